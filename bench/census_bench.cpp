@@ -1,0 +1,36 @@
+// Census speed: one layer census, and a whole model's activations (each kind at TP 1 and TP 2).
+// Built by the README's commands, run by hand: build/census_bench. Targets: <= 20 us per layer census,
+// <= 1 ms per whole activations.
+#include <benchmark/benchmark.h>
+
+#include <stdexcept>
+
+#include "census/activations.h"
+#include "census/layer_census.h"
+#include "cli/request.h"
+
+namespace {
+
+census::ModelConfig shipped(const char* name) {
+  auto config = census::cli::resolve_model(name);
+  if (!config) throw std::runtime_error(config.refusal().message());
+  return config.take();
+}
+
+void BM_LayerCensus(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_layer(config, 0, state.range(0)));
+}
+
+void BM_Activations(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_activations(config, state.range(0)));
+}
+
+BENCHMARK_CAPTURE(BM_LayerCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LayerCensus, qwen3_8b, "qwen3-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Activations, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

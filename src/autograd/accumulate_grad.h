@@ -1,0 +1,24 @@
+// File: accumulate_grad.h
+// AccumulateGrad: the node that hands a leaf its gradient. It runs as soon as it is ready (sequence
+// number UINT64_MAX). The first gradient is stolen into .grad when nothing else holds it and its
+// layout obeys the leaf's; otherwise it is cloned. A leaf that is a parameter tells observers
+// (the parameter's tensor hook) before.
+#pragma once
+
+#include "autograd/node.h"
+
+namespace census {
+
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable)
+      : Node("AccumulateGrad", kAccumulateGradSequenceNr), variable_(std::move(variable)) {}
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
+  const std::shared_ptr<TensorImpl>& variable() const { return variable_; }
+
+ private:
+  std::shared_ptr<TensorImpl> variable_;
+};
+
+}  // namespace census

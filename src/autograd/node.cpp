@@ -1,0 +1,69 @@
+#include "autograd/node.h"
+
+#include "autograd/accumulate_grad.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace census {
+
+void SavedVariable::save(const Tensor& tensor) {
+  Session::current().notify_save(tensor);
+  // Detached, as the census's pack hook returns it: the graph holds the bytes, not the tensor.
+  data_ = tensor.detach();
+  state_ = State::kSaved;
+}
+
+Edge gradient_edge(const Tensor& tensor) {
+  TensorImpl* impl = tensor.impl();
+  if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr, impl->sizes, impl->dtype};
+  if (!impl->requires_grad) return Edge{};
+  std::shared_ptr<Node> accumulator = impl->grad_accumulator.lock();
+  if (!accumulator) {
+    accumulator = std::make_shared<AccumulateGrad>(tensor.impl_ptr());
+    impl->grad_accumulator = accumulator;
+  }
+  return Edge{accumulator, 0, impl->sizes, impl->dtype};
+}
+
+void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+  if (!node) return;
+  out.impl()->grad_fn = node;
+  out.impl()->output_nr = output_nr;
+}
+
+namespace {
+
+// The strides a leaf's .grad must have to be stolen: the leaf's own, dimensions of size 1 aside.
+bool obeys_layout_contract(const Tensor& grad, const TensorImpl& variable) {
+  if (grad.sizes() != variable.sizes) return false;
+  for (int i = 0; i < grad.dim(); ++i)
+    if (grad.sizes()[i] != 1 && grad.strides()[i] != variable.strides[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+// Note [Stealing the first gradient]
+// PyTorch's AccumulateGrad::accumulateGrad sets .grad to the incoming gradient itself, no copy, when
+// grad mode is off, the gradient is referenced by nothing else (use_count <= 1), and its strides obey
+// the leaf's layout; else it clones. A linear weight's gradient arrives as the t() view of an mm
+// output with the weight's own strides, and is stolen. A residual stream's gradient that another
+// node's buffer still holds is cloned.
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
+  Tensor& grad = grads[0];
+  if (!grad.defined()) return {};
+  if (variable_->storage->is_parameter) Session::current().notify_parameter_grad(grad);
+  if (!variable_->grad) {
+    if (grad.use_count() <= 1 && obeys_layout_contract(grad, *variable_)) {
+      variable_->grad = grad.detach().impl_ptr();
+    } else {
+      variable_->grad = ops::clone(grad).impl_ptr();
+    }
+  } else {
+    Tensor existing(variable_->grad);
+    ops::add_(existing, grad);
+  }
+  return {};
+}
+
+}  // namespace census

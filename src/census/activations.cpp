@@ -1,0 +1,47 @@
+#include "census/activations.h"
+
+#include <algorithm>
+
+namespace census {
+namespace {
+
+// The split of a TP-1 / TP-2 pair of byte counts, per token.
+std::pair<double, double> split(int64_t one, int64_t two, int64_t seq_length) {
+  const double s = static_cast<double>(seq_length);
+  return {std::max(0.0, 2.0 * static_cast<double>(two) - static_cast<double>(one)) / s,
+          std::max(0.0, 2.0 * static_cast<double>(one - two)) / s};
+}
+
+}  // namespace
+
+KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length) {
+  KindActivations k;
+  k.seq_length = seq_length;
+  std::tie(k.saved, k.saved_tp) = split(tp1.saved_bytes, tp2.saved_bytes, seq_length);
+  std::tie(k.working, k.working_tp) = split(tp1.working_bytes, tp2.working_bytes, seq_length);
+  for (size_t i = 0; i < kSavedOpCount; ++i) {
+    if (tp1.saved_by_op[i] == 0) continue;
+    const std::string name(saved_op_name(static_cast<SavedOp>(i)));
+    std::tie(k.ops[name], k.ops_tp[name]) = split(tp1.saved_by_op[i], tp2.saved_by_op[i], seq_length);
+  }
+  return k;
+}
+
+std::vector<std::pair<std::string, KindActivations>> census_activations(const ModelConfig& config,
+                                                                         int64_t seq_length) {
+  std::vector<std::pair<std::string, KindActivations>> out;
+  int64_t first_layer = 0;
+  const ModelConfig tp2 = tp_config(config, 2);
+  for (const LayerGroup& group : layer_stack(config)) {
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const auto& kind) { return kind.first == group.kind; });
+    if (!seen) {
+      const LayerCensus one = census_layer(config, first_layer, seq_length);
+      const LayerCensus two = census_layer(tp2, first_layer, seq_length);
+      out.emplace_back(group.kind, kind_activations(one, two, seq_length));
+    }
+    first_layer += group.count;
+  }
+  return out;
+}
+
+}  // namespace census

@@ -1,0 +1,35 @@
+// File: activations.h
+// KindActivations: what a layer of each kind keeps and holds, per token, split into the part tensor
+// parallelism divides and the part it does not. Each kind's first layer is censused as one rank of
+// TP 1 and of TP 2 holds it; with x1 and x2 the two bytes,
+//   x    = max(0, 2*x2 - x1) / S     the part TP does not split
+//   x_tp = max(0, 2*(x1 - x2)) / S   the part it does (at TP t a rank holds x + x_tp / t per token)
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "census/layer_census.h"
+#include "models/config.h"
+
+namespace census {
+
+struct KindActivations {
+  double saved = 0;
+  double saved_tp = 0;
+  double working = 0;
+  double working_tp = 0;
+  int64_t seq_length = 0;
+  std::map<std::string, double> ops;     // by the ops the TP-1 layer saves for
+  std::map<std::string, double> ops_tp;
+};
+
+KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length);
+
+// Every layer kind of the model's stack, in stack order, each censused on its first layer.
+std::vector<std::pair<std::string, KindActivations>> census_activations(const ModelConfig& config,
+                                                                         int64_t seq_length);
+
+}  // namespace census

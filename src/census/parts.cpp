@@ -1,0 +1,142 @@
+#include "census/parts.h"
+
+#include <memory>
+
+namespace census {
+namespace {
+
+bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+// FLOPs of a matmul: 2 * numel(first) * last dim of second (bias aside), as the reference counts.
+constexpr int64_t kFmaFlops = 2;
+
+int64_t matmul_flops(const OpCall& call) {
+  const bool addmm = call.def.op == Op::kAddmm;
+  const Tensor& first = call.inputs[addmm ? 1 : 0];
+  const Tensor& second = call.inputs[addmm ? 2 : 1];
+  return kFmaFlops * first.numel() * second.size(-1);
+}
+
+// The attention kernel's FLOPs: QK^T and AV at every pair of tokens, as its explicit causal mask runs.
+int64_t attention_flops(const OpCall& call) {
+  const Tensor& query = call.inputs[0];
+  const Tensor& key = call.inputs[1];
+  const Tensor& value = call.inputs[2];
+  return kFmaFlops * query.size(0) * query.size(1) * query.size(2) * key.size(2) * (query.size(3) + value.size(-1));
+}
+
+// Observers that attribute each forward op to a part.
+class PartFlops final : public Observer {
+ public:
+  void on_op(const OpCall& call) override {
+    if (call.def.kind == OpKind::kAttentionKernel) {
+      flops["scores"] += attention_flops(call);
+    } else if (call.def.is_matmul()) {
+      flops[std::string(part_of_op(call, Session::current().modules(), /*recurrent=*/true))] += matmul_flops(call);
+    }
+  }
+  PartCounts flops;
+};
+
+class PartTraffic final : public Observer {
+ public:
+  explicit PartTraffic(bool recurrent) : recurrent_(recurrent) {}
+  void on_op(const OpCall& call) override {
+    if (call.def.is_view()) return;  // renames bytes its producer wrote: no kernel, nothing moved
+    const std::string part(call.def.kind == OpKind::kAttentionKernel
+                               ? std::string_view("scores")
+                               : part_of_op(call, Session::current().modules(), recurrent_));
+    int64_t moved = 0, parameter = 0;
+    for (const Tensor& input : call.inputs) {
+      moved += input.nbytes();
+      if (input.is_parameter()) parameter += input.nbytes();
+    }
+    for (const Tensor& output : call.outputs) moved += output.nbytes();
+    traffic.moved[part] += moved;
+    traffic.parameter[part] += parameter;
+    traffic.launches[part] += 1;
+  }
+  LayerTraffic traffic;
+
+ private:
+  bool recurrent_;
+};
+
+template <class Counter>
+void run_forward(const ModelConfig& config, int64_t layer_index, int64_t seq_length, Counter& counter) {
+  Session session;
+  std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
+  Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16);
+  // The positions are embedded before the count starts: the model does it once for all layers.
+  nn::PositionEmbeddings positions = layer->embed_positions(hidden);
+  session.add_observer(&counter);
+  Tensor out = layer->forward(hidden, positions);
+  session.remove_observer(&counter);
+}
+
+}  // namespace
+
+std::string_view parameter_part(std::string_view name) {
+  const size_t first_dot = name.find('.');
+  const std::string_view first = name.substr(0, first_dot);
+  std::string_view module;
+  if (first_dot != std::string_view::npos) {
+    const size_t last_dot = name.rfind('.');
+    const size_t before = name.rfind('.', last_dot - 1);
+    module = name.substr(before == std::string_view::npos ? 0 : before + 1,
+                         last_dot - (before == std::string_view::npos ? 0 : before + 1));
+  }
+  if (contains(first, "norm") || module == "q_norm" || module == "k_norm") return "norm";
+  if (contains(first, "attn") || contains(first, "attention")) return "attention";
+  bool experts = false;
+  for (size_t begin = 0; begin <= name.size();) {
+    const size_t end = std::min(name.find('.', begin), name.size());
+    const std::string_view segment = name.substr(begin, end - begin);
+    if (contains(segment, "shared")) return "shared";
+    experts = experts || segment == "experts";
+    begin = end + 1;
+  }
+  if (experts) return "routed";
+  if (module == "gate" || module == "router") return "router";
+  return "ffn";
+}
+
+std::string_view part_of_op(const OpCall& call, const std::vector<ModuleFrame>& modules, bool recurrent) {
+  if (modules.empty() || modules.back().path.empty()) return "ffn";
+  // The part of a weight of the innermost module: its path with ".weight" appended.
+  std::string name(modules.back().path);
+  name += ".weight";
+  const std::string_view part = parameter_part(name);
+  if (part == "attention" && recurrent) {
+    bool weighted = false;
+    for (const Tensor& input : call.inputs) weighted = weighted || input.is_parameter();
+    if (!weighted) return "linrec";
+  }
+  return part;
+}
+
+PartCounts census_flops(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+  PartFlops counter;
+  run_forward(config, layer_index, seq_length, counter);
+  return counter.flops;
+}
+
+LayerTraffic census_traffic(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+  // A dense layer's attention has no recurrence: its weightless ops (rotary, the output copy) are
+  // the attention's own.
+  PartTraffic counter(/*recurrent=*/false);
+  run_forward(config, layer_index, seq_length, counter);
+  return counter.traffic;
+}
+
+LayerParameters census_parameters(const ModelConfig& config, int64_t layer_index) {
+  Session session;
+  std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
+  LayerParameters result;
+  for (const Tensor& parameter : layer->parameters())
+    result.parts[std::string(parameter_part(parameter.name()))] += parameter.numel();
+  result.final_norm = layer->final_norm_parameters();
+  return result;
+}
+
+}  // namespace census

@@ -1,0 +1,37 @@
+#include "census/saved_tensors.h"
+
+namespace census {
+
+std::string_view saved_op_name(SavedOp op) {
+  static constexpr std::array<std::string_view, kSavedOpCount> kNames = {
+      "attMM", "attBMM", "softmax", "normOp", "ffMM", "ffAct", "dropout", "linrec", "other"};
+  return kNames[static_cast<size_t>(op)];
+}
+
+namespace {
+
+SavedOp classify(const Tensor& tensor, const OpDef* by_op, const std::vector<ModuleFrame>& modules) {
+  if (by_op != nullptr && by_op->kind == OpKind::kAttentionKernel)
+    return tensor.dtype() == DType::kFloat32 ? SavedOp::kSoftmax : SavedOp::kAttBMM;
+  if (modules.empty() || modules.back().path.empty()) return SavedOp::kOther;
+  const ModuleFrame& frame = modules.back();
+  if (frame.kind == ModuleKind::kNorm) return SavedOp::kNormOp;
+  const std::string_view part = frame.path.substr(0, frame.path.find('.'));
+  const bool attention = part.find("attn") != std::string_view::npos || part.find("attention") != std::string_view::npos;
+  if (!attention && frame.kind == ModuleKind::kActivation) return SavedOp::kFfAct;
+  return attention ? SavedOp::kAttMM : SavedOp::kFfMM;
+}
+
+}  // namespace
+
+void SavedTensors::on_save(const Tensor& tensor, const OpDef* by_op) {
+  const Storage& storage = *tensor.storage();
+  if (storage.is_parameter || seen_.contains(storage.id)) return;
+  seen_.insert(storage.id);
+  const auto& modules = Session::current().modules();
+  storages_.push_back(SavedStorage{storage.id, storage.nbytes, classify(tensor, by_op, modules), tensor.dtype(),
+                                   tensor.sizes(), modules.empty() ? std::string_view() : modules.back().path,
+                                   by_op != nullptr ? by_op->name : std::string_view("input")});
+}
+
+}  // namespace census

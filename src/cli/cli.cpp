@@ -1,0 +1,91 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/request.h"
+
+namespace census::cli {
+namespace {
+
+constexpr const char* kDefaultModel = "llama-3.1-8b";
+
+constexpr const char* kCommands[][2] = {
+    {"layer", "bytes one layer saves for its backward, and the most its backward holds"},
+    {"saved-ops", "saved bytes per token by the op whose backward takes them"},
+    {"flops", "forward FLOPs by part of the layer"},
+    {"traffic", "forward bytes moved, parameter bytes and op launches by part"},
+    {"parameters", "parameters by part, and the final norm's"},
+    {"activations", "every layer kind at TP 1 and TP 2, per token (the planner's record)"},
+    {"explain", "every storage a layer saves: bytes, dtype, shape, module, op"},
+    {"tp-config", "heads and widths as one tensor-parallel rank holds them"},
+}; 
+
+int refuse_line(std::ostream& err, const std::string& message) {
+  err << "census: " << message << '\n';
+  return 2;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"Census: what each layer of an LLM costs in training (memory, FLOPs, bytes moved), measured\n"
+               "by re-running the layer through a shape-only model of PyTorch's autograd.\n"
+               "With no arguments: census activations " + std::string(kDefaultModel)};
+  app.name("census");
+  app.require_subcommand(0, 1);
+  Request request;
+  std::string format = "table";
+  std::string model;
+
+  for (const auto& [name, description] : kCommands) {
+    CLI::App* sub = app.add_subcommand(name, description);
+    sub->add_option("config", model, "a config.json path, or a shipped model name (census models)")->required();
+    sub->add_option("--layer-index", request.layer_index, "the layer to census (default 0)");
+    sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
+    sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank censused (default 1)");
+    sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+  }
+  CLI::App* models = app.add_subcommand("models", "the model configs shipped with Census");
+  models->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return refuse_line(err, first_line(e.what()) + "; see census --help");
+  }
+  request.format = format == "json" ? Format::kJson : Format::kTable;
+
+  if (models->parsed()) {
+    list_models(request.format, out);
+    return 0;
+  }
+  const auto subcommands = app.get_subcommands();
+  if (subcommands.empty()) {
+    request.command = "activations";
+    model = kDefaultModel;
+  } else {
+    request.command = subcommands.front()->get_name();
+  }
+  request.model_name = model;
+  auto config = resolve_model(model);
+  if (!config) return refuse_line(err, config.refusal().message());
+  request.config = config.take();
+  if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
+
+  std::ostringstream answer;  // printed whole or not at all
+  run_command(request, answer);
+  out << answer.str();
+  return 0;
+}
+
+}  // namespace census::cli

@@ -1,0 +1,189 @@
+#include "cli/commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include "census/activations.h"
+#include "census/layer_census.h"
+#include "census/parts.h"
+#include "cli/request.h"
+#include "cli/shipped_models.h"
+#include "cli/table.h"
+#include "models/families.h"
+
+namespace census::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+void print_json(const ordered_json& json, std::ostream& out) { out << json.dump(2) << '\n'; }
+
+std::string heading(const Request& r, bool with_layer) {
+  std::string text = r.model_name + " (" + r.config.model_type + ")";
+  if (with_layer) text += ", layer " + std::to_string(r.layer_index) + " (" +
+                          r.config.family->layer_kind(r.config, r.layer_index) + ")";
+  text += ", " + std::to_string(r.seq_length) + " tokens, micro-batch 1, bf16";
+  if (r.tp > 1) text += ", one rank of TP " + std::to_string(r.tp);
+  return text;
+}
+
+ModelConfig rank_config(const Request& r) { return tp_config(r.config, r.tp); }
+
+void command_layer(const Request& r, std::ostream& out) {
+  const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length);
+  if (r.format == Format::kJson) return print_json({{"saved", c.saved_bytes}, {"working", c.working_bytes}}, out);
+  out << heading(r, true) << '\n';
+  const double s = static_cast<double>(r.seq_length);
+  Table table({"", "bytes", "", "per token"});
+  table.add({"saved", grouped(c.saved_bytes), human_bytes(c.saved_bytes), decimal(c.saved_bytes / s)});
+  table.add({"working", grouped(c.working_bytes), human_bytes(c.working_bytes), decimal(c.working_bytes / s)});
+  table.print(out);
+}
+
+void command_saved_ops(const Request& r, std::ostream& out) {
+  const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length);
+  const double s = static_cast<double>(r.seq_length);
+  ordered_json json;
+  for (size_t i = 0; i < kSavedOpCount; ++i) json[std::string(saved_op_name(static_cast<SavedOp>(i)))] = c.saved_by_op[i] / s;
+  if (r.format == Format::kJson) return print_json(json, out);
+  out << heading(r, true) << "; saved bytes per token by the op whose backward takes them\n";
+  Table table({"op", "bytes/token", "share"});
+  for (size_t i = 0; i < kSavedOpCount; ++i) {
+    const double share = c.saved_bytes ? 100.0 * c.saved_by_op[i] / c.saved_bytes : 0.0;
+    char percent[16];
+    std::snprintf(percent, sizeof percent, "%.1f%%", share);
+    table.add({std::string(saved_op_name(static_cast<SavedOp>(i))), decimal(c.saved_by_op[i] / s), percent});
+  }
+  table.add({"saved", decimal(c.saved_bytes / s), "100.0%"});
+  table.print(out);
+}
+
+void print_parts(const PartCounts& parts, const char* unit, std::ostream& out) {
+  Table table({"part", unit});
+  int64_t total = 0;
+  for (const auto& [part, value] : parts) {
+    table.add({part, grouped(value)});
+    total += value;
+  }
+  table.add({"total", grouped(total)});
+  table.print(out);
+}
+
+void command_flops(const Request& r, std::ostream& out) {
+  const PartCounts flops = census_flops(rank_config(r), r.layer_index, r.seq_length);
+  if (r.format == Format::kJson) return print_json(ordered_json(flops), out);
+  out << heading(r, true) << "; forward FLOPs by part\n";
+  print_parts(flops, "FLOPs", out);
+}
+
+void command_traffic(const Request& r, std::ostream& out) {
+  const LayerTraffic t = census_traffic(rank_config(r), r.layer_index, r.seq_length);
+  if (r.format == Format::kJson)
+    return print_json({{"moved", t.moved}, {"parameter", t.parameter}, {"launches", t.launches}}, out);
+  out << heading(r, true) << "; forward bytes moved by part\n";
+  Table table({"part", "moved bytes", "parameter bytes", "launches"});
+  for (const auto& [part, moved] : t.moved)
+    table.add({part, grouped(moved), grouped(t.parameter.at(part)), grouped(t.launches.at(part))});
+  table.print(out);
+}
+
+void command_parameters(const Request& r, std::ostream& out) {
+  const LayerParameters p = census_parameters(rank_config(r), r.layer_index);
+  int64_t total = 0;
+  for (const auto& [part, count] : p.parts) total += count;
+  if (r.format == Format::kJson)
+    return print_json({{"parts", p.parts}, {"total", total}, {"final_norm", p.final_norm}}, out);
+  out << heading(r, true) << "; parameters by part\n";
+  print_parts(p.parts, "parameters", out);
+  out << "final norm: " << grouped(p.final_norm) << " parameters\n";
+}
+
+ordered_json activations_json(const KindActivations& k) {
+  return {{"saved", k.saved}, {"saved_tp", k.saved_tp}, {"working", k.working}, {"working_tp", k.working_tp},
+          {"seq_length", k.seq_length}, {"ops", k.ops}, {"ops_tp", k.ops_tp}};
+}
+
+void command_activations(const Request& r, std::ostream& out) {
+  const auto kinds = census_activations(r.config, r.seq_length);
+  if (r.format == Format::kJson) {
+    ordered_json json = ordered_json::object();
+    for (const auto& [kind, record] : kinds) json[kind] = activations_json(record);
+    return print_json(json, out);
+  }
+  out << "Activation census of " << r.model_name << " (" << r.config.model_type << "), "
+      << r.seq_length << " tokens, micro-batch 1, bf16\n"
+      << "bytes per token; at TP t a rank holds x + x_tp / t\n\n";
+  Table table({"kind", "layers", "saved", "saved_tp", "working", "working_tp"});
+  for (const auto& [kind, k] : kinds) {
+    int64_t layers = 0;
+    for (const LayerGroup& group : layer_stack(r.config))
+      if (group.kind == kind) layers += group.count;
+    table.add({kind, std::to_string(layers), decimal(k.saved), decimal(k.saved_tp), decimal(k.working), decimal(k.working_tp)});
+  }
+  table.print(out);
+  for (const auto& [kind, k] : kinds) {
+    out << "\nsaved by op, " << kind << " layer (bytes per token)\n";
+    Table ops({"op", "saved", "saved_tp"});
+    for (const auto& [op, value] : k.ops) ops.add({op, decimal(value), decimal(k.ops_tp.at(op))});
+    ops.print(out);
+  }
+}
+
+void command_explain(const Request& r, std::ostream& out) {
+  const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length, /*explain=*/true);
+  if (r.format == Format::kJson) {
+    ordered_json rows = ordered_json::array();
+    for (const SavedRow& row : c.saved)
+      rows.push_back({{"bytes", row.bytes}, {"dtype", row.dtype},
+                      {"shape", std::vector<int64_t>(row.shape.begin(), row.shape.end())},
+                      {"module", row.module}, {"aten_op", row.by_op}, {"op", row.op_class}});
+    return print_json({{"saved", c.saved_bytes}, {"storages", rows}}, out);
+  }
+  out << heading(r, true) << "\nevery storage the layer keeps for its backward, largest first\n";
+  Table table({"bytes", "dtype", "shape", "module", "aten op", "op"});
+  for (const SavedRow& row : c.saved)
+    table.add({grouped(row.bytes), row.dtype, row.shape.str(), row.module.empty() ? "(layer)" : row.module, row.by_op, row.op_class});
+  table.print(out);
+  out << "saved: " << grouped(c.saved_bytes) << " bytes in " << c.saved.size() << " storages\n";
+}
+
+void command_tp_config(const Request& r, std::ostream& out) {
+  const ModelConfig c = rank_config(r);
+  ordered_json json = {{"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
+                       {"intermediate_size", c.intermediate_size}, {"head_dim", c.head_dim}};
+  if (r.format == Format::kJson) return print_json(json, out);
+  out << r.model_name << " as one rank of TP " << r.tp << " holds a layer\n";
+  Table table({"field", "value"});
+  for (const auto& [field, value] : json.items()) table.add({field, std::to_string(value.get<int64_t>())});
+  table.print(out);
+}
+
+}  // namespace
+
+void list_models(Format format, std::ostream& out) {
+  ordered_json json = ordered_json::array();
+  Table table({"name", "model_type", "layers", "hidden", "heads", "kv heads"});
+  for (const ShippedModel& model : shipped_models()) {
+    auto config = resolve_model(std::string(model.name));
+    if (!config) continue;
+    json.push_back({{"name", model.name}, {"model_type", config->model_type}, {"num_hidden_layers", config->num_hidden_layers},
+                    {"hidden_size", config->hidden_size}});
+    table.add({std::string(model.name), config->model_type, std::to_string(config->num_hidden_layers),
+               std::to_string(config->hidden_size), std::to_string(config->num_attention_heads),
+               std::to_string(config->num_key_value_heads)});
+  }
+  if (format == Format::kJson) return print_json(json, out);
+  table.print(out);
+}
+
+void run_command(const Request& r, std::ostream& out) {
+  if (r.command == "layer") command_layer(r, out);
+  else if (r.command == "saved-ops") command_saved_ops(r, out);
+  else if (r.command == "flops") command_flops(r, out);
+  else if (r.command == "traffic") command_traffic(r, out);
+  else if (r.command == "parameters") command_parameters(r, out);
+  else if (r.command == "activations") command_activations(r, out);
+  else if (r.command == "explain") command_explain(r, out);
+  else if (r.command == "tp-config") command_tp_config(r, out);
+}
+
+}  // namespace census::cli

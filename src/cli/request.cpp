@@ -1,0 +1,52 @@
+#include "cli/request.h"
+
+#include <nlohmann/json.hpp>
+
+#include "cli/shipped_models.h"
+#include "models/families.h"
+
+namespace census::cli {
+
+Result<ModelConfig> resolve_model(const std::string& source) {
+  for (const ShippedModel& model : shipped_models()) {
+    if (model.name == source) {
+      nlohmann::json json = nlohmann::json::parse(model.json, nullptr, /*allow_exceptions=*/false);
+      return read_config(json);
+    }
+  }
+  return read_config_file(source);
+}
+
+Status check_request(const Request& r) {
+  const ModelConfig& c = r.config;
+  if (r.seq_length <= 0)
+    return refuse("--seq-length", std::to_string(r.seq_length) + " is not a positive number of tokens; give one");
+  if (r.layer_index < 0 || r.layer_index >= c.num_hidden_layers)
+    return refuse("--layer-index", std::to_string(r.layer_index) + " is out of range: the model has " +
+                                       std::to_string(c.num_hidden_layers) + " layers (0.." +
+                                       std::to_string(c.num_hidden_layers - 1) + ")");
+  if (r.tp <= 0) return refuse("--tp", std::to_string(r.tp) + " is not a positive degree; give one");
+  if (c.num_attention_heads % r.tp != 0)
+    return refuse("--tp", std::to_string(r.tp) + " does not divide num_attention_heads " +
+                              std::to_string(c.num_attention_heads) + "; choose a degree that does");
+  if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
+    return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
+                              std::to_string(c.num_key_value_heads) + "; choose a degree that is");
+  if (c.intermediate_size % r.tp != 0)
+    return refuse("--tp", std::to_string(r.tp) + " does not divide intermediate_size " +
+                              std::to_string(c.intermediate_size) + "; choose a degree that does");
+  // The largest counts a census forms: the scores' FLOPs (every pair of tokens) and a layer's bytes.
+  __extension__ using Wide = __int128;  // exact products of sizes that may not fit 64 bits
+  const Wide s = r.seq_length;
+  const Wide width = std::max({c.hidden_size, c.intermediate_size, c.num_attention_heads * c.head_dim});
+  const Wide scores = Wide{4} * c.num_attention_heads * s * s * c.head_dim;
+  const Wide matmul = Wide{2} * s * width * width;
+  const Wide bytes = Wide{64} * s * width * 4;
+  const Wide limit = static_cast<Wide>(INT64_MAX) / 16;
+  if (scores > limit || matmul > limit || bytes > limit)
+    return refuse("--seq-length", std::to_string(r.seq_length) +
+                                      " tokens on this model overflow 64-bit FLOP or byte counts; give fewer tokens");
+  return {};
+}
+
+}  // namespace census::cli

@@ -1,0 +1,32 @@
+// File: request.h
+// A parsed and checked command line: which measurement, of which model, at which sizes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/config.h"
+#include "util/result.h"
+
+namespace census::cli {
+
+enum class Format { kTable, kJson };
+
+struct Request {
+  std::string command;  // layer, saved-ops, flops, traffic, parameters, activations, explain, tp-config, models
+  std::string model_name;  // as given: a shipped name or a path
+  ModelConfig config;
+  int64_t layer_index = 0;
+  int64_t seq_length = 4096;
+  int64_t tp = 1;
+  Format format = Format::kTable;
+};
+
+// The ModelConfig named by `source`: a shipped model's name, else a path to a config.json.
+Result<ModelConfig> resolve_model(const std::string& source);
+
+// Refuse sizes the census cannot price exactly: a layer index out of range, a non-positive sequence,
+// a TP degree that does not divide the heads and widths, byte or FLOP counts beyond 64 bits.
+Status check_request(const Request& request);
+
+}  // namespace census::cli

@@ -1,0 +1,74 @@
+// File: config.h
+// ModelConfig: the fields of a Transformers config.json a census reads, after the family's defaults
+// and attribute_map have been applied, and the family that builds its layers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "nn/rotary.h"
+#include "util/result.h"
+
+namespace census {
+
+struct Family;
+
+// One decoder layer built for a census: its forward as the model calls it, and its parameters.
+class DecoderLayer {
+ public:
+  virtual ~DecoderLayer() = default;
+  // The model's rotary embedding of the positions of `hidden`, computed once for all layers.
+  virtual nn::PositionEmbeddings embed_positions(const Tensor& hidden) const = 0;
+  virtual Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const = 0;
+  const nn::ParameterList& parameters() const { return parameters_; }
+  // The final norm, of the class of the layer's input norm: its parameter count.
+  virtual int64_t final_norm_parameters() const = 0;
+
+ protected:
+  nn::ParameterList parameters_;
+};
+
+struct ModelConfig {
+  const Family* family = nullptr;
+  std::string model_type;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab_size = 0;
+  double rms_norm_eps = 1e-6;
+  std::string hidden_act = "silu";
+  bool qkv_bias = false;   // q_proj, k_proj, v_proj
+  bool o_bias = false;     // o_proj
+  bool mlp_bias = false;
+  bool qk_norm = false;    // per-head q_norm and k_norm (Qwen3)
+  // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
+  std::vector<std::string> layer_types;
+};
+
+// A run of consecutive layers of one kind, as a model's layer stack is grouped.
+struct LayerGroup {
+  std::string kind;
+  int64_t count;
+};
+
+struct Family {
+  const char* model_type;
+  // The layer kind of layer `index`, as the census names it ("decoder" where all layers are alike).
+  std::string (*layer_kind)(const ModelConfig& config, int64_t index);
+  std::unique_ptr<DecoderLayer> (*build_layer)(const ModelConfig& config, int64_t index);
+};
+
+// The layer stack, run-length grouped by kind.
+std::vector<LayerGroup> layer_stack(const ModelConfig& config);
+
+// `config` as one of `tp` tensor-parallel ranks holds its layers: heads and widths divided (each at
+// least 1), head_dim kept.
+ModelConfig tp_config(const ModelConfig& config, int64_t tp);
+
+}  // namespace census

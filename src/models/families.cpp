@@ -1,0 +1,103 @@
+// The Llama-like families: each one's model_type, config defaults (its Transformers 5 config class)
+// and the variations its modeling file makes to Llama's layer.
+#include "models/families.h"
+
+#include "models/llama.h"
+
+namespace census {
+namespace {
+
+Result<ModelConfig> read_llama(const ConfigReader& r);
+Result<ModelConfig> read_mistral(const ConfigReader& r);
+Result<ModelConfig> read_qwen2(const ConfigReader& r);
+Result<ModelConfig> read_qwen3(const ConfigReader& r);
+
+const FamilyEntry kFamilies[] = {
+    {{"llama", llama_layer_kind, build_llama_layer}, read_llama},
+    {{"mistral", llama_layer_kind, build_llama_layer}, read_mistral},
+    {{"qwen2", llama_layer_kind, build_llama_layer}, read_qwen2},
+    {{"qwen3", llama_layer_kind, build_llama_layer}, read_qwen3},
+};
+
+const Family& family(const char* model_type) {
+  for (const FamilyEntry& entry : kFamilies)
+    if (std::string_view(entry.family.model_type) == model_type) return entry.family;
+  return kFamilies[0].family;
+}
+
+// Qwen2 and Qwen3 derive layer_types when the config does not state them: sliding attention from
+// max_window_layers on, where use_sliding_window is set.
+Status read_qwen_layer_types(const ConfigReader& r, ModelConfig& c) {
+  auto sliding = r.flag("use_sliding_window", false);
+  CENSUS_TRY(sliding);
+  auto window_layers = r.size("max_window_layers", 28);
+  CENSUS_TRY(window_layers);
+  const bool has_window = *sliding && r.has("sliding_window");
+  c.layer_types.clear();
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    c.layer_types.push_back(has_window && i >= *window_layers ? "sliding_attention" : "full_attention");
+  return {};
+}
+
+// A layer_types list the config states: one known kind per layer.
+Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
+  if (!r.has("layer_types")) return {};
+  const nlohmann::json& types = r.json().at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
+    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
+                                     " of them); fix the config");
+  c.layer_types.clear();
+  for (const auto& type : types) {
+    if (!type.is_string() || (type != "full_attention" && type != "sliding_attention"))
+      return refuse("layer_types", "has " + type.dump() + "; known kinds: full_attention, sliding_attention");
+    c.layer_types.push_back(type.get<std::string>());
+  }
+  return {};
+}
+
+// LlamaConfig: attention_bias biases q, k, v and o; mlp_bias the MLP.
+Result<ModelConfig> read_llama(const ConfigReader& r) {
+  auto c = read_llama_like(r, family("llama"), {32000, 4096, 11008, 32, 32, std::nullopt, std::nullopt});
+  CENSUS_TRY(c);
+  auto attention_bias = r.flag("attention_bias", false);
+  CENSUS_TRY(attention_bias);
+  auto mlp_bias = r.flag("mlp_bias", false);
+  CENSUS_TRY(mlp_bias);
+  c->qkv_bias = c->o_bias = *attention_bias;
+  c->mlp_bias = *mlp_bias;
+  return c;
+}
+
+// MistralConfig: no biases; its sliding window changes no shape the census counts.
+Result<ModelConfig> read_mistral(const ConfigReader& r) {
+  return read_llama_like(r, family("mistral"), {32000, 4096, 14336, 32, 32, 8, std::nullopt});
+}
+
+// Qwen2Config: q, k and v biased, o not.
+Result<ModelConfig> read_qwen2(const ConfigReader& r) {
+  auto c = read_llama_like(r, family("qwen2"), {151936, 4096, 22016, 32, 32, 32, std::nullopt});
+  CENSUS_TRY(c);
+  c->qkv_bias = true;
+  CENSUS_TRY(read_qwen_layer_types(r, *c));
+  CENSUS_TRY(read_stated_layer_types(r, *c));
+  return c;
+}
+
+// Qwen3Config: head_dim 128 by default, per-head q/k norms, attention_bias for q, k, v and o.
+Result<ModelConfig> read_qwen3(const ConfigReader& r) {
+  auto c = read_llama_like(r, family("qwen3"), {151936, 4096, 22016, 32, 32, 32, 128});
+  CENSUS_TRY(c);
+  auto attention_bias = r.flag("attention_bias", false);
+  CENSUS_TRY(attention_bias);
+  c->qkv_bias = c->o_bias = *attention_bias;
+  c->qk_norm = true;
+  CENSUS_TRY(read_qwen_layer_types(r, *c));
+  CENSUS_TRY(read_stated_layer_types(r, *c));
+  return c;
+}
+
+}  // namespace
+
+std::span<const FamilyEntry> families() { return kFamilies; }
+
+}  // namespace census

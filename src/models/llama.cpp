@@ -1,0 +1,125 @@
+#include "models/llama.h"
+
+#include "nn/attention_kernel.h"
+#include "ops/ops.h"
+
+namespace census {
+
+LlamaAttention::LlamaAttention(const ModelConfig& c, nn::ParameterList& params)
+    : head_dim_(c.head_dim),
+      q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim, c.qkv_bias, params),
+      k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
+      v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
+      o_proj("self_attn.o_proj", c.num_attention_heads * c.head_dim, c.hidden_size, c.o_bias, params) {
+  if (c.qk_norm) {
+    q_norm.emplace("self_attn.q_norm", c.head_dim, c.rms_norm_eps, params);
+    k_norm.emplace("self_attn.k_norm", c.head_dim, c.rms_norm_eps, params);
+  }
+}
+
+Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  const int64_t batch = hidden_states.size(0), seq = hidden_states.size(1);
+  // query_states = self.q_proj(hidden_states).view(hidden_shape) [-> q_norm] .transpose(1, 2)
+  Tensor q = q_proj.forward(hidden_states);                                   // (1, S, Nh*D)
+  q = ops::view(q, Dims{batch, seq, q.size(-1) / head_dim_, head_dim_});      // (1, S, Nh, D)
+  if (q_norm) q = q_norm->forward(q);
+  Tensor query_states = ops::transpose(q, 1, 2);                              // (1, Nh, S, D)
+  Tensor k = k_proj.forward(hidden_states);
+  k = ops::view(k, Dims{batch, seq, k.size(-1) / head_dim_, head_dim_});
+  if (k_norm) k = k_norm->forward(k);
+  Tensor key_states = ops::transpose(k, 1, 2);                                // (1, Nkv, S, D)
+  Tensor v = v_proj.forward(hidden_states);
+  Tensor value_states = ops::transpose(ops::view(v, Dims{batch, seq, v.size(-1) / head_dim_, head_dim_}), 1, 2);
+  q = Tensor();
+  k = Tensor();
+  v = Tensor();
+
+  auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
+  query_states = q_embed;
+  key_states = k_embed;
+
+  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states);  // (1, S, Nh, D)
+  attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
+  return o_proj.forward(attn_output);
+}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c)
+    : hidden_size_(c.hidden_size),
+      self_attn(c, parameters_),
+      mlp("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, parameters_),
+      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+      rotary_emb(c.head_dim) {}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
+  Tensor residual = input;
+  Tensor hidden_states = input_layernorm.forward(input);
+  hidden_states = self_attn.forward(hidden_states, positions);
+  hidden_states = ops::add(residual, hidden_states);
+  residual = hidden_states;
+  hidden_states = post_attention_layernorm.forward(hidden_states);
+  hidden_states = mlp.forward(hidden_states);
+  return ops::add(residual, hidden_states);
+}
+
+Result<ModelConfig> read_llama_like(const ConfigReader& r, const Family& family, const LlamaLikeDefaults& d) {
+  ModelConfig c;
+  c.family = &family;
+  c.model_type = family.model_type;
+  auto vocab = r.size("vocab_size", d.vocab_size);
+  CENSUS_TRY(vocab);
+  auto hidden = r.size("hidden_size", d.hidden_size);
+  CENSUS_TRY(hidden);
+  auto intermediate = r.size("intermediate_size", d.intermediate_size);
+  CENSUS_TRY(intermediate);
+  auto layers = r.size("num_hidden_layers", d.num_hidden_layers);
+  CENSUS_TRY(layers);
+  auto heads = r.size("num_attention_heads", d.num_attention_heads);
+  CENSUS_TRY(heads);
+  auto kv_heads = r.size("num_key_value_heads", d.num_key_value_heads ? d.num_key_value_heads : *heads);
+  CENSUS_TRY(kv_heads);
+  std::optional<int64_t> head_dim_default = d.head_dim;
+  if (!head_dim_default) {
+    if (!r.has("head_dim") && *hidden % *heads != 0)
+      return refuse("num_attention_heads", std::to_string(*heads) + " does not divide hidden_size " +
+                                               std::to_string(*hidden) + "; state head_dim or fix the heads");
+    head_dim_default = *hidden / *heads;
+  }
+  auto head_dim = r.size("head_dim", head_dim_default);
+  CENSUS_TRY(head_dim);
+  if (*heads % *kv_heads != 0)
+    return refuse("num_key_value_heads", std::to_string(*kv_heads) + " does not divide num_attention_heads " +
+                                             std::to_string(*heads) + "; fix the config");
+  if (*head_dim % 2 != 0)
+    return refuse("head_dim", std::to_string(*head_dim) + " is odd; rotary embeddings need an even head_dim");
+  auto eps = r.positive_number("rms_norm_eps", 1e-6);
+  CENSUS_TRY(eps);
+  auto act = r.text("hidden_act", "silu");
+  CENSUS_TRY(act);
+  if (*act != "silu")
+    return refuse("hidden_act", "'" + *act + "' is not priced for " + c.model_type + " yet (only silu); use a silu model");
+  c.vocab_size = *vocab;
+  c.hidden_size = *hidden;
+  c.intermediate_size = *intermediate;
+  c.num_hidden_layers = *layers;
+  c.num_attention_heads = *heads;
+  c.num_key_value_heads = *kv_heads;
+  c.head_dim = *head_dim;
+  c.rms_norm_eps = *eps;
+  c.hidden_act = *act;
+  return c;
+}
+
+std::string llama_layer_kind(const ModelConfig& config, int64_t index) {
+  bool uniform = true;
+  for (const std::string& type : config.layer_types) uniform = uniform && type == config.layer_types.front();
+  if (config.layer_types.empty() || uniform) return "decoder";
+  return config.layer_types[index];
+}
+
+std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t /*index*/) {
+  return std::make_unique<LlamaDecoderLayer>(config);
+}
+
+}  // namespace census

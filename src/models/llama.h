@@ -1,0 +1,68 @@
+// File: llama.h
+// Llama's decoder layer (transformers/models/llama/modeling_llama.py, Transformers 5), which Mistral,
+// Qwen2 and Qwen3 copy through Transformers' modular files: the same modules and statement order,
+// with biased q/k/v projections (Qwen2) or per-head q/k RMSNorm (Qwen3) as their configs state.
+//
+// Legend: S = seq_length, H = hidden_size, Nh = heads, Nkv = key/value heads, D = head_dim, I = intermediate.
+#pragma once
+
+#include <optional>
+
+#include "models/config.h"
+#include "models/config_reader.h"
+#include "nn/linear.h"
+#include "nn/mlp.h"
+#include "nn/rms_norm.h"
+#include "nn/rotary.h"
+
+namespace census {
+
+class LlamaAttention {
+ public:
+  LlamaAttention(const ModelConfig& config, nn::ParameterList& params);
+  Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const;
+
+ private:
+  std::string path_ = "self_attn";
+  int64_t head_dim_;
+  nn::Linear q_proj;  // H -> Nh*D
+  nn::Linear k_proj;  // H -> Nkv*D
+  nn::Linear v_proj;  // H -> Nkv*D
+  nn::Linear o_proj;  // Nh*D -> H
+  std::optional<nn::LlamaRMSNorm> q_norm;  // over D, Qwen3
+  std::optional<nn::LlamaRMSNorm> k_norm;
+};
+
+class LlamaDecoderLayer final : public DecoderLayer {
+ public:
+  explicit LlamaDecoderLayer(const ModelConfig& config);
+  nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
+  Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const override;
+  int64_t final_norm_parameters() const override { return hidden_size_; }
+
+ private:
+  int64_t hidden_size_;
+  LlamaAttention self_attn;
+  nn::GatedMLP mlp;
+  nn::LlamaRMSNorm input_layernorm;
+  nn::LlamaRMSNorm post_attention_layernorm;
+  nn::RotaryEmbedding rotary_emb;  // the model's, held here so one layer can run alone
+};
+
+// The config fields every Llama-like family reads, with that family's defaults.
+struct LlamaLikeDefaults {
+  int64_t vocab_size;
+  int64_t hidden_size;
+  int64_t intermediate_size;
+  int64_t num_hidden_layers;
+  int64_t num_attention_heads;
+  std::optional<int64_t> num_key_value_heads;  // nullopt: as many as attention heads
+  std::optional<int64_t> head_dim;             // nullopt: hidden_size / num_attention_heads
+};
+
+// Read the fields shared by the Llama-like families, refusing what cannot be priced.
+Result<ModelConfig> read_llama_like(const ConfigReader& reader, const Family& family, const LlamaLikeDefaults& defaults);
+std::string llama_layer_kind(const ModelConfig& config, int64_t index);
+std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index);
+
+}  // namespace census

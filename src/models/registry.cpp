@@ -1,0 +1,54 @@
+#include <fstream>
+#include <sstream>
+
+#include "models/families.h"
+
+namespace census {
+
+Result<ModelConfig> read_config(const nlohmann::json& json) {
+  if (!json.is_object()) return refuse("config", "is not a JSON object; give a Transformers config.json");
+  const nlohmann::json* fields = &json;
+  // A multimodal model's config holds its language model's under text_config.
+  if (json.contains("text_config") && json.at("text_config").is_object()) fields = &json.at("text_config");
+  if (!fields->contains("model_type") || !fields->at("model_type").is_string())
+    return refuse("model_type", "missing from the config; add the Transformers model_type (e.g. \"llama\")");
+  const std::string model_type = fields->at("model_type").get<std::string>();
+  std::string known;
+  for (const FamilyEntry& entry : families()) {
+    if (model_type == entry.family.model_type) return entry.read(ConfigReader(*fields));
+    known += known.empty() ? "" : ", ";
+    known += entry.family.model_type;
+  }
+  return refuse("model_type", "'" + model_type + "' is not priced by this Census; known: " + known);
+}
+
+Result<ModelConfig> read_config_file(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return refuse(path, "cannot be read; give the path of a config.json or a shipped model name (census models)");
+  std::stringstream text;
+  text << file.rdbuf();
+  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return refuse(path, "is not valid JSON; give a Transformers config.json");
+  return read_config(json);
+}
+
+std::vector<LayerGroup> layer_stack(const ModelConfig& config) {
+  std::vector<LayerGroup> groups;
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    std::string kind = config.family->layer_kind(config, i);
+    if (!groups.empty() && groups.back().kind == kind) ++groups.back().count;
+    else groups.push_back({std::move(kind), 1});
+  }
+  return groups;
+}
+
+ModelConfig tp_config(const ModelConfig& config, int64_t tp) {
+  ModelConfig out = config;
+  auto divide = [tp](int64_t value) { return std::max<int64_t>(1, value / tp); };
+  out.num_attention_heads = divide(config.num_attention_heads);
+  out.num_key_value_heads = divide(config.num_key_value_heads);
+  out.intermediate_size = divide(config.intermediate_size);
+  return out;
+}
+
+}  // namespace census

@@ -1,0 +1,18 @@
+#include "nn/linear.h"
+
+#include "ops/ops.h"
+
+namespace census::nn {
+
+Linear::Linear(std::string path, int64_t in_features, int64_t out_features, bool bias, ParameterList& params)
+    : path_(std::move(path)) {
+  weight_ = register_parameter(params, path_, "weight", Dims{out_features, in_features});
+  if (bias) bias_ = register_parameter(params, path_, "bias", Dims{out_features});
+}
+
+Tensor Linear::forward(const Tensor& input) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  return ops::linear(input, weight_, bias_);
+}
+
+}  // namespace census::nn

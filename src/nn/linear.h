@@ -1,0 +1,21 @@
+// File: linear.h
+// nn.Linear: y = x W^T (+ b), as ATen's linear decomposes it (ops::linear).
+#pragma once
+
+#include "nn/module.h"
+
+namespace census::nn {
+
+class Linear {
+ public:
+  Linear(std::string path, int64_t in_features, int64_t out_features, bool bias, ParameterList& params);
+  Tensor forward(const Tensor& input) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  Tensor weight_;  // (out, in)
+  Tensor bias_;    // (out) or undefined
+};
+
+}  // namespace census::nn

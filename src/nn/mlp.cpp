@@ -1,0 +1,28 @@
+#include "nn/mlp.h"
+
+#include "ops/ops.h"
+
+namespace census::nn {
+
+Tensor SiLUActivation::forward(const Tensor& input) const {
+  ModuleScope scope(path_, ModuleKind::kActivation);
+  return ops::silu(input);
+}
+
+GatedMLP::GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias,
+                   ParameterList& params)
+    : path_(path),
+      gate_proj(child_path(path, "gate_proj"), hidden_size, intermediate_size, bias, params),
+      up_proj(child_path(path, "up_proj"), hidden_size, intermediate_size, bias, params),
+      down_proj(child_path(path, "down_proj"), intermediate_size, hidden_size, bias, params),
+      act_fn(child_path(path, "act_fn")) {}
+
+Tensor GatedMLP::forward(const Tensor& x) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  // Python evaluates gate before up: sequence numbers, and so the backward's order, depend on it.
+  Tensor activated = act_fn.forward(gate_proj.forward(x));
+  Tensor up = up_proj.forward(x);
+  return down_proj.forward(ops::mul(activated, up));
+}
+
+}  // namespace census::nn

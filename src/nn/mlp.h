@@ -1,0 +1,35 @@
+// File: mlp.h
+// The gated MLP of Llama and its copies: down_proj(act_fn(gate_proj(x)) * up_proj(x)).
+//
+//   gate (.., I) saved by the activation; act (.., I) and up (.., I) saved by their product;
+//   the product (.., I) saved by down_proj; x saved once by gate_proj and up_proj.
+#pragma once
+
+#include "nn/linear.h"
+
+namespace census::nn {
+
+// ACT2FN["silu"]: Transformers' SiLUActivation module, calling F.silu.
+class SiLUActivation {
+ public:
+  explicit SiLUActivation(std::string path) : path_(std::move(path)) {}
+  Tensor forward(const Tensor& input) const;
+
+ private:
+  std::string path_;
+};
+
+class GatedMLP {
+ public:
+  GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias, ParameterList& params);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  std::string path_;
+  Linear gate_proj;
+  Linear up_proj;
+  Linear down_proj;
+  SiLUActivation act_fn;
+};
+
+}  // namespace census::nn

@@ -1,0 +1,26 @@
+// File: rms_norm.h
+// LlamaRMSNorm (and its copies in Mistral, Qwen2, Qwen3): computed in fp32, cast back, then scaled by
+// the weight in the input's dtype.
+//
+//   h = x.to(fp32)                 (.., D) fp32   saved by pow and mul
+//   r = rsqrt(h.pow(2).mean(-1) + eps)   (.., 1) fp32   saved by rsqrt and mul
+//   out = weight * (h * r).to(x.dtype)   the bf16 normalized input saved by the weight's mul
+#pragma once
+
+#include "nn/module.h"
+
+namespace census::nn {
+
+class LlamaRMSNorm {
+ public:
+  LlamaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
+  Tensor forward(const Tensor& hidden_states) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  Tensor weight_;  // (D) bf16, ones
+  double variance_epsilon_;
+};
+
+}  // namespace census::nn

@@ -1,0 +1,48 @@
+#include "nn/rotary.h"
+
+#include "ops/ops.h"
+
+namespace census::nn {
+
+RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim) : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)) {}
+
+PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
+  const int64_t seq = hidden.size(1);
+  PositionEmbeddings out;
+  out.position_ids = ops::unsqueeze(ops::arange(seq), 0);
+  NoGradGuard no_grad;
+  // inv_freq[None, :, None] @ position_ids[:, None, :].float(): (1, D/2, S) fp32. The product is a
+  // batched matmul in the model; a broadcast multiply allocates the same bytes.
+  Tensor inv_freq_expanded = ops::unsqueeze(ops::unsqueeze(inv_freq_, 0), 2);
+  Tensor position_ids_expanded = ops::to(ops::unsqueeze(out.position_ids, 1), DType::kFloat32);
+  Tensor freqs = ops::transpose(ops::mul(inv_freq_expanded, position_ids_expanded), 1, 2);
+  Tensor emb = ops::cat({freqs, freqs}, -1);  // (1, S, D) fp32
+  const double attention_scaling = 1.0;       // scales values only, never shapes
+  Tensor cos = ops::mul(ops::cos(emb), attention_scaling);
+  Tensor sin = ops::mul(ops::sin(emb), attention_scaling);
+  out.cos = ops::to(cos, hidden.dtype());
+  out.sin = ops::to(sin, hidden.dtype());
+  return out;
+}
+
+Tensor rotate_half(const Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  Tensor x1 = ops::slice(x, -1, 0, half);
+  Tensor x2 = ops::slice(x, -1, half, x.size(-1));
+  return ops::cat({ops::neg(x2), x1}, -1);
+}
+
+std::pair<Tensor, Tensor> apply_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos_in,
+                                               const Tensor& sin_in) {
+  Tensor cos = ops::unsqueeze(cos_in, 1);
+  Tensor sin = ops::unsqueeze(sin_in, 1);
+  auto embed = [&](const Tensor& x) {
+    Tensor rotated = ops::mul(x, cos);
+    return ops::add(rotated, ops::mul(rotate_half(x), sin));
+  };
+  Tensor q_embed = embed(q);
+  Tensor k_embed = embed(k);
+  return {q_embed, k_embed};
+}
+
+}  // namespace census::nn

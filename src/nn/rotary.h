@@ -1,0 +1,34 @@
+// File: rotary.h
+// Rotary position embeddings. The model computes cos and sin once per forward, under no_grad, and
+// hands them to every layer; each layer's attention rotates its queries and keys with them.
+//
+//   inv_freq (D/2) fp32, a buffer of the rotary module: a census counts it once an op hands it on
+//   cos, sin (1, S, D) in the activations' dtype, saved by the layer's rotation muls
+#pragma once
+
+#include "nn/module.h"
+
+namespace census::nn {
+
+struct PositionEmbeddings {
+  Tensor position_ids;  // (1, S) int64
+  Tensor cos;           // (1, S, D)
+  Tensor sin;           // (1, S, D)
+};
+
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(int64_t rotary_dim);
+  // The embeddings of positions 0..S-1 for `hidden` (1, S, H), as the model computes them.
+  PositionEmbeddings forward(const Tensor& hidden) const;
+
+ private:
+  Tensor inv_freq_;  // (D/2) fp32
+};
+
+// rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2])
+Tensor rotate_half(const Tensor& x);
+// (q * cos) + (rotate_half(q) * sin), and the same for k; cos and sin unsqueezed on the head dim.
+std::pair<Tensor, Tensor> apply_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin);
+
+}  // namespace census::nn

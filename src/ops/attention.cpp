@@ -1,0 +1,58 @@
+// The census's flash-attention contract: one op standing for the runtime's flash kernel, as the
+// reference census registers it (a torch.library custom op with an autograd formula).
+//
+//   (out, stats_a, stats_b) = flash_attention(q, k, v)
+//   q (B, Nh, S, D), k and v (B, Nkv, S, D[v]) with grouped K/V not expanded
+//   out (B, Nh, S, Dv) in q's dtype; stats (B, Nh, S, 8) fp32, not differentiable
+//
+// Its autograd node saves q, k, v, out and both statistics after the kernel ran; its backward
+// returns empty_like(q), empty_like(k), empty_like(v).
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alloc;
+using internal::dispatch;
+
+namespace {
+
+class FlashAttentionBackward final : public Node {
+ public:
+  explicit FlashAttentionBackward(uint64_t seq)
+      : Node("GeneratedBackwardFor_nd_census_flash_attention_defaultBackward", seq) {
+    set_num_inputs(3);
+  }
+  // Note [Materialized statistics gradients] The kernel's statistics are not differentiable, and the
+  // Python node behind a custom op hands its backward zeros in their place (materialize_grads): two
+  // fp32 allocations of the statistics' size, freed as the backward returns.
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    Tensor zeros_a = grads[1].defined() ? grads[1] : new_zeros(saved_[4].unpack(), saved_[4].unpack().sizes());
+    Tensor zeros_b = grads[2].defined() ? grads[2] : new_zeros(saved_[5].unpack(), saved_[5].unpack().sizes());
+    std::vector<Tensor> out(3);
+    for (int i = 0; i < 3; ++i) out[i] = empty_like(saved_[i].unpack());
+    return out;
+  }
+  void release_variables() override {
+    for (SavedVariable& saved : saved_) saved.reset();
+  }
+  SavedVariable saved_[6];  // query, key, value, out, stats_a, stats_b
+};
+
+}  // namespace
+
+FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value) {
+  auto node = make_node<FlashAttentionBackward>({&query, &key, &value});
+  const Dims out_sizes{query.size(0), query.size(1), query.size(2), value.size(-1)};
+  const Dims stats_sizes{query.size(0), query.size(1), query.size(2), kFlashStats};
+  FlashOutputs result{alloc(out_sizes, query.dtype()), alloc(stats_sizes, DType::kFloat32),
+                      alloc(stats_sizes, DType::kFloat32)};
+  dispatch<3, 3>(Op::kFlashAttention, {query, key, value}, {result.out, result.softmax_a, result.softmax_b});
+  set_history(result.out, node, 0);
+  if (node) {
+    const Tensor* saved[6] = {&query, &key, &value, &result.out, &result.softmax_a, &result.softmax_b};
+    for (int i = 0; i < 6; ++i) node->saved_[i].save(*saved[i]);
+  }
+  return result;
+}
+
+}  // namespace census::ops

@@ -1,0 +1,81 @@
+#include "ops/dispatch.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace census {
+namespace {
+thread_local Session* g_current = nullptr;
+}  // namespace
+
+Session::Session() : previous_(g_current) { g_current = this; }
+
+Session::~Session() {
+  assert(g_current == this);
+  g_current = previous_;
+}
+
+Session& Session::current() {
+  assert(g_current != nullptr && "no census Session is running");
+  return *g_current;
+}
+
+void Session::remove_observer(Observer* observer) {
+  observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
+}
+
+std::shared_ptr<Storage> Session::new_storage(int64_t nbytes, bool is_parameter) {
+  return std::make_shared<Storage>(next_storage_id_++, nbytes, is_parameter, this);
+}
+
+void Session::dispatch(const OpCall& call) {
+  last_op_ = &call.def;
+  for (Observer* observer : observers_) observer->on_op(call);
+}
+
+void Session::notify_save(const Tensor& tensor) {
+  for (Observer* observer : observers_) observer->on_save(tensor, last_op_);
+}
+
+void Session::notify_parameter_grad(const Tensor& grad) {
+  for (Observer* observer : observers_) observer->on_parameter_grad(grad);
+}
+
+void Session::enter_module(ModuleFrame frame) {
+  modules_.push_back(frame);
+  for (Observer* observer : observers_) observer->on_module_enter(frame);
+}
+
+void Session::leave_module() {
+  modules_.pop_back();
+  for (Observer* observer : observers_) observer->on_module_leave();
+}
+
+void Session::on_alloc(const Storage& /*storage*/) {}
+
+void Session::on_free(const Storage& storage) {
+  for (Observer* observer : observers_) observer->on_free(storage);
+}
+
+Tensor make_tensor(const Dims& sizes, DType dtype, bool requires_grad) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->storage = Session::current().new_storage(sizes.product() * element_size(dtype));
+  impl->requires_grad = requires_grad;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_parameter(const Dims& sizes, std::string name, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->storage = Session::current().new_storage(sizes.product() * element_size(dtype), /*is_parameter=*/true);
+  impl->requires_grad = true;
+  impl->name = std::move(name);
+  return Tensor(std::move(impl));
+}
+
+}  // namespace census

@@ -1,0 +1,250 @@
+// Elementwise ops. Above each node, the derivatives.yaml entry it follows.
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alloc;
+using internal::dispatch;
+using internal::elementwise_strides;
+
+namespace {
+
+// Allocate an elementwise result of `a` (and `b`) with broadcasting and type promotion.
+Tensor elementwise_result(const Tensor& a, DType dtype) {
+  return alloc(a.sizes(), elementwise_strides(a.sizes(), {&a}), dtype);
+}
+Tensor elementwise_result(const Tensor& a, const Tensor& b) {
+  const Dims sizes = internal::broadcast_sizes(a.sizes(), b.sizes());
+  return alloc(sizes, elementwise_strides(sizes, {&a, &b}), promote(a.dtype(), b.dtype()));
+}
+
+// _to_copy(Tensor self, ...)  self: _to_copy_backward(grad, self.options())  -- saves nothing
+class ToCopyBackward0 final : public Node {
+ public:
+  ToCopyBackward0(uint64_t seq, DType self_dtype) : Node("ToCopyBackward0", seq), self_dtype_(self_dtype) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {to(grads[0], self_dtype_)}; }
+
+ private:
+  DType self_dtype_;
+};
+
+// pow.Tensor_Scalar(Tensor self, Scalar exponent)  self: pow_backward(grad, self, exponent)
+class PowBackward0 final : public Node {
+ public:
+  PowBackward0(uint64_t seq, double exponent) : Node("PowBackward0", seq), exponent_(exponent) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    // grad * (exponent * self.pow(exponent - 1)): three allocations, two freed with the expression.
+    return {mul(grads[0], mul(pow(self_.unpack(), exponent_ - 1), exponent_))};
+  }
+  void release_variables() override { self_.reset(); }
+  SavedVariable self_;
+
+ private:
+  double exponent_;
+};
+
+// rsqrt(Tensor self)  self: -0.5 * grad * result.pow(3)
+class RsqrtBackward0 final : public Node {
+ public:
+  explicit RsqrtBackward0(uint64_t seq) : Node("RsqrtBackward0", seq) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    // ATen evaluates result.pow(3) before -0.5 * grad (right-to-left operands).
+    Tensor cubed = pow(result_.unpack(), 3);
+    return {mul(mul(grads[0], -0.5), cubed)};
+  }
+  void release_variables() override { result_.reset(); }
+  SavedVariable result_;
+};
+
+// mul.Tensor(Tensor self, Tensor other)
+//   self: mul_tensor_backward(grad, other, self.scalar_type())   -> saves other iff self needs grad
+//   other: mul_tensor_backward(grad, self, other.scalar_type())  -> saves self iff other needs grad
+class MulBackward0 final : public Node {
+ public:
+  explicit MulBackward0(uint64_t seq) : Node("MulBackward0", seq) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    std::vector<Tensor> out(2);
+    if (should_compute_output(0)) out[0] = mul(grads[0], other_.unpack());
+    if (should_compute_output(1)) out[1] = mul(grads[0], self_.unpack());
+    return out;
+  }
+  void release_variables() override {
+    other_.reset();
+    self_.reset();
+  }
+  SavedVariable other_;
+  SavedVariable self_;
+};
+
+// mul.Scalar / div.Scalar: the gradient scaled by the same number; nothing saved.
+class ScaleBackward final : public Node {
+ public:
+  ScaleBackward(uint64_t seq, std::string_view name, double factor) : Node(name, seq), factor_(factor) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {mul(grads[0], factor_)}; }
+
+ private:
+  double factor_;
+};
+
+// add.Tensor(Tensor self, Tensor other, Scalar alpha)  self: grad; other: maybe_multiply(grad, alpha)
+// With alpha 1 both are the incoming gradient itself: one tensor handed to two buffers.
+class AddBackward0 final : public Node {
+ public:
+  explicit AddBackward0(uint64_t seq) : Node("AddBackward0", seq) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    std::vector<Tensor> out(next_edges().size());
+    for (size_t i = 0; i < out.size(); ++i)
+      if (should_compute_output(i)) out[i] = grads[0];
+    return out;
+  }
+};
+
+// neg(Tensor self)  self: grad.neg()
+class NegBackward0 final : public Node {
+ public:
+  explicit NegBackward0(uint64_t seq) : Node("NegBackward0", seq) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {neg(grads[0])}; }
+};
+
+// silu(Tensor self)  self: silu_backward(grad, self)  (grad mode is off in the backward)
+class SiluBackward0 final : public Node {
+ public:
+  explicit SiluBackward0(uint64_t seq) : Node("SiluBackward0", seq) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {silu_backward(grads[0], self_.unpack())}; }
+  void release_variables() override { self_.reset(); }
+  SavedVariable self_;
+};
+
+// clone(Tensor self)  self: grad
+class CloneBackward0 final : public Node {
+ public:
+  explicit CloneBackward0(uint64_t seq) : Node("CloneBackward0", seq) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {grads[0]}; }
+};
+
+Tensor unary(Op op, const Tensor& self) {
+  Tensor out = elementwise_result(self, self.dtype());
+  dispatch<1, 1>(op, {self}, {out});
+  return out;
+}
+
+}  // namespace
+
+Tensor to(const Tensor& self, DType dtype) {
+  if (self.dtype() == dtype) return self;
+  auto node = make_node<ToCopyBackward0>({&self}, self.dtype());
+  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), dtype);
+  dispatch<1, 1>(Op::kToCopy, {self}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor pow(const Tensor& self, double exponent) {
+  auto node = make_node<PowBackward0>({&self}, exponent);
+  if (node) node->self_.save(self);
+  Tensor out = unary(Op::kPowTensorScalar, self);
+  set_history(out, node);
+  return out;
+}
+
+Tensor rsqrt(const Tensor& self) {
+  auto node = make_node<RsqrtBackward0>({&self});
+  Tensor out = unary(Op::kRsqrt, self);
+  set_history(out, node);
+  if (node) node->result_.save(out);
+  return out;
+}
+
+Tensor mul(const Tensor& self, const Tensor& other) {
+  auto node = make_node<MulBackward0>({&self, &other});
+  if (node) {
+    if (node->should_compute_output(0)) node->other_.save(other);
+    if (node->should_compute_output(1)) node->self_.save(self);
+  }
+  Tensor out = elementwise_result(self, other);
+  dispatch<2, 1>(Op::kMulTensor, {self, other}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor mul(const Tensor& self, double other) {
+  auto node = make_node<ScaleBackward>({&self}, "MulBackward1", other);
+  Tensor out = unary(Op::kMulScalar, self);
+  set_history(out, node);
+  return out;
+}
+
+Tensor div(const Tensor& self, double other) {
+  auto node = make_node<ScaleBackward>({&self}, "DivBackward1", 1.0 / other);
+  Tensor out = unary(Op::kDivScalar, self);
+  set_history(out, node);
+  return out;
+}
+
+Tensor add(const Tensor& self, const Tensor& other) {
+  auto node = make_node<AddBackward0>({&self, &other});
+  Tensor out = elementwise_result(self, other);
+  dispatch<2, 1>(Op::kAddTensor, {self, other}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor add(const Tensor& self, double /*other*/) {
+  auto node = make_node<AddBackward0>({&self});
+  Tensor out = unary(Op::kAddTensor, self);
+  set_history(out, node);
+  return out;
+}
+
+Tensor& add_(Tensor& self, const Tensor& other) {
+  dispatch<2, 1>(Op::kAddInplace, {self, other}, {self});
+  return self;
+}
+
+Tensor neg(const Tensor& self) {
+  auto node = make_node<NegBackward0>({&self});
+  Tensor out = unary(Op::kNeg, self);
+  set_history(out, node);
+  return out;
+}
+
+Tensor silu(const Tensor& self) {
+  auto node = make_node<SiluBackward0>({&self});
+  if (node) node->self_.save(self);
+  Tensor out = unary(Op::kSilu, self);
+  set_history(out, node);
+  return out;
+}
+
+Tensor silu_backward(const Tensor& grad, const Tensor& self) {
+  Tensor out = elementwise_result(grad, self);
+  dispatch<2, 1>(Op::kSiluBackward, {grad, self}, {out});
+  return out;
+}
+
+// cos and sin run only in the rotary embedding, under no_grad: they record no node.
+Tensor cos(const Tensor& self) { return unary(Op::kCos, self); }
+Tensor sin(const Tensor& self) { return unary(Op::kSin, self); }
+
+Tensor clone(const Tensor& self) {
+  auto node = make_node<CloneBackward0>({&self});
+  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
+  dispatch<1, 1>(Op::kClone, {self}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor clone_contiguous(const Tensor& self) {
+  auto node = make_node<CloneBackward0>({&self});
+  Tensor out = alloc(self.sizes(), self.dtype());
+  dispatch<1, 1>(Op::kClone, {self}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor& copy_(Tensor& self, const Tensor& src) {
+  dispatch<2, 1>(Op::kCopyInplace, {self, src}, {self});
+  return self;
+}
+
+}  // namespace census::ops

@@ -1,0 +1,39 @@
+// Factories: tensors made from no tensor input. They record no node.
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alloc;
+using internal::dispatch;
+
+Tensor empty(const Dims& sizes, DType dtype) {
+  Tensor out = alloc(sizes, dtype);
+  dispatch<0, 1>(Op::kEmpty, {}, {out});
+  return out;
+}
+
+Tensor empty_strided(const Dims& sizes, const Dims& strides, DType dtype) {
+  Tensor out = alloc(sizes, strides, dtype);
+  dispatch<0, 1>(Op::kEmpty, {}, {out});
+  return out;
+}
+
+Tensor empty_like(const Tensor& self) {
+  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
+  dispatch<1, 1>(Op::kEmptyLike, {self}, {out});
+  return out;
+}
+
+Tensor new_zeros(const Tensor& self, const Dims& sizes) {
+  Tensor out = alloc(sizes, self.dtype());
+  dispatch<1, 1>(Op::kNewZeros, {self}, {out});
+  return out;
+}
+
+Tensor arange(int64_t end, DType dtype) {
+  Tensor out = alloc(Dims{end}, dtype);
+  dispatch<0, 1>(Op::kArange, {}, {out});
+  return out;
+}
+
+}  // namespace census::ops

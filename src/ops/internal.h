@@ -1,0 +1,39 @@
+// File: internal.h
+// Helpers shared by the op files: allocation, aliasing, layout and dispatch. Not for use outside ops/.
+#pragma once
+
+#include <array>
+#include <initializer_list>
+#include <optional>
+
+#include "autograd/node.h"
+#include "ops/dispatch.h"
+#include "ops/op_def.h"
+#include "tensor/tensor.h"
+
+namespace census::ops::internal {
+
+// A new tensor with its own storage, sized to its elements.
+Tensor alloc(const Dims& sizes, const Dims& strides, DType dtype);
+inline Tensor alloc(const Dims& sizes, DType dtype) { return alloc(sizes, contiguous_strides(sizes), dtype); }
+// A tensor on `base`'s storage (a view).
+Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides);
+
+// Dense strides for `sizes` in the dimension order of `like` (outermost first), as TensorIterator and
+// preserve_format lay out a result next to a permuted input.
+Dims dense_strides_like(const Tensor& like, const Dims& sizes);
+// The layout of an elementwise result: that of the first full-size dense input, else row-major.
+Dims elementwise_strides(const Dims& sizes, std::initializer_list<const Tensor*> inputs);
+Dims broadcast_sizes(const Dims& a, const Dims& b);
+// ATen's computeStride: the strides of a view of `sizes` onto a tensor, if a view can express it.
+std::optional<Dims> view_strides(const Tensor& self, const Dims& sizes);
+
+template <size_t N, size_t M>
+void dispatch(Op op, const std::array<Tensor, N>& inputs, const std::array<Tensor, M>& outputs) {
+  Session::current().dispatch(OpCall{op_def(op), inputs, outputs});
+}
+inline void dispatch(Op op, std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+  Session::current().dispatch(OpCall{op_def(op), inputs, outputs});
+}
+
+}  // namespace census::ops::internal

@@ -1,0 +1,57 @@
+#include "ops/op_def.h"
+
+#include <array>
+#include <cassert>
+
+namespace census {
+namespace {
+
+constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
+    {Op::kToCopy, "aten._to_copy.default", OpKind::kCompute},
+    {Op::kPowTensorScalar, "aten.pow.Tensor_Scalar", OpKind::kCompute},
+    {Op::kRsqrt, "aten.rsqrt.default", OpKind::kCompute},
+    {Op::kMulTensor, "aten.mul.Tensor", OpKind::kCompute},
+    {Op::kMulScalar, "aten.mul.Scalar", OpKind::kCompute},
+    {Op::kDivScalar, "aten.div.Scalar", OpKind::kCompute},
+    {Op::kAddTensor, "aten.add.Tensor", OpKind::kCompute},
+    {Op::kAddInplace, "aten.add_.Tensor", OpKind::kInPlace},
+    {Op::kNeg, "aten.neg.default", OpKind::kCompute},
+    {Op::kSilu, "aten.silu.default", OpKind::kCompute},
+    {Op::kSiluBackward, "aten.silu_backward.default", OpKind::kCompute},
+    {Op::kCos, "aten.cos.default", OpKind::kCompute},
+    {Op::kSin, "aten.sin.default", OpKind::kCompute},
+    {Op::kClone, "aten.clone.default", OpKind::kCompute},
+    {Op::kCopyInplace, "aten.copy_.default", OpKind::kInPlace},
+    {Op::kMeanDim, "aten.mean.dim", OpKind::kCompute},
+    {Op::kSumDimIntList, "aten.sum.dim_IntList", OpKind::kCompute},
+    {Op::kView, "aten.view.default", OpKind::kView},
+    // _unsafe_view is not an alias op in ATen's schema: observers count it as a launch, as PyTorch does.
+    {Op::kUnsafeView, "aten._unsafe_view.default", OpKind::kCompute},
+    {Op::kT, "aten.t.default", OpKind::kView},
+    {Op::kTranspose, "aten.transpose.int", OpKind::kView},
+    {Op::kUnsqueeze, "aten.unsqueeze.default", OpKind::kView},
+    {Op::kSqueezeDim, "aten.squeeze.dim", OpKind::kView},
+    {Op::kSlice, "aten.slice.Tensor", OpKind::kView},
+    {Op::kExpand, "aten.expand.default", OpKind::kView},
+    {Op::kCat, "aten.cat.default", OpKind::kCompute},
+    {Op::kArange, "aten.arange.default", OpKind::kFactory},
+    {Op::kNewZeros, "aten.new_zeros.default", OpKind::kFactory},
+    {Op::kEmptyLike, "aten.empty_like.default", OpKind::kFactory},
+    {Op::kEmpty, "aten.empty.memory_format", OpKind::kFactory},
+    {Op::kMm, "aten.mm.default", OpKind::kMatmul},
+    {Op::kAddmm, "aten.addmm.default", OpKind::kMatmul},
+    {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
+}};
+
+constexpr bool catalogue_in_order() {
+  for (size_t i = 0; i < kCatalogue.size(); ++i)
+    if (static_cast<size_t>(kCatalogue[i].op) != i) return false;
+  return true;
+}
+static_assert(catalogue_in_order(), "kCatalogue rows must follow the order of enum Op");
+
+}  // namespace
+
+const OpDef& op_def(Op op) { return kCatalogue[static_cast<size_t>(op)]; }
+
+}  // namespace census

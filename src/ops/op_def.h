@@ -1,0 +1,51 @@
+// File: op_def.h
+// The op catalogue: one OpDef per aten overload a census dispatches, named as ATen names it. An entry
+// states the facts an observer needs without knowing the op: whether it is a view (a view moves no
+// bytes and allocates nothing), and whether it is a matmul or an attention kernel (whose FLOPs and
+// saves are priced apart). What each op saves and what its backward runs live beside its function
+// in ops/*.cpp, one place per op.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace census {
+
+enum class OpKind : uint8_t {
+  kCompute,          // allocates its outputs and runs a kernel
+  kView,             // aliases its input's storage; no kernel, no bytes moved
+  kInPlace,          // writes into its first argument
+  kMatmul,           // mm, addmm, bmm, _grouped_mm: FLOPs = 2 * numel(first) * last dim of second
+  kAttentionKernel,  // the census's flash-attention contract: its FLOPs are the scores', its saves attBMM/softmax
+  kFactory,          // creates a tensor from no tensor input (arange, empty, zeros)
+};
+
+enum class Op : uint8_t {
+  // Elementwise and arithmetic
+  kToCopy, kPowTensorScalar, kRsqrt, kMulTensor, kMulScalar, kDivScalar, kAddTensor, kAddInplace,
+  kNeg, kSilu, kSiluBackward, kCos, kSin, kClone, kCopyInplace,
+  // Reductions
+  kMeanDim, kSumDimIntList,
+  // Shapes and views
+  kView, kUnsafeView, kT, kTranspose, kUnsqueeze, kSqueezeDim, kSlice, kExpand, kCat,
+  // Factories
+  kArange, kNewZeros, kEmptyLike, kEmpty,
+  // Matrix products
+  kMm, kAddmm,
+  // Attention kernel contract
+  kFlashAttention,
+  kCount,
+};
+
+struct OpDef {
+  Op op;
+  std::string_view name;  // as ATen prints it: "aten.mm.default"
+  OpKind kind;
+
+  bool is_view() const { return kind == OpKind::kView; }
+  bool is_matmul() const { return kind == OpKind::kMatmul; }
+};
+
+const OpDef& op_def(Op op);
+
+}  // namespace census

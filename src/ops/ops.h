@@ -1,0 +1,82 @@
+// File: ops.h
+// The ops a census runs, as ATen functions on shape-only tensors. Each allocates what its ATen kernel
+// allocates, records the autograd node derivatives.yaml gives it (saving what the formula names, under
+// the condition the codegen puts on it), and dispatches to the Session's observers. Composite ops
+// (linear, matmul, reshape, softmax) decompose as ATen decomposes them, so the nodes and storages are
+// PyTorch's.
+//
+// Legend: S = seq_length, H = hidden_size; shapes in comments are (dims) dtype.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace census::ops {
+
+// --- Factories (no node) ---
+Tensor empty(const Dims& sizes, DType dtype);
+Tensor empty_strided(const Dims& sizes, const Dims& strides, DType dtype);
+Tensor empty_like(const Tensor& self);  // keeps self's strides when dense, as preserve_format does
+Tensor new_zeros(const Tensor& self, const Dims& sizes);
+Tensor arange(int64_t end, DType dtype = DType::kInt64);
+
+// --- Elementwise ---
+Tensor to(const Tensor& self, DType dtype);  // _to_copy, or self when the dtype already matches
+Tensor pow(const Tensor& self, double exponent);
+Tensor rsqrt(const Tensor& self);
+Tensor mul(const Tensor& self, const Tensor& other);
+Tensor mul(const Tensor& self, double other);  // mul.Scalar: a Python number, saves nothing
+Tensor div(const Tensor& self, double other);
+Tensor add(const Tensor& self, const Tensor& other);
+Tensor add(const Tensor& self, double other);  // add.Tensor with a wrapped number
+Tensor& add_(Tensor& self, const Tensor& other);
+Tensor neg(const Tensor& self);
+Tensor silu(const Tensor& self);
+Tensor silu_backward(const Tensor& grad, const Tensor& self);
+Tensor cos(const Tensor& self);
+Tensor sin(const Tensor& self);
+Tensor clone(const Tensor& self);  // keeps dense strides (preserve_format)
+Tensor clone_contiguous(const Tensor& self);
+Tensor& copy_(Tensor& self, const Tensor& src);
+
+// --- Reductions ---
+Tensor mean(const Tensor& self, int64_t dim, bool keepdim);
+Tensor sum(const Tensor& self, const std::vector<int>& dims, bool keepdim);
+// at::sum_to: reduce a broadcast gradient to `sizes` (a sum with keepdim, then a view).
+Tensor sum_to(const Tensor& self, const Dims& sizes);
+
+// --- Shapes and views ---
+Tensor view(const Tensor& self, const Dims& sizes);
+Tensor unsafe_view(const Tensor& self, const Dims& sizes);
+Tensor reshape(const Tensor& self, const Dims& sizes);  // view if strides allow, else clone + _unsafe_view
+Tensor t(const Tensor& self);
+Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1);
+Tensor unsqueeze(const Tensor& self, int64_t dim);
+Tensor squeeze(const Tensor& self, int64_t dim);
+Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end);
+Tensor slice_backward(const Tensor& grad, const Dims& input_sizes, int dim, int64_t start, int64_t end);
+Tensor expand(const Tensor& self, const Dims& sizes);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor contiguous(const Tensor& self);  // clone when not contiguous, else self
+
+// --- Matrix products ---
+Tensor mm(const Tensor& self, const Tensor& mat2);
+Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2);
+Tensor matmul(const Tensor& self, const Tensor& other);
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
+
+// --- Attention kernel contract ---
+struct FlashOutputs {
+  Tensor out;        // (B, Nh, S, Dv) in q's dtype
+  Tensor softmax_a;  // (B, Nh, S, 8) fp32
+  Tensor softmax_b;  // (B, Nh, S, 8) fp32
+};
+// The census's flash attention: grouped K/V not expanded; saves q, k, v, out and both statistics.
+FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value);
+// Statistics a flash kernel keeps per head and token.
+inline constexpr int64_t kFlashStats = 8;
+
+}  // namespace census::ops

@@ -1,0 +1,220 @@
+// Shape ops. Views alias their input's storage and save only sizes; cat allocates; a reshape is a
+// view where strides allow, else a contiguous clone then _unsafe_view.
+#include <cassert>
+
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alias;
+using internal::alloc;
+using internal::dispatch;
+
+namespace {
+
+// view / _unsafe_view (Tensor self, SymInt[] size)  self: grad.reshape_symint(self.sym_sizes())
+class ReshapeBackward final : public Node {
+ public:
+  ReshapeBackward(uint64_t seq, std::string_view name, Dims sizes) : Node(name, seq), sizes_(sizes) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {reshape(grads[0], sizes_)}; }
+
+ private:
+  Dims sizes_;
+};
+
+// t(Tensor self)  self: grad.t();  transpose.int(self, dim0, dim1)  self: grad.transpose(dim0, dim1)
+class TransposeBackward final : public Node {
+ public:
+  TransposeBackward(uint64_t seq, std::string_view name, int dim0, int dim1)
+      : Node(name, seq), dim0_(dim0), dim1_(dim1) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    return {name() == "TBackward0" ? t(grads[0]) : transpose(grads[0], dim0_, dim1_)};
+  }
+
+ private:
+  int dim0_, dim1_;
+};
+
+// unsqueeze(Tensor self, int dim)  self: grad.squeeze(dim)
+class UnsqueezeBackward0 final : public Node {
+ public:
+  UnsqueezeBackward0(uint64_t seq, int dim) : Node("UnsqueezeBackward0", seq), dim_(dim) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {squeeze(grads[0], dim_)}; }
+
+ private:
+  int dim_;
+};
+
+// squeeze.dim(Tensor self, int dim)  self: unsqueeze_to(grad, dim, self.sym_sizes())
+class SqueezeBackward1 final : public Node {
+ public:
+  SqueezeBackward1(uint64_t seq, int dim) : Node("SqueezeBackward1", seq), dim_(dim) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {unsqueeze(grads[0], dim_)}; }
+
+ private:
+  int dim_;
+};
+
+// slice.Tensor(self, dim, start, end, step)  self: slice_backward_wrapper(grad, self.sym_sizes(), ...)
+// The backward allocates zeros of the whole input and copies the gradient into the slice.
+class SliceBackward0 final : public Node {
+ public:
+  SliceBackward0(uint64_t seq, Dims sizes, int dim, int64_t start, int64_t end)
+      : Node("SliceBackward0", seq), sizes_(sizes), dim_(dim), start_(start), end_(end) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    return {slice_backward(grads[0], sizes_, dim_, start_, end_)};
+  }
+
+ private:
+  Dims sizes_;
+  int dim_;
+  int64_t start_, end_;
+};
+
+// expand(Tensor self, SymInt[] size)  self: at::sum_to(grad, self.sym_sizes())
+class ExpandBackward0 final : public Node {
+ public:
+  ExpandBackward0(uint64_t seq, Dims sizes) : Node("ExpandBackward0", seq), sizes_(sizes) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {sum_to(grads[0], sizes_)}; }
+
+ private:
+  Dims sizes_;
+};
+
+// cat(Tensor[] tensors, int dim)  tensors: cat_tensors_backward(grad, sizes, dtypes, dim)
+// Each input's gradient is a narrow view of the incoming one: no allocation, one shared storage.
+class CatBackward0 final : public Node {
+ public:
+  CatBackward0(uint64_t seq, std::vector<int64_t> widths, int dim)
+      : Node("CatBackward0", seq), widths_(std::move(widths)), dim_(dim) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    std::vector<Tensor> out(widths_.size());
+    int64_t offset = 0;
+    for (size_t i = 0; i < widths_.size(); ++i) {
+      if (should_compute_output(i)) out[i] = slice(grads[0], dim_, offset, offset + widths_[i]);
+      offset += widths_[i];
+    }
+    return out;
+  }
+
+ private:
+  std::vector<int64_t> widths_;
+  int dim_;
+};
+
+template <class NodeT, class... Args>
+Tensor view_op(Op op, const Tensor& self, const Dims& sizes, const Dims& strides, Args&&... args) {
+  auto node = make_node<NodeT>({&self}, std::forward<Args>(args)...);
+  Tensor out = alias(self, sizes, strides);
+  dispatch<1, 1>(op, {self}, {out});
+  set_history(out, node);
+  return out;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& self, const Dims& sizes) {
+  auto strides = internal::view_strides(self, sizes);
+  assert(strides.has_value() && "view of incompatible strides");
+  return view_op<ReshapeBackward>(Op::kView, self, sizes, *strides, "ViewBackward0", self.sizes());
+}
+
+Tensor unsafe_view(const Tensor& self, const Dims& sizes) {
+  auto strides = internal::view_strides(self, sizes);
+  assert(strides.has_value());
+  auto node = make_node<ReshapeBackward>({&self}, "UnsafeViewBackward0", self.sizes());
+  Tensor out = alias(self, sizes, *strides);
+  dispatch<1, 1>(Op::kUnsafeView, {self}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor reshape(const Tensor& self, const Dims& sizes) {
+  if (self.sizes() == sizes) return view(self, sizes);
+  if (internal::view_strides(self, sizes).has_value()) return view(self, sizes);
+  return unsafe_view(clone_contiguous(self), sizes);
+}
+
+Tensor t(const Tensor& self) {
+  assert(self.dim() == 2);
+  Dims sizes{self.size(1), self.size(0)};
+  Dims strides{self.stride(1), self.stride(0)};
+  return view_op<TransposeBackward>(Op::kT, self, sizes, strides, "TBackward0", 0, 1);
+}
+
+Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
+  const int a = wrap_dim(dim0, self.dim()), b = wrap_dim(dim1, self.dim());
+  Dims sizes = self.sizes(), strides = self.strides();
+  std::swap(sizes[a], sizes[b]);
+  std::swap(strides[a], strides[b]);
+  return view_op<TransposeBackward>(Op::kTranspose, self, sizes, strides, "TransposeBackward0", a, b);
+}
+
+Tensor unsqueeze(const Tensor& self, int64_t dim) {
+  const int d = wrap_dim(dim, self.dim() + 1);
+  Dims sizes = self.sizes(), strides = self.strides();
+  const int64_t stride = d < self.dim() ? self.sizes()[d] * self.strides()[d] : 1;
+  sizes.insert(d, 1);
+  strides.insert(d, stride);
+  return view_op<UnsqueezeBackward0>(Op::kUnsqueeze, self, sizes, strides, d);
+}
+
+Tensor squeeze(const Tensor& self, int64_t dim) {
+  const int d = wrap_dim(dim, self.dim());
+  if (self.sizes()[d] != 1) return view_op<SqueezeBackward1>(Op::kSqueezeDim, self, self.sizes(), self.strides(), d);
+  Dims sizes = self.sizes(), strides = self.strides();
+  sizes.erase(d);
+  strides.erase(d);
+  return view_op<SqueezeBackward1>(Op::kSqueezeDim, self, sizes, strides, d);
+}
+
+Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end) {
+  const int d = wrap_dim(dim, self.dim());
+  end = std::min(end, self.sizes()[d]);
+  Dims sizes = self.sizes();
+  sizes[d] = end - start;
+  return view_op<SliceBackward0>(Op::kSlice, self, sizes, self.strides(), self.sizes(), d, start, end);
+}
+
+Tensor slice_backward(const Tensor& grad, const Dims& input_sizes, int dim, int64_t start, int64_t end) {
+  // ATen: zeros(input_sizes) then grad_input.slice(dim, start, end).copy_(grad).
+  Tensor grad_input = new_zeros(grad, input_sizes);
+  Tensor part = slice(grad_input, dim, start, end);
+  copy_(part, grad);
+  return grad_input;
+}
+
+Tensor expand(const Tensor& self, const Dims& sizes) {
+  Dims strides = sizes;
+  const int leading = sizes.size() - self.dim();
+  for (int i = 0; i < sizes.size(); ++i) {
+    const int j = i - leading;
+    strides[i] = (j < 0 || (self.sizes()[j] == 1 && sizes[i] != 1)) ? 0 : self.strides()[j];
+  }
+  return view_op<ExpandBackward0>(Op::kExpand, self, sizes, strides, self.sizes());
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  const int d = wrap_dim(dim, tensors[0].dim());
+  Dims sizes = tensors[0].sizes();
+  std::vector<int64_t> widths;
+  sizes[d] = 0;
+  for (const Tensor& t : tensors) {
+    sizes[d] += t.sizes()[d];
+    widths.push_back(t.sizes()[d]);
+  }
+  std::shared_ptr<CatBackward0> node;
+  if (tensors.size() == 2) node = make_node<CatBackward0>({&tensors[0], &tensors[1]}, widths, d);
+  else if (tensors.size() == 3) node = make_node<CatBackward0>({&tensors[0], &tensors[1], &tensors[2]}, widths, d);
+  else assert(tensors.size() <= 3);
+  // ATen's cat lays its result out in the memory format its inputs suggest: row-major for every
+  // tensor here (a transposed input suggests no channels-last format).
+  Tensor out = alloc(sizes, tensors[0].dtype());
+  internal::dispatch(Op::kCat, tensors, std::span<const Tensor>(&out, 1));
+  set_history(out, node);
+  return out;
+}
+
+Tensor contiguous(const Tensor& self) { return self.is_contiguous() ? self : clone_contiguous(self); }
+
+}  // namespace census::ops

@@ -1,0 +1,46 @@
+// File: dtype.h
+// The element types a census meets: bf16 activations and parameters, fp32 islands (norm upcasts,
+// softmax statistics, the loss), integer indices and boolean masks.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace census {
+
+enum class DType : uint8_t { kBool, kInt32, kInt64, kBFloat16, kFloat32 };
+
+constexpr int64_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return 1;
+    case DType::kBFloat16: return 2;
+    case DType::kInt32: return 4;
+    case DType::kFloat32: return 4;
+    case DType::kInt64: return 8;
+  }
+  return 0;
+}
+
+constexpr std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return "bool";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kInt32: return "int32";
+    case DType::kFloat32: return "float32";
+    case DType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+constexpr bool is_floating(DType dtype) { return dtype == DType::kBFloat16 || dtype == DType::kFloat32; }
+
+// PyTorch's type promotion between two tensors of these types: the wider float wins.
+constexpr DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::kFloat32 || b == DType::kFloat32) return DType::kFloat32;
+  if (a == DType::kBFloat16 || b == DType::kBFloat16) return DType::kBFloat16;
+  if (a == DType::kInt64 || b == DType::kInt64) return DType::kInt64;
+  return DType::kInt32;
+}
+
+}  // namespace census

@@ -1,0 +1,36 @@
+// File: storage.h
+// Storage: the bytes behind one or more tensors. A census never holds data, only the size; what it
+// tracks is when a storage comes to life and when its last handle goes away, as PyTorch frees it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace census {
+
+struct Storage;
+
+// Told of each storage's birth and death. The dispatcher installs one per census (its heap log).
+class StorageListener {
+ public:
+  virtual ~StorageListener() = default;
+  virtual void on_alloc(const Storage& storage) = 0;
+  virtual void on_free(const Storage& storage) = 0;
+};
+
+struct Storage {
+  Storage(int64_t id, int64_t nbytes, bool is_parameter, StorageListener* listener)
+      : id(id), nbytes(nbytes), is_parameter(is_parameter), listener(listener) {}
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    if (listener != nullptr) listener->on_free(*this);
+  }
+
+  const int64_t id;      // unique within one census; ids restart with each census
+  const int64_t nbytes;  // whole storage, as PyTorch's untyped_storage().nbytes()
+  const bool is_parameter;
+  StorageListener* listener;
+};
+
+}  // namespace census

@@ -1,0 +1,105 @@
+// Golden tests: every dense-family case of the torch-2 oracle, to the byte.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "census/activations.h"
+#include "census/layer_census.h"
+#include "census/parts.h"
+#include "oracle_cases.h"
+
+namespace census {
+namespace {
+
+using testing::oracle_case;
+using testing::oracle_config;
+
+std::map<std::string, int64_t> present_ops(const LayerCensus& c) {
+  std::map<std::string, int64_t> ops;
+  for (size_t i = 0; i < kSavedOpCount; ++i)
+    if (c.saved_by_op[i]) ops[std::string(saved_op_name(static_cast<SavedOp>(i)))] = c.saved_by_op[i];
+  return ops;
+}
+
+class OracleCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OracleCase, LayerSavedAndWorkingAtTp1AndTp2) {
+  const nlohmann::json oracle = oracle_case(GetParam());
+  const ModelConfig config = oracle_config(oracle);
+  const int64_t seq = oracle.at("seq_length");
+  for (const auto& [tp, key] : {std::pair{1, "census_layer"}, std::pair{2, "census_layer_tp2"}}) {
+    const LayerCensus c = census_layer(tp_config(config, tp), 0, seq);
+    const nlohmann::json& expected = oracle.at(key);
+    EXPECT_EQ(c.saved_bytes, expected.at("saved_bytes").get<int64_t>()) << "TP " << tp;
+    // The reference's peak rule, matched exactly (the bar is 1%).
+    EXPECT_EQ(c.working_bytes, expected.at("peak_backward_bytes").get<int64_t>()) << "TP " << tp;
+    EXPECT_EQ(c.kept_bytes, expected.at("kept_bytes").get<int64_t>()) << "TP " << tp;
+    EXPECT_EQ(present_ops(c), (expected.at("saved_ops").get<std::map<std::string, int64_t>>())) << "TP " << tp;
+  }
+}
+
+TEST_P(OracleCase, FlopsTrafficParameters) {
+  const nlohmann::json oracle = oracle_case(GetParam());
+  const ModelConfig config = oracle_config(oracle);
+  const int64_t seq = oracle.at("seq_length");
+  EXPECT_EQ(census_flops(config, 0, seq), oracle.at("flops").get<PartCounts>());
+  const LayerTraffic traffic = census_traffic(config, 0, seq);
+  // The oracle stores traffic as floats; every value is an integer.
+  auto as_counts = [](const nlohmann::json& j) {
+    PartCounts counts;
+    for (const auto& [part, value] : j.items()) counts[part] = static_cast<int64_t>(value.get<double>());
+    return counts;
+  };
+  EXPECT_EQ(traffic.moved, as_counts(oracle.at("traffic").at("moved")));
+  EXPECT_EQ(traffic.parameter, as_counts(oracle.at("traffic").at("parameter")));
+  EXPECT_EQ(traffic.launches, as_counts(oracle.at("traffic").at("launches")));
+  const LayerParameters parameters = census_parameters(config, 0);
+  EXPECT_EQ(parameters.parts, oracle.at("parameters").at("parts").get<PartCounts>());
+  EXPECT_EQ(parameters.final_norm, oracle.at("parameters").at("final_norm").get<int64_t>());
+}
+
+TEST_P(OracleCase, ActivationsRecord) {
+  const nlohmann::json oracle = oracle_case(GetParam());
+  const ModelConfig config = oracle_config(oracle);
+  const int64_t seq = oracle.at("seq_length");
+  const auto kinds = census_activations(config, seq);
+  ASSERT_EQ(kinds.size(), 1u);
+  EXPECT_EQ(kinds[0].first, "decoder");
+  const KindActivations& k = kinds[0].second;
+  const nlohmann::json& expected = oracle.at("census_activations");
+  EXPECT_EQ(k.saved, expected.at("saved").get<double>());
+  EXPECT_EQ(k.saved_tp, expected.at("saved_tp").get<double>());
+  EXPECT_EQ(k.working, expected.at("working").get<double>());
+  EXPECT_EQ(k.working_tp, expected.at("working_tp").get<double>());
+  EXPECT_EQ(k.seq_length, expected.at("seq_length").get<int64_t>());
+  EXPECT_EQ(k.ops, (expected.at("ops").get<std::map<std::string, double>>()));
+  EXPECT_EQ(k.ops_tp, (expected.at("ops_tp").get<std::map<std::string, double>>()));
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseFamilies, OracleCase,
+                         ::testing::Values("llama_h256_s64", "llama_h256_s128", "llama_h256_s256",
+                                           "mistral_h256_s64", "mistral_h256_s128", "mistral_h256_s256",
+                                           "qwen2_h256_s64", "qwen2_h256_s128", "qwen2_h256_s256",
+                                           "qwen3_h256_s64", "qwen3_h256_s128", "qwen3_h256_s256"));
+
+// Every storage the oracle lists as saved, with its bytes, dtype, shape, module and op class.
+TEST(Explain, ListsTheStoragesTheOracleLists) {
+  for (const char* name : {"llama_h256_s128", "qwen2_h256_s128", "qwen3_h256_s128"}) {
+    const nlohmann::json oracle = oracle_case(name);
+    const LayerCensus c = census_layer(oracle_config(oracle), 0, 128, /*explain=*/true);
+    std::multiset<std::string> ours, theirs;
+    for (const SavedRow& row : c.saved)
+      ours.insert(std::to_string(row.bytes) + " " + row.dtype + " " + row.shape.str() + " " + row.module + " " + row.op_class);
+    for (const auto& t : oracle.at("saved_tensors")) {
+      Dims shape;
+      for (int64_t d : t.at("shape")) shape.push_back(d);
+      theirs.insert(std::to_string(t.at("bytes").get<int64_t>()) + " " + t.at("dtype").get<std::string>() + " " +
+                    shape.str() + " " + t.at("module").get<std::string>() + " " + t.at("op").get<std::string>());
+    }
+    EXPECT_EQ(ours, theirs) << name;
+    for (size_t i = 1; i < c.saved.size(); ++i) EXPECT_GE(c.saved[i - 1].bytes, c.saved[i].bytes);
+  }
+}
+
+}  // namespace
+}  // namespace census

@@ -1,0 +1,167 @@
+// The command line: answers, and refusals of bad input (one line on stderr, exit code 2, nothing on
+// stdout).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace census {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun census(std::vector<std::string> args) {
+  args.insert(args.begin(), "census");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out, err;
+  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+// A config.json written for one test.
+std::string write_config(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* kToyLlama = R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+  "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2,
+  "vocab_size": 4096})";
+
+void expect_refused(const CliRun& run, const std::string& mentions) {
+  EXPECT_EQ(run.code, 2);
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_NE(run.err.find(mentions), std::string::npos) << run.err;
+}
+
+TEST(Cli, LayerAsJson) {
+  const CliRun run = census({"layer", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json.at("saved"), 1360896);    // the oracle's llama_h256_s128
+  EXPECT_EQ(json.at("working"), 1491520);
+}
+
+TEST(Cli, ActivationsAsJsonHasTheRecordFields) {
+  const CliRun run = census({"activations", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto record = nlohmann::json::parse(run.out).at("decoder");
+  for (const char* field : {"saved", "saved_tp", "working", "working_tp", "seq_length", "ops", "ops_tp"})
+    EXPECT_TRUE(record.contains(field)) << field;
+  EXPECT_EQ(record.at("saved"), 4232.0);
+}
+
+TEST(Cli, SavedOpsSumToSaved) {
+  const CliRun ops = census({"saved-ops", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});
+  const CliRun layer = census({"layer", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});
+  const auto by_op = nlohmann::json::parse(ops.out);
+  double sum = 0;
+  for (const auto& [op, value] : by_op.items()) sum += value.get<double>();
+  EXPECT_EQ(sum * 128, nlohmann::json::parse(layer.out).at("saved").get<double>());
+}
+
+TEST(Cli, ShippedModelsAreListedAndRun) {
+  const CliRun models = census({"models", "--format", "json"});
+  ASSERT_EQ(models.code, 0);
+  const auto list = nlohmann::json::parse(models.out);
+  std::vector<std::string> names;
+  for (const auto& model : list) names.push_back(model.at("name"));
+  for (const char* name : {"llama-3.1-8b", "llama-3.1-70b", "mistral-7b-v0.3", "qwen2.5-7b", "qwen3-8b", "qwen3-32b"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  for (const std::string& name : names) EXPECT_EQ(census({"layer", name, "--seq-length", "256"}).code, 0) << name;
+}
+
+TEST(Cli, NoArgumentsRunsActivationsOfTheDefaultModel) {
+  const CliRun run = census({});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("llama-3.1-8b"), std::string::npos);
+  EXPECT_NE(run.out.find("saved_tp"), std::string::npos);
+}
+
+TEST(Cli, ExplainListsStoragesLargestFirst) {
+  const CliRun run = census({"explain", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json.at("storages").size(), 21u);
+  EXPECT_EQ(json.at("storages")[0].at("bytes"), 131072);
+}
+
+TEST(CliRefuses, MissingFile) { expect_refused(census({"layer", "/no/such/config.json"}), "cannot be read"); }
+
+TEST(CliRefuses, InvalidJson) {
+  expect_refused(census({"layer", write_config("bad.json", "{\"model_type\": ")}), "not valid JSON");
+}
+
+TEST(CliRefuses, UnknownModelTypeListingTheKnownOnes) {
+  expect_refused(census({"layer", write_config("gpt.json", R"({"model_type": "gpt2"})")}), "known: llama");
+}
+
+TEST(CliRefuses, MissingModelType) {
+  expect_refused(census({"layer", write_config("none.json", R"({"hidden_size": 64})")}), "model_type");
+}
+
+TEST(CliRefuses, NonPositiveOrNonIntegerSizes) {
+  std::string zero = kToyLlama;
+  zero.replace(zero.find("\"hidden_size\": 256"), 18, "\"hidden_size\": 0");
+  expect_refused(census({"layer", write_config("zero.json", zero)}), "hidden_size");
+  std::string text = kToyLlama;
+  text.replace(text.find("\"intermediate_size\": 512"), 24, "\"intermediate_size\": \"wide\"");
+  expect_refused(census({"layer", write_config("text.json", text)}), "intermediate_size");
+  std::string fraction = kToyLlama;
+  fraction.replace(fraction.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 2.5");
+  expect_refused(census({"layer", write_config("fraction.json", fraction)}), "num_hidden_layers");
+}
+
+TEST(CliRefuses, HeadsThatDoNotDivide) {
+  std::string kv = kToyLlama;
+  kv.replace(kv.find("\"num_key_value_heads\": 2"), 24, "\"num_key_value_heads\": 3");
+  expect_refused(census({"layer", write_config("kv.json", kv)}), "num_key_value_heads");
+  expect_refused(census({"layer", write_config("toy.json", kToyLlama), "--tp", "3"}), "--tp");
+  const char* no_head_dim = R"({"model_type": "llama", "hidden_size": 250, "num_attention_heads": 8,
+    "intermediate_size": 512, "num_hidden_layers": 2})";
+  expect_refused(census({"layer", write_config("hd.json", no_head_dim)}), "num_attention_heads");
+}
+
+TEST(CliRefuses, LayerIndexOutOfRange) {
+  expect_refused(census({"layer", write_config("toy.json", kToyLlama), "--layer-index", "2"}), "--layer-index");
+  expect_refused(census({"layer", write_config("toy.json", kToyLlama), "--layer-index", "-1"}), "--layer-index");
+}
+
+TEST(CliRefuses, NonPositiveSequence) {
+  expect_refused(census({"layer", write_config("toy.json", kToyLlama), "--seq-length", "0"}), "--seq-length");
+  expect_refused(census({"layer", write_config("toy.json", kToyLlama), "--seq-length", "-5"}), "--seq-length");
+  expect_refused(census({"layer", write_config("toy.json", kToyLlama), "--seq-length", "many"}), "seq-length");
+}
+
+TEST(CliRefuses, CountsThatWouldOverflow64Bits) {
+  expect_refused(census({"layer", "llama-3.1-70b", "--seq-length", "4000000000"}), "overflow");
+  std::string huge = kToyLlama;
+  huge.replace(huge.find("\"intermediate_size\": 512"), 24, "\"intermediate_size\": 99999999999999");
+  expect_refused(census({"layer", write_config("huge.json", huge)}), "intermediate_size");
+}
+
+TEST(CliRefuses, UnknownCommandAndFormat) {
+  expect_refused(census({"memory", "llama-3.1-8b"}), "census --help");
+  expect_refused(census({"layer", "llama-3.1-8b", "--format", "yaml"}), "census --help");
+  expect_refused(census({"layer"}), "census --help");
+}
+
+TEST(CliRefuses, UnpricedActivation) {
+  std::string gelu = kToyLlama;
+  gelu.insert(1, "\"hidden_act\": \"gelu\", ");
+  expect_refused(census({"layer", write_config("gelu.json", gelu)}), "hidden_act");
+}
+
+}  // namespace
+}  // namespace census

@@ -11,14 +11,14 @@ namespace census {
 
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable)
+  explicit AccumulateGrad(Ref<TensorImpl> variable)
       : Node("AccumulateGrad", kAccumulateGradSequenceNr), variable_(std::move(variable)) {}
 
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
-  const std::shared_ptr<TensorImpl>& variable() const { return variable_; }
+  GradList apply(GradList& grads) override;
+  const Ref<TensorImpl>& variable() const { return variable_; }
 
  private:
-  std::shared_ptr<TensorImpl> variable_;
+  Ref<TensorImpl> variable_;
 };
 
 }  // namespace census

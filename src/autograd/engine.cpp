@@ -2,7 +2,7 @@
 
 #include <cassert>
 #include <queue>
-#include <unordered_map>
+#include <memory>
 #include <vector>
 
 #include "autograd/node.h"
@@ -13,9 +13,8 @@ namespace census {
 namespace {
 
 struct NodeTask {
-  std::shared_ptr<Node> fn;
-  std::vector<Tensor> inputs;  // the InputBuffer's gradients
-  uint64_t order;              // breaks ties among AccumulateGrad nodes: first ready, first run
+  Node* fn;
+  uint64_t order;  // breaks ties among AccumulateGrad nodes: first ready, first run
 };
 
 // Note [Ready order] PyTorch's CompareNodeTaskTime: the higher sequence_nr runs first.
@@ -43,7 +42,7 @@ void accumulate(Tensor& slot, Tensor&& incoming) {
 
 // validate_outputs: a gradient of another shape is summed to its input's shape; one of another dtype
 // is cast to the input's dtype. Each replaces the gradient (the former one is freed if unreferenced).
-void validate_outputs(const std::vector<Edge>& edges, std::vector<Tensor>& grads) {
+void validate_outputs(const SmallVector<Edge, 4>& edges, GradList& grads) {
   for (size_t i = 0; i < grads.size() && i < edges.size(); ++i) {
     if (!edges[i].valid() || !grads[i].defined()) continue;
     if (grads[i].sizes() != edges[i].sizes) grads[i] = ops::sum_to(grads[i], edges[i].sizes);
@@ -51,24 +50,23 @@ void validate_outputs(const std::vector<Edge>& edges, std::vector<Tensor>& grads
   }
 }
 
-std::unordered_map<Node*, int> compute_dependencies(Node* root) {
-  std::unordered_map<Node*, int> dependencies;
-  std::vector<Node*> stack{root};
-  std::unordered_map<Node*, bool> seen{{root, true}};
+// compute_dependencies: how many edges lead into each node reachable from the root.
+void compute_dependencies(Node* root, std::vector<Node*>& stack) {
+  root->reached = true;
+  stack.push_back(root);
   while (!stack.empty()) {
     Node* fn = stack.back();
     stack.pop_back();
     for (const Edge& edge : fn->next_edges()) {
       if (!edge.valid()) continue;
       Node* next = edge.fn.get();
-      dependencies[next] += 1;
-      if (!seen[next]) {
-        seen[next] = true;
+      next->pending_dependencies += 1;
+      if (!next->reached) {
+        next->reached = true;
         stack.push_back(next);
       }
     }
   }
-  return dependencies;
 }
 
 }  // namespace
@@ -76,25 +74,28 @@ std::unordered_map<Node*, int> compute_dependencies(Node* root) {
 void run_backward(const Tensor& root, const Tensor& grad) {
   assert(root.grad_fn() != nullptr);
   NoGradGuard no_grad;  // backward formulas run with grad mode off (create_graph=False)
-  std::unordered_map<Node*, int> dependencies = compute_dependencies(root.grad_fn().get());
-  std::unordered_map<Node*, std::vector<Tensor>> not_ready;
-  std::priority_queue<NodeTask, std::vector<NodeTask>, CompareNodeTaskTime> ready;
+  std::vector<Node*> scratch;
+  scratch.reserve(64);
+  compute_dependencies(root.grad_fn().get(), scratch);
+  std::vector<NodeTask> heap;
+  heap.reserve(16);
+  std::priority_queue<NodeTask, std::vector<NodeTask>, CompareNodeTaskTime> ready(CompareNodeTaskTime{},
+                                                                                 std::move(heap));
   uint64_t order = 0;
 
-  {
-    std::vector<Tensor> root_inputs(root.grad_fn()->num_inputs());
-    root_inputs[root.output_nr()] = grad;
-    ready.push(NodeTask{root.grad_fn(), std::move(root_inputs), order++});
-  }
+  Node* root_fn = root.grad_fn().get();
+  root_fn->input_buffer.resize(root_fn->num_inputs());
+  root_fn->input_buffer[root.output_nr()] = grad;
+  ready.push(NodeTask{root_fn, order++});
 
   while (!ready.empty()) {
-    NodeTask task = std::move(const_cast<NodeTask&>(ready.top()));
+    Node& fn = *ready.top().fn;
     ready.pop();
-    Node& fn = *task.fn;
-    std::vector<Tensor> outputs;
+    GradList outputs;
     {
       // call_function: the incoming gradients live until it returns.
-      std::vector<Tensor> inputs = std::move(task.inputs);
+      GradList inputs = std::move(fn.input_buffer);
+      fn.input_buffer = GradList();
       outputs = fn.apply(inputs);
       validate_outputs(fn.next_edges(), outputs);
     }
@@ -103,15 +104,9 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       const Edge& edge = fn.next_edges()[i];
       if (!edge.valid()) continue;
       Node* next = edge.fn.get();
-      const bool is_ready = --dependencies[next] == 0;
-      auto found = not_ready.find(next);
-      std::vector<Tensor>& buffer =
-          found != not_ready.end() ? found->second : not_ready.emplace(next, next->num_inputs()).first->second;
-      if (outputs[i].defined()) accumulate(buffer[edge.input_nr], std::move(outputs[i]));
-      if (is_ready) {
-        ready.push(NodeTask{edge.fn, std::move(buffer), order++});
-        not_ready.erase(next);
-      }
+      if (next->input_buffer.empty()) next->input_buffer.resize(next->num_inputs());
+      if (outputs[i].defined()) accumulate(next->input_buffer[edge.input_nr], std::move(outputs[i]));
+      if (--next->pending_dependencies == 0) ready.push(NodeTask{next, order++});
     }
   }
 }

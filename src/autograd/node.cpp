@@ -17,15 +17,15 @@ Edge gradient_edge(const Tensor& tensor) {
   TensorImpl* impl = tensor.impl();
   if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr, impl->sizes, impl->dtype};
   if (!impl->requires_grad) return Edge{};
-  std::shared_ptr<Node> accumulator = impl->grad_accumulator.lock();
+  Ref<Node> accumulator = impl->grad_accumulator.lock();
   if (!accumulator) {
-    accumulator = std::make_shared<AccumulateGrad>(tensor.impl_ptr());
+    accumulator = arena_shared<AccumulateGrad>(tensor.impl_ptr());
     impl->grad_accumulator = accumulator;
   }
   return Edge{accumulator, 0, impl->sizes, impl->dtype};
 }
 
-void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+void set_history(const Tensor& out, const Ref<Node>& node, uint32_t output_nr) {
   if (!node) return;
   out.impl()->grad_fn = node;
   out.impl()->output_nr = output_nr;
@@ -49,7 +49,7 @@ bool obeys_layout_contract(const Tensor& grad, const TensorImpl& variable) {
 // the leaf's layout; else it clones. A linear weight's gradient arrives as the t() view of an mm
 // output with the weight's own strides, and is stolen. A residual stream's gradient that another
 // node's buffer still holds is cloned.
-std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
+GradList AccumulateGrad::apply(GradList& grads) {
   Tensor& grad = grads[0];
   if (!grad.defined()) return {};
   if (variable_->storage->is_parameter) Session::current().notify_parameter_grad(grad);

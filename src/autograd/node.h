@@ -12,15 +12,19 @@
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "util/small_vector.h"
 
 namespace census {
 
 class Node;
 
+// The gradients flowing into or out of a node: one per forward output, or one per input.
+using GradList = SmallVector<Tensor, 4>;
+
 // Where a gradient goes: input `input_nr` of node `fn`, with the metadata of the forward tensor it
 // belongs to, which the engine's validate_outputs uses to reduce and cast the gradient.
 struct Edge {
-  std::shared_ptr<Node> fn;
+  Ref<Node> fn;
   uint32_t input_nr = 0;
   Dims sizes;
   DType dtype = DType::kBFloat16;
@@ -63,14 +67,14 @@ class Node {
 
   // Gradients of the node's inputs (its forward inputs), one per next edge; undefined where the
   // edge is invalid. `grads` are the gradients of its forward outputs, by output number.
-  virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
+  virtual GradList apply(GradList& grads) = 0;
   // Drop every SavedVariable, as release_variables() does once the node has run.
   virtual void release_variables() {}
 
   std::string_view name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
-  const std::vector<Edge>& next_edges() const { return next_edges_; }
-  std::vector<Edge>& next_edges() { return next_edges_; }
+  const SmallVector<Edge, 4>& next_edges() const { return next_edges_; }
+  SmallVector<Edge, 4>& next_edges() { return next_edges_; }
   // How many gradients flow into this node: its forward outputs.
   uint32_t num_inputs() const { return num_inputs_; }
   void set_num_inputs(uint32_t n) { num_inputs_ = n; }
@@ -79,8 +83,14 @@ class Node {
  private:
   std::string_view name_;
   uint64_t sequence_nr_;
-  std::vector<Edge> next_edges_;
+  SmallVector<Edge, 4> next_edges_;
   uint32_t num_inputs_ = 1;
+
+ public:
+  // The engine's bookkeeping for one backward: edges still to arrive, and the InputBuffer.
+  int pending_dependencies = 0;
+  bool reached = false;
+  GradList input_buffer;
 };
 
 // The edge that a gradient of `tensor` takes: to its grad_fn, to a leaf's AccumulateGrad (made on
@@ -88,12 +98,12 @@ class Node {
 Edge gradient_edge(const Tensor& tensor);
 
 // Attach `node` as the producer of `out` (its output `output_nr`).
-void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr = 0);
+void set_history(const Tensor& out, const Ref<Node>& node, uint32_t output_nr = 0);
 
 // Make node T for an op with differentiable `inputs` if grad mode is on and any input requires grad;
 // else nullptr (no node, nothing saved).
 template <class T, class... Args>
-std::shared_ptr<T> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args);
+Ref<T> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args);
 
 }  // namespace census
 

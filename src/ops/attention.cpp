@@ -25,10 +25,10 @@ class FlashAttentionBackward final : public Node {
   // Note [Materialized statistics gradients] The kernel's statistics are not differentiable, and the
   // Python node behind a custom op hands its backward zeros in their place (materialize_grads): two
   // fp32 allocations of the statistics' size, freed as the backward returns.
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+  GradList apply(GradList& grads) override {
     Tensor zeros_a = grads[1].defined() ? grads[1] : new_zeros(saved_[4].unpack(), saved_[4].unpack().sizes());
     Tensor zeros_b = grads[2].defined() ? grads[2] : new_zeros(saved_[5].unpack(), saved_[5].unpack().sizes());
-    std::vector<Tensor> out(3);
+    GradList out(3);
     for (int i = 0; i < 3; ++i) out[i] = empty_like(saved_[i].unpack());
     return out;
   }

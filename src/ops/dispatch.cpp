@@ -8,11 +8,15 @@ namespace {
 thread_local Session* g_current = nullptr;
 }  // namespace
 
-Session::Session() : previous_(g_current) { g_current = this; }
+Session::Session() : previous_(g_current) {
+  g_current = this;
+  Arena::set_current(&arena_);
+}
 
 Session::~Session() {
   assert(g_current == this);
   g_current = previous_;
+  Arena::set_current(previous_ != nullptr ? &previous_->arena_ : nullptr);
 }
 
 Session& Session::current() {
@@ -24,8 +28,8 @@ void Session::remove_observer(Observer* observer) {
   observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
 }
 
-std::shared_ptr<Storage> Session::new_storage(int64_t nbytes, bool is_parameter) {
-  return std::make_shared<Storage>(next_storage_id_++, nbytes, is_parameter, this);
+Ref<Storage> Session::new_storage(int64_t nbytes, bool is_parameter) {
+  return arena_shared<Storage>(next_storage_id_++, nbytes, is_parameter, this);
 }
 
 void Session::dispatch(const OpCall& call) {
@@ -58,7 +62,7 @@ void Session::on_free(const Storage& storage) {
 }
 
 Tensor make_tensor(const Dims& sizes, DType dtype, bool requires_grad) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = arena_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
@@ -68,7 +72,7 @@ Tensor make_tensor(const Dims& sizes, DType dtype, bool requires_grad) {
 }
 
 Tensor make_parameter(const Dims& sizes, std::string name, DType dtype) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = arena_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;

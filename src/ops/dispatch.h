@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops/op_def.h"
+#include "tensor/arena.h"
 #include "tensor/tensor.h"
 
 namespace census {
@@ -63,7 +64,7 @@ class Session : public StorageListener {
   void remove_observer(Observer* observer);
 
   // A new storage of `nbytes`, freed (and observers told) when its last tensor goes.
-  std::shared_ptr<Storage> new_storage(int64_t nbytes, bool is_parameter = false);
+  Ref<Storage> new_storage(int64_t nbytes, bool is_parameter = false);
   uint64_t next_sequence_nr() { return next_sequence_nr_++; }
 
   bool grad_enabled() const { return grad_enabled_; }
@@ -90,6 +91,7 @@ class Session : public StorageListener {
   uint64_t next_sequence_nr_ = 0;
   bool grad_enabled_ = true;
   Session* previous_ = nullptr;
+  Arena arena_;  // the census's tensors, storages and nodes live here (tensor/arena.h)
 };
 
 // Grad mode off for a scope, as torch.no_grad() (and as the engine runs every backward formula).

@@ -22,7 +22,7 @@ Tensor elementwise_result(const Tensor& a, const Tensor& b) {
 class ToCopyBackward0 final : public Node {
  public:
   ToCopyBackward0(uint64_t seq, DType self_dtype) : Node("ToCopyBackward0", seq), self_dtype_(self_dtype) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {to(grads[0], self_dtype_)}; }
+  GradList apply(GradList& grads) override { return {to(grads[0], self_dtype_)}; }
 
  private:
   DType self_dtype_;
@@ -32,7 +32,7 @@ class ToCopyBackward0 final : public Node {
 class PowBackward0 final : public Node {
  public:
   PowBackward0(uint64_t seq, double exponent) : Node("PowBackward0", seq), exponent_(exponent) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+  GradList apply(GradList& grads) override {
     // grad * (exponent * self.pow(exponent - 1)): three allocations, two freed with the expression.
     return {mul(grads[0], mul(pow(self_.unpack(), exponent_ - 1), exponent_))};
   }
@@ -47,7 +47,7 @@ class PowBackward0 final : public Node {
 class RsqrtBackward0 final : public Node {
  public:
   explicit RsqrtBackward0(uint64_t seq) : Node("RsqrtBackward0", seq) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+  GradList apply(GradList& grads) override {
     // ATen evaluates result.pow(3) before -0.5 * grad (right-to-left operands).
     Tensor cubed = pow(result_.unpack(), 3);
     return {mul(mul(grads[0], -0.5), cubed)};
@@ -62,8 +62,8 @@ class RsqrtBackward0 final : public Node {
 class MulBackward0 final : public Node {
  public:
   explicit MulBackward0(uint64_t seq) : Node("MulBackward0", seq) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    std::vector<Tensor> out(2);
+  GradList apply(GradList& grads) override {
+    GradList out(2);
     if (should_compute_output(0)) out[0] = mul(grads[0], other_.unpack());
     if (should_compute_output(1)) out[1] = mul(grads[0], self_.unpack());
     return out;
@@ -80,7 +80,7 @@ class MulBackward0 final : public Node {
 class ScaleBackward final : public Node {
  public:
   ScaleBackward(uint64_t seq, std::string_view name, double factor) : Node(name, seq), factor_(factor) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {mul(grads[0], factor_)}; }
+  GradList apply(GradList& grads) override { return {mul(grads[0], factor_)}; }
 
  private:
   double factor_;
@@ -91,8 +91,8 @@ class ScaleBackward final : public Node {
 class AddBackward0 final : public Node {
  public:
   explicit AddBackward0(uint64_t seq) : Node("AddBackward0", seq) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    std::vector<Tensor> out(next_edges().size());
+  GradList apply(GradList& grads) override {
+    GradList out(next_edges().size());
     for (size_t i = 0; i < out.size(); ++i)
       if (should_compute_output(i)) out[i] = grads[0];
     return out;
@@ -103,14 +103,14 @@ class AddBackward0 final : public Node {
 class NegBackward0 final : public Node {
  public:
   explicit NegBackward0(uint64_t seq) : Node("NegBackward0", seq) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {neg(grads[0])}; }
+  GradList apply(GradList& grads) override { return {neg(grads[0])}; }
 };
 
 // silu(Tensor self)  self: silu_backward(grad, self)  (grad mode is off in the backward)
 class SiluBackward0 final : public Node {
  public:
   explicit SiluBackward0(uint64_t seq) : Node("SiluBackward0", seq) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {silu_backward(grads[0], self_.unpack())}; }
+  GradList apply(GradList& grads) override { return {silu_backward(grads[0], self_.unpack())}; }
   void release_variables() override { self_.reset(); }
   SavedVariable self_;
 };
@@ -119,7 +119,7 @@ class SiluBackward0 final : public Node {
 class CloneBackward0 final : public Node {
  public:
   explicit CloneBackward0(uint64_t seq) : Node("CloneBackward0", seq) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {grads[0]}; }
+  GradList apply(GradList& grads) override { return {grads[0]}; }
 };
 
 Tensor unary(Op op, const Tensor& self) {

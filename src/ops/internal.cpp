@@ -5,7 +5,7 @@
 namespace census::ops::internal {
 
 Tensor alloc(const Dims& sizes, const Dims& strides, DType dtype) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = arena_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = dtype;
@@ -14,7 +14,7 @@ Tensor alloc(const Dims& sizes, const Dims& strides, DType dtype) {
 }
 
 Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = arena_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = base.dtype();

@@ -37,8 +37,8 @@ class MmBackward0 final : public Node {
   // Note [MmBackward0 order] PyTorch 2's MmBackward0 computes mat2's gradient before self's (seen in
   // the reference's allocation log: a linear's weight gradient is allocated before its input's),
   // where AddmmBackward0 computes mat1's before mat2's.
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    std::vector<Tensor> out(2);
+  GradList apply(GradList& grads) override {
+    GradList out(2);
     if (should_compute_output(1)) out[1] = mm_mat2_backward(grads[0], self_.unpack(), mat2_sizes_, mat2_strides_);
     if (should_compute_output(0)) out[0] = mm_mat1_backward(grads[0], mat2_.unpack(), self_sizes_, self_strides_);
     return out;
@@ -64,8 +64,8 @@ class AddmmBackward0 final : public Node {
       : Node("AddmmBackward0", seq),
         mat1_sizes_(mat1.sizes()), mat1_strides_(mat1.strides()),
         mat2_sizes_(mat2.sizes()), mat2_strides_(mat2.strides()) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    std::vector<Tensor> out(3);
+  GradList apply(GradList& grads) override {
+    GradList out(3);
     if (should_compute_output(0)) out[0] = grads[0];
     if (should_compute_output(1)) out[1] = mm_mat1_backward(grads[0], mat2_.unpack(), mat1_sizes_, mat1_strides_);
     if (should_compute_output(2)) out[2] = mm_mat2_backward(grads[0], mat1_.unpack(), mat2_sizes_, mat2_strides_);

@@ -29,7 +29,7 @@ class MeanBackward1 final : public Node {
  public:
   MeanBackward1(uint64_t seq, Dims sizes, int dim, bool keepdim)
       : Node("MeanBackward1", seq), sizes_(sizes), dim_(dim), keepdim_(keepdim) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+  GradList apply(GradList& grads) override {
     return {div(sum_backward(grads[0], sizes_, {dim_}, keepdim_), static_cast<double>(sizes_[dim_]))};
   }
 
@@ -44,7 +44,7 @@ class SumBackward1 final : public Node {
  public:
   SumBackward1(uint64_t seq, Dims sizes, std::vector<int> dims, bool keepdim)
       : Node("SumBackward1", seq), sizes_(sizes), dims_(std::move(dims)), keepdim_(keepdim) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+  GradList apply(GradList& grads) override {
     return {sum_backward(grads[0], sizes_, dims_, keepdim_)};
   }
 

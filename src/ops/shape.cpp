@@ -16,7 +16,7 @@ namespace {
 class ReshapeBackward final : public Node {
  public:
   ReshapeBackward(uint64_t seq, std::string_view name, Dims sizes) : Node(name, seq), sizes_(sizes) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {reshape(grads[0], sizes_)}; }
+  GradList apply(GradList& grads) override { return {reshape(grads[0], sizes_)}; }
 
  private:
   Dims sizes_;
@@ -27,7 +27,7 @@ class TransposeBackward final : public Node {
  public:
   TransposeBackward(uint64_t seq, std::string_view name, int dim0, int dim1)
       : Node(name, seq), dim0_(dim0), dim1_(dim1) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+  GradList apply(GradList& grads) override {
     return {name() == "TBackward0" ? t(grads[0]) : transpose(grads[0], dim0_, dim1_)};
   }
 
@@ -39,7 +39,7 @@ class TransposeBackward final : public Node {
 class UnsqueezeBackward0 final : public Node {
  public:
   UnsqueezeBackward0(uint64_t seq, int dim) : Node("UnsqueezeBackward0", seq), dim_(dim) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {squeeze(grads[0], dim_)}; }
+  GradList apply(GradList& grads) override { return {squeeze(grads[0], dim_)}; }
 
  private:
   int dim_;
@@ -49,7 +49,7 @@ class UnsqueezeBackward0 final : public Node {
 class SqueezeBackward1 final : public Node {
  public:
   SqueezeBackward1(uint64_t seq, int dim) : Node("SqueezeBackward1", seq), dim_(dim) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {unsqueeze(grads[0], dim_)}; }
+  GradList apply(GradList& grads) override { return {unsqueeze(grads[0], dim_)}; }
 
  private:
   int dim_;
@@ -61,7 +61,7 @@ class SliceBackward0 final : public Node {
  public:
   SliceBackward0(uint64_t seq, Dims sizes, int dim, int64_t start, int64_t end)
       : Node("SliceBackward0", seq), sizes_(sizes), dim_(dim), start_(start), end_(end) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+  GradList apply(GradList& grads) override {
     return {slice_backward(grads[0], sizes_, dim_, start_, end_)};
   }
 
@@ -75,7 +75,7 @@ class SliceBackward0 final : public Node {
 class ExpandBackward0 final : public Node {
  public:
   ExpandBackward0(uint64_t seq, Dims sizes) : Node("ExpandBackward0", seq), sizes_(sizes) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {sum_to(grads[0], sizes_)}; }
+  GradList apply(GradList& grads) override { return {sum_to(grads[0], sizes_)}; }
 
  private:
   Dims sizes_;
@@ -87,8 +87,8 @@ class CatBackward0 final : public Node {
  public:
   CatBackward0(uint64_t seq, std::vector<int64_t> widths, int dim)
       : Node("CatBackward0", seq), widths_(std::move(widths)), dim_(dim) {}
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    std::vector<Tensor> out(widths_.size());
+  GradList apply(GradList& grads) override {
+    GradList out(widths_.size());
     int64_t offset = 0;
     for (size_t i = 0; i < widths_.size(); ++i) {
       if (should_compute_output(i)) out[i] = slice(grads[0], dim_, offset, offset + widths_[i]);
@@ -203,7 +203,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     sizes[d] += t.sizes()[d];
     widths.push_back(t.sizes()[d]);
   }
-  std::shared_ptr<CatBackward0> node;
+  Ref<CatBackward0> node;
   if (tensors.size() == 2) node = make_node<CatBackward0>({&tensors[0], &tensors[1]}, widths, d);
   else if (tensors.size() == 3) node = make_node<CatBackward0>({&tensors[0], &tensors[1], &tensors[2]}, widths, d);
   else assert(tensors.size() <= 3);

@@ -13,7 +13,7 @@ namespace census {
 
 class Dims {
  public:
-  static constexpr int kMaxRank = 8;
+  static constexpr int kMaxRank = 6;
 
   Dims() = default;
   Dims(std::initializer_list<int64_t> values) {
@@ -67,7 +67,7 @@ class Dims {
   }
 
  private:
-  std::array<int64_t, kMaxRank> data_{};
+  std::array<int64_t, kMaxRank> data_;  // only the first size_ are meaningful; not zeroed
   int size_ = 0;
 };
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "tensor/ref.h"
+
 namespace census {
 
 struct Storage;

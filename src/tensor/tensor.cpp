@@ -1,5 +1,7 @@
 #include "tensor/tensor.h"
 
+#include "tensor/arena.h"
+
 
 namespace census {
 
@@ -38,7 +40,7 @@ bool Tensor::is_non_overlapping_and_dense() const {
 }
 
 Tensor Tensor::detach() const {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = arena_shared<TensorImpl>();
   impl->sizes = impl_->sizes;
   impl->strides = impl_->strides;
   impl->dtype = impl_->dtype;

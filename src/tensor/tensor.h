@@ -14,6 +14,7 @@
 
 #include "tensor/dims.h"
 #include "tensor/dtype.h"
+#include "tensor/ref.h"
 #include "tensor/storage.h"
 
 namespace census {
@@ -21,25 +22,29 @@ namespace census {
 class Node;
 
 struct TensorImpl {
+  // User-provided, so that making one does not zero the whole object first (value-initialization
+  // would): the member initializers below are all it needs.
+  TensorImpl() {}  // NOLINT(modernize-use-equals-default)
+
   Dims sizes;
   Dims strides;
   DType dtype = DType::kBFloat16;
-  std::shared_ptr<Storage> storage;
+  Ref<Storage> storage;
 
   // Autograd metadata. A leaf that requires grad has `requires_grad` set and, once an op uses it,
   // an AccumulateGrad node; a non-leaf has a grad_fn and the index of the output it is.
   bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;
+  Ref<Node> grad_fn;
   uint32_t output_nr = 0;
-  std::weak_ptr<Node> grad_accumulator;
-  std::shared_ptr<TensorImpl> grad;  // .grad of a leaf
+  WeakRef<Node> grad_accumulator;
+  Ref<TensorImpl> grad;  // .grad of a leaf
   std::string name;                  // a parameter's path in its layer, e.g. "self_attn.q_proj.weight"
 };
 
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  explicit Tensor(Ref<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   bool defined() const { return impl_ != nullptr; }
   const Dims& sizes() const { return impl_->sizes; }
@@ -52,13 +57,13 @@ class Tensor {
   int64_t element_size() const { return census::element_size(impl_->dtype); }
   // Bytes of this tensor's elements (a view's, not its storage's).
   int64_t nbytes() const { return numel() * element_size(); }
-  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  const Ref<Storage>& storage() const { return impl_->storage; }
   int64_t storage_id() const { return impl_->storage->id; }
   bool is_parameter() const { return impl_->storage->is_parameter; }
 
   bool requires_grad() const { return impl_->requires_grad || impl_->grad_fn != nullptr; }
   bool is_leaf() const { return impl_->grad_fn == nullptr; }
-  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+  const Ref<Node>& grad_fn() const { return impl_->grad_fn; }
   uint32_t output_nr() const { return impl_->output_nr; }
   Tensor grad() const { return Tensor(impl_->grad); }
   const std::string& name() const { return impl_->name; }
@@ -69,7 +74,7 @@ class Tensor {
   bool is_non_overlapping_and_dense() const;
 
   TensorImpl* impl() const { return impl_.get(); }
-  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  const Ref<TensorImpl>& impl_ptr() const { return impl_; }
   long use_count() const { return impl_.use_count(); }
 
   // A new handle on the same storage with no autograd history, as PyTorch's detach().
@@ -78,7 +83,7 @@ class Tensor {
   std::string describe() const;  // "bfloat16[1, 128, 256]"
 
  private:
-  std::shared_ptr<TensorImpl> impl_;
+  Ref<TensorImpl> impl_;
 };
 
 }  // namespace census

@@ -1,0 +1,207 @@
+"""The reference census's public functions, over the C++ census."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from typing import Any, Dict, Iterable, Mapping, NamedTuple, Sequence, Tuple
+
+from census import _census
+from census._records import KindActivations
+
+# The gated delta rules a run can take; dense layers run neither, and either is accepted for them.
+_GDN_BACKENDS = ("eager", "triton")
+
+# The config fields a tensor-parallel rank holds a share of.
+_TP_FIELDS = (
+    "num_attention_heads", "num_key_value_heads", "intermediate_size", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "linear_num_key_heads", "linear_num_value_heads",
+)
+
+
+class CensusUnavailable(RuntimeError):
+    """A census cannot price this here: an option or module Census does not model yet."""
+
+
+class LayerTraffic(NamedTuple):
+    """What one forward of a layer moves, by part: its bytes, the parameters among them, and its ops."""
+
+    moved: Dict[str, float]
+    parameter: Dict[str, float]
+    launches: Dict[str, int]
+
+
+Config = _census.Config
+
+
+def load_config(config: Any) -> "Config":
+    """*config* parsed once: pass the handle to every call that follows to skip parsing it again."""
+    return config if isinstance(config, Config) else Config(_mapping(config))
+
+
+def _mapping(config: Any) -> Any:
+    """The config as a plain mapping (itself, the file at its path, or its ``to_dict()``), or a Config handle."""
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, Mapping):
+        return dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        try:
+            with open(config, encoding="utf-8") as file:
+                return json.load(file)
+        except OSError as exc:
+            raise ValueError(f"{config}: cannot be read ({exc.strerror}); give a config.json path") from exc
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{config}: is not valid JSON ({exc.msg}); give a Transformers config.json") from exc
+    to_dict = getattr(config, "to_dict", None)
+    if callable(to_dict):
+        return dict(to_dict())
+    raise ValueError(f"a config must be a mapping, a config.json path or have to_dict(), not {type(config).__name__}")
+
+
+def _refuse_unpriced(selective: bool = False, replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
+    if gdn_backend not in _GDN_BACKENDS:
+        raise ValueError(f"unsupported GDN backend {gdn_backend!r}; expected one of {sorted(_GDN_BACKENDS)}.")
+    if selective:
+        raise CensusUnavailable("selective activation checkpointing is not priced by this Census yet; "
+                                "census the plain layer, or use the reference census for the selective one")
+    if replacements:
+        raise CensusUnavailable("module replacements are not priced by this Census yet; "
+                                "census Transformers' own modules, or use the reference census")
+
+
+def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool = False,
+                 ops: Dict[str, int] | None = None, replacements: Sequence[Any] = (),
+                 gdn_backend: str = "eager") -> Tuple[int, int]:
+    """Bytes layer *layer_index* keeps for its backward, and the most its backward holds.
+
+    Where *ops* is given, it takes the bytes saved by the op whose backward takes them.
+    """
+    _refuse_unpriced(selective, replacements, gdn_backend)
+    saved, working, by_op = _census.layer(_mapping(config), int(layer_index), int(seq_length), 1)
+    if ops is not None:
+        ops.update(by_op)
+    return saved, working
+
+
+def census_saved_ops(config: Any, layer_index: int, seq_length: int,
+                     replacements: Sequence[Any] = ()) -> Dict[str, float]:
+    """``{op: bytes per token}`` the layer keeps, by the op saving them; they sum to what it keeps."""
+    ops: Dict[str, int] = {}
+    census_layer(config, layer_index, seq_length, ops=ops, replacements=replacements)
+    return {op: size / seq_length for op, size in ops.items()}
+
+
+def census_flops(config: Any, layer_index: int, seq_length: int) -> Dict[str, int]:
+    """Forward FLOPs of the layer on one sequence, by part."""
+    return dict(_census.flops(_mapping(config), int(layer_index), int(seq_length)))
+
+
+def census_traffic(config: Any, layer_index: int, seq_length: int, gdn_backend: str = "eager") -> LayerTraffic:
+    """Bytes one forward of the layer moves by part, the parameters' among them, and its ops launched."""
+    _refuse_unpriced(gdn_backend=gdn_backend)
+    moved, parameter, launches = _census.traffic(_mapping(config), int(layer_index), int(seq_length))
+    return LayerTraffic({k: float(v) for k, v in moved.items()}, {k: float(v) for k, v in parameter.items()},
+                        dict(launches))
+
+
+def census_parameters(config: Any, layer_index: int, replacements: Sequence[Any] = ()) -> Dict[str, int]:
+    """The layer's parameters by part."""
+    _refuse_unpriced(replacements=replacements)
+    parts, _ = _census.parameters(_mapping(config), int(layer_index))
+    return dict(parts)
+
+
+def census_final_norm(config: Any, replacements: Sequence[Any] = ()) -> int:
+    """The parameters of the model's final norm, of the class of a layer's input norm."""
+    _refuse_unpriced(replacements=replacements)
+    _, final_norm = _census.parameters(_mapping(config), 0)
+    return final_norm
+
+
+def tp_config(config: Any, tp: int) -> Any:
+    """*config* as one of *tp* tensor-parallel ranks holds its layers: heads and widths divided, head_dim kept.
+
+    Each underlying attribute is divided once, aliases of a config class's ``attribute_map`` included.
+    A mapping gives a mapping; a config object a deep copy of it.
+    """
+    if isinstance(config, Config):
+        return config.tp(tp)
+    if isinstance(config, (str, os.PathLike)):
+        config = _mapping(config)
+    mapping = isinstance(config, Mapping)
+    if mapping and isinstance(config.get("text_config"), Mapping):
+        return {**copy.deepcopy(dict(config)), "text_config": tp_config(config["text_config"], tp)}
+    out = dict(copy.deepcopy(config)) if mapping else copy.deepcopy(config)
+    if mapping:
+        # A mapping states only what its config.json states: fill in the family's defaults first, as
+        # a config class would, so that the fields divided are the ones the layer is built from.
+        out.update(_census.resolved(out))
+
+    def get(name: str) -> Any:
+        return out.get(name) if mapping else getattr(out, name, None)
+
+    def put(name: str, value: Any) -> None:
+        if mapping:
+            out[name] = value
+        else:
+            setattr(out, name, value)
+
+    put("head_dim", get("head_dim") or get("hidden_size") // get("num_attention_heads"))
+    aliases = {} if mapping else (getattr(type(config), "attribute_map", None) or {})
+    divided = set()
+    for name in _TP_FIELDS:
+        target = aliases.get(name, name)
+        if target in divided:
+            continue
+        value = get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            put(name, max(1, value // tp))
+            divided.add(target)
+    return out
+
+
+def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_length: int = 4096,
+                       replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> Dict[str, KindActivations]:
+    """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2.
+
+    *layers* is the stack's groups in model order (``{"kind", "count", "mtp"}``); MTP groups are left
+    out, and each kind is censused on its first layer. The records state the plain layer's bytes and
+    its bytes by op; the selective fields stay None until Census prices selective checkpointing.
+    """
+    _refuse_unpriced(replacements=replacements, gdn_backend=gdn_backend)
+    mapping = load_config(config)
+    firsts: Dict[str, int] = {}
+    index = 0
+    for group in layers:
+        if group.get("mtp"):
+            continue
+        firsts.setdefault(str(group["kind"]), index)
+        index += int(group["count"])
+    out: Dict[str, KindActivations] = {}
+    for kind, layer_index in firsts.items():
+        (saved_1, working_1, ops_1), (saved_2, working_2, ops_2) = (
+            _census.layer(tp_config(mapping, tp), layer_index, int(seq_length), 1) for tp in (1, 2))
+        out[kind] = KindActivations(
+            saved=max(0.0, 2 * saved_2 - saved_1) / seq_length,
+            saved_tp=max(0.0, 2 * (saved_1 - saved_2)) / seq_length,
+            working=max(0.0, 2 * working_2 - working_1) / seq_length,
+            working_tp=max(0.0, 2 * (working_1 - working_2)) / seq_length,
+            seq_length=int(seq_length),
+            ops={op: max(0.0, 2 * ops_2.get(op, 0) - ops_1[op]) / seq_length for op in sorted(ops_1)},
+            ops_tp={op: max(0.0, 2 * (ops_1[op] - ops_2.get(op, 0))) / seq_length for op in sorted(ops_1)},
+        )
+    return out
+
+
+def shipped_models() -> Tuple[str, ...]:
+    """The names of the model configs shipped with Census."""
+    return tuple(name for name, _ in _census.shipped_models())
+
+
+def shipped_config(name: str) -> Dict[str, Any]:
+    """The config.json of a shipped model, as a mapping."""
+    for model, text in _census.shipped_models():
+        if model == name:
+            return json.loads(text)
+    raise ValueError(f"{name!r} is not a shipped model; known: {', '.join(shipped_models())}")

@@ -1,0 +1,141 @@
+// The census Python extension (_census): the C++ census, called with a config as a Python mapping.
+// python/census/__init__.py builds the reference's public functions on top of it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "census/activations.h"
+#include "census/layer_census.h"
+#include "census/parts.h"
+#include "cli/request.h"
+#include "cli/shipped_models.h"
+#include "models/families.h"
+
+namespace py = pybind11;
+
+namespace census::python {
+namespace {
+
+// A Python value of a config.json (mapping, sequence, str, bool, int, float, None) as JSON.
+nlohmann::json to_json(const py::handle& value) {
+  if (value.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
+  if (py::isinstance<py::int_>(value)) return value.cast<int64_t>();
+  if (py::isinstance<py::float_>(value)) return value.cast<double>();
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  if (py::isinstance<py::dict>(value)) {
+    nlohmann::json object = nlohmann::json::object();
+    for (const auto& [key, item] : value.cast<py::dict>()) object[py::str(key).cast<std::string>()] = to_json(item);
+    return object;
+  }
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    nlohmann::json array = nlohmann::json::array();
+    for (const auto& item : value) array.push_back(to_json(item));
+    return array;
+  }
+  return py::str(value).cast<std::string>();  // a field the census does not read
+}
+
+// The ModelConfig of a mapping, or ValueError with the census's one-line refusal.
+ModelConfig config_of(const py::dict& mapping) {
+  auto config = read_config(to_json(mapping));
+  if (!config) throw py::value_error(config.refusal().message());
+  return config.take();
+}
+
+// A config handle parsed once (census.load_config), or a mapping parsed now.
+ModelConfig config_of(const py::object& config) {
+  if (py::isinstance<ModelConfig>(config)) return config.cast<ModelConfig>();
+  return config_of(config.cast<py::dict>());
+}
+
+void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+  cli::Request request;
+  request.config = config;
+  request.layer_index = layer_index;
+  request.seq_length = seq_length;
+  if (Status status = cli::check_request(request); !status) throw py::value_error(status.refusal().message());
+}
+
+py::dict ops_of(const LayerCensus& c) {
+  py::dict ops;
+  for (size_t i = 0; i < kSavedOpCount; ++i)
+    if (c.saved_by_op[i]) ops[py::str(std::string(saved_op_name(static_cast<SavedOp>(i))))] = c.saved_by_op[i];
+  return ops;
+}
+
+py::tuple layer(const py::object& mapping, int64_t layer_index, int64_t seq_length, int64_t tp) {
+  const ModelConfig config = config_of(mapping);
+  check(config, layer_index, seq_length);
+  const LayerCensus c = census_layer(tp_config(config, tp), layer_index, seq_length);
+  return py::make_tuple(c.saved_bytes, c.working_bytes, ops_of(c));
+}
+
+PartCounts flops(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
+  const ModelConfig config = config_of(mapping);
+  check(config, layer_index, seq_length);
+  return census_flops(config, layer_index, seq_length);
+}
+
+py::tuple traffic(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
+  const ModelConfig config = config_of(mapping);
+  check(config, layer_index, seq_length);
+  const LayerTraffic t = census_traffic(config, layer_index, seq_length);
+  return py::make_tuple(t.moved, t.parameter, t.launches);
+}
+
+py::tuple parameters(const py::object& mapping, int64_t layer_index) {
+  const ModelConfig config = config_of(mapping);
+  check(config, layer_index, 1);
+  const LayerParameters p = census_parameters(config, layer_index);
+  return py::make_tuple(p.parts, p.final_norm);
+}
+
+// The sizes the census reads, with the family's defaults filled in.
+py::dict resolved(const py::object& mapping) {
+  const ModelConfig c = config_of(mapping);
+  py::dict out;
+  out["hidden_size"] = c.hidden_size;
+  out["intermediate_size"] = c.intermediate_size;
+  out["num_hidden_layers"] = c.num_hidden_layers;
+  out["num_attention_heads"] = c.num_attention_heads;
+  out["num_key_value_heads"] = c.num_key_value_heads;
+  out["head_dim"] = c.head_dim;
+  out["vocab_size"] = c.vocab_size;
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> stack(const py::object& mapping) {
+  std::vector<std::pair<std::string, int64_t>> groups;
+  for (const LayerGroup& group : layer_stack(config_of(mapping))) groups.emplace_back(group.kind, group.count);
+  return groups;
+}
+
+std::vector<std::pair<std::string, std::string>> shipped() {
+  std::vector<std::pair<std::string, std::string>> models;
+  for (const cli::ShippedModel& model : cli::shipped_models())
+    models.emplace_back(std::string(model.name), std::string(model.json));
+  return models;
+}
+
+}  // namespace
+}  // namespace census::python
+
+PYBIND11_MODULE(_census, m) {
+  using namespace census::python;
+  m.doc() = "Census: the C++ layer census. Use the census package's functions, not these.";
+  py::class_<census::ModelConfig>(m, "Config", "a config parsed once, for calls that must not parse it again")
+      .def(py::init([](const py::dict& mapping) { return config_of(mapping); }))
+      .def_readonly("model_type", &census::ModelConfig::model_type)
+      .def_readonly("num_hidden_layers", &census::ModelConfig::num_hidden_layers)
+      .def("tp", [](const census::ModelConfig& c, int64_t tp) { return census::tp_config(c, tp); },
+           "the config as one of `tp` tensor-parallel ranks holds its layers");
+  m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it");
+  m.def("flops", &flops, "forward FLOPs by part");
+  m.def("traffic", &traffic, "(moved, parameter, launches) by part");
+  m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
+  m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
+  m.def("stack", &stack, "the layer stack as (kind, count) groups");
+  m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
+}

@@ -1,0 +1,155 @@
+"""The census Python module: equal to the command line, drop-in signatures, records and refusals."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import census
+
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "oracle"
+BINARY = os.environ.get("CENSUS_BINARY", "census")
+
+
+def cli(*args):
+    """The command line's JSON answer."""
+    return json.loads(subprocess.run([BINARY, *args, "--format", "json"], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
+@pytest.mark.parametrize("name", census.shipped_models())
+def test_equals_the_command_line_for_every_shipped_model(name):
+    config = census.shipped_config(name)
+    saved, working = census.census_layer(config, 0, 4096)
+    assert cli("layer", name) == {"saved": saved, "working": working}
+    assert cli("flops", name) == census.census_flops(config, 0, 4096)
+    traffic = census.census_traffic(config, 0, 4096)
+    assert cli("traffic", name) == {"moved": traffic.moved, "parameter": traffic.parameter,
+                                     "launches": traffic.launches}
+    parameters = cli("parameters", name)
+    assert parameters["parts"] == census.census_parameters(config, 0)
+    assert parameters["final_norm"] == census.census_final_norm(config)
+    stack = [{"kind": "decoder", "count": config["num_hidden_layers"]}]
+    records = {kind: record.to_dict() for kind, record in census.census_activations(config, stack).items()}
+    assert cli("activations", name) == records
+    by_op = cli("saved-ops", name)
+    assert census.census_saved_ops(config, 0, 4096) == {op: value for op, value in by_op.items() if value}
+
+
+@pytest.mark.parametrize("case", ["llama_h256_s128", "qwen2_h256_s64", "qwen3_h256_s256", "mistral_h256_s128"])
+def test_equals_the_oracle(case):
+    oracle = json.loads((DATA / f"{case}.json").read_text())
+    config, seq = oracle["config"], oracle["seq_length"]
+    ops = {}
+    assert census.census_layer(config, 0, seq, ops=ops) == (oracle["census_layer"]["saved_bytes"],
+                                                            oracle["census_layer"]["peak_backward_bytes"])
+    assert ops == oracle["census_layer"]["saved_ops"]
+    two = census.tp_config(config, 2)
+    assert census.census_layer(two, 0, seq)[0] == oracle["census_layer_tp2"]["saved_bytes"]
+    record = census.census_activations(config, [{"kind": "decoder", "count": 2}], seq)["decoder"]
+    assert record.to_dict() == oracle["census_activations"]
+
+
+def test_config_may_be_a_path_or_an_object_with_to_dict(tmp_path):
+    config = census.shipped_config("qwen3-8b")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+
+    class PretrainedConfigLike:
+        def to_dict(self):
+            return dict(config)
+
+    expected = census.census_layer(config, 0, 512)
+    assert census.census_layer(str(path), 0, 512) == expected
+    assert census.census_layer(path, 0, 512) == expected
+    assert census.census_layer(PretrainedConfigLike(), 0, 512) == expected
+
+
+def test_tp_config_divides_each_underlying_attribute_once():
+    class AliasedConfig:
+        attribute_map = {"intermediate_size": "moe_intermediate_size"}
+
+        def __init__(self):
+            self.hidden_size, self.num_attention_heads, self.num_key_value_heads = 1024, 16, 4
+            self.moe_intermediate_size = 512
+
+        @property
+        def intermediate_size(self):
+            return self.moe_intermediate_size
+
+        @intermediate_size.setter
+        def intermediate_size(self, value):
+            self.moe_intermediate_size = value
+
+    rank = census.tp_config(AliasedConfig(), 2)
+    assert rank.moe_intermediate_size == 256  # halved once, not twice
+    assert (rank.num_attention_heads, rank.num_key_value_heads, rank.head_dim) == (8, 2, 64)
+    qwen3 = census.tp_config({"model_type": "qwen3", "num_key_value_heads": 8}, 4)
+    assert (qwen3["num_attention_heads"], qwen3["num_key_value_heads"], qwen3["head_dim"]) == (8, 2, 128)
+
+
+def test_records_round_trip():
+    data = {"saved": 2036.25, "saved_tp": 3812.5, "working": 2162.375, "working_tp": 3812.5, "seq_length": 64,
+            "selective": 512.0, "selective_tp": 1024.5, "selective_attention_mm": 0.25, "selective_ffn_mm": 0.625,
+            "ops": {"attMM": 1000.25, "other": 1036.0}, "ops_tp": {"attBMM": 3812.5}}
+    record = census.KindActivations.from_dict(data)
+    assert record.to_dict() == data
+    assert census.activations_from_dict({"decoder": data})["decoder"] == record
+    plain = census.KindActivations(1.0, 2.0, 3.0, 4.0, 8)
+    assert census.KindActivations.from_dict(plain.to_dict()) == plain
+    with pytest.raises(Exception):
+        plain.saved = 3.0  # frozen
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"colour": 1}, "unknown keys"),
+    ({"saved": -1.0}, "cannot be negative"),
+    ({"selective": 1.0}, "without the other"),
+    ({"selective_attention_mm": 1.5, "selective_ffn_mm": 0.5}, "cannot exceed 1"),
+    ({"ops": {"attMM": 1.0}}, "without the other"),
+    ({"ops": {"fusion": 1.0}, "ops_tp": {}}, "unknown ops"),
+    ({"seq_length": 0}, "positive integer"),
+])
+def test_records_refuse_bad_fields(change, message):
+    data = {"saved": 1.0, "saved_tp": 2.0, "working": 3.0, "working_tp": 4.0, "seq_length": 16, **change}
+    with pytest.raises(ValueError, match=message):
+        census.KindActivations.from_dict(data)
+
+
+def test_missing_field_is_refused():
+    with pytest.raises(ValueError, match="lacks"):
+        census.KindActivations.from_dict({"saved": 1.0})
+
+
+def test_refusals_are_the_command_lines():
+    with pytest.raises(ValueError, match="known: llama"):
+        census.census_layer({"model_type": "gpt2"}, 0, 128)
+    with pytest.raises(ValueError, match="num_key_value_heads"):
+        census.census_layer({"model_type": "llama", "num_attention_heads": 8, "num_key_value_heads": 3}, 0, 128)
+    with pytest.raises(ValueError, match="layer-index"):
+        census.census_layer(census.shipped_config("llama-3.1-8b"), 32, 128)
+    with pytest.raises(ValueError, match="cannot be read"):
+        census.census_layer("/no/such/config.json", 0, 128)
+    with pytest.raises(ValueError, match="unsupported GDN backend"):
+        census.census_layer(census.shipped_config("llama-3.1-8b"), 0, 128, gdn_backend="cuda")
+
+
+def test_what_is_not_priced_yet_is_unavailable():
+    config = census.shipped_config("llama-3.1-8b")
+    assert issubclass(census.CensusUnavailable, RuntimeError)
+    with pytest.raises(census.CensusUnavailable, match="selective"):
+        census.census_layer(config, 0, 128, selective=True)
+    with pytest.raises(census.CensusUnavailable, match="replacements"):
+        census.census_parameters(config, 0, replacements=[object()])
+
+
+def test_a_config_handle_gives_the_same_answers():
+    config = census.shipped_config("qwen3-32b")
+    handle = census.load_config(config)
+    assert handle.model_type == "qwen3"
+    assert census.census_layer(handle, 1, 2048) == census.census_layer(config, 1, 2048)
+    assert census.census_layer(census.tp_config(handle, 4), 0, 2048) == \
+        census.census_layer(census.tp_config(config, 4), 0, 2048)
+    stack = [{"kind": "decoder", "count": 64}]
+    assert census.census_activations(handle, stack, 1024) == census.census_activations(config, stack, 1024)

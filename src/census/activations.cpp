@@ -14,11 +14,17 @@ std::pair<double, double> split(int64_t one, int64_t two, int64_t seq_length) {
 
 }  // namespace
 
-KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length) {
+KindActivations split_record(int64_t saved_1, int64_t saved_2, int64_t working_1, int64_t working_2,
+                             int64_t seq_length) {
   KindActivations k;
   k.seq_length = seq_length;
-  std::tie(k.saved, k.saved_tp) = split(tp1.saved_bytes, tp2.saved_bytes, seq_length);
-  std::tie(k.working, k.working_tp) = split(tp1.working_bytes, tp2.working_bytes, seq_length);
+  std::tie(k.saved, k.saved_tp) = split(saved_1, saved_2, seq_length);
+  std::tie(k.working, k.working_tp) = split(working_1, working_2, seq_length);
+  return k;
+}
+
+KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length) {
+  KindActivations k = split_record(tp1.saved_bytes, tp2.saved_bytes, tp1.working_bytes, tp2.working_bytes, seq_length);
   for (size_t i = 0; i < kSavedOpCount; ++i) {
     if (tp1.saved_by_op[i] == 0) continue;
     const std::string name(saved_op_name(static_cast<SavedOp>(i)));

@@ -26,6 +26,10 @@ struct KindActivations {
   std::map<std::string, double> ops_tp;
 };
 
+// The record of a pair of censuses (TP 1 and TP 2, or the vocabulary and half of it), per token.
+KindActivations split_record(int64_t saved_1, int64_t saved_2, int64_t working_1, int64_t working_2,
+                             int64_t seq_length);
+// The same with the bytes by op of the TP-1 layer's saves.
 KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length);
 
 // Every layer kind of the model's stack, in stack order, each censused on its first layer.

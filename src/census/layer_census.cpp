@@ -7,17 +7,6 @@
 #include "ops/dispatch.h"
 
 namespace census {
-namespace {
-
-// The storages of gradients handed to parameters (the parameters' tensor hooks).
-class ParameterGrads final : public Observer {
- public:
-  void on_parameter_grad(const Tensor& grad) override { ids.insert(grad.storage_id()); }
-  StorageSet ids;
-};
-
-}  // namespace
-
 LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain) {
   Session session;
   LiveBytes live;

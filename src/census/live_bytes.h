@@ -59,4 +59,12 @@ class LiveBytes final : public Observer {
   std::vector<Event> events_;
 };
 
+// The storages of gradients handed to parameters (the parameters' tensor hooks): the `apart` set of
+// the peak rule.
+class ParameterGrads final : public Observer {
+ public:
+  void on_parameter_grad(const Tensor& grad) override { ids.insert(grad.storage_id()); }
+  StorageSet ids;
+};
+
 }  // namespace census

@@ -20,6 +20,7 @@ constexpr const char* kCommands[][2] = {
     {"activations", "every layer kind at TP 1 and TP 2, per token (the planner's record)"},
     {"explain", "every storage a layer saves: bytes, dtype, shape, module, op"},
     {"tp-config", "heads and widths as one tensor-parallel rank holds them"},
+    {"output", "the output layer (final norm, LM head, loss) at the vocabulary and half of it"},
 }; 
 
 int refuse_line(std::ostream& err, const std::string& message) {

@@ -4,6 +4,7 @@
 
 #include "census/activations.h"
 #include "census/layer_census.h"
+#include "census/output_census.h"
 #include "census/parts.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
@@ -146,6 +147,31 @@ void command_explain(const Request& r, std::ostream& out) {
   out << "saved: " << grouped(c.saved_bytes) << " bytes in " << c.saved.size() << " storages\n";
 }
 
+void command_output(const Request& r, std::ostream& out) {
+  const int64_t half_vocab = std::max<int64_t>(1, r.config.vocab_size / 2);
+  const OutputCensus full = census_output(r.config, r.seq_length, r.config.vocab_size);
+  const OutputCensus half = census_output(r.config, r.seq_length, half_vocab);
+  const KindActivations record =
+      split_record(full.saved_bytes, half.saved_bytes, full.working_bytes, half.working_bytes, r.seq_length);
+  if (r.format == Format::kJson)
+    return print_json({{"vocab", {{"vocab_size", r.config.vocab_size}, {"saved", full.saved_bytes}, {"working", full.working_bytes}}},
+                       {"half_vocab", {{"vocab_size", half_vocab}, {"saved", half.saved_bytes}, {"working", half.working_bytes}}},
+                       {"record", {{"saved", record.saved}, {"saved_tp", record.saved_tp}, {"working", record.working},
+                                   {"working_tp", record.working_tp}, {"seq_length", record.seq_length}}}},
+                      out);
+  out << heading(r, false) << "\noutput layer: final norm, LM head, causal-LM loss on fp32 logits\n";
+  Table table({"vocabulary", "saved", "", "working", ""});
+  table.add({std::to_string(r.config.vocab_size), grouped(full.saved_bytes), human_bytes(full.saved_bytes),
+             grouped(full.working_bytes), human_bytes(full.working_bytes)});
+  table.add({std::to_string(half_vocab), grouped(half.saved_bytes), human_bytes(half.saved_bytes),
+             grouped(half.working_bytes), human_bytes(half.working_bytes)});
+  table.print(out);
+  out << "\nper token; a vocabulary-parallel loss over t ranks holds x + x_tp / t\n";
+  Table split({"saved", "saved_tp", "working", "working_tp"});
+  split.add({decimal(record.saved), decimal(record.saved_tp), decimal(record.working), decimal(record.working_tp)});
+  split.print(out);
+}
+
 void command_tp_config(const Request& r, std::ostream& out) {
   const ModelConfig c = rank_config(r);
   ordered_json json = {{"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
@@ -184,6 +210,7 @@ void run_command(const Request& r, std::ostream& out) {
   else if (r.command == "activations") command_activations(r, out);
   else if (r.command == "explain") command_explain(r, out);
   else if (r.command == "tp-config") command_tp_config(r, out);
+  else if (r.command == "output") command_output(r, out);
 }
 
 }  // namespace census::cli

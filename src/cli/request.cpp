@@ -35,13 +35,15 @@ Status check_request(const Request& r) {
   if (c.intermediate_size % r.tp != 0)
     return refuse("--tp", std::to_string(r.tp) + " does not divide intermediate_size " +
                               std::to_string(c.intermediate_size) + "; choose a degree that does");
+  if (r.command == "output" && r.tp != 1)
+    return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");
   // The largest counts a census forms: the scores' FLOPs (every pair of tokens) and a layer's bytes.
   __extension__ using Wide = __int128;  // exact products of sizes that may not fit 64 bits
   const Wide s = r.seq_length;
   const Wide width = std::max({c.hidden_size, c.intermediate_size, c.num_attention_heads * c.head_dim});
   const Wide scores = Wide{4} * c.num_attention_heads * s * s * c.head_dim;
   const Wide matmul = Wide{2} * s * width * width;
-  const Wide bytes = Wide{64} * s * width * 4;
+  const Wide bytes = Wide{64} * s * std::max<Wide>(width, c.vocab_size) * 4;
   const Wide limit = static_cast<Wide>(INT64_MAX) / 16;
   if (scores > limit || matmul > limit || bytes > limit)
     return refuse("--seq-length", std::to_string(r.seq_length) +

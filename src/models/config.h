@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/rms_norm.h"
 #include "nn/rotary.h"
 #include "util/result.h"
 
@@ -62,6 +63,8 @@ struct Family {
   // The layer kind of layer `index`, as the census names it ("decoder" where all layers are alike).
   std::string (*layer_kind)(const ModelConfig& config, int64_t index);
   std::unique_ptr<DecoderLayer> (*build_layer)(const ModelConfig& config, int64_t index);
+  // The model's final norm, of the class of a layer's input norm.
+  std::unique_ptr<nn::Norm> (*build_final_norm)(const ModelConfig& config, nn::ParameterList& params);
 };
 
 // The layer stack, run-length grouped by kind.

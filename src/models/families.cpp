@@ -13,10 +13,10 @@ Result<ModelConfig> read_qwen2(const ConfigReader& r);
 Result<ModelConfig> read_qwen3(const ConfigReader& r);
 
 const FamilyEntry kFamilies[] = {
-    {{"llama", llama_layer_kind, build_llama_layer}, read_llama},
-    {{"mistral", llama_layer_kind, build_llama_layer}, read_mistral},
-    {{"qwen2", llama_layer_kind, build_llama_layer}, read_qwen2},
-    {{"qwen3", llama_layer_kind, build_llama_layer}, read_qwen3},
+    {{"llama", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_llama},
+    {{"mistral", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_mistral},
+    {{"qwen2", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen2},
+    {{"qwen3", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen3},
 };
 
 const Family& family(const char* model_type) {

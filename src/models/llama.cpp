@@ -122,4 +122,8 @@ std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64
   return std::make_unique<LlamaDecoderLayer>(config);
 }
 
+std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params) {
+  return std::make_unique<nn::LlamaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
+}
+
 }  // namespace census

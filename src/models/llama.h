@@ -64,5 +64,6 @@ struct LlamaLikeDefaults {
 Result<ModelConfig> read_llama_like(const ConfigReader& reader, const Family& family, const LlamaLikeDefaults& defaults);
 std::string llama_layer_kind(const ModelConfig& config, int64_t index);
 std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index);
+std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params);
 
 }  // namespace census

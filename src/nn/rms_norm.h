@@ -11,10 +11,17 @@
 
 namespace census::nn {
 
-class LlamaRMSNorm {
+// A norm module, as a model's final norm is built: of the class of its layers' input norm.
+class Norm {
+ public:
+  virtual ~Norm() = default;
+  virtual Tensor forward(const Tensor& hidden_states) const = 0;
+};
+
+class LlamaRMSNorm final : public Norm {
  public:
   LlamaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
-  Tensor forward(const Tensor& hidden_states) const;
+  Tensor forward(const Tensor& hidden_states) const override;
   const std::string& path() const { return path_; }
 
  private:

@@ -40,6 +40,12 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kEmpty, "aten.empty.memory_format", OpKind::kFactory},
     {Op::kMm, "aten.mm.default", OpKind::kMatmul},
     {Op::kAddmm, "aten.addmm.default", OpKind::kMatmul},
+    {Op::kLogSoftmax, "aten._log_softmax.default", OpKind::kCompute},
+    {Op::kLogSoftmaxBackward, "aten._log_softmax_backward_data.default", OpKind::kCompute},
+    {Op::kNllLossForward, "aten.nll_loss_forward.default", OpKind::kCompute},
+    {Op::kNllLossBackward, "aten.nll_loss_backward.default", OpKind::kCompute},
+    {Op::kConstantPadNd, "aten.constant_pad_nd.default", OpKind::kCompute},
+    {Op::kOnesLike, "aten.ones_like.default", OpKind::kFactory},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
 }};
 

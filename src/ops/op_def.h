@@ -32,6 +32,8 @@ enum class Op : uint8_t {
   kArange, kNewZeros, kEmptyLike, kEmpty,
   // Matrix products
   kMm, kAddmm,
+  // Loss
+  kLogSoftmax, kLogSoftmaxBackward, kNllLossForward, kNllLossBackward, kConstantPadNd, kOnesLike,
   // Attention kernel contract
   kFlashAttention,
   kCount,

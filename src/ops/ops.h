@@ -68,6 +68,17 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2);
 Tensor matmul(const Tensor& self, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
 
+// --- Loss ---
+Tensor ones_like(const Tensor& self);
+// F.pad(self, (left, right), value) on the last dim: constant_pad_nd. (Used on labels: no node.)
+Tensor constant_pad(const Tensor& self, int64_t left, int64_t right);
+// log_softmax over `dim`: _log_softmax, which saves its result.
+Tensor log_softmax(const Tensor& self, int64_t dim);
+// nll_loss with mean reduction: nll_loss_forward, which saves self, target and total_weight.
+Tensor nll_loss(const Tensor& self, const Tensor& target);
+// F.cross_entropy with class-index targets: log_softmax then nll_loss, as ATen decomposes it.
+Tensor cross_entropy(const Tensor& self, const Tensor& target);
+
 // --- Attention kernel contract ---
 struct FlashOutputs {
   Tensor out;        // (B, Nh, S, Dv) in q's dtype

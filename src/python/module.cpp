@@ -7,6 +7,7 @@
 
 #include "census/activations.h"
 #include "census/layer_census.h"
+#include "census/output_census.h"
 #include "census/parts.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
@@ -85,6 +86,14 @@ py::tuple traffic(const py::object& mapping, int64_t layer_index, int64_t seq_le
   return py::make_tuple(t.moved, t.parameter, t.launches);
 }
 
+py::tuple output(const py::object& mapping, int64_t seq_length, int64_t vocab_size) {
+  const ModelConfig config = config_of(mapping);
+  check(config, 0, seq_length);
+  if (vocab_size <= 0) throw py::value_error("vocab_size: must be a positive integer");
+  const OutputCensus c = census_output(config, seq_length, vocab_size);
+  return py::make_tuple(c.saved_bytes, c.working_bytes);
+}
+
 py::tuple parameters(const py::object& mapping, int64_t layer_index) {
   const ModelConfig config = config_of(mapping);
   check(config, layer_index, 1);
@@ -134,6 +143,7 @@ PYBIND11_MODULE(_census, m) {
   m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it");
   m.def("flops", &flops, "forward FLOPs by part");
   m.def("traffic", &traffic, "(moved, parameter, launches) by part");
+  m.def("output", &output, "(saved, working) of the output layer at `vocab_size`");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
   m.def("stack", &stack, "the layer stack as (kind, count) groups");

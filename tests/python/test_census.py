@@ -33,6 +33,9 @@ def test_equals_the_command_line_for_every_shipped_model(name):
     stack = [{"kind": "decoder", "count": config["num_hidden_layers"]}]
     records = {kind: record.to_dict() for kind, record in census.census_activations(config, stack).items()}
     assert cli("activations", name) == records
+    output = cli("output", name)
+    assert census.census_output(config, 4096) == (output["vocab"]["saved"], output["vocab"]["working"])
+    assert census.census_output_activations(config).to_dict() == output["record"]
     by_op = cli("saved-ops", name)
     assert census.census_saved_ops(config, 0, 4096) == {op: value for op, value in by_op.items() if value}
 
@@ -49,6 +52,9 @@ def test_equals_the_oracle(case):
     assert census.census_layer(two, 0, seq)[0] == oracle["census_layer_tp2"]["saved_bytes"]
     record = census.census_activations(config, [{"kind": "decoder", "count": 2}], seq)["decoder"]
     assert record.to_dict() == oracle["census_activations"]
+    assert census.census_output(config, seq) == (oracle["output_vocab"]["saved_bytes"],
+                                                 oracle["output_vocab"]["peak_backward_bytes"])
+    assert census.census_output_activations(config, seq).to_dict() == oracle["census_output_activations"]
 
 
 def test_config_may_be_a_path_or_an_object_with_to_dict(tmp_path):

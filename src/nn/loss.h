@@ -1,0 +1,18 @@
+// File: loss.h
+// Transformers' causal-LM loss (transformers/loss/loss_utils.py ForCausalLMLoss), as the trainer runs
+// it on the output layer's logits:
+//
+//   logits.float()                         (1, S, V) fp32; the bf16 logits die here
+//   labels padded by one ignore_index      (1, S+1) int64; labels[..., 1:] is a view, already contiguous
+//   cross_entropy(logits.view(-1, V), shift_labels.view(-1)), mean reduction
+//     log_softmax saves its (S, V) fp32 result; nll_loss saves it again, the target and total_weight
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace census::nn {
+
+// `logits` is taken by value and dropped once cast, as the loss function holds the only reference.
+Tensor for_causal_lm_loss(Tensor logits, const Tensor& labels, int64_t vocab_size);
+
+}  // namespace census::nn

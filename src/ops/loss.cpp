@@ -1,0 +1,92 @@
+// The loss's ops: log_softmax and nll_loss (what F.cross_entropy decomposes into), and the pad of the
+// labels Transformers' causal-LM loss shifts them with.
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alloc;
+using internal::dispatch;
+
+namespace {
+
+// _log_softmax(Tensor self, int dim, bool half_to_float)
+//   self: _log_softmax_backward_data(grad, result, dim, self.scalar_type())   -> saves result
+class LogSoftmaxBackward0 final : public Node {
+ public:
+  LogSoftmaxBackward0(uint64_t seq, DType self_dtype) : Node("LogSoftmaxBackward0", seq), self_dtype_(self_dtype) {}
+  GradList apply(GradList& grads) override {
+    Tensor out = alloc(grads[0].sizes(), self_dtype_);
+    dispatch<2, 1>(Op::kLogSoftmaxBackward, {grads[0], result_.unpack()}, {out});
+    return {out};
+  }
+  void release_variables() override { result_.reset(); }
+  SavedVariable result_;
+
+ private:
+  DType self_dtype_;
+};
+
+// nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index)
+//   self: nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
+// saves self, target and total_weight (weight is undefined); the backward allocates zeros of self.
+class NllLossBackward0 final : public Node {
+ public:
+  explicit NllLossBackward0(uint64_t seq) : Node("NllLossBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    Tensor out = alloc(self.sizes(), self.dtype());
+    dispatch<4, 1>(Op::kNllLossBackward, {grads[0], self, target_.unpack(), total_weight_.unpack()}, {out});
+    return {out};
+  }
+  void release_variables() override {
+    self_.reset();
+    target_.reset();
+    total_weight_.reset();
+  }
+  SavedVariable self_;
+  SavedVariable target_;
+  SavedVariable total_weight_;
+};
+
+}  // namespace
+
+Tensor ones_like(const Tensor& self) {
+  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
+  dispatch<1, 1>(Op::kOnesLike, {self}, {out});
+  return out;
+}
+
+Tensor constant_pad(const Tensor& self, int64_t left, int64_t right) {
+  Dims sizes = self.sizes();
+  sizes[sizes.size() - 1] += left + right;
+  Tensor out = alloc(sizes, self.dtype());
+  dispatch<1, 1>(Op::kConstantPadNd, {self}, {out});
+  return out;
+}
+
+Tensor log_softmax(const Tensor& self, int64_t /*dim*/) {
+  auto node = make_node<LogSoftmaxBackward0>({&self}, self.dtype());
+  Tensor out = alloc(self.sizes(), self.dtype());
+  dispatch<1, 1>(Op::kLogSoftmax, {self}, {out});
+  set_history(out, node);
+  if (node) node->result_.save(out);
+  return out;
+}
+
+Tensor nll_loss(const Tensor& self, const Tensor& target) {
+  auto node = make_node<NllLossBackward0>({&self});
+  if (node) {
+    node->self_.save(self);
+    node->target_.save(target);
+  }
+  Tensor output = alloc(Dims{}, self.dtype());
+  Tensor total_weight = alloc(Dims{}, self.dtype());
+  dispatch<2, 2>(Op::kNllLossForward, {self, target}, {output, total_weight});
+  set_history(output, node);
+  if (node) node->total_weight_.save(total_weight);
+  return output;
+}
+
+Tensor cross_entropy(const Tensor& self, const Tensor& target) { return nll_loss(log_softmax(self, 1), target); }
+
+}  // namespace census::ops

@@ -1,16 +1,44 @@
 #include "autograd/node.h"
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/checkpoint.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
 namespace census {
 
 void SavedVariable::save(const Tensor& tensor) {
-  Session::current().notify_save(tensor);
+  Session& session = Session::current();
+  if (CheckpointFrame* frame = session.checkpoint()) {
+    if (frame->phase == CheckpointFrame::Phase::kForward) {
+      // The checkpoint's pack hook: a holder, no tensor.
+      frame_ = session.checkpoint_owner();
+      holder_ = frame->holders++;
+      state_ = State::kPacked;
+      return;
+    }
+    // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order.
+    frame->recomputed[static_cast<size_t>(frame->recomputed_count++)] = tensor.detach();
+    if (frame->recomputed_count == frame->holders) throw StopRecomputation{};
+    return;
+  }
+  session.notify_save(tensor);
   // Detached, as the census's pack hook returns it: the graph holds the bytes, not the tensor.
   data_ = tensor.detach();
   state_ = State::kSaved;
+}
+
+Tensor SavedVariable::unpack() {
+  if (state_ != State::kPacked) return data_;
+  if (!frame_->recomputed_done) frame_->recompute();
+  // The frame lets go of it: the node unpacking it holds the only reference from now.
+  return std::move(frame_->recomputed[static_cast<size_t>(holder_)]);
+}
+
+void SavedVariable::reset() {
+  if (state_ == State::kSaved || state_ == State::kPacked) state_ = State::kReleased;
+  data_ = Tensor();
+  frame_.reset();
 }
 
 Edge gradient_edge(const Tensor& tensor) {

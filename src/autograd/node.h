@@ -32,27 +32,31 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
+class CheckpointFrame;
+
 // SavedVariable: a tensor a node keeps for its backward. It keeps the whole storage alive and never
 // copies. The pack hook (observers' on_save) sees it as it is saved. States follow PyTorch's: empty,
-// saved, released after the node ran.
+// saved, released after the node ran; in a checkpointed region, packed: a holder whose tensor the
+// region's recompute makes (autograd/checkpoint.h).
 class SavedVariable {
  public:
-  enum class State : uint8_t { kEmpty, kSaved, kReleased };
+  enum class State : uint8_t { kEmpty, kSaved, kPacked, kReleased };
 
   SavedVariable() = default;
   SavedVariable(const SavedVariable&) = delete;
   SavedVariable& operator=(const SavedVariable&) = delete;
 
   void save(const Tensor& tensor);
-  Tensor unpack() const { return data_; }
-  void reset() {
-    if (state_ == State::kSaved) state_ = State::kReleased;
-    data_ = Tensor();
-  }
+  // The saved tensor; a holder's recomputed one, taken from its frame (the recompute runs first if
+  // it has not yet).
+  Tensor unpack();
+  void reset();
   State state() const { return state_; }
 
  private:
   Tensor data_;
+  Ref<CheckpointFrame> frame_;
+  int64_t holder_ = -1;
   State state_ = State::kEmpty;
 };
 

@@ -18,35 +18,55 @@ namespace {
 
 class FlashAttentionBackward final : public Node {
  public:
-  explicit FlashAttentionBackward(uint64_t seq)
-      : Node("GeneratedBackwardFor_nd_census_flash_attention_defaultBackward", seq) {
+  FlashAttentionBackward(uint64_t seq, Dims stats_sizes)
+      : Node("GeneratedBackwardFor_nd_census_flash_attention_defaultBackward", seq), stats_sizes_(stats_sizes) {
     set_num_inputs(3);
   }
   // Note [Materialized statistics gradients] The kernel's statistics are not differentiable, and the
   // Python node behind a custom op hands its backward zeros in their place (materialize_grads): two
   // fp32 allocations of the statistics' size, freed as the backward returns.
   GradList apply(GradList& grads) override {
-    Tensor zeros_a = grads[1].defined() ? grads[1] : new_zeros(saved_[4].unpack(), saved_[4].unpack().sizes());
-    Tensor zeros_b = grads[2].defined() ? grads[2] : new_zeros(saved_[5].unpack(), saved_[5].unpack().sizes());
-    GradList out(3);
-    for (int i = 0; i < 3; ++i) out[i] = empty_like(saved_[i].unpack());
-    return out;
+    Tensor zeros_a = grads[1].defined() ? grads[1] : new_zeros(grads[0], stats_sizes_, DType::kFloat32);
+    Tensor zeros_b = grads[2].defined() ? grads[2] : new_zeros(grads[0], stats_sizes_, DType::kFloat32);
+    // ctx.saved_tensors[:3]: every saved tensor is unpacked, the output and statistics dropped at once.
+    Tensor query, key, value;
+    {
+      Tensor saved[6];
+      for (int i = 0; i < 6; ++i) saved[i] = saved_[i].unpack();
+      query = saved[0];
+      key = saved[1];
+      value = saved[2];
+    }
+    return {empty_like(query), empty_like(key), empty_like(value)};
   }
   void release_variables() override {
     for (SavedVariable& saved : saved_) saved.reset();
   }
   SavedVariable saved_[6];  // query, key, value, out, stats_a, stats_b
+
+ private:
+  Dims stats_sizes_;
 };
 
 }  // namespace
 
 FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value) {
-  auto node = make_node<FlashAttentionBackward>({&query, &key, &value});
   const Dims out_sizes{query.size(0), query.size(1), query.size(2), value.size(-1)};
   const Dims stats_sizes{query.size(0), query.size(1), query.size(2), kFlashStats};
-  FlashOutputs result{alloc(out_sizes, query.dtype()), alloc(stats_sizes, DType::kFloat32),
-                      alloc(stats_sizes, DType::kFloat32)};
-  dispatch<3, 3>(Op::kFlashAttention, {query, key, value}, {result.out, result.softmax_a, result.softmax_b});
+  auto node = make_node<FlashAttentionBackward>({&query, &key, &value}, stats_sizes);
+  const std::array<Tensor, 3> inputs{query, key, value};
+  const internal::SacAction action = internal::sac_action(Op::kFlashAttention, inputs);
+  FlashOutputs result;
+  if (action == internal::SacAction::kFromCache) {
+    std::vector<Tensor> cached = internal::pop_cached(Op::kFlashAttention);
+    result = FlashOutputs{cached[0], cached[1], cached[2]};
+  } else {
+    result = FlashOutputs{alloc(out_sizes, query.dtype()), alloc(stats_sizes, DType::kFloat32),
+                          alloc(stats_sizes, DType::kFloat32)};
+    dispatch<3, 3>(Op::kFlashAttention, inputs, {result.out, result.softmax_a, result.softmax_b});
+    if (action == internal::SacAction::kRunAndCache)
+      internal::push_cached(Op::kFlashAttention, {result.out, result.softmax_a, result.softmax_b});
+  }
   set_history(result.out, node, 0);
   if (node) {
     const Tensor* saved[6] = {&query, &key, &value, &result.out, &result.softmax_a, &result.softmax_b};

@@ -22,6 +22,8 @@
 
 namespace census {
 
+class CheckpointFrame;
+
 // What kind of module is running, as the saved-op attribution reads a module's class: a norm's saves
 // are normOp, an activation function's ffAct.
 enum class ModuleKind : uint8_t { kOther, kNorm, kActivation };
@@ -71,6 +73,14 @@ class Session : public StorageListener {
   void set_grad_enabled(bool enabled) { grad_enabled_ = enabled; }
 
   const std::vector<ModuleFrame>& modules() const { return modules_; }
+
+  // The checkpointed region running now (its forward or its recompute), if any.
+  CheckpointFrame* checkpoint() const { return checkpoint_; }
+  const Ref<CheckpointFrame>& checkpoint_owner() const { return checkpoint_owner_; }
+  void set_checkpoint(CheckpointFrame* frame, Ref<CheckpointFrame> owner = {}) {
+    checkpoint_ = frame;
+    checkpoint_owner_ = std::move(owner);
+  }
   const OpDef* last_op() const { return last_op_; }
 
   // Called by ops and modules.
@@ -91,6 +101,8 @@ class Session : public StorageListener {
   uint64_t next_sequence_nr_ = 0;
   bool grad_enabled_ = true;
   Session* previous_ = nullptr;
+  CheckpointFrame* checkpoint_ = nullptr;
+  Ref<CheckpointFrame> checkpoint_owner_;
   Arena arena_;  // the census's tensors, storages and nodes live here (tensor/arena.h)
 };
 

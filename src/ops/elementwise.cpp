@@ -34,7 +34,8 @@ class PowBackward0 final : public Node {
   PowBackward0(uint64_t seq, double exponent) : Node("PowBackward0", seq), exponent_(exponent) {}
   GradList apply(GradList& grads) override {
     // grad * (exponent * self.pow(exponent - 1)): three allocations, two freed with the expression.
-    return {mul(grads[0], mul(pow(self_.unpack(), exponent_ - 1), exponent_))};
+    const Tensor self = self_.unpack();
+    return {mul(grads[0], mul(pow(self, exponent_ - 1), exponent_))};
   }
   void release_variables() override { self_.reset(); }
   SavedVariable self_;
@@ -49,7 +50,8 @@ class RsqrtBackward0 final : public Node {
   explicit RsqrtBackward0(uint64_t seq) : Node("RsqrtBackward0", seq) {}
   GradList apply(GradList& grads) override {
     // ATen evaluates result.pow(3) before -0.5 * grad (right-to-left operands).
-    Tensor cubed = pow(result_.unpack(), 3);
+    const Tensor result = result_.unpack();
+    Tensor cubed = pow(result, 3);
     return {mul(mul(grads[0], -0.5), cubed)};
   }
   void release_variables() override { result_.reset(); }
@@ -63,9 +65,12 @@ class MulBackward0 final : public Node {
  public:
   explicit MulBackward0(uint64_t seq) : Node("MulBackward0", seq) {}
   GradList apply(GradList& grads) override {
+    // As the generated node, every saved tensor is unpacked first.
+    const Tensor other = other_.unpack();
+    const Tensor self = self_.unpack();
     GradList out(2);
-    if (should_compute_output(0)) out[0] = mul(grads[0], other_.unpack());
-    if (should_compute_output(1)) out[1] = mul(grads[0], self_.unpack());
+    if (should_compute_output(0)) out[0] = mul(grads[0], other);
+    if (should_compute_output(1)) out[1] = mul(grads[0], self);
     return out;
   }
   void release_variables() override {
@@ -110,7 +115,10 @@ class NegBackward0 final : public Node {
 class SiluBackward0 final : public Node {
  public:
   explicit SiluBackward0(uint64_t seq) : Node("SiluBackward0", seq) {}
-  GradList apply(GradList& grads) override { return {silu_backward(grads[0], self_.unpack())}; }
+  GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    return {silu_backward(grads[0], self)};
+  }
   void release_variables() override { self_.reset(); }
   SavedVariable self_;
 };

@@ -24,8 +24,10 @@ Tensor empty_like(const Tensor& self) {
   return out;
 }
 
-Tensor new_zeros(const Tensor& self, const Dims& sizes) {
-  Tensor out = alloc(sizes, self.dtype());
+Tensor new_zeros(const Tensor& self, const Dims& sizes) { return new_zeros(self, sizes, self.dtype()); }
+
+Tensor new_zeros(const Tensor& self, const Dims& sizes, DType dtype) {
+  Tensor out = alloc(sizes, dtype);
   dispatch<1, 1>(Op::kNewZeros, {self}, {out});
   return out;
 }

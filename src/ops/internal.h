@@ -5,6 +5,8 @@
 #include <array>
 #include <initializer_list>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
@@ -27,6 +29,14 @@ Dims elementwise_strides(const Dims& sizes, std::initializer_list<const Tensor*>
 Dims broadcast_sizes(const Dims& a, const Dims& b);
 // ATen's computeStride: the strides of a view of `sizes` onto a tensor, if a view can express it.
 std::optional<Dims> view_strides(const Tensor& self, const Dims& sizes);
+
+// Note [Selective checkpointing] In a checkpointed region each op the policy can save asks it: in
+// the forward a saved op runs and its outputs are cached; in the recompute a saved op's outputs are
+// popped from the cache instead, and nothing runs (no allocation, no dispatch).
+enum class SacAction : uint8_t { kRun, kRunAndCache, kFromCache };
+SacAction sac_action(Op op, std::span<const Tensor> inputs);
+std::vector<Tensor> pop_cached(Op op);
+void push_cached(Op op, std::vector<Tensor> outputs);
 
 template <size_t N, size_t M>
 void dispatch(Op op, const std::array<Tensor, N>& inputs, const std::array<Tensor, M>& outputs) {

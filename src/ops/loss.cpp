@@ -15,8 +15,9 @@ class LogSoftmaxBackward0 final : public Node {
  public:
   LogSoftmaxBackward0(uint64_t seq, DType self_dtype) : Node("LogSoftmaxBackward0", seq), self_dtype_(self_dtype) {}
   GradList apply(GradList& grads) override {
+    const Tensor result = result_.unpack();
     Tensor out = alloc(grads[0].sizes(), self_dtype_);
-    dispatch<2, 1>(Op::kLogSoftmaxBackward, {grads[0], result_.unpack()}, {out});
+    dispatch<2, 1>(Op::kLogSoftmaxBackward, {grads[0], result}, {out});
     return {out};
   }
   void release_variables() override { result_.reset(); }
@@ -34,8 +35,10 @@ class NllLossBackward0 final : public Node {
   explicit NllLossBackward0(uint64_t seq) : Node("NllLossBackward0", seq) {}
   GradList apply(GradList& grads) override {
     const Tensor self = self_.unpack();
+    const Tensor target = target_.unpack();
+    const Tensor total_weight = total_weight_.unpack();
     Tensor out = alloc(self.sizes(), self.dtype());
-    dispatch<4, 1>(Op::kNllLossBackward, {grads[0], self, target_.unpack(), total_weight_.unpack()}, {out});
+    dispatch<4, 1>(Op::kNllLossBackward, {grads[0], self, target, total_weight}, {out});
     return {out};
   }
   void release_variables() override {

@@ -38,9 +38,11 @@ class MmBackward0 final : public Node {
   // the reference's allocation log: a linear's weight gradient is allocated before its input's),
   // where AddmmBackward0 computes mat1's before mat2's.
   GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    const Tensor mat2 = mat2_.unpack();
     GradList out(2);
-    if (should_compute_output(1)) out[1] = mm_mat2_backward(grads[0], self_.unpack(), mat2_sizes_, mat2_strides_);
-    if (should_compute_output(0)) out[0] = mm_mat1_backward(grads[0], mat2_.unpack(), self_sizes_, self_strides_);
+    if (should_compute_output(1)) out[1] = mm_mat2_backward(grads[0], self, mat2_sizes_, mat2_strides_);
+    if (should_compute_output(0)) out[0] = mm_mat1_backward(grads[0], mat2, self_sizes_, self_strides_);
     return out;
   }
   void release_variables() override {
@@ -65,10 +67,12 @@ class AddmmBackward0 final : public Node {
         mat1_sizes_(mat1.sizes()), mat1_strides_(mat1.strides()),
         mat2_sizes_(mat2.sizes()), mat2_strides_(mat2.strides()) {}
   GradList apply(GradList& grads) override {
+    const Tensor mat2 = mat2_.unpack();
+    const Tensor mat1 = mat1_.unpack();
     GradList out(3);
     if (should_compute_output(0)) out[0] = grads[0];
-    if (should_compute_output(1)) out[1] = mm_mat1_backward(grads[0], mat2_.unpack(), mat1_sizes_, mat1_strides_);
-    if (should_compute_output(2)) out[2] = mm_mat2_backward(grads[0], mat1_.unpack(), mat2_sizes_, mat2_strides_);
+    if (should_compute_output(1)) out[1] = mm_mat1_backward(grads[0], mat2, mat1_sizes_, mat1_strides_);
+    if (should_compute_output(2)) out[2] = mm_mat2_backward(grads[0], mat1, mat2_sizes_, mat2_strides_);
     return out;
   }
   void release_variables() override {
@@ -99,8 +103,16 @@ Tensor mm(const Tensor& self, const Tensor& mat2) {
     if (node->should_compute_output(0)) node->mat2_.save(mat2);
     if (node->should_compute_output(1)) node->self_.save(self);
   }
-  Tensor out = alloc(Dims{self.size(0), mat2.size(1)}, promote(self.dtype(), mat2.dtype()));
-  dispatch<2, 1>(Op::kMm, {self, mat2}, {out});
+  const std::array<Tensor, 2> inputs{self, mat2};
+  const internal::SacAction action = internal::sac_action(Op::kMm, inputs);
+  Tensor out;
+  if (action == internal::SacAction::kFromCache) {
+    out = internal::pop_cached(Op::kMm)[0];
+  } else {
+    out = alloc(Dims{self.size(0), mat2.size(1)}, promote(self.dtype(), mat2.dtype()));
+    dispatch<2, 1>(Op::kMm, inputs, {out});
+    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kMm, {out});
+  }
   set_history(out, node);
   return out;
 }
@@ -111,8 +123,16 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2) {
     if (node->should_compute_output(1)) node->mat2_.save(mat2);
     if (node->should_compute_output(2)) node->mat1_.save(mat1);
   }
-  Tensor out = alloc(Dims{mat1.size(0), mat2.size(1)}, mat1.dtype());
-  dispatch<3, 1>(Op::kAddmm, {bias, mat1, mat2}, {out});
+  const std::array<Tensor, 3> inputs{bias, mat1, mat2};
+  const internal::SacAction action = internal::sac_action(Op::kAddmm, inputs);
+  Tensor out;
+  if (action == internal::SacAction::kFromCache) {
+    out = internal::pop_cached(Op::kAddmm)[0];
+  } else {
+    out = alloc(Dims{mat1.size(0), mat2.size(1)}, mat1.dtype());
+    dispatch<3, 1>(Op::kAddmm, inputs, {out});
+    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kAddmm, {out});
+  }
   set_history(out, node);
   return out;
 }

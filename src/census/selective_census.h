@@ -1,0 +1,30 @@
+// File: selective_census.h
+// The census of a layer under HyperParallel's selective activation checkpointing, as its trainer wraps
+// each layer (autograd/checkpoint.h): what the layer keeps (its input and the outputs the policy
+// saves; the positions the model embeds once for all layers are shared, not the layer's), the most its
+// backward holds with the recompute, and the shares of matmul FLOPs the backward runs again.
+#pragma once
+
+#include <cstdint>
+
+#include "models/config.h"
+
+namespace census {
+
+struct SelectiveCensus {
+  int64_t kept_bytes = 0;
+  int64_t working_bytes = 0;
+};
+
+SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length);
+
+// The share of the attention projections' matmul FLOPs, and of the rest of the layer's, that the
+// policy leaves to the backward to run again.
+struct RecomputeShares {
+  double attention_mm = 0;
+  double ffn_mm = 0;
+};
+
+RecomputeShares census_recomputed(const ModelConfig& config, int64_t layer_index, int64_t seq_length);
+
+}  // namespace census

@@ -3,7 +3,7 @@
 # Run from the repository root on Debian 12 (as root, or as a user with sudo).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-packages=(g++ cmake make libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+packages=(g++ cmake make libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
           python3-dev pybind11-dev python3-pytest python3-setuptools python3-pip python3-venv)
 missing=()
 for package in "${packages[@]}"; do

@@ -9,8 +9,7 @@ caller censusing one model many times passes to skip parsing its config on every
     census.census_layer("config.json", 0, 4096)           # (saved bytes, working bytes)
     census.census_activations(config, [{"kind": "decoder", "count": 32}])
 
-Not priced yet (refused with :class:`CensusUnavailable`): selective activation checkpointing, module
-replacements, and families beyond llama, mistral, qwen2 and qwen3 (those are
+Not priced yet (refused with :class:`CensusUnavailable`): module replacements, and families beyond llama, mistral, qwen2 and qwen3 (those are
 refused with ``ValueError`` naming the known model types).
 """
 from census._api import (
@@ -24,6 +23,7 @@ from census._api import (
     census_output,
     census_output_activations,
     census_parameters,
+    census_recomputed,
     census_saved_ops,
     census_traffic,
     load_config,
@@ -36,6 +36,6 @@ from census._records import OPS, KindActivations, activations_from_dict
 __all__ = [
     "CensusUnavailable", "Config", "KindActivations", "LayerTraffic", "OPS", "activations_from_dict",
     "census_activations", "census_final_norm", "census_flops", "census_layer", "census_output",
-    "census_output_activations", "census_parameters",
+    "census_output_activations", "census_parameters", "census_recomputed",
     "census_saved_ops", "census_traffic", "load_config", "shipped_config", "shipped_models", "tp_config",
 ]

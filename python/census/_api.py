@@ -59,12 +59,9 @@ def _mapping(config: Any) -> Any:
     raise ValueError(f"a config must be a mapping, a config.json path or have to_dict(), not {type(config).__name__}")
 
 
-def _refuse_unpriced(selective: bool = False, replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
+def _refuse_unpriced(replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
     if gdn_backend not in _GDN_BACKENDS:
         raise ValueError(f"unsupported GDN backend {gdn_backend!r}; expected one of {sorted(_GDN_BACKENDS)}.")
-    if selective:
-        raise CensusUnavailable("selective activation checkpointing is not priced by this Census yet; "
-                                "census the plain layer, or use the reference census for the selective one")
     if replacements:
         raise CensusUnavailable("module replacements are not priced by this Census yet; "
                                 "census Transformers' own modules, or use the reference census")
@@ -75,9 +72,13 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
                  gdn_backend: str = "eager") -> Tuple[int, int]:
     """Bytes layer *layer_index* keeps for its backward, and the most its backward holds.
 
-    Where *ops* is given, it takes the bytes saved by the op whose backward takes them.
+    Where *selective*, the layer runs under HyperParallel's selective activation checkpointing and the
+    bytes kept are its input and the outputs the policy saves. Where *ops* is given (and the layer
+    runs without checkpointing), it takes the bytes saved by the op whose backward takes them.
     """
-    _refuse_unpriced(selective, replacements, gdn_backend)
+    _refuse_unpriced(replacements, gdn_backend)
+    if selective:
+        return _census.selective(_mapping(config), int(layer_index), int(seq_length))
     saved, working, by_op = _census.layer(_mapping(config), int(layer_index), int(seq_length), 1)
     if ops is not None:
         ops.update(by_op)
@@ -90,6 +91,11 @@ def census_saved_ops(config: Any, layer_index: int, seq_length: int,
     ops: Dict[str, int] = {}
     census_layer(config, layer_index, seq_length, ops=ops, replacements=replacements)
     return {op: size / seq_length for op, size in ops.items()}
+
+
+def census_recomputed(config: Any, layer_index: int, seq_length: int) -> Tuple[float, float]:
+    """The shares of the layer's attention-projection and other matmul FLOPs its selective backward runs again."""
+    return _census.recomputed(_mapping(config), int(layer_index), int(seq_length))
 
 
 def census_flops(config: Any, layer_index: int, seq_length: int) -> Dict[str, int]:
@@ -188,35 +194,15 @@ def tp_config(config: Any, tp: int) -> Any:
 
 def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_length: int = 4096,
                        replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> Dict[str, KindActivations]:
-    """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2.
+    """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2, plain and selective.
 
     *layers* is the stack's groups in model order (``{"kind", "count", "mtp"}``); MTP groups are left
-    out, and each kind is censused on its first layer. The records state the plain layer's bytes and
-    its bytes by op; the selective fields stay None until Census prices selective checkpointing.
+    out, and each kind is censused on its first layer.
     """
     _refuse_unpriced(replacements=replacements, gdn_backend=gdn_backend)
-    mapping = load_config(config)
-    firsts: Dict[str, int] = {}
-    index = 0
-    for group in layers:
-        if group.get("mtp"):
-            continue
-        firsts.setdefault(str(group["kind"]), index)
-        index += int(group["count"])
-    out: Dict[str, KindActivations] = {}
-    for kind, layer_index in firsts.items():
-        (saved_1, working_1, ops_1), (saved_2, working_2, ops_2) = (
-            _census.layer(tp_config(mapping, tp), layer_index, int(seq_length), 1) for tp in (1, 2))
-        out[kind] = KindActivations(
-            saved=max(0.0, 2 * saved_2 - saved_1) / seq_length,
-            saved_tp=max(0.0, 2 * (saved_1 - saved_2)) / seq_length,
-            working=max(0.0, 2 * working_2 - working_1) / seq_length,
-            working_tp=max(0.0, 2 * (working_1 - working_2)) / seq_length,
-            seq_length=int(seq_length),
-            ops={op: max(0.0, 2 * ops_2.get(op, 0) - ops_1[op]) / seq_length for op in sorted(ops_1)},
-            ops_tp={op: max(0.0, 2 * (ops_1[op] - ops_2.get(op, 0))) / seq_length for op in sorted(ops_1)},
-        )
-    return out
+    groups = [(str(group["kind"]), int(group["count"]), bool(group.get("mtp", False))) for group in layers]
+    records = _census.activations(load_config(config), groups, int(seq_length))
+    return {kind: KindActivations.from_dict(record) for kind, record in records.items()}
 
 
 def shipped_models() -> Tuple[str, ...]:

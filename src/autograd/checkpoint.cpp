@@ -39,7 +39,8 @@ void CheckpointFrame::recompute() {
 }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
-                  RecomputeLedger* ledger, const std::vector<int64_t>* attention_parameters) {
+                  RecomputeLedger* ledger, const std::vector<int64_t>* attention_parameters,
+                  std::vector<CachedOutput>* cached_log) {
   Session& session = Session::current();
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
   // _NoopSaveInputs: the region's input is saved outside the region's hooks.
@@ -47,6 +48,7 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Ten
   frame->input = input;
   frame->ledger = ledger;
   frame->attention_parameters = attention_parameters;
+  frame->cached_log = cached_log;
   CheckpointFrame* raw = frame.get();
   frame->recompute_fn = [raw, forward] { forward(raw->input); };
   CheckpointFrame* previous = session.checkpoint();

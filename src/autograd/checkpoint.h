@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "ops/op_def.h"
@@ -37,6 +38,16 @@ struct RecomputeLedger {
   std::array<int64_t, 2> rest_flops{};
 };
 
+// What a region's forward cached, for `census explain --selective`.
+struct CachedOutput {
+  std::string_view aten_op;
+  std::string_view module;
+  Dims shape;
+  DType dtype;
+  int64_t bytes;
+  bool first_output;  // an op's outputs are logged one by one; the first stands for the call
+};
+
 class CheckpointFrame {
  public:
   enum class Phase : uint8_t { kForward, kRecompute };
@@ -52,6 +63,7 @@ class CheckpointFrame {
   std::map<Op, std::vector<std::vector<Tensor>>> cache;  // outputs of saved ops, in call order
   std::map<Op, size_t> cache_next;                        // the next entry the recompute pops
   RecomputeLedger* ledger = nullptr;
+  std::vector<CachedOutput>* cached_log = nullptr;
   const std::vector<int64_t>* attention_parameters = nullptr;  // storage ids, for the ledger
 
   // Run the recompute (at the first unpack of a holder).
@@ -62,7 +74,10 @@ class CheckpointFrame {
 struct StopRecomputation {};
 
 // Run `forward(input)` as a checkpointed region under the selective policy; its output.
+// `ledger` (with the attention's parameter storages) takes the forward's matmul FLOPs by part and
+// decision; `cached_log` every output the forward cached.
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
-                  RecomputeLedger* ledger = nullptr, const std::vector<int64_t>* attention_parameters = nullptr);
+                  RecomputeLedger* ledger = nullptr, const std::vector<int64_t>* attention_parameters = nullptr,
+                  std::vector<CachedOutput>* cached_log = nullptr);
 
 }  // namespace census

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "census/selective_census.h"
+
 namespace census {
 namespace {
 
@@ -34,16 +36,27 @@ KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2,
 }
 
 std::vector<std::pair<std::string, KindActivations>> census_activations(const ModelConfig& config,
-                                                                         int64_t seq_length) {
+                                                                         int64_t seq_length,
+                                                                         const std::vector<LayerGroup>& stack) {
   std::vector<std::pair<std::string, KindActivations>> out;
   int64_t first_layer = 0;
   const ModelConfig tp2 = tp_config(config, 2);
-  for (const LayerGroup& group : layer_stack(config)) {
+  for (const LayerGroup& group : stack.empty() ? layer_stack(config) : stack) {
+    if (group.mtp) continue;
     const bool seen = std::any_of(out.begin(), out.end(), [&](const auto& kind) { return kind.first == group.kind; });
     if (!seen) {
       const LayerCensus one = census_layer(config, first_layer, seq_length);
       const LayerCensus two = census_layer(tp2, first_layer, seq_length);
-      out.emplace_back(group.kind, kind_activations(one, two, seq_length));
+      KindActivations record = kind_activations(one, two, seq_length);
+      const SelectiveCensus kept_one = census_selective(config, first_layer, seq_length);
+      const SelectiveCensus kept_two = census_selective(tp2, first_layer, seq_length);
+      const auto [selective, selective_tp] = split(kept_one.kept_bytes, kept_two.kept_bytes, seq_length);
+      record.selective = selective;
+      record.selective_tp = selective_tp;
+      const RecomputeShares shares = census_recomputed(config, first_layer, seq_length);
+      record.selective_attention_mm = shares.attention_mm;
+      record.selective_ffn_mm = shares.ffn_mm;
+      out.emplace_back(group.kind, std::move(record));
     }
     first_layer += group.count;
   }

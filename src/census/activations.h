@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,12 @@ struct KindActivations {
   double working = 0;
   double working_tp = 0;
   int64_t seq_length = 0;
+  // Under HyperParallel's selective checkpointing: what the layer keeps, and the shares of its
+  // attention projections' and the rest's matmul FLOPs the backward runs again.
+  std::optional<double> selective;
+  std::optional<double> selective_tp;
+  std::optional<double> selective_attention_mm;
+  std::optional<double> selective_ffn_mm;
   std::map<std::string, double> ops;     // by the ops the TP-1 layer saves for
   std::map<std::string, double> ops_tp;
 };
@@ -32,8 +39,10 @@ KindActivations split_record(int64_t saved_1, int64_t saved_2, int64_t working_1
 // The same with the bytes by op of the TP-1 layer's saves.
 KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length);
 
-// Every layer kind of the model's stack, in stack order, each censused on its first layer.
+// Every layer kind of `stack` (the model's own where empty), in stack order, each censused on its
+// first layer, plain and selective.
 std::vector<std::pair<std::string, KindActivations>> census_activations(const ModelConfig& config,
-                                                                         int64_t seq_length);
+                                                                         int64_t seq_length,
+                                                                         const std::vector<LayerGroup>& stack = {});
 
 }  // namespace census

@@ -1,41 +1,71 @@
 #include "census/selective_census.h"
 
 #include "autograd/checkpoint.h"
-#include "autograd/engine.h"
-#include "census/live_bytes.h"
+#include "census/measurement.h"
 #include "census/parts.h"
+
+#include <algorithm>
+#include <map>
 
 namespace census {
 
-SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
-  Session session;
-  LiveBytes live;  // declared before every tensor: it hears each one's end
-  ParameterGrads parameter_grads;
+namespace {
+
+// The ops a region's forward runs, views aside, by aten op: how often, and the bytes they return.
+class RegionOps final : public Observer {
+ public:
+  void on_op(const OpCall& call) override {
+    if (call.def.is_view() || Session::current().checkpoint() == nullptr) return;
+    auto& [calls, bytes] = ops[std::string(call.def.name)];
+    ++calls;
+    for (const Tensor& output : call.outputs) {
+      bool aliases = false;  // _unsafe_view renames its input's bytes; it allocates nothing
+      for (const Tensor& input : call.inputs) aliases = aliases || input.storage() == output.storage();
+      if (!aliases) bytes += output.nbytes();
+    }
+  }
+  std::map<std::string, std::pair<int64_t, int64_t>> ops;
+};
+
+}  // namespace
+
+SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain) {
+  Measurement measurement(/*attached=*/false);
+  RegionOps region_ops;
+  std::vector<CachedOutput> cached;
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
   const Dims shape{1, seq_length, config.hidden_size};
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
-  Tensor grad = make_tensor(shape, DType::kBFloat16);
   // The model embeds the positions once for all its layers, outside their checkpoints: the layer's
-  // census starts after.
+  // census starts after, and they are shared, not the layer's to keep.
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);
-  session.add_observer(&live);
-  session.add_observer(&parameter_grads);
-  live.track(hidden);
-  Tensor out = checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden);
+  measurement.attach();
+  measurement.track(hidden);
+  if (explain) measurement.add_observer(&region_ops);
+  const Measured measured = measurement.run(
+      [&] {
+        Tensor out = checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden,
+                                nullptr, nullptr, explain ? &cached : nullptr);
+        measurement.remove_observer(&region_ops);
+        return out;
+      },
+      layer->parameters(), make_tensor(shape, DType::kBFloat16), {positions.position_ids, positions.cos, positions.sin});
 
-  const size_t start = live.event_count();
-  StorageSet excluded;
-  excluded.insert(out.storage_id());
-  StorageSet not_kept = excluded;
-  for (const Tensor* shared : {&positions.position_ids, &positions.cos, &positions.sin}) not_kept.insert(shared->storage_id());
   SelectiveCensus result;
-  result.kept_bytes = live.live_bytes(not_kept);
-
-  live.track(grad);
-  run_backward(out, grad);
-  for (const Tensor& parameter : layer->parameters())
-    if (parameter.impl()->grad) parameter_grads.ids.insert(parameter.impl()->grad->storage->id);
-  result.working_bytes = live.peak_from(start, excluded, parameter_grads.ids).bytes;
+  result.kept_bytes = measured.kept_bytes;
+  result.working_bytes = measured.working_bytes;
+  if (explain) {
+    result.kept.push_back({"input", "(layer)", hidden.sizes(), std::string(dtype_name(hidden.dtype())), hidden.nbytes()});
+    for (const CachedOutput& c : cached) {
+      result.kept.push_back({std::string(c.aten_op), std::string(c.module), c.shape, std::string(dtype_name(c.dtype)), c.bytes});
+      auto& [calls, bytes] = region_ops.ops[std::string(c.aten_op)];
+      bytes -= c.bytes;
+      if (c.first_output) --calls;
+    }
+    std::stable_sort(result.kept.begin(), result.kept.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+    for (const auto& [op, count] : region_ops.ops)
+      if (count.first > 0) result.recomputed.push_back({op, count.first, count.second});
+  }
   return result;
 }
 

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "models/config.h"
 
@@ -14,9 +16,27 @@ namespace census {
 struct SelectiveCensus {
   int64_t kept_bytes = 0;
   int64_t working_bytes = 0;
+
+  // With explain: what the layer keeps (its input, then each output the policy cached, largest
+  // first), and the forward's other ops, which the backward runs again up to the last one that saves.
+  struct Kept {
+    std::string what;  // "input", or the aten op that made it
+    std::string module;
+    Dims shape;
+    std::string dtype;
+    int64_t bytes;
+  };
+  struct Recomputed {
+    std::string aten_op;
+    int64_t calls;
+    int64_t bytes;  // of their outputs, in the forward
+  };
+  std::vector<Kept> kept;
+  std::vector<Recomputed> recomputed;
 };
 
-SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length);
+SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length,
+                                 bool explain = false);
 
 // The share of the attention projections' matmul FLOPs, and of the rest of the layer's, that the
 // policy leaves to the backward to run again.

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/request.h"
+#include "cli/stack_file.h"
 
 namespace census::cli {
 namespace {
@@ -41,6 +42,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   Request request;
   std::string format = "table";
   std::string model;
+  std::string layers_file;
 
   for (const auto& [name, description] : kCommands) {
     CLI::App* sub = app.add_subcommand(name, description);
@@ -49,6 +51,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
     sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank censused (default 1)");
     sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+    if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
+      sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
+    if (std::string_view(name) == "activations") {
+      sub->add_flag("--output", request.output, "the output layer's record too (at the vocabulary and half of it)");
+      sub->add_option("--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups");
+    }
   }
   CLI::App* models = app.add_subcommand("models", "the model configs shipped with Census");
   models->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
@@ -82,6 +90,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (!config) return refuse_line(err, config.refusal().message());
   request.config = config.take();
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
+  if (!layers_file.empty()) {
+    auto stack = read_stack_file(layers_file, request.config);
+    if (!stack) return refuse_line(err, stack.refusal().message());
+    request.stack = stack.take();
+  }
 
   std::ostringstream answer;  // printed whole or not at all
   run_command(request, answer);

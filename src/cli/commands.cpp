@@ -6,6 +6,7 @@
 #include "census/layer_census.h"
 #include "census/output_census.h"
 #include "census/parts.h"
+#include "census/selective_census.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/table.h"
@@ -29,7 +30,25 @@ std::string heading(const Request& r, bool with_layer) {
 
 ModelConfig rank_config(const Request& r) { return tp_config(r.config, r.tp); }
 
+void command_layer_selective(const Request& r, std::ostream& out) {
+  const SelectiveCensus c = census_selective(rank_config(r), r.layer_index, r.seq_length);
+  const RecomputeShares shares = census_recomputed(rank_config(r), r.layer_index, r.seq_length);
+  if (r.format == Format::kJson)
+    return print_json({{"saved", c.kept_bytes}, {"working", c.working_bytes},
+                       {"selective_attention_mm", shares.attention_mm}, {"selective_ffn_mm", shares.ffn_mm}},
+                      out);
+  out << heading(r, true) << ", under HyperParallel's selective checkpointing\n";
+  const double s = static_cast<double>(r.seq_length);
+  Table table({"", "bytes", "", "per token"});
+  table.add({"kept", grouped(c.kept_bytes), human_bytes(c.kept_bytes), decimal(c.kept_bytes / s)});
+  table.add({"working", grouped(c.working_bytes), human_bytes(c.working_bytes), decimal(c.working_bytes / s)});
+  table.print(out);
+  out << "recomputed share of matmul FLOPs: attention projections " << decimal(shares.attention_mm)
+      << ", rest of the layer " << decimal(shares.ffn_mm) << '\n';
+}
+
 void command_layer(const Request& r, std::ostream& out) {
+  if (r.selective) return command_layer_selective(r, out);
   const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length);
   if (r.format == Format::kJson) return print_json({{"saved", c.saved_bytes}, {"working", c.working_bytes}}, out);
   out << heading(r, true) << '\n';
@@ -98,29 +117,54 @@ void command_parameters(const Request& r, std::ostream& out) {
   out << "final norm: " << grouped(p.final_norm) << " parameters\n";
 }
 
+// The record as the reference's KindActivations.to_dict() gives it: fields that are None left out.
 ordered_json activations_json(const KindActivations& k) {
-  return {{"saved", k.saved}, {"saved_tp", k.saved_tp}, {"working", k.working}, {"working_tp", k.working_tp},
-          {"seq_length", k.seq_length}, {"ops", k.ops}, {"ops_tp", k.ops_tp}};
+  ordered_json json = {{"saved", k.saved}, {"saved_tp", k.saved_tp}, {"working", k.working},
+                       {"working_tp", k.working_tp}, {"seq_length", k.seq_length}};
+  for (const auto& [name, value] : {std::pair{"selective", k.selective}, std::pair{"selective_tp", k.selective_tp},
+                                    std::pair{"selective_attention_mm", k.selective_attention_mm},
+                                    std::pair{"selective_ffn_mm", k.selective_ffn_mm}})
+    if (value) json[name] = *value;
+  if (!k.ops.empty()) {
+    json["ops"] = k.ops;
+    json["ops_tp"] = k.ops_tp;
+  }
+  return json;
 }
 
 void command_activations(const Request& r, std::ostream& out) {
-  const auto kinds = census_activations(r.config, r.seq_length);
+  const auto kinds = census_activations(r.config, r.seq_length, r.stack);
+  std::optional<KindActivations> output;
+  if (r.output) output = census_output_activations(r.config, r.seq_length);
   if (r.format == Format::kJson) {
     ordered_json json = ordered_json::object();
     for (const auto& [kind, record] : kinds) json[kind] = activations_json(record);
+    if (output) json["output"] = activations_json(*output);
     return print_json(json, out);
   }
   out << "Activation census of " << r.model_name << " (" << r.config.model_type << "), "
       << r.seq_length << " tokens, micro-batch 1, bf16\n"
       << "bytes per token; at TP t a rank holds x + x_tp / t\n\n";
-  Table table({"kind", "layers", "saved", "saved_tp", "working", "working_tp"});
+  Table table({"kind", "layers", "saved", "saved_tp", "working", "working_tp", "selective", "selective_tp"});
   for (const auto& [kind, k] : kinds) {
     int64_t layers = 0;
-    for (const LayerGroup& group : layer_stack(r.config))
-      if (group.kind == kind) layers += group.count;
-    table.add({kind, std::to_string(layers), decimal(k.saved), decimal(k.saved_tp), decimal(k.working), decimal(k.working_tp)});
+    for (const LayerGroup& group : r.stack.empty() ? layer_stack(r.config) : r.stack)
+      if (group.kind == kind && !group.mtp) layers += group.count;
+    table.add({kind, std::to_string(layers), decimal(k.saved), decimal(k.saved_tp), decimal(k.working),
+               decimal(k.working_tp), decimal(k.selective.value_or(0)), decimal(k.selective_tp.value_or(0))});
   }
   table.print(out);
+  out << "\nrecomputed by the selective backward (share of matmul FLOPs)\n";
+  Table shares({"kind", "attention projections", "rest of the layer"});
+  for (const auto& [kind, k] : kinds)
+    shares.add({kind, decimal(k.selective_attention_mm.value_or(0)), decimal(k.selective_ffn_mm.value_or(0))});
+  shares.print(out);
+  if (output) {
+    out << "\noutput layer (TP part: what a vocabulary-parallel loss splits)\n";
+    Table table({"saved", "saved_tp", "working", "working_tp"});
+    table.add({decimal(output->saved), decimal(output->saved_tp), decimal(output->working), decimal(output->working_tp)});
+    table.print(out);
+  }
   for (const auto& [kind, k] : kinds) {
     out << "\nsaved by op, " << kind << " layer (bytes per token)\n";
     Table ops({"op", "saved", "saved_tp"});
@@ -129,7 +173,31 @@ void command_activations(const Request& r, std::ostream& out) {
   }
 }
 
+void command_explain_selective(const Request& r, std::ostream& out) {
+  const SelectiveCensus c = census_selective(rank_config(r), r.layer_index, r.seq_length, /*explain=*/true);
+  if (r.format == Format::kJson) {
+    ordered_json kept = ordered_json::array(), recomputed = ordered_json::array();
+    for (const auto& row : c.kept)
+      kept.push_back({{"bytes", row.bytes}, {"dtype", row.dtype}, {"shape", std::vector<int64_t>(row.shape.begin(), row.shape.end())},
+                      {"module", row.module}, {"aten_op", row.what}});
+    for (const auto& row : c.recomputed)
+      recomputed.push_back({{"aten_op", row.aten_op}, {"calls", row.calls}, {"bytes", row.bytes}});
+    return print_json({{"kept", c.kept_bytes}, {"storages", kept}, {"recomputed", recomputed}}, out);
+  }
+  out << heading(r, true) << ", under HyperParallel's selective checkpointing\n"
+      << "what the layer keeps: its input and the outputs the policy saves, largest first\n";
+  Table kept({"bytes", "dtype", "shape", "module", "aten op"});
+  for (const auto& row : c.kept) kept.add({grouped(row.bytes), row.dtype, row.shape.str(), row.module, row.what});
+  kept.print(out);
+  out << "kept: " << grouped(c.kept_bytes) << " bytes (the positions, embedded once for all layers, are shared)\n\n"
+      << "what it leaves to the backward: the other ops, run again up to the last one that saves\n";
+  Table recomputed({"aten op", "calls", "output bytes"});
+  for (const auto& row : c.recomputed) recomputed.add({row.aten_op, grouped(row.calls), grouped(row.bytes)});
+  recomputed.print(out);
+}
+
 void command_explain(const Request& r, std::ostream& out) {
+  if (r.selective) return command_explain_selective(r, out);
   const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length, /*explain=*/true);
   if (r.format == Format::kJson) {
     ordered_json rows = ordered_json::array();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/config.h"
 #include "util/result.h"
@@ -20,6 +21,9 @@ struct Request {
   int64_t seq_length = 4096;
   int64_t tp = 1;
   Format format = Format::kTable;
+  bool selective = false;             // layer, explain: under HyperParallel's selective checkpointing
+  bool output = false;                // activations: the output layer's record too
+  std::vector<LayerGroup> stack;      // activations: the stack --layers states (the model's if empty)
 };
 
 // The ModelConfig named by `source`: a shipped model's name, else a path to a config.json.

@@ -56,6 +56,7 @@ struct ModelConfig {
 struct LayerGroup {
   std::string kind;
   int64_t count;
+  bool mtp = false;  // multi-token-prediction layers: stacked last, not censused
 };
 
 struct Family {

@@ -131,7 +131,15 @@ void push_cached(Op op, std::vector<Tensor> outputs) {
   // Detached, as the caching mode stores them: the cache holds bytes, not the graph (a graph holding
   // its own cache through a holder would never be freed).
   for (Tensor& output : outputs) output = output.detach();
-  Session::current().checkpoint()->cache[op].push_back(std::move(outputs));
+  Session& session = Session::current();
+  CheckpointFrame* frame = session.checkpoint();
+  if (frame->cached_log != nullptr) {
+    const std::string_view module = session.modules().empty() ? std::string_view() : session.modules().back().path;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      frame->cached_log->push_back(
+          {op_def(op).name, module, outputs[i].sizes(), outputs[i].dtype(), outputs[i].nbytes(), i == 0});
+  }
+  frame->cache[op].push_back(std::move(outputs));
 }
 
 }  // namespace census::ops::internal

@@ -8,6 +8,7 @@
 #include "census/activations.h"
 #include "census/layer_census.h"
 #include "census/output_census.h"
+#include "census/selective_census.h"
 #include "census/parts.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
@@ -86,6 +87,53 @@ py::tuple traffic(const py::object& mapping, int64_t layer_index, int64_t seq_le
   return py::make_tuple(t.moved, t.parameter, t.launches);
 }
 
+py::tuple selective(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
+  const ModelConfig config = config_of(mapping);
+  check(config, layer_index, seq_length);
+  const SelectiveCensus c = census_selective(config, layer_index, seq_length);
+  return py::make_tuple(c.kept_bytes, c.working_bytes);
+}
+
+py::tuple recomputed(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
+  const ModelConfig config = config_of(mapping);
+  check(config, layer_index, seq_length);
+  const RecomputeShares shares = census_recomputed(config, layer_index, seq_length);
+  return py::make_tuple(shares.attention_mm, shares.ffn_mm);
+}
+
+// Each kind's record as a mapping, the kinds and their first layers taken from `groups`.
+py::dict activations(const py::object& mapping, const std::vector<std::tuple<std::string, int64_t, bool>>& groups,
+                     int64_t seq_length) {
+  const ModelConfig config = config_of(mapping);
+  check(config, 0, seq_length);
+  std::vector<LayerGroup> stack;
+  int64_t layers = 0;
+  for (const auto& [kind, count, mtp] : groups) {
+    stack.push_back({kind, count, mtp});
+    if (!mtp) layers += count;
+  }
+  if (layers > config.num_hidden_layers)
+    throw py::value_error("layers: the groups count " + std::to_string(layers) + " layers, the model has " +
+                          std::to_string(config.num_hidden_layers));
+  py::dict out;
+  for (const auto& [kind, k] : census_activations(config, seq_length, stack)) {
+    py::dict record;
+    record["saved"] = k.saved;
+    record["saved_tp"] = k.saved_tp;
+    record["working"] = k.working;
+    record["working_tp"] = k.working_tp;
+    record["seq_length"] = k.seq_length;
+    record["selective"] = *k.selective;
+    record["selective_tp"] = *k.selective_tp;
+    record["selective_attention_mm"] = *k.selective_attention_mm;
+    record["selective_ffn_mm"] = *k.selective_ffn_mm;
+    record["ops"] = k.ops;
+    record["ops_tp"] = k.ops_tp;
+    out[py::str(kind)] = record;
+  }
+  return out;
+}
+
 py::tuple output(const py::object& mapping, int64_t seq_length, int64_t vocab_size) {
   const ModelConfig config = config_of(mapping);
   check(config, 0, seq_length);
@@ -143,6 +191,9 @@ PYBIND11_MODULE(_census, m) {
   m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it");
   m.def("flops", &flops, "forward FLOPs by part");
   m.def("traffic", &traffic, "(moved, parameter, launches) by part");
+  m.def("selective", &selective, "(kept, working) of one layer under the selective policy");
+  m.def("recomputed", &recomputed, "(attention share, rest share) of matmul FLOPs the selective backward re-runs");
+  m.def("activations", &activations, "{kind: record} of the stack's kinds");
   m.def("output", &output, "(saved, working) of the output layer at `vocab_size`");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");

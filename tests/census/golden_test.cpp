@@ -6,6 +6,7 @@
 #include "census/activations.h"
 #include "census/layer_census.h"
 #include "census/parts.h"
+#include "census/selective_census.h"
 #include "oracle_cases.h"
 
 namespace census {
@@ -74,6 +75,26 @@ TEST_P(OracleCase, ActivationsRecord) {
   EXPECT_EQ(k.seq_length, expected.at("seq_length").get<int64_t>());
   EXPECT_EQ(k.ops, (expected.at("ops").get<std::map<std::string, double>>()));
   EXPECT_EQ(k.ops_tp, (expected.at("ops_tp").get<std::map<std::string, double>>()));
+  EXPECT_EQ(k.selective, expected.at("selective").get<double>());
+  EXPECT_EQ(k.selective_tp, expected.at("selective_tp").get<double>());
+  EXPECT_EQ(k.selective_attention_mm, expected.at("selective_attention_mm").get<double>());
+  EXPECT_EQ(k.selective_ffn_mm, expected.at("selective_ffn_mm").get<double>());
+}
+
+// Under HyperParallel's selective policy: the bytes kept, the backward's peak with the recompute
+// (both to the byte), and the recompute shares (exactly).
+TEST_P(OracleCase, SelectiveKeptWorkingAndShares) {
+  const nlohmann::json oracle = oracle_case(GetParam());
+  const ModelConfig config = oracle_config(oracle);
+  const int64_t seq = oracle.at("seq_length");
+  for (const auto& [tp, key] : {std::pair{1, "selective_tp1"}, std::pair{2, "selective_tp2"}}) {
+    const SelectiveCensus c = census_selective(tp_config(config, tp), 0, seq);
+    EXPECT_EQ(c.kept_bytes, oracle.at(key).at("kept_bytes").get<int64_t>()) << "TP " << tp;
+    EXPECT_EQ(c.working_bytes, oracle.at(key).at("peak_backward_bytes").get<int64_t>()) << "TP " << tp;
+  }
+  const RecomputeShares shares = census_recomputed(config, 0, seq);
+  EXPECT_EQ(shares.attention_mm, oracle.at("recomputed").at("attention_mm_share").get<double>());
+  EXPECT_EQ(shares.ffn_mm, oracle.at("recomputed").at("ffn_mm_share").get<double>());
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, OracleCase,

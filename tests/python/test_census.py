@@ -55,6 +55,10 @@ def test_equals_the_oracle(case):
     assert census.census_output(config, seq) == (oracle["output_vocab"]["saved_bytes"],
                                                  oracle["output_vocab"]["peak_backward_bytes"])
     assert census.census_output_activations(config, seq).to_dict() == oracle["census_output_activations"]
+    assert census.census_layer(config, 0, seq, selective=True) == (oracle["selective_tp1"]["kept_bytes"],
+                                                                   oracle["selective_tp1"]["peak_backward_bytes"])
+    assert census.census_recomputed(config, 0, seq) == (oracle["recomputed"]["attention_mm_share"],
+                                                        oracle["recomputed"]["ffn_mm_share"])
 
 
 def test_config_may_be_a_path_or_an_object_with_to_dict(tmp_path):
@@ -144,8 +148,6 @@ def test_refusals_are_the_command_lines():
 def test_what_is_not_priced_yet_is_unavailable():
     config = census.shipped_config("llama-3.1-8b")
     assert issubclass(census.CensusUnavailable, RuntimeError)
-    with pytest.raises(census.CensusUnavailable, match="selective"):
-        census.census_layer(config, 0, 128, selective=True)
     with pytest.raises(census.CensusUnavailable, match="replacements"):
         census.census_parameters(config, 0, replacements=[object()])
 

@@ -123,6 +123,20 @@ class SiluBackward0 final : public Node {
   SavedVariable self_;
 };
 
+// relu(Tensor self)  self: threshold_backward(grad, result, 0)   -> saves result
+class ReluBackward0 final : public Node {
+ public:
+  explicit ReluBackward0(uint64_t seq) : Node("ReluBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor result = result_.unpack();
+    Tensor out = elementwise_result(grads[0], result);
+    dispatch<2, 1>(Op::kThresholdBackward, {grads[0], result}, {out});
+    return {out};
+  }
+  void release_variables() override { result_.reset(); }
+  SavedVariable result_;
+};
+
 // clone(Tensor self)  self: grad
 class CloneBackward0 final : public Node {
  public:
@@ -227,6 +241,14 @@ Tensor silu(const Tensor& self) {
 Tensor silu_backward(const Tensor& grad, const Tensor& self) {
   Tensor out = elementwise_result(grad, self);
   dispatch<2, 1>(Op::kSiluBackward, {grad, self}, {out});
+  return out;
+}
+
+Tensor relu(const Tensor& self) {
+  auto node = make_node<ReluBackward0>({&self});
+  Tensor out = unary(Op::kRelu, self);
+  set_history(out, node);
+  if (node) node->result_.save(out);
   return out;
 }
 

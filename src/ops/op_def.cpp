@@ -18,6 +18,8 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNeg, "aten.neg.default", OpKind::kCompute},
     {Op::kSilu, "aten.silu.default", OpKind::kCompute},
     {Op::kSiluBackward, "aten.silu_backward.default", OpKind::kCompute},
+    {Op::kRelu, "aten.relu.default", OpKind::kCompute},
+    {Op::kThresholdBackward, "aten.threshold_backward.default", OpKind::kCompute},
     {Op::kCos, "aten.cos.default", OpKind::kCompute},
     {Op::kSin, "aten.sin.default", OpKind::kCompute},
     {Op::kClone, "aten.clone.default", OpKind::kCompute},

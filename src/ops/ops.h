@@ -37,6 +37,7 @@ Tensor& add_(Tensor& self, const Tensor& other);
 Tensor neg(const Tensor& self);
 Tensor silu(const Tensor& self);
 Tensor silu_backward(const Tensor& grad, const Tensor& self);
+Tensor relu(const Tensor& self);
 Tensor cos(const Tensor& self);
 Tensor sin(const Tensor& self);
 Tensor clone(const Tensor& self);  // keeps dense strides (preserve_format)

@@ -165,3 +165,58 @@ TEST(CliRefuses, UnpricedActivation) {
 
 }  // namespace
 }  // namespace census
+
+namespace census {
+namespace {
+
+TEST(CliSelective, LayerAndExplainUnderThePolicy) {
+  const CliRun run = census({"layer", write_config("toy.json", kToyLlama), "--seq-length", "128", "--selective",
+                             "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json.at("saved"), 475136);    // the oracle's selective_tp1 kept bytes
+  EXPECT_EQ(json.at("working"), 1556992);
+  EXPECT_EQ(json.at("selective_attention_mm"), 0.5);
+  const CliRun explain = census({"explain", write_config("toy.json", kToyLlama), "--seq-length", "128",
+                                 "--selective", "--format", "json"});
+  ASSERT_EQ(explain.code, 0) << explain.err;
+  const auto rows = nlohmann::json::parse(explain.out);
+  int64_t kept = 0;
+  for (const auto& row : rows.at("storages")) kept += row.at("bytes").get<int64_t>();
+  EXPECT_EQ(kept, rows.at("kept").get<int64_t>());
+}
+
+TEST(CliSelective, ActivationsWithAStackFileAndTheOutputLayer) {
+  const std::string stack = write_config("stack.yaml", "- {kind: decoder, count: 2}\n- {kind: decoder, count: 1, mtp: true}\n");
+  const CliRun run = census({"activations", write_config("toy.json", kToyLlama), "--seq-length", "128",
+                             "--layers", stack, "--output", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json.at("decoder").at("selective"), 1024.0);
+  EXPECT_EQ(json.at("decoder").at("selective_tp"), 2688.0);
+  EXPECT_EQ(json.at("output").at("saved_tp"), 16384.0);
+  const std::string as_json = write_config("stack.json", R"({"layers": [{"kind": "decoder", "count": 2}]})");
+  EXPECT_EQ(census({"activations", write_config("toy.json", kToyLlama), "--layers", as_json}).code, 0);
+}
+
+TEST(CliRefuses, StackFilesThatDoNotFitTheModel) {
+  const std::string toy = write_config("toy.json", kToyLlama);
+  expect_refused(census({"activations", toy, "--layers", write_config("s1.yaml", "- {kind: decoder, count: 3}\n")}),
+                 "count 3 layers");
+  expect_refused(census({"activations", toy, "--layers",
+                         write_config("s2.yaml", "- {kind: decoder, count: 1, mtp: true}\n- {kind: decoder, count: 2}\n")}),
+                 "MTP groups come last");
+  expect_refused(census({"activations", toy, "--layers", write_config("s3.yaml", "- {kind: moe, count: 2}\n")}),
+                 "not a layer kind");
+  expect_refused(census({"activations", toy, "--layers", write_config("s4.yaml", "- {kind: decoder, count: -2}\n")}),
+                 "positive integer");
+  expect_refused(census({"activations", toy, "--layers", write_config("s5.yaml", "- {kind: decoder, count: 2, size: 1}\n")}),
+                 "unknown key");
+  expect_refused(census({"activations", toy, "--layers", write_config("s6.yaml", "[{kind: decoder, count: 2")}),
+                 "not valid JSON or YAML");
+  expect_refused(census({"activations", toy, "--layers", "/no/such/stack.yaml"}), "cannot be read");
+  expect_refused(census({"output", toy, "--tp", "2"}), "vocabulary");
+}
+
+}  // namespace
+}  // namespace census

@@ -1,4 +1,5 @@
-// Census speed: one layer census, and a whole model's activations (each kind at TP 1 and TP 2).
+// Census speed: one layer census (plain, selective), the output layer, and a whole model's
+// activations (each kind plain and selective at TP 1 and TP 2, and its recompute shares).
 // Built by the README's commands, run by hand: build/census_bench. Targets: <= 20 us per layer census,
 // <= 1 ms per whole activations.
 #include <benchmark/benchmark.h>
@@ -7,6 +8,8 @@
 
 #include "census/activations.h"
 #include "census/layer_census.h"
+#include "census/output_census.h"
+#include "census/selective_census.h"
 #include "cli/request.h"
 
 namespace {
@@ -22,6 +25,16 @@ void BM_LayerCensus(benchmark::State& state, const char* model) {
   for (auto _ : state) benchmark::DoNotOptimize(census::census_layer(config, 0, state.range(0)));
 }
 
+void BM_SelectiveCensus(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_selective(config, 0, state.range(0)));
+}
+
+void BM_OutputCensus(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_output(config, state.range(0), config.vocab_size));
+}
+
 void BM_Activations(benchmark::State& state, const char* model) {
   const census::ModelConfig config = shipped(model);
   for (auto _ : state) benchmark::DoNotOptimize(census::census_activations(config, state.range(0)));
@@ -29,6 +42,8 @@ void BM_Activations(benchmark::State& state, const char* model) {
 
 BENCHMARK_CAPTURE(BM_LayerCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LayerCensus, qwen3_8b, "qwen3-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SelectiveCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_OutputCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Activations, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

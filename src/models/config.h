@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/mlp.h"
 #include "nn/rms_norm.h"
 #include "nn/rotary.h"
 #include "util/result.h"
@@ -43,7 +44,7 @@ struct ModelConfig {
   int64_t head_dim = 0;
   int64_t vocab_size = 0;
   double rms_norm_eps = 1e-6;
-  std::string hidden_act = "silu";
+  nn::HiddenAct hidden_act = nn::HiddenAct::kSilu;
   bool qkv_bias = false;   // q_proj, k_proj, v_proj
   bool o_bias = false;     // o_proj
   bool mlp_bias = false;

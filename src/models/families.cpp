@@ -2,6 +2,7 @@
 // and the variations its modeling file makes to Llama's layer.
 #include "models/families.h"
 
+#include "models/gemma.h"
 #include "models/llama.h"
 
 namespace census {
@@ -11,12 +12,18 @@ Result<ModelConfig> read_llama(const ConfigReader& r);
 Result<ModelConfig> read_mistral(const ConfigReader& r);
 Result<ModelConfig> read_qwen2(const ConfigReader& r);
 Result<ModelConfig> read_qwen3(const ConfigReader& r);
+Result<ModelConfig> read_gemma_family(const ConfigReader& r);
+Result<ModelConfig> read_gemma2_family(const ConfigReader& r);
+Result<ModelConfig> read_gemma3_family(const ConfigReader& r);
 
 const FamilyEntry kFamilies[] = {
     {{"llama", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_llama},
     {{"mistral", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_mistral},
     {{"qwen2", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen2},
     {{"qwen3", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen3},
+    {{"gemma", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma_family},
+    {{"gemma2", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma2_family},
+    {{"gemma3_text", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma3_family},
 };
 
 const Family& family(const char* model_type) {
@@ -95,6 +102,10 @@ Result<ModelConfig> read_qwen3(const ConfigReader& r) {
   CENSUS_TRY(read_stated_layer_types(r, *c));
   return c;
 }
+
+Result<ModelConfig> read_gemma_family(const ConfigReader& r) { return read_gemma(r, family("gemma")); }
+Result<ModelConfig> read_gemma2_family(const ConfigReader& r) { return read_gemma2(r, family("gemma2")); }
+Result<ModelConfig> read_gemma3_family(const ConfigReader& r) { return read_gemma3_text(r, family("gemma3_text")); }
 
 }  // namespace
 

@@ -47,7 +47,7 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
 LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c)
     : hidden_size_(c.hidden_size),
       self_attn(c, parameters_),
-      mlp("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, parameters_),
+      mlp("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, parameters_, c.hidden_act),
       input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       rotary_emb(c.head_dim) {}
@@ -95,10 +95,8 @@ Result<ModelConfig> read_llama_like(const ConfigReader& r, const Family& family,
     return refuse("head_dim", std::to_string(*head_dim) + " is odd; rotary embeddings need an even head_dim");
   auto eps = r.positive_number("rms_norm_eps", 1e-6);
   CENSUS_TRY(eps);
-  auto act = r.text("hidden_act", "silu");
+  auto act = read_hidden_act(r, "hidden_act", "silu");
   CENSUS_TRY(act);
-  if (*act != "silu")
-    return refuse("hidden_act", "'" + *act + "' is not priced for " + c.model_type + " yet (only silu); use a silu model");
   c.vocab_size = *vocab;
   c.hidden_size = *hidden;
   c.intermediate_size = *intermediate;
@@ -109,6 +107,14 @@ Result<ModelConfig> read_llama_like(const ConfigReader& r, const Family& family,
   c.rms_norm_eps = *eps;
   c.hidden_act = *act;
   return c;
+}
+
+Result<nn::HiddenAct> read_hidden_act(const ConfigReader& r, const char* field, const std::string& fallback) {
+  auto act = r.text(field, fallback);
+  CENSUS_TRY(act);
+  if (*act == "silu") return nn::HiddenAct::kSilu;
+  if (*act == "gelu_pytorch_tanh") return nn::HiddenAct::kGeluTanh;
+  return refuse(field, "'" + *act + "' is not priced yet (silu and gelu_pytorch_tanh are); use a model with one of them");
 }
 
 std::string llama_layer_kind(const ModelConfig& config, int64_t index) {

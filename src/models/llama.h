@@ -60,8 +60,10 @@ struct LlamaLikeDefaults {
   std::optional<int64_t> head_dim;             // nullopt: hidden_size / num_attention_heads
 };
 
-// Read the fields shared by the Llama-like families, refusing what cannot be priced.
+// Read the sizes shared by the Llama-like families (and Gemma's), refusing what cannot be priced.
 Result<ModelConfig> read_llama_like(const ConfigReader& reader, const Family& family, const LlamaLikeDefaults& defaults);
+// The MLP's activation from `field` (hidden_act, or Gemma's hidden_activation): silu or gelu_pytorch_tanh.
+Result<nn::HiddenAct> read_hidden_act(const ConfigReader& reader, const char* field, const std::string& fallback);
 std::string llama_layer_kind(const ModelConfig& config, int64_t index);
 std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index);
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params);

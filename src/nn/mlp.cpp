@@ -4,18 +4,18 @@
 
 namespace census::nn {
 
-Tensor SiLUActivation::forward(const Tensor& input) const {
+Tensor Activation::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kActivation);
-  return ops::silu(input);
+  return act_ == HiddenAct::kSilu ? ops::silu(input) : ops::gelu_tanh(input);
 }
 
 GatedMLP::GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias,
-                   ParameterList& params)
+                   ParameterList& params, HiddenAct act)
     : path_(path),
       gate_proj(child_path(path, "gate_proj"), hidden_size, intermediate_size, bias, params),
       up_proj(child_path(path, "up_proj"), hidden_size, intermediate_size, bias, params),
       down_proj(child_path(path, "down_proj"), intermediate_size, hidden_size, bias, params),
-      act_fn(child_path(path, "act_fn")) {}
+      act_fn(child_path(path, "act_fn"), act) {}
 
 Tensor GatedMLP::forward(const Tensor& x) const {
   ModuleScope scope(path_, ModuleKind::kOther);

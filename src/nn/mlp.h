@@ -9,19 +9,24 @@
 
 namespace census::nn {
 
-// ACT2FN["silu"]: Transformers' SiLUActivation module, calling F.silu.
-class SiLUActivation {
+// ACT2FN[hidden_act]: Transformers' SiLUActivation ("silu", F.silu) or GELUTanh ("gelu_pytorch_tanh",
+// F.gelu with the tanh approximation); each saves its input.
+enum class HiddenAct : uint8_t { kSilu, kGeluTanh };
+
+class Activation {
  public:
-  explicit SiLUActivation(std::string path) : path_(std::move(path)) {}
+  Activation(std::string path, HiddenAct act) : path_(std::move(path)), act_(act) {}
   Tensor forward(const Tensor& input) const;
 
  private:
   std::string path_;
+  HiddenAct act_;
 };
 
 class GatedMLP {
  public:
-  GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias, ParameterList& params);
+  GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias, ParameterList& params,
+           HiddenAct act = HiddenAct::kSilu);
   Tensor forward(const Tensor& x) const;
 
  private:
@@ -29,7 +34,7 @@ class GatedMLP {
   Linear gate_proj;
   Linear up_proj;
   Linear down_proj;
-  SiLUActivation act_fn;
+  Activation act_fn;
 };
 
 }  // namespace census::nn

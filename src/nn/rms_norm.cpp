@@ -18,4 +18,19 @@ Tensor LlamaRMSNorm::forward(const Tensor& input) const {
   return ops::mul(weight_, ops::to(hidden_states, input_dtype));
 }
 
+GemmaRMSNorm::GemmaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params)
+    : path_(std::move(path)), eps_(eps) {
+  weight_ = register_parameter(params, path_, "weight", Dims{dim});
+}
+
+Tensor GemmaRMSNorm::forward(const Tensor& x) const {
+  ModuleScope scope(path_, ModuleKind::kNorm);
+  // _norm(x.float()): x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+  Tensor h = ops::to(x, DType::kFloat32);
+  Tensor output = ops::mul(h, ops::rsqrt(ops::add(ops::mean(ops::pow(h, 2), -1, /*keepdim=*/true), eps_)));
+  h = Tensor();
+  output = ops::mul(output, ops::add(ops::to(weight_, DType::kFloat32), 1.0));
+  return ops::to(output, x.dtype());
+}
+
 }  // namespace census::nn

@@ -30,4 +30,22 @@ class LlamaRMSNorm final : public Norm {
   double variance_epsilon_;
 };
 
+// GemmaRMSNorm (Gemma, Gemma2, Gemma3): the weight applied as (1 + w) in fp32, before the cast back.
+//
+//   h = x.float()                             saved by pow and mul
+//   r = rsqrt(h.pow(2).mean(-1) + eps)        saved by rsqrt and mul
+//   y = (h * r) * (1.0 + weight.float())      h * r (fp32) and 1 + w (D, fp32) saved by that mul
+//   out = y.type_as(x)
+class GemmaRMSNorm final : public Norm {
+ public:
+  GemmaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
+  Tensor forward(const Tensor& hidden_states) const override;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  Tensor weight_;  // (D) bf16, zeros
+  double eps_;
+};
+
 }  // namespace census::nn

@@ -137,6 +137,20 @@ class ReluBackward0 final : public Node {
   SavedVariable result_;
 };
 
+// gelu(Tensor self, str approximate)  self: gelu_backward(grad, self, approximate)   -> saves self
+class GeluBackward0 final : public Node {
+ public:
+  explicit GeluBackward0(uint64_t seq) : Node("GeluBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    Tensor out = elementwise_result(grads[0], self);
+    dispatch<2, 1>(Op::kGeluBackward, {grads[0], self}, {out});
+    return {out};
+  }
+  void release_variables() override { self_.reset(); }
+  SavedVariable self_;
+};
+
 // clone(Tensor self)  self: grad
 class CloneBackward0 final : public Node {
  public:
@@ -249,6 +263,14 @@ Tensor relu(const Tensor& self) {
   Tensor out = unary(Op::kRelu, self);
   set_history(out, node);
   if (node) node->result_.save(out);
+  return out;
+}
+
+Tensor gelu_tanh(const Tensor& self) {
+  auto node = make_node<GeluBackward0>({&self});
+  if (node) node->self_.save(self);
+  Tensor out = unary(Op::kGelu, self);
+  set_history(out, node);
   return out;
 }
 

@@ -20,6 +20,8 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kSiluBackward, "aten.silu_backward.default", OpKind::kCompute},
     {Op::kRelu, "aten.relu.default", OpKind::kCompute},
     {Op::kThresholdBackward, "aten.threshold_backward.default", OpKind::kCompute},
+    {Op::kGelu, "aten.gelu.default", OpKind::kCompute},
+    {Op::kGeluBackward, "aten.gelu_backward.default", OpKind::kCompute},
     {Op::kCos, "aten.cos.default", OpKind::kCompute},
     {Op::kSin, "aten.sin.default", OpKind::kCompute},
     {Op::kClone, "aten.clone.default", OpKind::kCompute},

@@ -23,7 +23,7 @@ enum class OpKind : uint8_t {
 enum class Op : uint8_t {
   // Elementwise and arithmetic
   kToCopy, kPowTensorScalar, kRsqrt, kMulTensor, kMulScalar, kDivScalar, kAddTensor, kAddInplace,
-  kNeg, kSilu, kSiluBackward, kRelu, kThresholdBackward, kCos, kSin, kClone, kCopyInplace,
+  kNeg, kSilu, kSiluBackward, kRelu, kThresholdBackward, kGelu, kGeluBackward, kCos, kSin, kClone, kCopyInplace,
   // Reductions
   kMeanDim, kSumDimIntList,
   // Shapes and views

@@ -38,6 +38,8 @@ Tensor neg(const Tensor& self);
 Tensor silu(const Tensor& self);
 Tensor silu_backward(const Tensor& grad, const Tensor& self);
 Tensor relu(const Tensor& self);
+// gelu(self, approximate='tanh'), as Transformers' gelu_pytorch_tanh runs it.
+Tensor gelu_tanh(const Tensor& self);
 Tensor cos(const Tensor& self);
 Tensor sin(const Tensor& self);
 Tensor clone(const Tensor& self);  // keeps dense strides (preserve_format)

@@ -36,7 +36,8 @@ TEST_P(OutputOracleCase, SavedWorkingAndRecord) {
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, OutputOracleCase,
                          ::testing::Values("llama_h256_s64", "llama_h256_s128", "llama_h256_s256",
                                            "mistral_h256_s128", "qwen2_h256_s128", "qwen3_h256_s64",
-                                           "qwen3_h256_s256"));
+                                           "qwen3_h256_s256", "gemma_h256_s128", "gemma2_h256_s64",
+                                           "gemma3_h256_s256"));
 
 // Per token and per vocabulary entry V, what halving the vocabulary splits:
 //   saved_tp = 4 V: the loss keeps the fp32 log-softmax of the logits, (S, V) fp32, for its backward

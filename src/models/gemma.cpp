@@ -1,0 +1,145 @@
+#include "models/gemma.h"
+
+#include "models/llama.h"
+#include "nn/attention_kernel.h"
+#include "ops/ops.h"
+
+namespace census {
+
+GemmaAttention::GemmaAttention(const ModelConfig& c, nn::ParameterList& params)
+    : head_dim_(c.head_dim),
+      q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim, c.qkv_bias, params),
+      k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
+      v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
+      o_proj("self_attn.o_proj", c.num_attention_heads * c.head_dim, c.hidden_size, c.o_bias, params) {
+  if (c.qk_norm) {
+    q_norm.emplace("self_attn.q_norm", c.head_dim, c.rms_norm_eps, params);
+    k_norm.emplace("self_attn.k_norm", c.head_dim, c.rms_norm_eps, params);
+  }
+}
+
+Tensor GemmaAttention::forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  const int64_t batch = hidden_states.size(0), seq = hidden_states.size(1);
+  auto heads = [&](const nn::Linear& proj) {
+    Tensor states = proj.forward(hidden_states);  // (1, S, N*D)
+    return ops::transpose(ops::view(states, Dims{batch, seq, states.size(-1) / head_dim_, head_dim_}), 1, 2);
+  };
+  Tensor query_states = heads(q_proj);  // (1, Nh, S, D)
+  Tensor key_states = heads(k_proj);    // (1, Nkv, S, D)
+  Tensor value_states = heads(v_proj);
+  if (q_norm) query_states = q_norm->forward(query_states);  // on the transposed, non-contiguous heads
+  if (k_norm) key_states = k_norm->forward(key_states);
+  auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
+  query_states = q_embed;
+  key_states = k_embed;
+  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states);  // (1, S, Nh, D)
+  attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
+  return o_proj.forward(attn_output);
+}
+
+GemmaDecoderLayer::GemmaDecoderLayer(const ModelConfig& c)
+    : hidden_size_(c.hidden_size),
+      sandwich_(c.model_type != "gemma"),
+      self_attn(c, parameters_),
+      mlp("mlp", c.hidden_size, c.intermediate_size, /*bias=*/false, parameters_, c.hidden_act),
+      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+      rotary_emb(c.head_dim) {
+  if (sandwich_) {
+    pre_feedforward_layernorm.emplace("pre_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_);
+    post_feedforward_layernorm.emplace("post_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_);
+  }
+}
+
+Tensor GemmaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
+  Tensor residual = input;
+  Tensor hidden_states = input_layernorm.forward(input);
+  hidden_states = self_attn.forward(hidden_states, positions);
+  if (!sandwich_) {  // Gemma: as Llama
+    hidden_states = ops::add(residual, hidden_states);
+    residual = hidden_states;
+    hidden_states = mlp.forward(post_attention_layernorm.forward(hidden_states));
+    return ops::add(residual, hidden_states);
+  }
+  hidden_states = post_attention_layernorm.forward(hidden_states);
+  hidden_states = ops::add(residual, hidden_states);
+  residual = hidden_states;
+  hidden_states = pre_feedforward_layernorm->forward(hidden_states);
+  hidden_states = mlp.forward(hidden_states);
+  hidden_states = post_feedforward_layernorm->forward(hidden_states);
+  return ops::add(residual, hidden_states);
+}
+
+namespace {
+
+// layer_types as the config states them, else each family's default pattern: sliding attention
+// except every `period`-th layer.
+Status read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t period) {
+  c.layer_types.clear();
+  if (!r.has("layer_types")) {
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_types.push_back((i + 1) % period ? "sliding_attention" : "full_attention");
+    return {};
+  }
+  const nlohmann::json& types = r.json().at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
+    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
+                                     " of them); fix the config");
+  for (const auto& type : types) {
+    if (!type.is_string() || (type != "full_attention" && type != "sliding_attention"))
+      return refuse("layer_types", "has " + type.dump() + "; known kinds: full_attention, sliding_attention");
+    c.layer_types.push_back(type.get<std::string>());
+  }
+  return {};
+}
+
+Result<ModelConfig> read_gemma_common(const ConfigReader& r, const Family& family, const LlamaLikeDefaults& d) {
+  auto c = read_llama_like(r, family, d);
+  CENSUS_TRY(c);
+  auto attention_bias = r.flag("attention_bias", false);
+  CENSUS_TRY(attention_bias);
+  c->qkv_bias = c->o_bias = *attention_bias;
+  // Gemma2 and Gemma3 name the MLP's activation hidden_activation; Gemma reads hidden_act.
+  const char* field = r.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  auto act = read_hidden_act(r, field, "gelu_pytorch_tanh");
+  CENSUS_TRY(act);
+  c->hidden_act = *act;
+  return c;
+}
+
+}  // namespace
+
+// GemmaConfig: head_dim 256, gelu-tanh, every layer alike.
+Result<ModelConfig> read_gemma(const ConfigReader& r, const Family& family) {
+  return read_gemma_common(r, family, {256000, 3072, 24576, 28, 16, 16, 256});
+}
+
+// Gemma2Config: sliding and full layers alternate by default.
+Result<ModelConfig> read_gemma2(const ConfigReader& r, const Family& family) {
+  auto c = read_gemma_common(r, family, {256000, 2304, 9216, 26, 8, 4, 256});
+  CENSUS_TRY(c);
+  CENSUS_TRY(read_gemma_layer_types(r, *c, 2));
+  return c;
+}
+
+// Gemma3TextConfig: per-head q/k norms; five sliding layers to one full by default.
+Result<ModelConfig> read_gemma3_text(const ConfigReader& r, const Family& family) {
+  auto c = read_gemma_common(r, family, {262208, 2304, 9216, 26, 8, 4, 256});
+  CENSUS_TRY(c);
+  c->qk_norm = true;
+  auto period = r.size("sliding_window_pattern", 6);
+  CENSUS_TRY(period);
+  CENSUS_TRY(read_gemma_layer_types(r, *c, *period));
+  return c;
+}
+
+std::unique_ptr<DecoderLayer> build_gemma_layer(const ModelConfig& config, int64_t /*index*/) {
+  return std::make_unique<GemmaDecoderLayer>(config);
+}
+
+std::unique_ptr<nn::Norm> build_gemma_final_norm(const ModelConfig& config, nn::ParameterList& params) {
+  return std::make_unique<nn::GemmaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
+}
+
+}  // namespace census

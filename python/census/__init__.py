@@ -26,6 +26,7 @@ from census._api import (
     census_recomputed,
     census_saved_ops,
     census_traffic,
+    layer_stack,
     load_config,
     shipped_config,
     shipped_models,
@@ -37,5 +38,5 @@ __all__ = [
     "CensusUnavailable", "Config", "KindActivations", "LayerTraffic", "OPS", "activations_from_dict",
     "census_activations", "census_final_norm", "census_flops", "census_layer", "census_output",
     "census_output_activations", "census_parameters", "census_recomputed",
-    "census_saved_ops", "census_traffic", "load_config", "shipped_config", "shipped_models", "tp_config",
+    "census_saved_ops", "census_traffic", "layer_stack", "load_config", "shipped_config", "shipped_models", "tp_config",
 ]

@@ -205,6 +205,11 @@ def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_len
     return {kind: KindActivations.from_dict(record) for kind, record in records.items()}
 
 
+def layer_stack(config: Any) -> Tuple[Dict[str, Any], ...]:
+    """The model's layer stack as groups ``{"kind", "count"}`` in model order, kinds as the census names them."""
+    return tuple({"kind": kind, "count": count} for kind, count in _census.stack(load_config(config)))
+
+
 def shipped_models() -> Tuple[str, ...]:
     """The names of the model configs shipped with Census."""
     return tuple(name for name, _ in _census.shipped_models())

@@ -22,6 +22,7 @@ constexpr const char* kCommands[][2] = {
     {"explain", "every storage a layer saves: bytes, dtype, shape, module, op"},
     {"tp-config", "heads and widths as one tensor-parallel rank holds them"},
     {"output", "the output layer (final norm, LM head, loss) at the vocabulary and half of it"},
+    {"layers", "the model's layer stack, as groups of one kind"},
 }; 
 
 int refuse_line(std::ostream& err, const std::string& message) {

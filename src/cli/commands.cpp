@@ -240,6 +240,20 @@ void command_output(const Request& r, std::ostream& out) {
   split.print(out);
 }
 
+void command_layers(const Request& r, std::ostream& out) {
+  ordered_json json = ordered_json::array();
+  Table table({"kind", "count", "first layer"});
+  int64_t first = 0;
+  for (const LayerGroup& group : layer_stack(r.config)) {
+    json.push_back({{"kind", group.kind}, {"count", group.count}});
+    table.add({group.kind, std::to_string(group.count), std::to_string(first)});
+    first += group.count;
+  }
+  if (r.format == Format::kJson) return print_json(json, out);
+  out << r.model_name << " (" << r.config.model_type << "): " << r.config.num_hidden_layers << " layers\n";
+  table.print(out);
+}
+
 void command_tp_config(const Request& r, std::ostream& out) {
   const ModelConfig c = rank_config(r);
   ordered_json json = {{"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
@@ -279,6 +293,7 @@ void run_command(const Request& r, std::ostream& out) {
   else if (r.command == "explain") command_explain(r, out);
   else if (r.command == "tp-config") command_tp_config(r, out);
   else if (r.command == "output") command_output(r, out);
+  else if (r.command == "layers") command_layers(r, out);
 }
 
 }  // namespace census::cli

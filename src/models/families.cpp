@@ -12,6 +12,7 @@ Result<ModelConfig> read_llama(const ConfigReader& r);
 Result<ModelConfig> read_mistral(const ConfigReader& r);
 Result<ModelConfig> read_qwen2(const ConfigReader& r);
 Result<ModelConfig> read_qwen3(const ConfigReader& r);
+Result<ModelConfig> read_qwen3_vl_text(const ConfigReader& r);
 Result<ModelConfig> read_gemma_family(const ConfigReader& r);
 Result<ModelConfig> read_gemma2_family(const ConfigReader& r);
 Result<ModelConfig> read_gemma3_family(const ConfigReader& r);
@@ -21,6 +22,7 @@ const FamilyEntry kFamilies[] = {
     {{"mistral", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_mistral},
     {{"qwen2", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen2},
     {{"qwen3", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen3},
+    {{"qwen3_vl_text", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen3_vl_text},
     {{"gemma", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma_family},
     {{"gemma2", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma2_family},
     {{"gemma3_text", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma3_family},
@@ -100,6 +102,19 @@ Result<ModelConfig> read_qwen3(const ConfigReader& r) {
   c->qk_norm = true;
   CENSUS_TRY(read_qwen_layer_types(r, *c));
   CENSUS_TRY(read_stated_layer_types(r, *c));
+  return c;
+}
+
+// Qwen3VLTextConfig (the text tower of Qwen3-VL, under its config's text_config): Qwen3's layer.
+// Its rotary embeds a text token's position on three grids (mrope_section); that changes cos and
+// sin's values, not their shape, and the layer receives them as Qwen3's does.
+Result<ModelConfig> read_qwen3_vl_text(const ConfigReader& r) {
+  auto c = read_llama_like(r, family("qwen3_vl_text"), {151936, 4096, 22016, 32, 32, std::nullopt, 128});
+  CENSUS_TRY(c);
+  auto attention_bias = r.flag("attention_bias", false);
+  CENSUS_TRY(attention_bias);
+  c->qkv_bias = c->o_bias = *attention_bias;
+  c->qk_norm = true;
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include "census/layer_census.h"
 #include "census/parts.h"
 #include "cli/request.h"
+#include "models/families.h"
 
 namespace census {
 namespace {
@@ -64,6 +65,35 @@ TEST(Derivation, Llama31_70B_At8192Tokens) { expect_llama_like(shipped("llama-3.
 TEST(Derivation, Mistral7B_At4096Tokens) { expect_llama_like(shipped("mistral-7b-v0.3"), 4096, false); }
 TEST(Derivation, Qwen3_8B_At4096Tokens) { expect_llama_like(shipped("qwen3-8b"), 4096, true); }
 TEST(Derivation, Qwen3_32B_At2048Tokens) { expect_llama_like(shipped("qwen3-32b"), 2048, true); }
+
+// Qwen3-VL's text tower is Qwen3's layer; its rotary on three grids changes cos and sin's values only.
+TEST(Derivation, Qwen3VL_8B_TextTowerAt4096Tokens) { expect_llama_like(shipped("qwen3-vl-8b"), 4096, true); }
+
+// Gemma2 and Gemma3 (sandwich norms, GemmaRMSNorm): per norm over rows of width W, x.float() (4W a
+// row, saved by pow and mul), rsqrt's result (4 a row), the fp32 normalized rows (4W a row) and the
+// (W) fp32 1 + weight, both saved by the weight's mul. Four layer norms over S rows of H; Gemma3's
+// q/k norms over S*Nh and S*Nkv rows of D. gelu-tanh saves its input as silu does.
+void expect_gemma_like(const ModelConfig& config, int64_t S, bool qk_norm) {
+  const int64_t H = config.hidden_size, Nh = config.num_attention_heads, Nkv = config.num_key_value_heads,
+                D = config.head_dim, I = config.intermediate_size;
+  const LayerCensus c = census_layer(config, 0, S);
+  int64_t norm = 4 * (8 * S * H + 4 * S + 4 * H);
+  if (qk_norm) norm += 8 * S * (Nh + Nkv) * D + 4 * S * (Nh + Nkv) + 2 * 4 * D;
+  EXPECT_EQ(saved(c, SavedOp::kNormOp), norm);
+  EXPECT_EQ(saved(c, SavedOp::kAttMM), 2 * S * H + 4 * S * D + 2 * S * Nh * D);
+  EXPECT_EQ(saved(c, SavedOp::kAttBMM), 4 * S * D * (Nh + Nkv));
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), 2 * S * H + 6 * S * I);
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), 2 * S * I);
+}
+
+TEST(Derivation, Gemma2AndGemma3At2048Tokens) {
+  const char* gemma2 = R"({"model_type": "gemma2", "hidden_size": 1024, "num_attention_heads": 8,
+                           "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 4096})";
+  expect_gemma_like(read_config(nlohmann::json::parse(gemma2)).take(), 2048, false);
+  const char* gemma3 = R"({"model_type": "gemma3_text", "hidden_size": 1024, "num_attention_heads": 8,
+                           "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 4096})";
+  expect_gemma_like(read_config(nlohmann::json::parse(gemma3)).take(), 2048, true);
+}
 
 // Qwen2.5's biased q/k/v projections run as addmm, which saves the same input; their biases add
 // parameters: (Nh + 2Nkv) * D.

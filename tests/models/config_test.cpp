@@ -67,3 +67,47 @@ TEST(Config, RefusesLayerTypesOfTheWrongLength) {
 
 }  // namespace
 }  // namespace census
+
+namespace census {
+namespace {
+
+TEST(GemmaConfig, DefaultLayerPatterns) {
+  const ModelConfig gemma3 = read(R"({"model_type": "gemma3_text", "num_hidden_layers": 12})");
+  const std::vector<LayerGroup> stack = layer_stack(gemma3);
+  ASSERT_EQ(stack.size(), 4u);  // five sliding layers, one full, twice
+  EXPECT_EQ(stack[0].kind, "sliding_attention");
+  EXPECT_EQ(stack[0].count, 5);
+  EXPECT_EQ(stack[1].kind, "full_attention");
+  EXPECT_EQ(stack[1].count, 1);
+  EXPECT_TRUE(gemma3.qk_norm);
+  EXPECT_EQ(gemma3.head_dim, 256);
+  const ModelConfig gemma2 = read(R"({"model_type": "gemma2", "num_hidden_layers": 4})");
+  EXPECT_EQ(layer_stack(gemma2).size(), 4u);  // sliding and full alternate
+  EXPECT_EQ(gemma2.hidden_act, nn::HiddenAct::kGeluTanh);
+}
+
+TEST(GemmaConfig, CompositeConfigsReadTheirTextConfig) {
+  const ModelConfig gemma3 = read(R"({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
+                                      "hidden_size": 5376, "num_attention_heads": 32, "num_key_value_heads": 16,
+                                      "head_dim": 128}})");
+  EXPECT_EQ(gemma3.model_type, "gemma3_text");
+  EXPECT_EQ(gemma3.vocab_size, 262208);
+  const ModelConfig vl = read(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text",
+                                  "num_attention_heads": 32, "num_key_value_heads": 8}})");
+  EXPECT_EQ(vl.head_dim, 128);
+  EXPECT_TRUE(vl.qk_norm);
+}
+
+TEST(GemmaConfig, RefusesLayerTypesThatDoNotFit) {
+  auto wrong_length = read_config(nlohmann::json::parse(R"({"model_type": "gemma2", "num_hidden_layers": 3,
+                                                            "layer_types": ["full_attention"]})"));
+  ASSERT_FALSE(wrong_length.ok());
+  EXPECT_EQ(wrong_length.refusal().field, "layer_types");
+  auto unknown = read_config(nlohmann::json::parse(R"({"model_type": "gemma3_text", "num_hidden_layers": 1,
+                                                       "layer_types": ["chunked_attention"]})"));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.refusal().advice.find("known kinds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace census

@@ -30,7 +30,8 @@ def test_equals_the_command_line_for_every_shipped_model(name):
     parameters = cli("parameters", name)
     assert parameters["parts"] == census.census_parameters(config, 0)
     assert parameters["final_norm"] == census.census_final_norm(config)
-    stack = [{"kind": "decoder", "count": config["num_hidden_layers"]}]
+    stack = list(census.layer_stack(config))
+    assert cli("layers", name) == stack
     records = {kind: record.to_dict() for kind, record in census.census_activations(config, stack).items()}
     assert cli("activations", name) == records
     output = cli("output", name)

@@ -7,7 +7,7 @@
 
 namespace census {
 
-void SavedVariable::save(const Tensor& tensor) {
+void SavedVariable::save(const Tensor& tensor, bool is_output) {
   Session& session = Session::current();
   if (CheckpointFrame* frame = session.checkpoint()) {
     if (frame->phase == CheckpointFrame::Phase::kForward) {
@@ -23,8 +23,7 @@ void SavedVariable::save(const Tensor& tensor) {
     return;
   }
   session.notify_save(tensor);
-  // Detached, as the census's pack hook returns it: the graph holds the bytes, not the tensor.
-  data_ = tensor.detach();
+  data_ = is_output ? tensor.detach() : tensor;
   state_ = State::kSaved;
 }
 

@@ -46,7 +46,9 @@ class SavedVariable {
   SavedVariable(const SavedVariable&) = delete;
   SavedVariable& operator=(const SavedVariable&) = delete;
 
-  void save(const Tensor& tensor);
+  // `is_output`: the op's own result, kept without its history (a node holding its own output through
+  // that output's grad_fn would be a cycle); an input is kept as it is.
+  void save(const Tensor& tensor, bool is_output = false);
   // The saved tensor; a holder's recomputed one, taken from its frame (the recompute runs first if
   // it has not yet).
   Tensor unpack();

@@ -70,7 +70,7 @@ FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tenso
   set_history(result.out, node, 0);
   if (node) {
     const Tensor* saved[6] = {&query, &key, &value, &result.out, &result.softmax_a, &result.softmax_b};
-    for (int i = 0; i < 6; ++i) node->saved_[i].save(*saved[i]);
+    for (int i = 0; i < 6; ++i) node->saved_[i].save(*saved[i], /*is_output=*/i >= 3);
   }
   return result;
 }

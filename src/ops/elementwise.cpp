@@ -187,7 +187,7 @@ Tensor rsqrt(const Tensor& self) {
   auto node = make_node<RsqrtBackward0>({&self});
   Tensor out = unary(Op::kRsqrt, self);
   set_history(out, node);
-  if (node) node->result_.save(out);
+  if (node) node->result_.save(out, /*is_output=*/true);
   return out;
 }
 
@@ -262,7 +262,7 @@ Tensor relu(const Tensor& self) {
   auto node = make_node<ReluBackward0>({&self});
   Tensor out = unary(Op::kRelu, self);
   set_history(out, node);
-  if (node) node->result_.save(out);
+  if (node) node->result_.save(out, /*is_output=*/true);
   return out;
 }
 

@@ -72,7 +72,7 @@ Tensor log_softmax(const Tensor& self, int64_t /*dim*/) {
   Tensor out = alloc(self.sizes(), self.dtype());
   dispatch<1, 1>(Op::kLogSoftmax, {self}, {out});
   set_history(out, node);
-  if (node) node->result_.save(out);
+  if (node) node->result_.save(out, /*is_output=*/true);
   return out;
 }
 
@@ -86,7 +86,7 @@ Tensor nll_loss(const Tensor& self, const Tensor& target) {
   Tensor total_weight = alloc(Dims{}, self.dtype());
   dispatch<2, 2>(Op::kNllLossForward, {self, target}, {output, total_weight});
   set_history(output, node);
-  if (node) node->total_weight_.save(total_weight);
+  if (node) node->total_weight_.save(total_weight, /*is_output=*/true);
   return output;
 }
 

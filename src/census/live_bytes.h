@@ -30,6 +30,7 @@ class StorageSet {
 
 class LiveBytes final : public Observer {
  public:
+  LiveBytes() : Observer(kOnOp | kOnFree) {}
   struct Event {
     int64_t storage_id;
     int64_t delta_bytes;  // > 0 when counted from now, < 0 when freed
@@ -63,6 +64,7 @@ class LiveBytes final : public Observer {
 // the peak rule.
 class ParameterGrads final : public Observer {
  public:
+  ParameterGrads() : Observer(kOnParameterGrad) {}
   void on_parameter_grad(const Tensor& grad) override { ids.insert(grad.storage_id()); }
   StorageSet ids;
 };

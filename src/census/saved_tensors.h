@@ -35,6 +35,7 @@ struct SavedStorage {
 
 class SavedTensors final : public Observer {
  public:
+  SavedTensors() : Observer(kOnSave) {}
   void on_save(const Tensor& tensor, const OpDef* by_op) override;
   const std::vector<SavedStorage>& storages() const { return storages_; }
 

@@ -24,8 +24,16 @@ Session& Session::current() {
   return *g_current;
 }
 
+void Session::add_observer(Observer* observer) {
+  observers_.push_back(observer);
+  if (observer->listens(Observer::kOnOp)) op_observers_.push_back(observer);
+  if (observer->listens(Observer::kOnFree)) free_observers_.push_back(observer);
+  if (observer->listens(Observer::kOnSave)) save_observers_.push_back(observer);
+}
+
 void Session::remove_observer(Observer* observer) {
-  observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
+  for (std::vector<Observer*>* list : {&observers_, &op_observers_, &free_observers_, &save_observers_})
+    list->erase(std::remove(list->begin(), list->end(), observer), list->end());
 }
 
 Ref<Storage> Session::new_storage(int64_t nbytes, bool is_parameter) {
@@ -34,11 +42,11 @@ Ref<Storage> Session::new_storage(int64_t nbytes, bool is_parameter) {
 
 void Session::dispatch(const OpCall& call) {
   last_op_ = &call.def;
-  for (Observer* observer : observers_) observer->on_op(call);
+  for (Observer* observer : op_observers_) observer->on_op(call);
 }
 
 void Session::notify_save(const Tensor& tensor) {
-  for (Observer* observer : observers_) observer->on_save(tensor, last_op_);
+  for (Observer* observer : save_observers_) observer->on_save(tensor, last_op_);
 }
 
 void Session::notify_parameter_grad(const Tensor& grad) {
@@ -58,7 +66,7 @@ void Session::leave_module() {
 void Session::on_alloc(const Storage& /*storage*/) {}
 
 void Session::on_free(const Storage& storage) {
-  for (Observer* observer : observers_) observer->on_free(storage);
+  for (Observer* observer : free_observers_) observer->on_free(storage);
 }
 
 Tensor make_tensor(const Dims& sizes, DType dtype, bool requires_grad) {

@@ -39,10 +39,16 @@ struct OpCall {
   std::span<const Tensor> outputs;  // the returned tensors
 };
 
-// Observer: every hook is a no-op by default; a measurement overrides what it needs.
+// Observer: every hook is a no-op by default; a measurement overrides what it needs and names those
+// hooks, so that the Session calls only them (a census dispatches hundreds of ops).
 class Observer {
  public:
+  enum Hook : uint32_t {
+    kOnOp = 1, kOnFree = 2, kOnSave = 4, kOnParameterGrad = 8, kOnModule = 16, kAllHooks = 31,
+  };
+  explicit Observer(uint32_t hooks = kAllHooks) : hooks_(hooks) {}
   virtual ~Observer() = default;
+  bool listens(Hook hook) const { return (hooks_ & hook) != 0; }
   virtual void on_op(const OpCall& /*call*/) {}
   virtual void on_free(const Storage& /*storage*/) {}
   // A tensor autograd saves (the saved-tensor pack hook). `by_op` is the op dispatched last.
@@ -51,6 +57,9 @@ class Observer {
   virtual void on_parameter_grad(const Tensor& /*grad*/) {}
   virtual void on_module_enter(const ModuleFrame& /*frame*/) {}
   virtual void on_module_leave() {}
+
+ private:
+  uint32_t hooks_;
 };
 
 class Session : public StorageListener {
@@ -62,7 +71,7 @@ class Session : public StorageListener {
 
   static Session& current();
 
-  void add_observer(Observer* observer) { observers_.push_back(observer); }
+  void add_observer(Observer* observer);
   void remove_observer(Observer* observer);
 
   // A new storage of `nbytes`, freed (and observers told) when its last tensor goes.
@@ -94,7 +103,10 @@ class Session : public StorageListener {
   void on_free(const Storage& storage) override;
 
  private:
-  std::vector<Observer*> observers_;
+  std::vector<Observer*> observers_;  // all, in the order added
+  std::vector<Observer*> op_observers_;
+  std::vector<Observer*> free_observers_;
+  std::vector<Observer*> save_observers_;
   std::vector<ModuleFrame> modules_;
   const OpDef* last_op_ = nullptr;
   int64_t next_storage_id_ = 0;

@@ -119,6 +119,15 @@ Tensor view(const Tensor& self, const Dims& sizes) {
   return view_op<ReshapeBackward>(Op::kView, self, sizes, *strides, "ViewBackward0", self.sizes());
 }
 
+namespace {
+
+// A view onto strides already computed (reshape's fast path).
+Tensor view_with_strides(const Tensor& self, const Dims& sizes, const Dims& strides) {
+  return view_op<ReshapeBackward>(Op::kView, self, sizes, strides, "ViewBackward0", self.sizes());
+}
+
+}  // namespace
+
 Tensor unsafe_view(const Tensor& self, const Dims& sizes) {
   auto strides = internal::view_strides(self, sizes);
   assert(strides.has_value());
@@ -130,8 +139,7 @@ Tensor unsafe_view(const Tensor& self, const Dims& sizes) {
 }
 
 Tensor reshape(const Tensor& self, const Dims& sizes) {
-  if (self.sizes() == sizes) return view(self, sizes);
-  if (internal::view_strides(self, sizes).has_value()) return view(self, sizes);
+  if (auto strides = internal::view_strides(self, sizes)) return view_with_strides(self, sizes, *strides);
   return unsafe_view(clone_contiguous(self), sizes);
 }
 

@@ -137,17 +137,7 @@ def census_output_activations(config: Any, seq_length: int = 4096,
                               replacements: Sequence[Any] = ()) -> KindActivations:
     """The output layer's record per token, with its vocabulary and half of it (a vocabulary-parallel loss's split)."""
     _refuse_unpriced(replacements=replacements)
-    handle = load_config(config)
-    vocab = _census.resolved(handle)["vocab_size"]
-    (saved_1, working_1), (saved_2, working_2) = (
-        _census.output(handle, int(seq_length), each) for each in (vocab, max(1, vocab // 2)))
-    return KindActivations(
-        saved=max(0.0, 2 * saved_2 - saved_1) / seq_length,
-        saved_tp=max(0.0, 2 * (saved_1 - saved_2)) / seq_length,
-        working=max(0.0, 2 * working_2 - working_1) / seq_length,
-        working_tp=max(0.0, 2 * (working_1 - working_2)) / seq_length,
-        seq_length=int(seq_length),
-    )
+    return KindActivations.from_dict(_census.output_activations(load_config(config), int(seq_length)))
 
 
 def tp_config(config: Any, tp: int) -> Any:

@@ -15,7 +15,6 @@ class AccumulateGrad final : public Node {
       : Node("AccumulateGrad", kAccumulateGradSequenceNr), variable_(std::move(variable)) {}
 
   GradList apply(GradList& grads) override;
-  const Ref<TensorImpl>& variable() const { return variable_; }
 
  private:
   Ref<TensorImpl> variable_;

@@ -48,22 +48,6 @@ Status read_qwen_layer_types(const ConfigReader& r, ModelConfig& c) {
   return {};
 }
 
-// A layer_types list the config states: one known kind per layer.
-Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
-  if (!r.has("layer_types")) return {};
-  const nlohmann::json& types = r.json().at("layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                     " of them); fix the config");
-  c.layer_types.clear();
-  for (const auto& type : types) {
-    if (!type.is_string() || (type != "full_attention" && type != "sliding_attention"))
-      return refuse("layer_types", "has " + type.dump() + "; known kinds: full_attention, sliding_attention");
-    c.layer_types.push_back(type.get<std::string>());
-  }
-  return {};
-}
-
 // LlamaConfig: attention_bias biases q, k, v and o; mlp_bias the MLP.
 Result<ModelConfig> read_llama(const ConfigReader& r) {
   auto c = read_llama_like(r, family("llama"), {32000, 4096, 11008, 32, 32, std::nullopt, std::nullopt});

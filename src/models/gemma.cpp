@@ -73,25 +73,13 @@ Tensor GemmaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddi
 
 namespace {
 
-// layer_types as the config states them, else each family's default pattern: sliding attention
-// except every `period`-th layer.
+// Each family's default pattern of layer_types, sliding attention except every `period`-th layer,
+// unless the config states its own.
 Status read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t period) {
   c.layer_types.clear();
-  if (!r.has("layer_types")) {
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-      c.layer_types.push_back((i + 1) % period ? "sliding_attention" : "full_attention");
-    return {};
-  }
-  const nlohmann::json& types = r.json().at("layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                     " of them); fix the config");
-  for (const auto& type : types) {
-    if (!type.is_string() || (type != "full_attention" && type != "sliding_attention"))
-      return refuse("layer_types", "has " + type.dump() + "; known kinds: full_attention, sliding_attention");
-    c.layer_types.push_back(type.get<std::string>());
-  }
-  return {};
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    c.layer_types.push_back((i + 1) % period ? "sliding_attention" : "full_attention");
+  return read_stated_layer_types(r, c);
 }
 
 Result<ModelConfig> read_gemma_common(const ConfigReader& r, const Family& family, const LlamaLikeDefaults& d) {

@@ -62,6 +62,8 @@ struct LlamaLikeDefaults {
 
 // Read the sizes shared by the Llama-like families (and Gemma's), refusing what cannot be priced.
 Result<ModelConfig> read_llama_like(const ConfigReader& reader, const Family& family, const LlamaLikeDefaults& defaults);
+// layer_types as the config states it, replacing the family's default: one known kind per layer.
+Status read_stated_layer_types(const ConfigReader& reader, ModelConfig& config);
 // The MLP's activation from `field` (hidden_act, or Gemma's hidden_activation): silu or gelu_pytorch_tanh.
 Result<nn::HiddenAct> read_hidden_act(const ConfigReader& reader, const char* field, const std::string& fallback);
 std::string llama_layer_kind(const ModelConfig& config, int64_t index);

@@ -63,8 +63,6 @@ void Session::leave_module() {
   for (Observer* observer : observers_) observer->on_module_leave();
 }
 
-void Session::on_alloc(const Storage& /*storage*/) {}
-
 void Session::on_free(const Storage& storage) {
   for (Observer* observer : free_observers_) observer->on_free(storage);
 }

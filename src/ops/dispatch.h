@@ -99,7 +99,6 @@ class Session : public StorageListener {
   void enter_module(ModuleFrame frame);
   void leave_module();
 
-  void on_alloc(const Storage& storage) override;
   void on_free(const Storage& storage) override;
 
  private:

@@ -142,6 +142,20 @@ py::tuple output(const py::object& mapping, int64_t seq_length, int64_t vocab_si
   return py::make_tuple(c.saved_bytes, c.working_bytes);
 }
 
+// The output layer's record at the vocabulary and half of it, as a mapping.
+py::dict output_activations(const py::object& mapping, int64_t seq_length) {
+  const ModelConfig config = config_of(mapping);
+  check(config, 0, seq_length);
+  const KindActivations k = census_output_activations(config, seq_length);
+  py::dict record;
+  record["saved"] = k.saved;
+  record["saved_tp"] = k.saved_tp;
+  record["working"] = k.working;
+  record["working_tp"] = k.working_tp;
+  record["seq_length"] = k.seq_length;
+  return record;
+}
+
 py::tuple parameters(const py::object& mapping, int64_t layer_index) {
   const ModelConfig config = config_of(mapping);
   check(config, layer_index, 1);
@@ -195,6 +209,7 @@ PYBIND11_MODULE(_census, m) {
   m.def("recomputed", &recomputed, "(attention share, rest share) of matmul FLOPs the selective backward re-runs");
   m.def("activations", &activations, "{kind: record} of the stack's kinds");
   m.def("output", &output, "(saved, working) of the output layer at `vocab_size`");
+  m.def("output_activations", &output_activations, "the output layer's record, per token");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
   m.def("stack", &stack, "the layer stack as (kind, count) groups");

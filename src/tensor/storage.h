@@ -12,11 +12,11 @@ namespace census {
 
 struct Storage;
 
-// Told of each storage's birth and death. The dispatcher installs one per census (its heap log).
+// Told of each storage's death. The Session of a census is its storages' listener; its heap learns of
+// a birth when an op hands the storage out.
 class StorageListener {
  public:
   virtual ~StorageListener() = default;
-  virtual void on_alloc(const Storage& storage) = 0;
   virtual void on_free(const Storage& storage) = 0;
 };
 

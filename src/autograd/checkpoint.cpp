@@ -10,6 +10,7 @@ namespace census {
 bool SelectivePolicy::saves(Op op, bool recompute) {
   switch (op) {
     case Op::kMm:
+    case Op::kGroupedMm:
       return ++matmuls_[recompute ? 1 : 0] % 2 == 1;
     case Op::kAddmm:
     case Op::kFlashAttention:

@@ -22,14 +22,15 @@
 namespace census {
 
 // HyperParallel's selective policy, per region and per phase (forward, recompute): the projections
-// without bias (mm) alternate, the 1st, 3rd, ... saved; biased projections (addmm), batched matmuls
+// without bias (mm) and the grouped experts' matmuls (_grouped_mm) alternate, counted together, the
+// 1st, 3rd, ... saved; biased projections (addmm), batched matmuls
 // and the attention kernels always saved; everything else recomputed.
 class SelectivePolicy {
  public:
   bool saves(Op op, bool recompute);
 
  private:
-  std::array<int64_t, 2> matmuls_{};  // mm calls so far, forward and recompute
+  std::array<int64_t, 2> matmuls_{};  // mm and _grouped_mm calls so far, forward and recompute
 };
 
 // What the forward's saved matmuls and recomputed ones cost, by part: the recompute shares.

@@ -10,6 +10,7 @@
 
 #include "nn/module.h"
 #include "nn/mlp.h"
+#include "nn/moe.h"
 #include "nn/rms_norm.h"
 #include "nn/rotary.h"
 #include "util/result.h"
@@ -33,6 +34,38 @@ class DecoderLayer {
   nn::ParameterList parameters_;
 };
 
+// The mixture-of-experts fields of a config. With no experts every layer is dense.
+struct MoeConfig {
+  // Which family's block a MoE layer builds.
+  enum class Block : uint8_t { kNone, kQwen3Moe, kQwen2Moe, kMixtral, kDeepseekV3, kGptOss };
+  Block block = Block::kNone;
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;            // an expert's width
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE, Qwen3-Next: one sigmoid-gated shared expert
+  int64_t n_shared_experts = 0;                 // DeepSeek-V3: shared experts of moe_intermediate_size each
+  bool norm_topk_prob = false;
+  // Which layers are MoE: Qwen's decoder_sparse_step and mlp_only_layers, DeepSeek's first_k_dense_replace.
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  int64_t first_k_dense_replace = 0;
+  // DeepSeek-V3's group-limited routing.
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
+};
+
+// DeepSeek-V3's multi-head latent attention.
+struct MlaConfig {
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool rope_interleave = true;
+};
+
 struct ModelConfig {
   const Family* family = nullptr;
   std::string model_type;
@@ -51,7 +84,14 @@ struct ModelConfig {
   bool qk_norm = false;    // per-head q_norm and k_norm (Qwen3)
   // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
   std::vector<std::string> layer_types;
+  MoeConfig moe;
+  MlaConfig mla;
+  int64_t num_mtp_layers = 0;  // multi-token-prediction layers, stacked after the body
+  double swiglu_limit = 0;     // GPT-OSS's clamp of its experts' gate and up projections
 };
+
+// Whether layer `index` builds a mixture of experts rather than a dense MLP.
+bool is_moe_layer(const ModelConfig& config, int64_t index);
 
 // A run of consecutive layers of one kind, as a model's layer stack is grouped.
 struct LayerGroup {

@@ -28,6 +28,28 @@ Result<int64_t> ConfigReader::size(const char* name, std::optional<int64_t> fall
   return n;
 }
 
+Result<int64_t> ConfigReader::count(const char* name, int64_t fallback) const {
+  if (!has(name)) return fallback;
+  const nlohmann::json& value = json_.at(name);
+  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > kLargestSize)
+    return refuse(name, "must be a non-negative integer, not " + shown(value) + "; fix the config");
+  return value.get<int64_t>();
+}
+
+Result<std::vector<int64_t>> ConfigReader::layer_indices(const char* name, int64_t num_layers) const {
+  std::vector<int64_t> out;
+  if (!has(name)) return out;
+  const nlohmann::json& value = json_.at(name);
+  if (!value.is_array()) return refuse(name, "must be a list of layer indices, not " + shown(value) + "; fix the config");
+  for (const nlohmann::json& entry : value) {
+    if (!entry.is_number_integer() || entry.get<int64_t>() < 0 || entry.get<int64_t>() >= num_layers)
+      return refuse(name, "has " + shown(entry) + ", not a layer index in [0, " + std::to_string(num_layers) +
+                              "); fix the config");
+    out.push_back(entry.get<int64_t>());
+  }
+  return out;
+}
+
 Result<double> ConfigReader::positive_number(const char* name, double fallback) const {
   if (!has(name)) return fallback;
   const nlohmann::json& value = json_.at(name);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "util/result.h"
 
@@ -17,6 +18,10 @@ class ConfigReader {
 
   // A positive integer; `fallback` where absent or null (refused as missing if there is none).
   Result<int64_t> size(const char* name, std::optional<int64_t> fallback) const;
+  // A non-negative integer (a count that may be zero, such as first_k_dense_replace).
+  Result<int64_t> count(const char* name, int64_t fallback) const;
+  // A list of layer indices, each in [0, num_layers); empty where absent or null.
+  Result<std::vector<int64_t>> layer_indices(const char* name, int64_t num_layers) const;
   Result<double> positive_number(const char* name, double fallback) const;
   Result<bool> flag(const char* name, bool fallback) const;
   Result<std::string> text(const char* name, const std::string& fallback) const;

@@ -1,5 +1,6 @@
 #include "models/llama.h"
 
+#include "models/moe_blocks.h"
 #include "nn/attention_kernel.h"
 #include "ops/ops.h"
 
@@ -44,10 +45,10 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   return o_proj.forward(attn_output);
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c)
+LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index)
     : hidden_size_(c.hidden_size),
       self_attn(c, parameters_),
-      mlp("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, parameters_, c.hidden_act),
+      mlp(build_feed_forward(c, index, parameters_)),
       input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       rotary_emb(c.head_dim) {}
@@ -59,7 +60,7 @@ Tensor LlamaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddi
   hidden_states = ops::add(residual, hidden_states);
   residual = hidden_states;
   hidden_states = post_attention_layernorm.forward(hidden_states);
-  hidden_states = mlp.forward(hidden_states);
+  hidden_states = mlp->forward(hidden_states);
   return ops::add(residual, hidden_states);
 }
 
@@ -132,15 +133,22 @@ Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
   return {};
 }
 
+// A layer's kind names what varies across the stack: its attention (layer_types), its feed-forward
+// ("dense" or "moe"), both, or neither ("decoder").
 std::string llama_layer_kind(const ModelConfig& config, int64_t index) {
-  bool uniform = true;
-  for (const std::string& type : config.layer_types) uniform = uniform && type == config.layer_types.front();
-  if (config.layer_types.empty() || uniform) return "decoder";
-  return config.layer_types[index];
+  bool uniform_attention = true;
+  for (const std::string& type : config.layer_types) uniform_attention = uniform_attention && type == config.layer_types.front();
+  bool uniform_ffn = true;
+  for (int64_t i = 1; i < config.num_hidden_layers; ++i) uniform_ffn = uniform_ffn && is_moe_layer(config, i) == is_moe_layer(config, 0);
+  const std::string ffn = is_moe_layer(config, index) ? "moe" : "dense";
+  if (uniform_attention && uniform_ffn) return "decoder";
+  if (uniform_attention) return ffn;
+  if (uniform_ffn) return config.layer_types[index];
+  return config.layer_types[index] + "_" + ffn;
 }
 
-std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t /*index*/) {
-  return std::make_unique<LlamaDecoderLayer>(config);
+std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index) {
+  return std::make_unique<LlamaDecoderLayer>(config, index);
 }
 
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params) {

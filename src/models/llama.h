@@ -1,7 +1,9 @@
 // File: llama.h
 // Llama's decoder layer (transformers/models/llama/modeling_llama.py, Transformers 5), which Mistral,
-// Qwen2 and Qwen3 copy through Transformers' modular files: the same modules and statement order,
-// with biased q/k/v projections (Qwen2) or per-head q/k RMSNorm (Qwen3) as their configs state.
+// Qwen2, Qwen3 and their MoE variants (Qwen2-MoE, Qwen3-MoE, Mixtral) copy through Transformers'
+// modular files: the same modules and statement order, with biased q/k/v projections (Qwen2) or
+// per-head q/k RMSNorm (Qwen3) as their configs state, and a MoE block as the MLP where the config
+// makes a layer sparse.
 //
 // Legend: S = seq_length, H = hidden_size, Nh = heads, Nkv = key/value heads, D = head_dim, I = intermediate.
 #pragma once
@@ -35,7 +37,7 @@ class LlamaAttention {
 
 class LlamaDecoderLayer final : public DecoderLayer {
  public:
-  explicit LlamaDecoderLayer(const ModelConfig& config);
+  LlamaDecoderLayer(const ModelConfig& config, int64_t index);
   nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const override;
   int64_t final_norm_parameters() const override { return hidden_size_; }
@@ -43,7 +45,7 @@ class LlamaDecoderLayer final : public DecoderLayer {
  private:
   int64_t hidden_size_;
   LlamaAttention self_attn;
-  nn::GatedMLP mlp;
+  std::unique_ptr<nn::FeedForward> mlp;  // dense, or the family's MoE block (models/moe_blocks.h)
   nn::LlamaRMSNorm input_layernorm;
   nn::LlamaRMSNorm post_attention_layernorm;
   nn::RotaryEmbedding rotary_emb;  // the model's, held here so one layer can run alone

@@ -39,6 +39,8 @@ std::vector<LayerGroup> layer_stack(const ModelConfig& config) {
     if (!groups.empty() && groups.back().kind == kind) ++groups.back().count;
     else groups.push_back({std::move(kind), 1});
   }
+  // Multi-token-prediction layers repeat the last body kind, stacked after it.
+  if (config.num_mtp_layers > 0 && !groups.empty()) groups.push_back({groups.back().kind, config.num_mtp_layers, true});
   return groups;
 }
 
@@ -48,6 +50,9 @@ ModelConfig tp_config(const ModelConfig& config, int64_t tp) {
   out.num_attention_heads = divide(config.num_attention_heads);
   out.num_key_value_heads = divide(config.num_key_value_heads);
   out.intermediate_size = divide(config.intermediate_size);
+  // The experts' and shared experts' widths; the number of experts is expert parallelism's to divide.
+  out.moe.moe_intermediate_size = divide(config.moe.moe_intermediate_size);
+  out.moe.shared_expert_intermediate_size = divide(config.moe.shared_expert_intermediate_size);
   return out;
 }
 

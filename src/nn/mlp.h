@@ -23,11 +23,18 @@ class Activation {
   HiddenAct act_;
 };
 
-class GatedMLP {
+// A decoder layer's feed-forward: a dense MLP or a mixture of experts (nn/moe.h).
+class FeedForward {
+ public:
+  virtual ~FeedForward() = default;
+  virtual Tensor forward(const Tensor& hidden_states) const = 0;
+};
+
+class GatedMLP final : public FeedForward {
  public:
   GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias, ParameterList& params,
            HiddenAct act = HiddenAct::kSilu);
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
 
  private:
   std::string path_;

@@ -34,6 +34,11 @@ enum class Op : uint8_t {
   kMm, kAddmm,
   // Loss
   kLogSoftmax, kLogSoftmaxBackward, kNllLossForward, kNllLossBackward, kConstantPadNd, kOnesLike,
+  // Routing and experts (mixture-of-experts layers)
+  kSigmoid, kSigmoidBackward, kSoftmax, kSoftmaxBackward, kDivTensor, kDivInplace, kGeScalar, kFloorDivide,
+  kClampInplace, kBitwiseNot, kTopk, kSort, kIndexTensor, kIndexPut, kIndexPutInplace, kGather, kScatter,
+  kScatterAdd, kScatterInplace, kMaskedFill, kMaskedFillInplace, kHistc, kCumsum, kZerosLike, kZeros,
+  kSplit, kGroupedMm,
   // Attention kernel contract
   kFlashAttention,
   kCount,

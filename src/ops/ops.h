@@ -72,6 +72,48 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2);
 Tensor matmul(const Tensor& self, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
 
+// --- Routing and experts ---
+Tensor sigmoid(const Tensor& self);
+// softmax(self, dim, dtype): a _to_copy to `dtype` where it differs, then _softmax, which saves its result.
+Tensor softmax(const Tensor& self, int64_t dim, DType dtype);
+Tensor div(const Tensor& self, const Tensor& other);
+// self /= other on a tensor autograd tracks: its node keeps a clone of self as it was, and other.
+Tensor& div_(Tensor& self, const Tensor& other);
+Tensor ge(const Tensor& self, double other);             // bool
+Tensor floor_divide(const Tensor& self, int64_t other);  // integer tensors
+Tensor& clamp_max_(Tensor& self, double max);            // integer tensors: no node
+Tensor bitwise_not(const Tensor& self);
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // int64
+};
+// topk along the last dim; its node keeps the indices.
+ValuesIndices topk(const Tensor& self, int64_t k);
+ValuesIndices sort(const Tensor& self);  // 1-d integer tensors: no node
+// self[index] with one 1-d int64 index on dim 0; its node keeps the index.
+Tensor index(const Tensor& self, const Tensor& index);
+// self[index] = values, in place, on integer tensors: no node.
+Tensor& index_put_(Tensor& self, const Tensor& index, const Tensor& values);
+// Out of place, with accumulation: what the index backward runs.
+Tensor index_put(const Tensor& self, const Tensor& index, const Tensor& values);
+// self.gather(dim, index); its node keeps self and the index.
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value);  // no node
+// self.masked_fill_(mask, value): its node keeps the mask.
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value);
+Tensor masked_fill(const Tensor& self, const Tensor& mask, double value);
+Tensor histc(const Tensor& self, int64_t bins);
+Tensor cumsum(const Tensor& self, int64_t dim, DType dtype);
+Tensor zeros_like(const Tensor& self);
+Tensor zeros(const Dims& sizes, DType dtype);
+// chunk/split into equal parts along `dim`: views with one SplitBackward0 node.
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim);
+// _grouped_mm(self (S, K), mat2 (E, K, N), offs (E) int32) -> (S, N); the backward of 2-d by 2-d
+// (E, M, N) gives the weight's gradient.
+Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs);
+
 // --- Loss ---
 Tensor ones_like(const Tensor& self);
 // F.pad(self, (left, right), value) on the last dim: constant_pad_nd. (Used on labels: no node.)

@@ -1,0 +1,85 @@
+#include "nn/moe.h"
+
+#include "ops/ops.h"
+
+namespace census::nn {
+
+TopKRouter::TopKRouter(std::string path, int64_t num_experts, int64_t top_k, int64_t hidden_size, Options options,
+                       ParameterList& params)
+    : path_(std::move(path)),
+      top_k_(top_k),
+      options_(options),
+      weight_(register_parameter(params, path_, "weight", Dims{num_experts, hidden_size})) {}
+
+Routing TopKRouter::forward(const Tensor& input) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  const Tensor hidden_states = ops::reshape(input, Dims{input.numel() / input.size(-1), input.size(-1)});
+  Tensor router_logits = ops::linear(hidden_states, weight_);                          // (T, E)
+  const Tensor router_probs = ops::softmax(router_logits, -1, DType::kFloat32);        // (T, E) fp32
+  auto [router_top_value, router_indices] = ops::topk(router_probs, top_k_);            // (T, K)
+  if (options_.norm_topk_prob) ops::div_(router_top_value, ops::sum(router_top_value, {1}, /*keepdim=*/true));
+  // Qwen casts the weights back, freeing the fp32 values; Mixtral hands the fp32 values on.
+  if (options_.weights_in_logits_dtype) router_top_value = ops::to(router_top_value, router_logits.dtype());
+  return {std::move(router_logits), std::move(router_top_value), std::move(router_indices)};
+}
+
+Experts::Experts(std::string path, int64_t num_experts, int64_t hidden_size, int64_t intermediate_size, HiddenAct act,
+                 ExpertsImplementation implementation, ParameterList& params)
+    : path_(std::move(path)),
+      num_experts_(num_experts),
+      implementation_(implementation),
+      gate_up_proj_(register_parameter(params, path_, "gate_up_proj", Dims{num_experts, 2 * intermediate_size, hidden_size})),
+      down_proj_(register_parameter(params, path_, "down_proj", Dims{num_experts, hidden_size, intermediate_size})),
+      act_fn_(child_path(path_, "act_fn"), act) {}
+
+Tensor Experts::forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  return grouped_mm_forward(hidden_states, top_k_index, top_k_weights);
+}
+
+// grouped_mm_experts_forward. Its locals are declared in the order Python first binds them, so that
+// C++ destroys them at return in the order the interpreter clears the frame (the last bound first).
+Tensor Experts::grouped_mm_forward(const Tensor& hidden_states, const Tensor& top_k_index,
+                                   const Tensor& top_k_weights) const {
+  const int64_t num_top_k = top_k_index.size(-1);
+  const int64_t num_tokens = hidden_states.size(0);
+  const int64_t hidden_dim = hidden_states.size(-1);
+  const int64_t pairs = num_tokens * num_top_k;  // S
+
+  Tensor sample_weights = ops::reshape(top_k_weights, Dims{pairs});
+  Tensor expert_ids = ops::reshape(top_k_index, Dims{pairs});
+  // Sort the pairs by expert: the experts' rows become contiguous groups.
+  auto [expert_ids_g, perm] = ops::sort(expert_ids);
+  Tensor selected_hidden_states_g = ops::index(hidden_states, ops::floor_divide(perm, num_top_k));  // (S, H)
+  Tensor sample_weights_g = ops::index(sample_weights, perm);                                        // (S)
+  // Tokens per expert by histc (of a float copy, as on CPU), their running sum the groups' offsets.
+  Tensor histc_input = ops::to(expert_ids_g, DType::kFloat32);
+  Tensor tokens_per_expert = ops::histc(histc_input, num_experts_);
+  Tensor offsets = ops::cumsum(tokens_per_expert, 0, DType::kInt32);  // (E) int32
+  // Expert-parallel sentinels (ids >= E) are masked; with plain routing the mask is all false, but
+  // its ops run and it is saved.
+  Tensor sentinel_mask = ops::unsqueeze(ops::ge(expert_ids_g, static_cast<double>(num_experts_)), -1);  // (S, 1)
+  ops::clamp_max_(expert_ids_g, static_cast<double>(num_experts_ - 1));
+  ops::masked_fill_(selected_hidden_states_g, sentinel_mask, 0.0);
+
+  Tensor proj_out = ops::grouped_mm(selected_hidden_states_g, ops::transpose(gate_up_proj_, -2, -1), offsets);  // (S, 2I)
+  {
+    // _default_apply_gate: act(gate) * up on the two halves (views of one storage).
+    std::vector<Tensor> gate_up = ops::split(proj_out, proj_out.size(-1) / 2, -1);
+    proj_out = ops::mul(act_fn_.forward(gate_up[0]), gate_up[1]);  // (S, I)
+  }
+  proj_out = ops::grouped_mm(proj_out, ops::transpose(down_proj_, -2, -1), offsets);  // (S, H)
+
+  // Weighted by the routing weights: fp32 where the router kept them fp32.
+  Tensor weighted_out = ops::mul(proj_out, ops::unsqueeze(sample_weights_g, -1));
+  ops::masked_fill_(weighted_out, sentinel_mask, 0.0);
+
+  // Back to token order, then each token's K rows summed.
+  Tensor inv_perm = ops::empty_like(perm);
+  ops::index_put_(inv_perm, perm, ops::arange(pairs));
+  weighted_out = ops::index(weighted_out, inv_perm);
+  Tensor final_hidden_states = ops::sum(ops::view(weighted_out, Dims{num_tokens, num_top_k, hidden_dim}), {1}, false);
+  return ops::to(final_hidden_states, hidden_states.dtype());
+}
+
+}  // namespace census::nn

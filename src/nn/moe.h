@@ -1,0 +1,76 @@
+// File: moe.h
+// The pieces of Transformers 5's mixture-of-experts blocks that families share: the softmax top-k
+// router (Qwen2-MoE, Qwen3-MoE, Qwen3-Next, Mixtral) and the experts, whose weights are stacked in
+// 3-d parameters and which run as the experts implementation selects (transformers/integrations/moe.py).
+//
+// Legend: T = tokens (batch * seq), H = hidden_size, E = experts, K = experts per token, S = T * K
+// (token-expert pairs), I = an expert's intermediate width.
+#pragma once
+
+#include "nn/linear.h"
+#include "nn/mlp.h"
+
+namespace census::nn {
+
+// How the experts run: `grouped_mm` (Transformers' default, which the census sets as the reference
+// does) sorts the S pairs by expert and runs two _grouped_mm over all experts; `eager` is the
+// experts class's own forward, a Python loop over the experts that were hit.
+enum class ExpertsImplementation : uint8_t { kGroupedMm, kEager };
+
+// What a router hands the experts. `weights` are in the router's dtype: bf16 where it casts its
+// top-k values back to the logits' dtype (Qwen), fp32 where it keeps them (Mixtral, DeepSeek-V3).
+struct Routing {
+  Tensor logits;   // (T, E), returned to the block and dropped when it returns
+  Tensor weights;  // (T, K)
+  Tensor indices;  // (T, K) int64
+};
+
+// Qwen2MoeTopKRouter / Qwen3MoeTopKRouter / MixtralTopKRouter: logits = x W^T; probs = softmax in
+// fp32; top-k; optionally renormalized in place; optionally cast back to the logits' dtype.
+//   saves: x (T, H) by the linear; probs (T, E) fp32 by softmax; the indices by topk; where it
+//   renormalizes, a clone of the values (T, K) fp32 and their sum (T, 1) fp32 by the in-place div.
+class TopKRouter {
+ public:
+  struct Options {
+    bool norm_topk_prob;
+    bool weights_in_logits_dtype;  // Qwen's `.to(router_logits.dtype)`; Mixtral keeps fp32
+  };
+  TopKRouter(std::string path, int64_t num_experts, int64_t top_k, int64_t hidden_size, Options options,
+             ParameterList& params);
+  Routing forward(const Tensor& hidden_states) const;
+
+ private:
+  std::string path_;
+  int64_t top_k_;
+  Options options_;
+  Tensor weight_;  // (E, H)
+};
+
+// The experts of a MoE block (Qwen3MoeExperts and its copies): gate_up_proj (E, 2I, H) with the gate
+// rows first, down_proj (E, H, I).
+//
+// grouped_mm, per token-expert pair (S rows), saves: the gathered inputs (S, H) and the gated
+// product (S, I) by the two _grouped_mm, the up projection (S, 2I) by the activation and the
+// product, the activation's output (S, I), the down projection (S, H) and the routing weights
+// (S, 1) by the weighting, the int64 gather indices (three of S), the sentinel mask (S, 1) bool and
+// the int32 offsets (E).
+class Experts {
+ public:
+  Experts(std::string path, int64_t num_experts, int64_t hidden_size, int64_t intermediate_size, HiddenAct act,
+          ExpertsImplementation implementation, ParameterList& params);
+  // hidden_states (T, H); top_k_index (T, K) int64; top_k_weights (T, K). Returns (T, H) in the
+  // hidden states' dtype.
+  Tensor forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;
+
+ private:
+  Tensor grouped_mm_forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;
+
+  std::string path_;
+  int64_t num_experts_;
+  ExpertsImplementation implementation_;
+  Tensor gate_up_proj_;  // (E, 2I, H)
+  Tensor down_proj_;     // (E, H, I)
+  Activation act_fn_;
+};
+
+}  // namespace census::nn

@@ -1,0 +1,444 @@
+// The ops of a mixture-of-experts layer's router and of Transformers' grouped experts: activations
+// (sigmoid, softmax), selection (topk, sort, gather, index) and its bookkeeping on integer tensors,
+// and _grouped_mm. Above each node, the derivatives.yaml entry it follows.
+//
+// Note [Subclass-like under fake tensors] FunctionsManual takes an out-of-place path when any tensor
+// is "subclass-like", which every tensor is under a dispatch mode such as the census's fake tensors:
+// index_backward runs index_put (not _index_put_impl_ in place), the topk and gather backwards
+// scatter into a fresh tensor. Each of these allocates once more than the in-place path would.
+#include <cassert>
+
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alias;
+using internal::alloc;
+using internal::dispatch;
+
+namespace {
+
+Tensor like(const Tensor& self, DType dtype) {
+  return alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), dtype);
+}
+
+// sigmoid(Tensor self)  self: sigmoid_backward(grad, result)   -> saves result
+class SigmoidBackward0 final : public Node {
+ public:
+  explicit SigmoidBackward0(uint64_t seq) : Node("SigmoidBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor result = result_.unpack();
+    Tensor out = like(grads[0], grads[0].dtype());
+    dispatch<2, 1>(Op::kSigmoidBackward, {grads[0], result}, {out});
+    return {out};
+  }
+  void release_variables() override { result_.reset(); }
+  SavedVariable result_;
+};
+
+// _softmax(Tensor self, int dim, bool half_to_float)
+//   self: _softmax_backward_data(grad, result, dim, self.scalar_type())   -> saves result
+class SoftmaxBackward0 final : public Node {
+ public:
+  SoftmaxBackward0(uint64_t seq, DType self_dtype) : Node("SoftmaxBackward0", seq), self_dtype_(self_dtype) {}
+  GradList apply(GradList& grads) override {
+    const Tensor result = result_.unpack();
+    Tensor out = like(grads[0], self_dtype_);
+    dispatch<2, 1>(Op::kSoftmaxBackward, {grads[0], result}, {out});
+    return {out};
+  }
+  void release_variables() override { result_.reset(); }
+  SavedVariable result_;
+
+ private:
+  DType self_dtype_;
+};
+
+// div.Tensor / div_.Tensor (Tensor self, Tensor other)
+//   self: div_tensor_self_backward(grad, other, ...)   -> saves other iff self needs grad
+//   other: div_tensor_other_backward(grad, self, other) -> saves self iff other needs grad
+// In place, self is the clone autograd takes before the op overwrites it (original_self).
+class DivBackward0 final : public Node {
+ public:
+  explicit DivBackward0(uint64_t seq) : Node("DivBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    const Tensor other = other_.unpack();
+    GradList out(2);
+    // As the oracle's allocation log shows, other's gradient first: -grad * ((self / other) / other),
+    // whose three temporaries die together at the end of the expression.
+    if (should_compute_output(1)) {
+      Tensor ratio = div(self, other);
+      Tensor ratio_over_other = div(ratio, other);
+      Tensor negated = neg(grads[0]);
+      out[1] = mul(negated, ratio_over_other);
+    }
+    if (should_compute_output(0)) out[0] = div(grads[0], other);
+    return out;
+  }
+  void release_variables() override {
+    self_.reset();
+    other_.reset();
+  }
+  SavedVariable self_;
+  SavedVariable other_;
+};
+
+// topk(Tensor self, int k, int dim, bool largest, bool sorted)
+//   self: value_selecting_reduction_backward(grad, dim, indices, self.sizes(), true)  -> saves indices
+// = grad.new_zeros(sizes).scatter(dim, indices, grad) (Note [Subclass-like under fake tensors]).
+class TopkBackward0 final : public Node {
+ public:
+  TopkBackward0(uint64_t seq, Dims self_sizes) : Node("TopkBackward0", seq), self_sizes_(self_sizes) {}
+  GradList apply(GradList& grads) override {
+    const Tensor indices = indices_.unpack();
+    Tensor zeros = new_zeros(grads[0], self_sizes_);
+    return {scatter(zeros, -1, indices, grads[0])};
+  }
+  void release_variables() override { indices_.reset(); }
+  SavedVariable indices_;
+
+ private:
+  Dims self_sizes_;
+};
+
+// index.Tensor(Tensor self, Tensor?[] indices)
+//   self: index_backward(grad.new_zeros(self.sizes()), indices, grad)   -> saves indices
+class IndexBackward0 final : public Node {
+ public:
+  IndexBackward0(uint64_t seq, Dims self_sizes) : Node("IndexBackward0", seq), self_sizes_(self_sizes) {}
+  GradList apply(GradList& grads) override {
+    const Tensor index = index_.unpack();
+    Tensor zeros = new_zeros(grads[0], self_sizes_);
+    return {index_put(zeros, index, grads[0])};
+  }
+  void release_variables() override { index_.reset(); }
+  SavedVariable index_;
+
+ private:
+  Dims self_sizes_;
+};
+
+// gather(Tensor self, int dim, Tensor index, bool sparse_grad)
+//   self: gather_backward(grad, self, dim, index, sparse_grad)   -> saves self and index
+// = zeros_like(self).scatter_add(dim, index, grad) (Note [Subclass-like under fake tensors]).
+class GatherBackward0 final : public Node {
+ public:
+  GatherBackward0(uint64_t seq, int dim) : Node("GatherBackward0", seq), dim_(dim) {}
+  GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    const Tensor index = index_.unpack();
+    Tensor zeros = zeros_like(self);
+    return {scatter_add(zeros, dim_, index, grads[0])};
+  }
+  void release_variables() override {
+    self_.reset();
+    index_.reset();
+  }
+  SavedVariable self_;
+  SavedVariable index_;
+
+ private:
+  int dim_;
+};
+
+// masked_fill_.Scalar(Tensor self, Tensor mask, Scalar value)  self: grad.masked_fill(mask, 0)  -> saves mask
+class MaskedFillBackward0 final : public Node {
+ public:
+  explicit MaskedFillBackward0(uint64_t seq) : Node("MaskedFillBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor mask = mask_.unpack();
+    return {masked_fill(grads[0], mask, 0.0)};
+  }
+  void release_variables() override { mask_.reset(); }
+  SavedVariable mask_;
+};
+
+// split.Tensor(Tensor self, SymInt split_size, int dim)
+//   self: split_backward(grads, split_size, dim, self.sym_sizes(), self.options())
+// = cat of the outputs' gradients, an undefined one materialized as zeros.
+class SplitBackward0 final : public Node {
+ public:
+  SplitBackward0(uint64_t seq, Dims self_sizes, int64_t split_size, int dim)
+      : Node("SplitBackward0", seq), self_sizes_(self_sizes), split_size_(split_size), dim_(dim) {}
+  GradList apply(GradList& grads) override {
+    std::vector<Tensor> parts;
+    for (uint32_t i = 0; i < num_inputs(); ++i) {
+      if (grads[i].defined()) {
+        parts.push_back(grads[i]);
+      } else {
+        Dims sizes = self_sizes_;
+        sizes[dim_] = split_size_;
+        parts.push_back(zeros(sizes, grads[0].defined() ? grads[0].dtype() : grads[1].dtype()));
+      }
+    }
+    return {cat(parts, dim_)};
+  }
+
+ private:
+  Dims self_sizes_;
+  int64_t split_size_;
+  int dim_;
+};
+
+bool column_major(const Tensor& t) {
+  return t.stride(-2) == 1 && t.stride(-1) == t.size(-2);
+}
+
+// _grouped_mm(Tensor self, Tensor mat2, Tensor? offs, ...)
+//   self: _grouped_mm_mat1_backward(grad, mat2, ..., offs)   -> saves mat2 iff self needs grad
+//   mat2: _grouped_mm_mat2_backward(grad, self, ..., offs)   -> saves self iff mat2 needs grad
+// offs is saved whenever either is computed.
+class GroupedMmBackward0 final : public Node {
+ public:
+  GroupedMmBackward0(uint64_t seq, const Tensor& self, const Tensor& mat2)
+      : Node("GroupedMmBackward0", seq), self_column_major_(column_major(self)), mat2_column_major_(column_major(mat2)) {}
+  // As MmBackward0 (Note [MmBackward0 order]), the weight's gradient first.
+  GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    const Tensor mat2 = mat2_.unpack();
+    const Tensor offs = offs_.unpack();
+    GradList out(2);
+    if (should_compute_output(1)) {
+      out[1] = mat2_column_major_ ? transpose(grouped_mm(t(grads[0]), self, offs), -2, -1)
+                                  : grouped_mm(t(self), grads[0], offs);
+    }
+    if (should_compute_output(0)) {
+      out[0] = self_column_major_ ? t(grouped_mm(mat2, t(grads[0]), offs))
+                                  : grouped_mm(grads[0], transpose(mat2, -2, -1), offs);
+    }
+    return out;
+  }
+  void release_variables() override {
+    self_.reset();
+    mat2_.reset();
+    offs_.reset();
+  }
+  SavedVariable self_;
+  SavedVariable mat2_;
+  SavedVariable offs_;
+
+ private:
+  bool self_column_major_;
+  bool mat2_column_major_;
+};
+
+}  // namespace
+
+Tensor sigmoid(const Tensor& self) {
+  auto node = make_node<SigmoidBackward0>({&self});
+  Tensor out = like(self, self.dtype());
+  dispatch<1, 1>(Op::kSigmoid, {self}, {out});
+  set_history(out, node);
+  if (node) node->result_.save(out, /*is_output=*/true);
+  return out;
+}
+
+Tensor softmax(const Tensor& self, [[maybe_unused]] int64_t dim, DType dtype) {
+  const Tensor converted = to(self, dtype);
+  assert(wrap_dim(dim, self.dim()) == self.dim() - 1);
+  auto node = make_node<SoftmaxBackward0>({&converted}, converted.dtype());
+  Tensor out = like(converted, converted.dtype());
+  dispatch<1, 1>(Op::kSoftmax, {converted}, {out});
+  set_history(out, node);
+  if (node) node->result_.save(out, /*is_output=*/true);
+  return out;
+}
+
+Tensor div(const Tensor& self, const Tensor& other) {
+  auto node = make_node<DivBackward0>({&self, &other});
+  if (node) {
+    if (node->should_compute_output(0)) node->other_.save(other);
+    if (node->should_compute_output(1)) node->self_.save(self);
+  }
+  const Dims sizes = internal::broadcast_sizes(self.sizes(), other.sizes());
+  Tensor out = alloc(sizes, internal::elementwise_strides(sizes, {&self, &other}), promote(self.dtype(), other.dtype()));
+  dispatch<2, 1>(Op::kDivTensor, {self, other}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor& div_(Tensor& self, const Tensor& other) {
+  auto node = make_node<DivBackward0>({&self, &other});
+  if (node) {
+    if (node->should_compute_output(0)) node->other_.save(other);
+    if (node->should_compute_output(1)) node->self_.save(clone(self.detach()));
+  }
+  dispatch<2, 1>(Op::kDivInplace, {self, other}, {self});
+  set_history(self, node);
+  return self;
+}
+
+Tensor ge(const Tensor& self, double /*other*/) {
+  Tensor out = like(self, DType::kBool);
+  dispatch<1, 1>(Op::kGeScalar, {self}, {out});
+  return out;
+}
+
+Tensor floor_divide(const Tensor& self, int64_t /*other*/) {
+  Tensor out = like(self, self.dtype());
+  dispatch<1, 1>(Op::kFloorDivide, {self}, {out});
+  return out;
+}
+
+Tensor& clamp_max_(Tensor& self, double /*max*/) {
+  dispatch<1, 1>(Op::kClampInplace, {self}, {self});
+  return self;
+}
+
+Tensor bitwise_not(const Tensor& self) {
+  Tensor out = like(self, self.dtype());
+  dispatch<1, 1>(Op::kBitwiseNot, {self}, {out});
+  return out;
+}
+
+ValuesIndices topk(const Tensor& self, int64_t k) {
+  auto node = make_node<TopkBackward0>({&self}, self.sizes());
+  Dims sizes = self.sizes();
+  sizes[sizes.size() - 1] = k;
+  ValuesIndices out{alloc(sizes, self.dtype()), alloc(sizes, DType::kInt64)};
+  dispatch<1, 2>(Op::kTopk, {self}, {out.values, out.indices});
+  set_history(out.values, node);
+  if (node) node->indices_.save(out.indices, /*is_output=*/true);
+  return out;
+}
+
+ValuesIndices sort(const Tensor& self) {
+  assert(!self.requires_grad());
+  ValuesIndices out{alloc(self.sizes(), self.dtype()), alloc(self.sizes(), DType::kInt64)};
+  dispatch<1, 2>(Op::kSort, {self}, {out.values, out.indices});
+  return out;
+}
+
+Tensor index(const Tensor& self, const Tensor& index) {
+  assert(index.dim() == 1 && index.dtype() == DType::kInt64);
+  auto node = make_node<IndexBackward0>({&self}, self.sizes());
+  if (node) node->index_.save(index);
+  Dims sizes = self.sizes();
+  sizes[0] = index.size(0);
+  Tensor out = alloc(sizes, self.dtype());
+  dispatch<2, 1>(Op::kIndexTensor, {self, index}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor& index_put_(Tensor& self, const Tensor& index, const Tensor& values) {
+  assert(!self.requires_grad() && !values.requires_grad());
+  dispatch<3, 1>(Op::kIndexPutInplace, {self, index, values}, {self});
+  return self;
+}
+
+Tensor index_put(const Tensor& self, const Tensor& index, const Tensor& values) {
+  Tensor out = like(self, self.dtype());
+  dispatch<3, 1>(Op::kIndexPut, {self, index, values}, {out});
+  return out;
+}
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+  const int d = wrap_dim(dim, self.dim());
+  auto node = make_node<GatherBackward0>({&self}, d);
+  if (node) {
+    node->self_.save(self);
+    node->index_.save(index);
+  }
+  Tensor out = alloc(index.sizes(), self.dtype());
+  dispatch<2, 1>(Op::kGather, {self, index}, {out});
+  set_history(out, node);
+  return out;
+}
+
+Tensor scatter(const Tensor& self, int64_t /*dim*/, const Tensor& index, const Tensor& src) {
+  Tensor out = like(self, self.dtype());
+  dispatch<3, 1>(Op::kScatter, {self, index, src}, {out});
+  return out;
+}
+
+Tensor scatter_add(const Tensor& self, int64_t /*dim*/, const Tensor& index, const Tensor& src) {
+  Tensor out = like(self, self.dtype());
+  dispatch<3, 1>(Op::kScatterAdd, {self, index, src}, {out});
+  return out;
+}
+
+Tensor& scatter_(Tensor& self, int64_t /*dim*/, const Tensor& index, double /*value*/) {
+  dispatch<2, 1>(Op::kScatterInplace, {self, index}, {self});
+  return self;
+}
+
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, double /*value*/) {
+  auto node = make_node<MaskedFillBackward0>({&self});
+  if (node) node->mask_.save(mask);
+  dispatch<2, 1>(Op::kMaskedFillInplace, {self, mask}, {self});
+  set_history(self, node);
+  return self;
+}
+
+Tensor masked_fill(const Tensor& self, const Tensor& mask, double /*value*/) {
+  Tensor out = like(self, self.dtype());
+  dispatch<2, 1>(Op::kMaskedFill, {self, mask}, {out});
+  return out;
+}
+
+Tensor histc(const Tensor& self, int64_t bins) {
+  Tensor out = alloc(Dims{bins}, self.dtype());
+  dispatch<1, 1>(Op::kHistc, {self}, {out});
+  return out;
+}
+
+Tensor cumsum(const Tensor& self, int64_t /*dim*/, DType dtype) {
+  Tensor out = like(self, dtype);
+  dispatch<1, 1>(Op::kCumsum, {self}, {out});
+  return out;
+}
+
+Tensor zeros_like(const Tensor& self) {
+  Tensor out = like(self, self.dtype());
+  dispatch<1, 1>(Op::kZerosLike, {self}, {out});
+  return out;
+}
+
+Tensor zeros(const Dims& sizes, DType dtype) {
+  Tensor out = alloc(sizes, dtype);
+  dispatch<0, 1>(Op::kZeros, {}, {out});
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
+  const int d = wrap_dim(dim, self.dim());
+  assert(self.sizes()[d] % split_size == 0);
+  const int64_t parts = self.sizes()[d] / split_size;
+  auto node = make_node<SplitBackward0>({&self}, self.sizes(), split_size, d);
+  if (node) node->set_num_inputs(static_cast<uint32_t>(parts));
+  std::vector<Tensor> out;
+  Dims sizes = self.sizes();
+  sizes[d] = split_size;
+  for (int64_t i = 0; i < parts; ++i) out.push_back(alias(self, sizes, self.strides()));
+  internal::dispatch(Op::kSplit, std::span<const Tensor>(&self, 1), out);
+  for (size_t i = 0; i < out.size(); ++i) set_history(out[i], node, static_cast<uint32_t>(i));
+  return out;
+}
+
+Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs) {
+  auto node = make_node<GroupedMmBackward0>({&self, &mat2}, self, mat2);
+  if (node) {
+    if (node->should_compute_output(0)) node->mat2_.save(mat2);
+    if (node->should_compute_output(1)) node->self_.save(self);
+    node->offs_.save(offs);
+  }
+  // 2-d by 3-d: each group of rows times its expert's matrix, (S, N). 2-d by 2-d (the weight's
+  // gradient): one (M, N) product per group, (E, M, N).
+  const Dims sizes = mat2.dim() == 3 ? Dims{self.size(0), mat2.size(2)} : Dims{offs.size(0), self.size(0), mat2.size(1)};
+  const std::array<Tensor, 3> inputs{self, mat2, offs};
+  const internal::SacAction action = internal::sac_action(Op::kGroupedMm, inputs);
+  Tensor out;
+  if (action == internal::SacAction::kFromCache) {
+    out = internal::pop_cached(Op::kGroupedMm)[0];
+  } else {
+    out = alloc(sizes, self.dtype());
+    dispatch<3, 1>(Op::kGroupedMm, inputs, {out});
+    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kGroupedMm, {out});
+  }
+  set_history(out, node);
+  return out;
+}
+
+}  // namespace census::ops

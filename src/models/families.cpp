@@ -2,6 +2,7 @@
 // and the variations its modeling file makes to Llama's layer.
 #include "models/families.h"
 
+#include "models/deepseek_v3.h"
 #include "models/gemma.h"
 #include "models/llama.h"
 #include "models/moe_families.h"
@@ -20,6 +21,7 @@ Result<ModelConfig> read_gemma3_family(const ConfigReader& r);
 Result<ModelConfig> read_qwen2_moe_family(const ConfigReader& r);
 Result<ModelConfig> read_qwen3_moe_family(const ConfigReader& r);
 Result<ModelConfig> read_mixtral_family(const ConfigReader& r);
+Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r);
 
 const FamilyEntry kFamilies[] = {
     {{"llama", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_llama},
@@ -33,6 +35,7 @@ const FamilyEntry kFamilies[] = {
     {{"qwen2_moe", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen2_moe_family},
     {{"qwen3_moe", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen3_moe_family},
     {{"mixtral", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_mixtral_family},
+    {{"deepseek_v3", llama_layer_kind, build_deepseek_v3_layer, build_llama_final_norm}, read_deepseek_v3_family},
 };
 
 const Family& family(const char* model_type) {
@@ -115,6 +118,7 @@ Result<ModelConfig> read_gemma3_family(const ConfigReader& r) { return read_gemm
 Result<ModelConfig> read_qwen2_moe_family(const ConfigReader& r) { return read_qwen2_moe(r, family("qwen2_moe")); }
 Result<ModelConfig> read_qwen3_moe_family(const ConfigReader& r) { return read_qwen3_moe(r, family("qwen3_moe")); }
 Result<ModelConfig> read_mixtral_family(const ConfigReader& r) { return read_mixtral(r, family("mixtral")); }
+Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r) { return read_deepseek_v3(r, family("deepseek_v3")); }
 
 }  // namespace
 

@@ -45,4 +45,34 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb(const Tensor& q, const Tensor& k,
   return {q_embed, k_embed};
 }
 
+
+
+std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos_in,
+                                                          const Tensor& sin_in) {
+  const int64_t half = cos_in.size(-1) / 2;
+  const Tensor cos = ops::unsqueeze(ops::slice(cos_in, -1, 0, half), 1);
+  const Tensor sin = ops::unsqueeze(ops::slice(sin_in, -1, 0, half), 1);
+  // cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin]) on the even and odd elements (strided views); each
+  // half's two products die once it is formed.
+  auto embed = [&](const Tensor& x) {
+    const Tensor x1 = ops::slice(x, -1, 0, x.size(-1), 2);
+    const Tensor x2 = ops::slice(x, -1, 1, x.size(-1), 2);
+    Tensor first, second;
+    {
+      Tensor a = ops::mul(x1, cos);
+      Tensor b = ops::mul(x2, sin);
+      first = ops::sub(a, b);
+    }
+    {
+      Tensor a = ops::mul(x2, cos);
+      Tensor b = ops::mul(x1, sin);
+      second = ops::add(a, b);
+    }
+    return ops::cat({first, second}, -1);
+  };
+  Tensor q_embed = embed(q);
+  Tensor k_embed = embed(k);
+  return {q_embed, k_embed};
+}
+
 }  // namespace census::nn

@@ -30,5 +30,9 @@ class RotaryEmbedding {
 Tensor rotate_half(const Tensor& x);
 // (q * cos) + (rotate_half(q) * sin), and the same for k; cos and sin unsqueezed on the head dim.
 std::pair<Tensor, Tensor> apply_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin);
+// DeepSeek's rotary on interleaved pairs (x0, x1), (x2, x3), ...: the even and odd elements rotated
+// by the first half of cos and sin, concatenated.
+std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos,
+                                                          const Tensor& sin);
 
 }  // namespace census::nn

@@ -32,6 +32,18 @@ Tensor new_zeros(const Tensor& self, const Dims& sizes, DType dtype) {
   return out;
 }
 
+Tensor new_empty(const Tensor& self, const Dims& sizes) {
+  Tensor out = alloc(sizes, self.dtype());
+  dispatch<1, 1>(Op::kNewEmpty, {self}, {out});
+  return out;
+}
+
+Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides) {
+  Tensor out = alloc(sizes, strides, self.dtype());
+  dispatch<1, 1>(Op::kNewEmptyStrided, {self}, {out});
+  return out;
+}
+
 Tensor arange(int64_t end, DType dtype) {
   Tensor out = alloc(Dims{end}, dtype);
   dispatch<0, 1>(Op::kArange, {}, {out});

@@ -76,7 +76,11 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kZerosLike, "aten.zeros_like.default", OpKind::kFactory},
     {Op::kZeros, "aten.zeros.default", OpKind::kFactory},
     {Op::kSplit, "aten.split.Tensor", OpKind::kView},
+    {Op::kSplitWithSizes, "aten.split_with_sizes.default", OpKind::kView},
     {Op::kGroupedMm, "aten._grouped_mm.default", OpKind::kMatmul},
+    {Op::kSub, "aten.sub.Tensor", OpKind::kCompute},
+    {Op::kNewEmpty, "aten.new_empty.default", OpKind::kFactory},
+    {Op::kNewEmptyStrided, "aten.new_empty_strided.default", OpKind::kFactory},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
 }};
 

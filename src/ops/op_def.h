@@ -38,7 +38,7 @@ enum class Op : uint8_t {
   kSigmoid, kSigmoidBackward, kSoftmax, kSoftmaxBackward, kDivTensor, kDivInplace, kGeScalar, kFloorDivide,
   kClampInplace, kBitwiseNot, kTopk, kSort, kIndexTensor, kIndexPut, kIndexPutInplace, kGather, kScatter,
   kScatterAdd, kScatterInplace, kMaskedFill, kMaskedFillInplace, kHistc, kCumsum, kZerosLike, kZeros,
-  kSplit, kGroupedMm,
+  kSplit, kSplitWithSizes, kGroupedMm, kSub, kNewEmpty, kNewEmptyStrided,
   // Attention kernel contract
   kFlashAttention,
   kCount,

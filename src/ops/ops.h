@@ -22,6 +22,8 @@ Tensor empty_strided(const Dims& sizes, const Dims& strides, DType dtype);
 Tensor empty_like(const Tensor& self);  // keeps self's strides when dense, as preserve_format does
 Tensor new_zeros(const Tensor& self, const Dims& sizes);
 Tensor new_zeros(const Tensor& self, const Dims& sizes, DType dtype);
+Tensor new_empty(const Tensor& self, const Dims& sizes);
+Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides);
 Tensor arange(int64_t end, DType dtype = DType::kInt64);
 
 // --- Elementwise ---
@@ -31,6 +33,9 @@ Tensor rsqrt(const Tensor& self);
 Tensor mul(const Tensor& self, const Tensor& other);
 Tensor mul(const Tensor& self, double other);  // mul.Scalar: a Python number, saves nothing
 Tensor div(const Tensor& self, double other);
+// self * number written in Python: mul.Tensor with a wrapped number, which autograd keeps no tensor for.
+Tensor mul_number(const Tensor& self, double other);
+Tensor sub(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, double other);  // add.Tensor with a wrapped number
 Tensor& add_(Tensor& self, const Tensor& other);
@@ -60,8 +65,15 @@ Tensor t(const Tensor& self);
 Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1);
 Tensor unsqueeze(const Tensor& self, int64_t dim);
 Tensor squeeze(const Tensor& self, int64_t dim);
-Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end);
-Tensor slice_backward(const Tensor& grad, const Dims& input_sizes, int dim, int64_t start, int64_t end);
+Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor slice_backward(const Tensor& grad, const Dims& input_sizes, int dim, int64_t start, int64_t end, int64_t step = 1);
+// chunk/split into equal parts along `dim`: views with one SplitBackward0 node.
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim);
+// torch.split(self, [a, b, ...], dim): views with one SplitWithSizesBackward0 node.
+std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim);
+// base[..., start:end].copy_(src) along `dim`, as autograd records an in-place copy into a view:
+// base's history becomes a CopySlices node over the copy (torch/csrc/autograd/functions/tensor.cpp).
+Tensor& copy_slice_(Tensor& base, int64_t dim, int64_t start, int64_t end, const Tensor& src);
 Tensor expand(const Tensor& self, const Dims& sizes);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor contiguous(const Tensor& self);  // clone when not contiguous, else self
@@ -103,13 +115,12 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value);  // no node
 // self.masked_fill_(mask, value): its node keeps the mask.
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value);
+// masked_fill.Scalar out of place; its node (where self needs grad) keeps the mask.
 Tensor masked_fill(const Tensor& self, const Tensor& mask, double value);
 Tensor histc(const Tensor& self, int64_t bins);
 Tensor cumsum(const Tensor& self, int64_t dim, DType dtype);
 Tensor zeros_like(const Tensor& self);
 Tensor zeros(const Dims& sizes, DType dtype);
-// chunk/split into equal parts along `dim`: views with one SplitBackward0 node.
-std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim);
 // _grouped_mm(self (S, K), mat2 (E, K, N), offs (E) int32) -> (S, N); the backward of 2-d by 2-d
 // (E, M, N) gives the weight's gradient.
 Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs);

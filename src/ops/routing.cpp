@@ -154,33 +154,6 @@ class MaskedFillBackward0 final : public Node {
   SavedVariable mask_;
 };
 
-// split.Tensor(Tensor self, SymInt split_size, int dim)
-//   self: split_backward(grads, split_size, dim, self.sym_sizes(), self.options())
-// = cat of the outputs' gradients, an undefined one materialized as zeros.
-class SplitBackward0 final : public Node {
- public:
-  SplitBackward0(uint64_t seq, Dims self_sizes, int64_t split_size, int dim)
-      : Node("SplitBackward0", seq), self_sizes_(self_sizes), split_size_(split_size), dim_(dim) {}
-  GradList apply(GradList& grads) override {
-    std::vector<Tensor> parts;
-    for (uint32_t i = 0; i < num_inputs(); ++i) {
-      if (grads[i].defined()) {
-        parts.push_back(grads[i]);
-      } else {
-        Dims sizes = self_sizes_;
-        sizes[dim_] = split_size_;
-        parts.push_back(zeros(sizes, grads[0].defined() ? grads[0].dtype() : grads[1].dtype()));
-      }
-    }
-    return {cat(parts, dim_)};
-  }
-
- private:
-  Dims self_sizes_;
-  int64_t split_size_;
-  int dim_;
-};
-
 bool column_major(const Tensor& t) {
   return t.stride(-2) == 1 && t.stride(-1) == t.size(-2);
 }
@@ -373,8 +346,11 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double /*value*/) {
 }
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, double /*value*/) {
+  auto node = make_node<MaskedFillBackward0>({&self});
+  if (node) node->mask_.save(mask);
   Tensor out = like(self, self.dtype());
   dispatch<2, 1>(Op::kMaskedFill, {self, mask}, {out});
+  set_history(out, node);
   return out;
 }
 
@@ -399,21 +375,6 @@ Tensor zeros_like(const Tensor& self) {
 Tensor zeros(const Dims& sizes, DType dtype) {
   Tensor out = alloc(sizes, dtype);
   dispatch<0, 1>(Op::kZeros, {}, {out});
-  return out;
-}
-
-std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
-  const int d = wrap_dim(dim, self.dim());
-  assert(self.sizes()[d] % split_size == 0);
-  const int64_t parts = self.sizes()[d] / split_size;
-  auto node = make_node<SplitBackward0>({&self}, self.sizes(), split_size, d);
-  if (node) node->set_num_inputs(static_cast<uint32_t>(parts));
-  std::vector<Tensor> out;
-  Dims sizes = self.sizes();
-  sizes[d] = split_size;
-  for (int64_t i = 0; i < parts; ++i) out.push_back(alias(self, sizes, self.strides()));
-  internal::dispatch(Op::kSplit, std::span<const Tensor>(&self, 1), out);
-  for (size_t i = 0; i < out.size(); ++i) set_history(out[i], node, static_cast<uint32_t>(i));
   return out;
 }
 

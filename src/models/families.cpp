@@ -4,6 +4,7 @@
 
 #include "models/deepseek_v3.h"
 #include "models/gemma.h"
+#include "models/gpt_oss.h"
 #include "models/llama.h"
 #include "models/moe_families.h"
 
@@ -22,6 +23,7 @@ Result<ModelConfig> read_qwen2_moe_family(const ConfigReader& r);
 Result<ModelConfig> read_qwen3_moe_family(const ConfigReader& r);
 Result<ModelConfig> read_mixtral_family(const ConfigReader& r);
 Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r);
+Result<ModelConfig> read_gpt_oss_family(const ConfigReader& r);
 
 const FamilyEntry kFamilies[] = {
     {{"llama", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_llama},
@@ -36,6 +38,7 @@ const FamilyEntry kFamilies[] = {
     {{"qwen3_moe", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_qwen3_moe_family},
     {{"mixtral", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_mixtral_family},
     {{"deepseek_v3", llama_layer_kind, build_deepseek_v3_layer, build_llama_final_norm}, read_deepseek_v3_family},
+    {{"gpt_oss", llama_layer_kind, build_gpt_oss_layer, build_gpt_oss_final_norm}, read_gpt_oss_family},
 };
 
 const Family& family(const char* model_type) {
@@ -119,6 +122,7 @@ Result<ModelConfig> read_qwen2_moe_family(const ConfigReader& r) { return read_q
 Result<ModelConfig> read_qwen3_moe_family(const ConfigReader& r) { return read_qwen3_moe(r, family("qwen3_moe")); }
 Result<ModelConfig> read_mixtral_family(const ConfigReader& r) { return read_mixtral(r, family("mixtral")); }
 Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r) { return read_deepseek_v3(r, family("deepseek_v3")); }
+Result<ModelConfig> read_gpt_oss_family(const ConfigReader& r) { return read_gpt_oss(r, family("gpt_oss")); }
 
 }  // namespace
 

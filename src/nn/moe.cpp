@@ -24,13 +24,18 @@ Routing TopKRouter::forward(const Tensor& input) const {
 }
 
 Experts::Experts(std::string path, int64_t num_experts, int64_t hidden_size, int64_t intermediate_size, HiddenAct act,
-                 ExpertsImplementation implementation, ParameterList& params)
+                 ExpertsImplementation implementation, ParameterList& params, ExpertsLayout layout)
     : path_(std::move(path)),
       num_experts_(num_experts),
       implementation_(implementation),
-      gate_up_proj_(register_parameter(params, path_, "gate_up_proj", Dims{num_experts, 2 * intermediate_size, hidden_size})),
-      down_proj_(register_parameter(params, path_, "down_proj", Dims{num_experts, hidden_size, intermediate_size})),
-      act_fn_(child_path(path_, "act_fn"), act) {}
+      layout_(layout),
+      act_fn_(child_path(path_, "act_fn"), act) {
+  const int64_t E = num_experts, H = hidden_size, I = intermediate_size;
+  gate_up_proj_ = register_parameter(params, path_, "gate_up_proj", layout.transposed ? Dims{E, H, 2 * I} : Dims{E, 2 * I, H});
+  if (layout.has_bias) gate_up_proj_bias_ = register_parameter(params, path_, "gate_up_proj_bias", Dims{E, 2 * I});
+  down_proj_ = register_parameter(params, path_, "down_proj", layout.transposed ? Dims{E, I, H} : Dims{E, H, I});
+  if (layout.has_bias) down_proj_bias_ = register_parameter(params, path_, "down_proj_bias", Dims{E, H});
+}
 
 Tensor Experts::forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const {
   ModuleScope scope(path_, ModuleKind::kOther);
@@ -60,15 +65,16 @@ Tensor Experts::grouped_mm_forward(const Tensor& hidden_states, const Tensor& to
   // its ops run and it is saved.
   Tensor sentinel_mask = ops::unsqueeze(ops::ge(expert_ids_g, static_cast<double>(num_experts_)), -1);  // (S, 1)
   ops::clamp_max_(expert_ids_g, static_cast<double>(num_experts_ - 1));
+  // The biases, gathered per pair from the sorted expert ids (which their gathers keep).
+  Tensor selected_weights = gate_up_proj_;
+  Tensor selected_biases = layout_.has_bias ? ops::index(gate_up_proj_bias_, expert_ids_g) : Tensor();  // (S, 2I)
   ops::masked_fill_(selected_hidden_states_g, sentinel_mask, 0.0);
 
-  Tensor proj_out = ops::grouped_mm(selected_hidden_states_g, ops::transpose(gate_up_proj_, -2, -1), offsets);  // (S, 2I)
-  {
-    // _default_apply_gate: act(gate) * up on the two halves (views of one storage).
-    std::vector<Tensor> gate_up = ops::split(proj_out, proj_out.size(-1) / 2, -1);
-    proj_out = ops::mul(act_fn_.forward(gate_up[0]), gate_up[1]);  // (S, I)
-  }
-  proj_out = ops::grouped_mm(proj_out, ops::transpose(down_proj_, -2, -1), offsets);  // (S, H)
+  Tensor proj_out = grouped_linear(selected_hidden_states_g, selected_weights, offsets, selected_biases);  // (S, 2I)
+  proj_out = apply_gate(proj_out);                                                                      // (S, I)
+  selected_weights = down_proj_;
+  selected_biases = layout_.has_bias ? ops::index(down_proj_bias_, expert_ids_g) : Tensor();  // (S, H)
+  proj_out = grouped_linear(proj_out, selected_weights, offsets, selected_biases);            // (S, H)
 
   // Weighted by the routing weights: fp32 where the router kept them fp32.
   Tensor weighted_out = ops::mul(proj_out, ops::unsqueeze(sample_weights_g, -1));
@@ -80,6 +86,33 @@ Tensor Experts::grouped_mm_forward(const Tensor& hidden_states, const Tensor& to
   weighted_out = ops::index(weighted_out, inv_perm);
   Tensor final_hidden_states = ops::sum(ops::view(weighted_out, Dims{num_tokens, num_top_k, hidden_dim}), {1}, false);
   return ops::to(final_hidden_states, hidden_states.dtype());
+}
+
+
+Tensor Experts::grouped_linear(const Tensor& input, const Tensor& weight, const Tensor& offsets, const Tensor& bias) const {
+  Tensor out = ops::grouped_mm(input, layout_.transposed ? weight : ops::transpose(weight, -2, -1), offsets);
+  if (bias.defined()) ops::add_(out, bias);
+  return out;
+}
+
+Tensor Experts::apply_gate(const Tensor& gate_up) const {
+  if (!layout_.gpt_oss_gate) {
+    // _default_apply_gate: act(gate) * up on the two halves (views of one storage).
+    std::vector<Tensor> halves = ops::split(gate_up, gate_up.size(-1) / 2, -1);
+    return ops::mul(act_fn_.forward(halves[0]), halves[1]);
+  }
+  Tensor gate = ops::slice(gate_up, -1, 0, gate_up.size(-1), 2);
+  Tensor up = ops::slice(gate_up, -1, 1, gate_up.size(-1), 2);
+  gate = ops::clamp(gate, std::nullopt, layout_.limit);
+  up = ops::clamp(up, -layout_.limit, layout_.limit);
+  Tensor sigmoid;
+  {
+    // gate * alpha lives only until the sigmoid has read it.
+    sigmoid = ops::sigmoid(ops::mul_number(gate, layout_.alpha));
+  }
+  Tensor glu = ops::mul(gate, sigmoid);
+  sigmoid = Tensor();
+  return ops::mul(ops::add(up, 1.0), glu);
 }
 
 }  // namespace census::nn

@@ -46,8 +46,19 @@ class TopKRouter {
   Tensor weight_;  // (E, H)
 };
 
+// How a family stores and gates its experts (the flags @use_experts_implementation sets).
+struct ExpertsLayout {
+  bool transposed = false;  // gate_up_proj (E, H, 2I) and down_proj (E, I, H), used untransposed
+  bool has_bias = false;    // gate_up_proj_bias (E, 2I) and down_proj_bias (E, H), gathered per pair
+  // GptOssExperts._apply_gate: gate and up interleaved, clamped to +-limit (gate from above only),
+  // gate * sigmoid(alpha * gate) * (up + 1). Otherwise act(gate) * up on the two halves.
+  bool gpt_oss_gate = false;
+  double limit = 7.0;
+  double alpha = 1.702;
+};
+
 // The experts of a MoE block (Qwen3MoeExperts and its copies): gate_up_proj (E, 2I, H) with the gate
-// rows first, down_proj (E, H, I).
+// rows first, down_proj (E, H, I); GPT-OSS's transposed, biased and interleaved (ExpertsLayout).
 //
 // grouped_mm, per token-expert pair (S rows), saves: the gathered inputs (S, H) and the gated
 // product (S, I) by the two _grouped_mm, the up projection (S, 2I) by the activation and the
@@ -57,19 +68,26 @@ class TopKRouter {
 class Experts {
  public:
   Experts(std::string path, int64_t num_experts, int64_t hidden_size, int64_t intermediate_size, HiddenAct act,
-          ExpertsImplementation implementation, ParameterList& params);
+          ExpertsImplementation implementation, ParameterList& params, ExpertsLayout layout = {});
   // hidden_states (T, H); top_k_index (T, K) int64; top_k_weights (T, K). Returns (T, H) in the
   // hidden states' dtype.
   Tensor forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;
 
  private:
   Tensor grouped_mm_forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;
+  // input (S, in) times each group's expert weight, plus its gathered bias (added in place).
+  Tensor grouped_linear(const Tensor& input, const Tensor& weight, const Tensor& offsets, const Tensor& bias) const;
+  // The gated activation of the up projection (S, 2I) -> (S, I).
+  Tensor apply_gate(const Tensor& gate_up) const;
 
   std::string path_;
   int64_t num_experts_;
   ExpertsImplementation implementation_;
-  Tensor gate_up_proj_;  // (E, 2I, H)
-  Tensor down_proj_;     // (E, H, I)
+  ExpertsLayout layout_;
+  Tensor gate_up_proj_;       // (E, 2I, H), transposed (E, H, 2I)
+  Tensor gate_up_proj_bias_;  // (E, 2I) or undefined
+  Tensor down_proj_;          // (E, H, I), transposed (E, I, H)
+  Tensor down_proj_bias_;     // (E, H) or undefined
   Activation act_fn_;
 };
 

@@ -33,4 +33,19 @@ Tensor GemmaRMSNorm::forward(const Tensor& x) const {
   return ops::to(output, x.dtype());
 }
 
+
+GptOssRMSNorm::GptOssRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params)
+    : path_(std::move(path)), variance_epsilon_(eps) {
+  weight_ = register_parameter(params, path_, "weight", Dims{dim});
+}
+
+Tensor GptOssRMSNorm::forward(const Tensor& input) const {
+  ModuleScope scope(path_, ModuleKind::kNorm);
+  const DType input_dtype = input.dtype();
+  Tensor hidden_states = ops::to(input, DType::kFloat32);
+  Tensor variance = ops::mean(ops::pow(hidden_states, 2), -1, /*keepdim=*/true);
+  hidden_states = ops::mul(hidden_states, ops::rsqrt(ops::add(variance, variance_epsilon_)));
+  return ops::to(ops::mul(weight_, hidden_states), input_dtype);
+}
+
 }  // namespace census::nn

@@ -48,4 +48,22 @@ class GemmaRMSNorm final : public Norm {
   double eps_;
 };
 
+
+// GptOssRMSNorm: Llama's norm with the weight applied to the fp32 normalized states, before the cast.
+//
+//   h = x.float()                        saved by pow and mul
+//   r = rsqrt(h.pow(2).mean(-1) + eps)   saved by rsqrt and mul
+//   y = weight * (h * r)                 h * r (fp32) saved by that mul
+//   out = y.to(x.dtype)
+class GptOssRMSNorm final : public Norm {
+ public:
+  GptOssRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
+  Tensor forward(const Tensor& hidden_states) const override;
+
+ private:
+  std::string path_;
+  Tensor weight_;  // (D) bf16, ones
+  double variance_epsilon_;
+};
+
 }  // namespace census::nn

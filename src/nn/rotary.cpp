@@ -4,7 +4,8 @@
 
 namespace census::nn {
 
-RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim) : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)) {}
+RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, bool halves)
+    : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)), halves_(halves) {}
 
 PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
   const int64_t seq = hidden.size(1);
@@ -16,7 +17,7 @@ PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
   Tensor inv_freq_expanded = ops::unsqueeze(ops::unsqueeze(inv_freq_, 0), 2);
   Tensor position_ids_expanded = ops::to(ops::unsqueeze(out.position_ids, 1), DType::kFloat32);
   Tensor freqs = ops::transpose(ops::mul(inv_freq_expanded, position_ids_expanded), 1, 2);
-  Tensor emb = ops::cat({freqs, freqs}, -1);  // (1, S, D) fp32
+  Tensor emb = halves_ ? freqs : ops::cat({freqs, freqs}, -1);  // (1, S, D) fp32, or (1, S, D/2)
   const double attention_scaling = 1.0;       // scales values only, never shapes
   Tensor cos = ops::mul(ops::cos(emb), attention_scaling);
   Tensor sin = ops::mul(ops::sin(emb), attention_scaling);
@@ -47,31 +48,51 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb(const Tensor& q, const Tensor& k,
 
 
 
+namespace {
+
+// cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin]); each half's two products die once it is formed.
+Tensor rotate_pairs(const Tensor& x1, const Tensor& x2, const Tensor& cos, const Tensor& sin) {
+  Tensor first, second;
+  {
+    Tensor a = ops::mul(x1, cos);
+    Tensor b = ops::mul(x2, sin);
+    first = ops::sub(a, b);
+  }
+  {
+    Tensor a = ops::mul(x2, cos);
+    Tensor b = ops::mul(x1, sin);
+    second = ops::add(a, b);
+  }
+  return ops::cat({first, second}, -1);
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> apply_rotary_pos_emb_halves(const Tensor& q, const Tensor& k, const Tensor& cos_in,
+                                                      const Tensor& sin_in) {
+  const Tensor cos = ops::unsqueeze(cos_in, 1);
+  const Tensor sin = ops::unsqueeze(sin_in, 1);
+  auto embed = [&](const Tensor& x) {
+    std::vector<Tensor> halves = ops::split(x, x.size(-1) / 2, -1);  // torch.chunk(x, 2, dim=-1)
+    return rotate_pairs(halves[0], halves[1], cos, sin);
+  };
+  Tensor q_embed = embed(q);
+  Tensor k_embed = embed(k);
+  return {q_embed, k_embed};
+}
+
 std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos_in,
                                                           const Tensor& sin_in) {
   const int64_t half = cos_in.size(-1) / 2;
   const Tensor cos = ops::unsqueeze(ops::slice(cos_in, -1, 0, half), 1);
   const Tensor sin = ops::unsqueeze(ops::slice(sin_in, -1, 0, half), 1);
-  // cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin]) on the even and odd elements (strided views); each
-  // half's two products die once it is formed.
-  auto embed = [&](const Tensor& x) {
-    const Tensor x1 = ops::slice(x, -1, 0, x.size(-1), 2);
-    const Tensor x2 = ops::slice(x, -1, 1, x.size(-1), 2);
-    Tensor first, second;
-    {
-      Tensor a = ops::mul(x1, cos);
-      Tensor b = ops::mul(x2, sin);
-      first = ops::sub(a, b);
-    }
-    {
-      Tensor a = ops::mul(x2, cos);
-      Tensor b = ops::mul(x1, sin);
-      second = ops::add(a, b);
-    }
-    return ops::cat({first, second}, -1);
-  };
-  Tensor q_embed = embed(q);
-  Tensor k_embed = embed(k);
+  // The even and odd elements (strided views), the queries' and keys' taken before either rotates.
+  const Tensor q1 = ops::slice(q, -1, 0, q.size(-1), 2);
+  const Tensor q2 = ops::slice(q, -1, 1, q.size(-1), 2);
+  const Tensor k1 = ops::slice(k, -1, 0, k.size(-1), 2);
+  const Tensor k2 = ops::slice(k, -1, 1, k.size(-1), 2);
+  Tensor q_embed = rotate_pairs(q1, q2, cos, sin);
+  Tensor k_embed = rotate_pairs(k1, k2, cos, sin);
   return {q_embed, k_embed};
 }
 

@@ -18,12 +18,14 @@ struct PositionEmbeddings {
 
 class RotaryEmbedding {
  public:
-  explicit RotaryEmbedding(int64_t rotary_dim);
+  // `halves`: cos and sin D/2 wide, the frequencies not repeated (GPT-OSS rotates the two halves).
+  explicit RotaryEmbedding(int64_t rotary_dim, bool halves = false);
   // The embeddings of positions 0..S-1 for `hidden` (1, S, H), as the model computes them.
   PositionEmbeddings forward(const Tensor& hidden) const;
 
  private:
   Tensor inv_freq_;  // (D/2) fp32
+  bool halves_;
 };
 
 // rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2])
@@ -32,6 +34,10 @@ Tensor rotate_half(const Tensor& x);
 std::pair<Tensor, Tensor> apply_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin);
 // DeepSeek's rotary on interleaved pairs (x0, x1), (x2, x3), ...: the even and odd elements rotated
 // by the first half of cos and sin, concatenated.
+// GPT-OSS's rotary: x split in two halves (chunk), cat(x1 * cos - x2 * sin, x2 * cos + x1 * sin) with
+// cos and sin D/2 wide.
+std::pair<Tensor, Tensor> apply_rotary_pos_emb_halves(const Tensor& q, const Tensor& k, const Tensor& cos,
+                                                      const Tensor& sin);
 std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos,
                                                           const Tensor& sin);
 

@@ -260,7 +260,9 @@ Tensor add(const Tensor& self, double /*other*/) {
 }
 
 Tensor& add_(Tensor& self, const Tensor& other) {
+  auto node = make_node<AddBackward0>({&self, &other});
   dispatch<2, 1>(Op::kAddInplace, {self, other}, {self});
+  set_history(self, node);
   return self;
 }
 

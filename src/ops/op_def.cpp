@@ -81,6 +81,12 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kSub, "aten.sub.Tensor", OpKind::kCompute},
     {Op::kNewEmpty, "aten.new_empty.default", OpKind::kFactory},
     {Op::kNewEmptyStrided, "aten.new_empty_strided.default", OpKind::kFactory},
+    {Op::kClamp, "aten.clamp.default", OpKind::kCompute},
+    {Op::kGtScalar, "aten.gt.Scalar", OpKind::kCompute},
+    {Op::kLtScalar, "aten.lt.Scalar", OpKind::kCompute},
+    {Op::kLogicalAndInplace, "aten.logical_and_.default", OpKind::kInPlace},
+    {Op::kWhere, "aten.where.self", OpKind::kCompute},
+    {Op::kScalarTensor, "aten.scalar_tensor.default", OpKind::kFactory},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
 }};
 

@@ -39,6 +39,7 @@ enum class Op : uint8_t {
   kClampInplace, kBitwiseNot, kTopk, kSort, kIndexTensor, kIndexPut, kIndexPutInplace, kGather, kScatter,
   kScatterAdd, kScatterInplace, kMaskedFill, kMaskedFillInplace, kHistc, kCumsum, kZerosLike, kZeros,
   kSplit, kSplitWithSizes, kGroupedMm, kSub, kNewEmpty, kNewEmptyStrided,
+  kClamp, kGtScalar, kLtScalar, kLogicalAndInplace, kWhere, kScalarTensor,
   // Attention kernel contract
   kFlashAttention,
   kCount,

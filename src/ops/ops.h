@@ -38,6 +38,7 @@ Tensor mul_number(const Tensor& self, double other);
 Tensor sub(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, double other);  // add.Tensor with a wrapped number
+// self += other; where autograd tracks it, self's history becomes an AddBackward0 over the old one.
 Tensor& add_(Tensor& self, const Tensor& other);
 Tensor neg(const Tensor& self);
 Tensor silu(const Tensor& self);
@@ -95,6 +96,8 @@ Tensor ge(const Tensor& self, double other);             // bool
 Tensor floor_divide(const Tensor& self, int64_t other);  // integer tensors
 Tensor& clamp_max_(Tensor& self, double max);            // integer tensors: no node
 Tensor bitwise_not(const Tensor& self);
+// clamp(self, min, max), either bound optional; its node keeps self.
+Tensor clamp(const Tensor& self, std::optional<double> min, std::optional<double> max);
 struct ValuesIndices {
   Tensor values;
   Tensor indices;  // int64

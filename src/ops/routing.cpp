@@ -154,6 +154,38 @@ class MaskedFillBackward0 final : public Node {
   SavedVariable mask_;
 };
 
+// clamp(Tensor self, Scalar? min, Scalar? max)  self: clamp_backward(grad, self, min, max)  -> saves self
+// = where(in range, grad, zero): a 0-d zero, one bool mask per bound (and-ed in place), the result.
+class ClampBackward1 final : public Node {
+ public:
+  ClampBackward1(uint64_t seq, bool has_min, bool has_max) : Node("ClampBackward1", seq), has_min_(has_min), has_max_(has_max) {}
+  GradList apply(GradList& grads) override {
+    const Tensor self = self_.unpack();
+    const Tensor& grad = grads[0];
+    Tensor zero = alloc(Dims{}, grad.dtype());
+    dispatch<0, 1>(Op::kScalarTensor, {}, {zero});
+    Tensor above, below;
+    if (has_min_) {
+      above = like(self, DType::kBool);
+      dispatch<1, 1>(Op::kGtScalar, {self}, {above});
+    }
+    if (has_max_) {
+      below = like(self, DType::kBool);
+      dispatch<1, 1>(Op::kLtScalar, {self}, {below});
+    }
+    if (above.defined() && below.defined()) dispatch<2, 1>(Op::kLogicalAndInplace, {above, below}, {above});
+    const Tensor& mask = above.defined() ? above : below;
+    Tensor out = like(grad, grad.dtype());
+    dispatch<3, 1>(Op::kWhere, {mask, grad, zero}, {out});
+    return {out};
+  }
+  void release_variables() override { self_.reset(); }
+  SavedVariable self_;
+
+ private:
+  bool has_min_, has_max_;
+};
+
 bool column_major(const Tensor& t) {
   return t.stride(-2) == 1 && t.stride(-1) == t.size(-2);
 }
@@ -262,6 +294,15 @@ Tensor& clamp_max_(Tensor& self, double /*max*/) {
 Tensor bitwise_not(const Tensor& self) {
   Tensor out = like(self, self.dtype());
   dispatch<1, 1>(Op::kBitwiseNot, {self}, {out});
+  return out;
+}
+
+Tensor clamp(const Tensor& self, std::optional<double> min, std::optional<double> max) {
+  auto node = make_node<ClampBackward1>({&self}, min.has_value(), max.has_value());
+  if (node) node->self_.save(self);
+  Tensor out = like(self, self.dtype());
+  dispatch<1, 1>(Op::kClamp, {self}, {out});
+  set_history(out, node);
   return out;
 }
 

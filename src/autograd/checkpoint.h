@@ -57,6 +57,9 @@ class CheckpointFrame {
   Tensor input;                        // kept by _NoopSaveInputs until the frame dies
   int64_t holders = 0;                 // saves the forward packed
   std::vector<Tensor> recomputed;      // by holder, filled by the recompute
+  // Holders whose node died before the recompute (a graph the forward dropped, such as a router's
+  // selection): the recompute counts their saves but keeps none, as a dead weak holder does.
+  std::vector<bool> holder_dead;
   int64_t recomputed_count = 0;
   bool recomputed_done = false;
   Phase phase = Phase::kForward;

@@ -14,11 +14,14 @@ void SavedVariable::save(const Tensor& tensor, bool is_output) {
       // The checkpoint's pack hook: a holder, no tensor.
       frame_ = session.checkpoint_owner();
       holder_ = frame->holders++;
+      frame->holder_dead.push_back(false);
       state_ = State::kPacked;
       return;
     }
-    // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order.
-    frame->recomputed[static_cast<size_t>(frame->recomputed_count++)] = tensor.detach();
+    // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order,
+    // unless that holder's node is gone.
+    const auto holder = static_cast<size_t>(frame->recomputed_count++);
+    if (!frame->holder_dead[holder]) frame->recomputed[holder] = tensor.detach();
     if (frame->recomputed_count == frame->holders) throw StopRecomputation{};
     return;
   }
@@ -32,6 +35,10 @@ Tensor SavedVariable::unpack() {
   if (!frame_->recomputed_done) frame_->recompute();
   // The frame lets go of it: the node unpacking it holds the only reference from now.
   return std::move(frame_->recomputed[static_cast<size_t>(holder_)]);
+}
+
+SavedVariable::~SavedVariable() {
+  if (state_ == State::kPacked && !frame_->recomputed_done) frame_->holder_dead[static_cast<size_t>(holder_)] = true;
 }
 
 void SavedVariable::reset() {

@@ -43,6 +43,7 @@ class SavedVariable {
   enum class State : uint8_t { kEmpty, kSaved, kPacked, kReleased };
 
   SavedVariable() = default;
+  ~SavedVariable();
   SavedVariable(const SavedVariable&) = delete;
   SavedVariable& operator=(const SavedVariable&) = delete;
 

@@ -59,7 +59,7 @@ class DeepseekV3TopkRouter {
   std::string path_ = "mlp.gate";
   MoeConfig moe_;
   Tensor weight_;                   // (E, H)
-  Tensor e_score_correction_bias_;  // (E) fp32, a buffer
+  Tensor e_score_correction_bias_;  // (E), a buffer
 };
 
 class DeepseekV3MoE final : public nn::FeedForward {

@@ -1,6 +1,7 @@
-// Golden tests: every dense-family case of the torch-2 oracle, to the byte.
+// Golden tests: every case of the torch-2 oracle (dense, Gemma and MoE families), to the byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "census/activations.h"
@@ -28,8 +29,9 @@ TEST_P(OracleCase, LayerSavedAndWorkingAtTp1AndTp2) {
   const nlohmann::json oracle = oracle_case(GetParam());
   const ModelConfig config = oracle_config(oracle);
   const int64_t seq = oracle.at("seq_length");
+  const int64_t layer = oracle.at("layer_index");
   for (const auto& [tp, key] : {std::pair{1, "census_layer"}, std::pair{2, "census_layer_tp2"}}) {
-    const LayerCensus c = census_layer(tp_config(config, tp), 0, seq);
+    const LayerCensus c = census_layer(tp_config(config, tp), layer, seq);
     const nlohmann::json& expected = oracle.at(key);
     EXPECT_EQ(c.saved_bytes, expected.at("saved_bytes").get<int64_t>()) << "TP " << tp;
     // The reference's peak rule, matched exactly (the bar is 1%).
@@ -43,8 +45,9 @@ TEST_P(OracleCase, FlopsTrafficParameters) {
   const nlohmann::json oracle = oracle_case(GetParam());
   const ModelConfig config = oracle_config(oracle);
   const int64_t seq = oracle.at("seq_length");
-  EXPECT_EQ(census_flops(config, 0, seq), oracle.at("flops").get<PartCounts>());
-  const LayerTraffic traffic = census_traffic(config, 0, seq);
+  const int64_t layer = oracle.at("layer_index");
+  EXPECT_EQ(census_flops(config, layer, seq), oracle.at("flops").get<PartCounts>());
+  const LayerTraffic traffic = census_traffic(config, layer, seq);
   // The oracle stores traffic as floats; every value is an integer.
   auto as_counts = [](const nlohmann::json& j) {
     PartCounts counts;
@@ -54,7 +57,7 @@ TEST_P(OracleCase, FlopsTrafficParameters) {
   EXPECT_EQ(traffic.moved, as_counts(oracle.at("traffic").at("moved")));
   EXPECT_EQ(traffic.parameter, as_counts(oracle.at("traffic").at("parameter")));
   EXPECT_EQ(traffic.launches, as_counts(oracle.at("traffic").at("launches")));
-  const LayerParameters parameters = census_parameters(config, 0);
+  const LayerParameters parameters = census_parameters(config, layer);
   EXPECT_EQ(parameters.parts, oracle.at("parameters").at("parts").get<PartCounts>());
   EXPECT_EQ(parameters.final_norm, oracle.at("parameters").at("final_norm").get<int64_t>());
 }
@@ -63,11 +66,13 @@ TEST_P(OracleCase, ActivationsRecord) {
   const nlohmann::json oracle = oracle_case(GetParam());
   const ModelConfig config = oracle_config(oracle);
   const int64_t seq = oracle.at("seq_length");
-  // The oracle censused its case's layer 0: the record of that layer's kind.
+  // The oracle censused its case's layer: the record of that layer's kind.
+  const int64_t layer = oracle.at("layer_index");
+  const std::string kind = config.family->layer_kind(config, layer);
   const auto kinds = census_activations(config, seq);
-  ASSERT_FALSE(kinds.empty());
-  EXPECT_EQ(kinds[0].first, config.family->layer_kind(config, 0));
-  const KindActivations& k = kinds[0].second;
+  const auto found = std::find_if(kinds.begin(), kinds.end(), [&](const auto& each) { return each.first == kind; });
+  ASSERT_NE(found, kinds.end()) << kind;
+  const KindActivations& k = found->second;
   const nlohmann::json& expected = oracle.at("census_activations");
   EXPECT_EQ(k.saved, expected.at("saved").get<double>());
   EXPECT_EQ(k.saved_tp, expected.at("saved_tp").get<double>());
@@ -88,12 +93,13 @@ TEST_P(OracleCase, SelectiveKeptWorkingAndShares) {
   const nlohmann::json oracle = oracle_case(GetParam());
   const ModelConfig config = oracle_config(oracle);
   const int64_t seq = oracle.at("seq_length");
+  const int64_t layer = oracle.at("layer_index");
   for (const auto& [tp, key] : {std::pair{1, "selective_tp1"}, std::pair{2, "selective_tp2"}}) {
-    const SelectiveCensus c = census_selective(tp_config(config, tp), 0, seq);
+    const SelectiveCensus c = census_selective(tp_config(config, tp), layer, seq);
     EXPECT_EQ(c.kept_bytes, oracle.at(key).at("kept_bytes").get<int64_t>()) << "TP " << tp;
     EXPECT_EQ(c.working_bytes, oracle.at(key).at("peak_backward_bytes").get<int64_t>()) << "TP " << tp;
   }
-  const RecomputeShares shares = census_recomputed(config, 0, seq);
+  const RecomputeShares shares = census_recomputed(config, layer, seq);
   EXPECT_EQ(shares.attention_mm, oracle.at("recomputed").at("attention_mm_share").get<double>());
   EXPECT_EQ(shares.ffn_mm, oracle.at("recomputed").at("ffn_mm_share").get<double>());
 }
@@ -107,12 +113,22 @@ INSTANTIATE_TEST_SUITE_P(DenseFamilies, OracleCase,
                                            "gemma2_h256_s64", "gemma2_h256_s128", "gemma2_h256_s256",
                                            "gemma3_h256_s64", "gemma3_h256_s128", "gemma3_h256_s256"));
 
+INSTANTIATE_TEST_SUITE_P(MoeFamilies, OracleCase,
+                         ::testing::Values("qwen3_moe_h256_s64", "qwen3_moe_h256_s128", "qwen3_moe_h256_s256",
+                                           "qwen2_moe_h256_s64", "qwen2_moe_h256_s128", "qwen2_moe_h256_s256",
+                                           "mixtral_h256_s64", "mixtral_h256_s128", "mixtral_h256_s256",
+                                           "deepseek_v3_h256_s64_dense0", "deepseek_v3_h256_s128_dense0",
+                                           "deepseek_v3_h256_s256_dense0", "deepseek_v3_h256_s64_moe1",
+                                           "deepseek_v3_h256_s128_moe1", "deepseek_v3_h256_s256_moe1",
+                                           "gpt_oss_h256_s64", "gpt_oss_h256_s128", "gpt_oss_h256_s256"));
+
 // Every storage the oracle lists as saved, with its bytes, dtype, shape, module and op class.
 TEST(Explain, ListsTheStoragesTheOracleLists) {
   for (const char* name : {"llama_h256_s128", "qwen2_h256_s128", "qwen3_h256_s128", "gemma2_h256_s128",
-                           "gemma3_h256_s128"}) {
+                           "gemma3_h256_s128", "qwen3_moe_h256_s128", "qwen2_moe_h256_s128", "mixtral_h256_s128",
+                           "deepseek_v3_h256_s128_dense0", "deepseek_v3_h256_s128_moe1", "gpt_oss_h256_s128"}) {
     const nlohmann::json oracle = oracle_case(name);
-    const LayerCensus c = census_layer(oracle_config(oracle), 0, 128, /*explain=*/true);
+    const LayerCensus c = census_layer(oracle_config(oracle), oracle.at("layer_index"), 128, /*explain=*/true);
     std::multiset<std::string> ours, theirs;
     for (const SavedRow& row : c.saved)
       ours.insert(std::to_string(row.bytes) + " " + row.dtype + " " + row.shape.str() + " " + row.module + " " + row.op_class);

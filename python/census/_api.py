@@ -55,7 +55,12 @@ def _mapping(config: Any) -> Any:
             raise ValueError(f"{config}: is not valid JSON ({exc.msg}); give a Transformers config.json") from exc
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict):
-        return dict(to_dict())
+        out = dict(to_dict())
+        # A trainer's choice of experts implementation lives in a private attribute to_dict() leaves out.
+        experts = getattr(config, "_experts_implementation", None)
+        if isinstance(experts, str):
+            out["_experts_implementation"] = experts
+        return out
     raise ValueError(f"a config must be a mapping, a config.json path or have to_dict(), not {type(config).__name__}")
 
 

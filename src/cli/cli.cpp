@@ -52,6 +52,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
     sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank censused (default 1)");
     sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+    sub->add_option("--experts-implementation", request.experts_implementation,
+                    "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)");
     if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
       sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
     if (std::string_view(name) == "activations") {
@@ -91,6 +93,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (!config) return refuse_line(err, config.refusal().message());
   request.config = config.take();
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
+  if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
   if (!layers_file.empty()) {
     auto stack = read_stack_file(layers_file, request.config);
     if (!stack) return refuse_line(err, stack.refusal().message());

@@ -245,9 +245,13 @@ void command_layers(const Request& r, std::ostream& out) {
   Table table({"kind", "count", "first layer"});
   int64_t first = 0;
   for (const LayerGroup& group : layer_stack(r.config)) {
-    json.push_back({{"kind", group.kind}, {"count", group.count}});
-    table.add({group.kind, std::to_string(group.count), std::to_string(first)});
-    first += group.count;
+    ordered_json entry = {{"kind", group.kind}, {"count", group.count}};
+    if (group.mtp) entry["mtp"] = true;  // omitted when false, as the stack's files write it
+    json.push_back(entry);
+    // Multi-token-prediction layers follow the body; Transformers' CausalLM builds none of them.
+    table.add({group.kind + (group.mtp ? " (mtp)" : ""), std::to_string(group.count),
+               group.mtp ? "after the body" : std::to_string(first)});
+    if (!group.mtp) first += group.count;
   }
   if (r.format == Format::kJson) return print_json(json, out);
   out << r.model_name << " (" << r.config.model_type << "): " << r.config.num_hidden_layers << " layers\n";
@@ -258,6 +262,10 @@ void command_tp_config(const Request& r, std::ostream& out) {
   const ModelConfig c = rank_config(r);
   ordered_json json = {{"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
                        {"intermediate_size", c.intermediate_size}, {"head_dim", c.head_dim}};
+  // The experts' widths, where the model states them (the number of experts is expert parallelism's).
+  if (c.moe.moe_intermediate_size > 0) json["moe_intermediate_size"] = c.moe.moe_intermediate_size;
+  if (c.moe.shared_expert_intermediate_size > 0)
+    json["shared_expert_intermediate_size"] = c.moe.shared_expert_intermediate_size;
   if (r.format == Format::kJson) return print_json(json, out);
   out << r.model_name << " as one rank of TP " << r.tp << " holds a layer\n";
   Table table({"field", "value"});

@@ -32,15 +32,20 @@ Status check_request(const Request& r) {
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
                               std::to_string(c.num_key_value_heads) + "; choose a degree that is");
-  if (c.intermediate_size % r.tp != 0)
-    return refuse("--tp", std::to_string(r.tp) + " does not divide intermediate_size " +
-                              std::to_string(c.intermediate_size) + "; choose a degree that does");
+  for (const auto& [field, width] : {std::pair{"intermediate_size", c.intermediate_size},
+                                     std::pair{"moe_intermediate_size", c.moe.moe_intermediate_size},
+                                     std::pair{"shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size}})
+    if (width % r.tp != 0)
+      return refuse("--tp", std::to_string(r.tp) + " does not divide " + field + " " + std::to_string(width) +
+                                "; choose a degree that does");
   if (r.command == "output" && r.tp != 1)
     return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");
   // The largest counts a census forms: the scores' FLOPs (every pair of tokens) and a layer's bytes.
   __extension__ using Wide = __int128;  // exact products of sizes that may not fit 64 bits
   const Wide s = r.seq_length;
-  const Wide width = std::max({c.hidden_size, c.intermediate_size, c.num_attention_heads * c.head_dim});
+  const Wide width = std::max({c.hidden_size, c.intermediate_size, c.num_attention_heads * c.head_dim,
+                               c.moe.moe_intermediate_size * c.moe.num_experts_per_tok,
+                               c.moe.num_experts * c.moe.num_experts_per_tok});
   const Wide scores = Wide{4} * c.num_attention_heads * s * s * c.head_dim;
   const Wide matmul = Wide{2} * s * width * width;
   const Wide bytes = Wide{64} * s * std::max<Wide>(width, c.vocab_size) * 4;
@@ -48,6 +53,19 @@ Status check_request(const Request& r) {
   if (scores > limit || matmul > limit || bytes > limit)
     return refuse("--seq-length", std::to_string(r.seq_length) +
                                       " tokens on this model overflow 64-bit FLOP or byte counts; give fewer tokens");
+  return {};
+}
+
+Status apply_options(Request& r) {
+  if (r.experts_implementation.empty()) return {};
+  if (r.experts_implementation != "grouped_mm" && r.experts_implementation != "eager")
+    return refuse("--experts-implementation", "'" + r.experts_implementation +
+                                                  "' is not known; use grouped_mm (Transformers' default) or eager");
+  if (r.config.moe.block == MoeConfig::Block::kNone)
+    return refuse("--experts-implementation", r.model_name + " (" + r.config.model_type +
+                                                  ") has no experts; drop the option for a dense model");
+  r.config.moe.experts_implementation = r.experts_implementation == "eager" ? nn::ExpertsImplementation::kEager
+                                                                           : nn::ExpertsImplementation::kGroupedMm;
   return {};
 }
 

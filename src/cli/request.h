@@ -24,13 +24,18 @@ struct Request {
   bool selective = false;             // layer, explain: under HyperParallel's selective checkpointing
   bool output = false;                // activations: the output layer's record too
   std::vector<LayerGroup> stack;      // activations: the stack --layers states (the model's if empty)
+  std::string experts_implementation;  // --experts-implementation as given; empty: grouped_mm
 };
 
 // The ModelConfig named by `source`: a shipped model's name, else a path to a config.json.
 Result<ModelConfig> resolve_model(const std::string& source);
 
 // Refuse sizes the census cannot price exactly: a layer index out of range, a non-positive sequence,
-// a TP degree that does not divide the heads and widths, byte or FLOP counts beyond 64 bits.
+// a TP degree that does not divide the heads and widths, byte or FLOP counts beyond 64 bits, an
+// experts implementation the census does not know or a model without experts.
 Status check_request(const Request& request);
+
+// The request's config with its options applied (the experts implementation).
+Status apply_options(Request& request);
 
 }  // namespace census::cli

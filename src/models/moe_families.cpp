@@ -16,8 +16,16 @@ Status read_routed_experts(const ConfigReader& r, const char* experts_field, con
   if (*top_k > *experts)
     return refuse("num_experts_per_tok", std::to_string(*top_k) + " exceeds the " + std::to_string(*experts) +
                                              " experts (" + field + "); a token cannot pick more experts than there are");
+  // A config object a trainer set up carries Transformers' _experts_implementation; the census's
+  // default is the reference's, grouped_mm.
+  auto implementation = r.text("_experts_implementation", "grouped_mm");
+  CENSUS_TRY(implementation);
+  if (*implementation != "grouped_mm" && *implementation != "eager")
+    return refuse("_experts_implementation", "'" + *implementation + "' is not priced; use grouped_mm or eager");
   moe.num_experts = *experts;
   moe.num_experts_per_tok = *top_k;
+  moe.experts_implementation =
+      *implementation == "eager" ? nn::ExpertsImplementation::kEager : nn::ExpertsImplementation::kGroupedMm;
   return {};
 }
 

@@ -1,5 +1,7 @@
 #include "nn/moe.h"
 
+#include <algorithm>
+
 #include "ops/ops.h"
 
 namespace census::nn {
@@ -39,7 +41,9 @@ Experts::Experts(std::string path, int64_t num_experts, int64_t hidden_size, int
 
 Tensor Experts::forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const {
   ModuleScope scope(path_, ModuleKind::kOther);
-  return grouped_mm_forward(hidden_states, top_k_index, top_k_weights);
+  return implementation_ == ExpertsImplementation::kGroupedMm
+             ? grouped_mm_forward(hidden_states, top_k_index, top_k_weights)
+             : eager_forward(hidden_states, top_k_index, top_k_weights);
 }
 
 // grouped_mm_experts_forward. Its locals are declared in the order Python first binds them, so that
@@ -88,6 +92,59 @@ Tensor Experts::grouped_mm_forward(const Tensor& hidden_states, const Tensor& to
   return ops::to(final_hidden_states, hidden_states.dtype());
 }
 
+
+// The experts class's own forward (Note [Eager experts under shapes alone]). Locals as Python binds
+// them; each iteration rebinds the loop's, freeing what the previous expert left unsaved.
+Tensor Experts::eager_forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const {
+  const int64_t pairs = top_k_index.numel();
+  const int64_t experts_hit = std::min(num_experts_, pairs);
+  Tensor final_hidden_states = ops::zeros_like(hidden_states);
+  Tensor expert_mask, expert_hit;
+  {
+    NoGradGuard no_grad;
+    expert_mask = ops::permute(ops::one_hot(top_k_index, num_experts_), {2, 1, 0});  // (E, K, T) int64
+    Tensor greater;
+    {
+      greater = ops::gt(ops::sum(expert_mask, {1, 2}, false), 0);  // the sum dies with the statement
+    }
+    expert_hit = ops::nonzero(greater, experts_hit);  // (hit, 1)
+  }
+  const std::vector<Tensor> hit_rows = ops::unbind(expert_hit, 0);  // iterating a tensor
+  Tensor expert_idx, top_k_pos, token_idx, current_state, gate, up, current_hidden_states;
+  for (int64_t e = 0; e < experts_hit; ++e) {
+    expert_idx = ops::select(hit_rows[static_cast<size_t>(e)], 0, 0);
+    ops::eq(expert_idx, static_cast<double>(num_experts_));  // `if expert_idx == num_experts`, read and dropped
+    const int64_t received = pairs / num_experts_ + (e < pairs % num_experts_ ? 1 : 0);
+    {
+      // torch.where(mask): nonzero, unbound into the two index columns.
+      const std::vector<Tensor> where = ops::unbind(ops::nonzero(ops::select(expert_mask, 0, e), received), 1);
+      top_k_pos = where[0];
+      token_idx = where[1];
+    }
+    current_state = ops::index(hidden_states, token_idx);  // (n, H)
+    Tensor gate_up = layout_.transposed ? ops::mm(current_state, ops::select(gate_up_proj_, 0, e))
+                                        : ops::linear(current_state, ops::select(gate_up_proj_, 0, e));  // (n, 2I)
+    if (layout_.has_bias) gate_up = ops::add(gate_up, ops::select(gate_up_proj_bias_, 0, e));
+    if (!layout_.gpt_oss_gate) {
+      const std::vector<Tensor> halves = ops::split(gate_up, gate_up.size(-1) / 2, -1);
+      gate = halves[0];
+      up = halves[1];
+      gate_up = Tensor();
+      current_hidden_states = ops::mul(act_fn_.forward(gate), up);  // (n, I)
+    } else {
+      current_hidden_states = apply_gate(gate_up);
+      gate_up = Tensor();
+    }
+    current_hidden_states = layout_.transposed ? ops::mm(current_hidden_states, ops::select(down_proj_, 0, e))
+                                               : ops::linear(current_hidden_states, ops::select(down_proj_, 0, e));
+    if (layout_.has_bias) current_hidden_states = ops::add(current_hidden_states, ops::select(down_proj_bias_, 0, e));
+    // top_k_weights[token_idx, top_k_pos, None]: (n, 1)
+    current_hidden_states =
+        ops::mul(current_hidden_states, ops::index(ops::unsqueeze(top_k_weights, 2), {token_idx, top_k_pos}));
+    ops::index_add_(final_hidden_states, token_idx, ops::to(current_hidden_states, final_hidden_states.dtype()));
+  }
+  return final_hidden_states;
+}
 
 Tensor Experts::grouped_linear(const Tensor& input, const Tensor& weight, const Tensor& offsets, const Tensor& bias) const {
   Tensor out = ops::grouped_mm(input, layout_.transposed ? weight : ops::transpose(weight, -2, -1), offsets);

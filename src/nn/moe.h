@@ -15,6 +15,13 @@ namespace census::nn {
 // How the experts run: `grouped_mm` (Transformers' default, which the census sets as the reference
 // does) sorts the S pairs by expert and runs two _grouped_mm over all experts; `eager` is the
 // experts class's own forward, a Python loop over the experts that were hit.
+//
+// Note [Eager experts under shapes alone] Which tokens an expert receives is data; a census has
+// shapes only. The eager loop is priced under balanced routing: pair p = t * K + k goes to expert
+// p % E, so every expert is hit (when S >= E) and receives S / E pairs (the first S % E one more).
+// What the loop saves per expert grows with the pairs it receives, so the saved bytes are those of
+// any routing that hits every expert; what depends on the routing is how many experts are hit (a
+// weight-gradient buffer and the ops per expert hit) and, slightly, the backward's peak.
 enum class ExpertsImplementation : uint8_t { kGroupedMm, kEager };
 
 // What a router hands the experts. `weights` are in the router's dtype: bf16 where it casts its
@@ -75,6 +82,7 @@ class Experts {
 
  private:
   Tensor grouped_mm_forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;
+  Tensor eager_forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;
   // input (S, in) times each group's expert weight, plus its gathered bias (added in place).
   Tensor grouped_linear(const Tensor& input, const Tensor& weight, const Tensor& offsets, const Tensor& bias) const;
   // The gated activation of the up projection (S, 2I) -> (S, I).

@@ -87,6 +87,14 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kLogicalAndInplace, "aten.logical_and_.default", OpKind::kInPlace},
     {Op::kWhere, "aten.where.self", OpKind::kCompute},
     {Op::kScalarTensor, "aten.scalar_tensor.default", OpKind::kFactory},
+    {Op::kOneHot, "aten.one_hot.default", OpKind::kCompute},
+    {Op::kNonzero, "aten.nonzero.default", OpKind::kCompute},
+    {Op::kEqScalar, "aten.eq.Scalar", OpKind::kCompute},
+    {Op::kSelect, "aten.select.int", OpKind::kView},
+    {Op::kUnbind, "aten.unbind.int", OpKind::kView},
+    {Op::kPermute, "aten.permute.default", OpKind::kView},
+    {Op::kIndexAddInplace, "aten.index_add_.default", OpKind::kInPlace},
+    {Op::kIndexSelect, "aten.index_select.default", OpKind::kCompute},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
 }};
 

@@ -107,6 +107,9 @@ ValuesIndices topk(const Tensor& self, int64_t k);
 ValuesIndices sort(const Tensor& self);  // 1-d integer tensors: no node
 // self[index] with one 1-d int64 index on dim 0; its node keeps the index.
 Tensor index(const Tensor& self, const Tensor& index);
+// self[indices[0], indices[1], ...] with 1-d int64 indices of one length on the leading dims; its node
+// keeps the indices.
+Tensor index(const Tensor& self, const std::vector<Tensor>& indices);
 // self[index] = values, in place, on integer tensors: no node.
 Tensor& index_put_(Tensor& self, const Tensor& index, const Tensor& values);
 // Out of place, with accumulation: what the index backward runs.
@@ -124,6 +127,19 @@ Tensor histc(const Tensor& self, int64_t bins);
 Tensor cumsum(const Tensor& self, int64_t dim, DType dtype);
 Tensor zeros_like(const Tensor& self);
 Tensor zeros(const Dims& sizes, DType dtype);
+// The eager experts loop's ops (on integer tensors and masks, no nodes, except where noted).
+Tensor one_hot(const Tensor& self, int64_t num_classes);  // int64, one more dim
+Tensor permute(const Tensor& self, const std::vector<int>& dims);
+// nonzero(self): (count, dim) int64. Which elements are nonzero is data; the census is told how many.
+Tensor nonzero(const Tensor& self, int64_t count);
+Tensor eq(const Tensor& self, double other);  // bool
+Tensor gt(const Tensor& self, double other);  // bool
+// self.select(dim, index): a view; its node's backward allocates zeros of self and copies into them.
+Tensor select(const Tensor& self, int64_t dim, int64_t index);
+std::vector<Tensor> unbind(const Tensor& self, int64_t dim);  // views
+// self.index_add_(dim, index, source) along dim 0; its node keeps the index.
+Tensor& index_add_(Tensor& self, const Tensor& index, const Tensor& source);
+Tensor index_select(const Tensor& self, const Tensor& index);  // along dim 0
 // _grouped_mm(self (S, K), mat2 (E, K, N), offs (E) int32) -> (S, N); the backward of 2-d by 2-d
 // (E, M, N) gives the weight's gradient.
 Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs);

@@ -106,14 +106,18 @@ class TopkBackward0 final : public Node {
 //   self: index_backward(grad.new_zeros(self.sizes()), indices, grad)   -> saves indices
 class IndexBackward0 final : public Node {
  public:
-  IndexBackward0(uint64_t seq, Dims self_sizes) : Node("IndexBackward0", seq), self_sizes_(self_sizes) {}
+  IndexBackward0(uint64_t seq, Dims self_sizes, size_t indices)
+      : Node("IndexBackward0", seq), indices_(indices), self_sizes_(self_sizes) {}
   GradList apply(GradList& grads) override {
-    const Tensor index = index_.unpack();
+    std::vector<Tensor> indices;
+    for (SavedVariable& index : indices_) indices.push_back(index.unpack());
     Tensor zeros = new_zeros(grads[0], self_sizes_);
-    return {index_put(zeros, index, grads[0])};
+    return {index_put(zeros, indices[0], grads[0])};
   }
-  void release_variables() override { index_.reset(); }
-  SavedVariable index_;
+  void release_variables() override {
+    for (SavedVariable& index : indices_) index.reset();
+  }
+  std::vector<SavedVariable> indices_;
 
  private:
   Dims self_sizes_;
@@ -324,14 +328,19 @@ ValuesIndices sort(const Tensor& self) {
   return out;
 }
 
-Tensor index(const Tensor& self, const Tensor& index) {
-  assert(index.dim() == 1 && index.dtype() == DType::kInt64);
-  auto node = make_node<IndexBackward0>({&self}, self.sizes());
-  if (node) node->index_.save(index);
-  Dims sizes = self.sizes();
-  sizes[0] = index.size(0);
+Tensor index(const Tensor& self, const Tensor& index) { return ops::index(self, std::vector<Tensor>{index}); }
+
+Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
+  assert(!indices.empty() && indices[0].dim() == 1 && indices[0].dtype() == DType::kInt64);
+  auto node = make_node<IndexBackward0>({&self}, self.sizes(), indices.size());
+  if (node)
+    for (size_t i = 0; i < indices.size(); ++i) node->indices_[i].save(indices[i]);
+  Dims sizes{indices[0].size(0)};
+  for (int d = static_cast<int>(indices.size()); d < self.dim(); ++d) sizes.push_back(self.sizes()[d]);
   Tensor out = alloc(sizes, self.dtype());
-  dispatch<2, 1>(Op::kIndexTensor, {self, index}, {out});
+  std::vector<Tensor> inputs{self};
+  inputs.insert(inputs.end(), indices.begin(), indices.end());
+  internal::dispatch(Op::kIndexTensor, inputs, std::span<const Tensor>(&out, 1));
   set_history(out, node);
   return out;
 }

@@ -174,6 +174,9 @@ py::dict resolved(const py::object& mapping) {
   out["num_key_value_heads"] = c.num_key_value_heads;
   out["head_dim"] = c.head_dim;
   out["vocab_size"] = c.vocab_size;
+  if (c.moe.moe_intermediate_size > 0) out["moe_intermediate_size"] = c.moe.moe_intermediate_size;
+  if (c.moe.shared_expert_intermediate_size > 0)
+    out["shared_expert_intermediate_size"] = c.moe.shared_expert_intermediate_size;
   return out;
 }
 

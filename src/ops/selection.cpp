@@ -1,0 +1,131 @@
+// The ops of Transformers' eager experts loop: the routing mask (one_hot, permute, nonzero), the
+// loop over the experts hit (unbind, select), and the scatter of each expert's output (index_add_).
+// Above each node, the derivatives.yaml entry it follows.
+#include <cassert>
+
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alias;
+using internal::alloc;
+using internal::dispatch;
+
+namespace {
+
+// select.int(Tensor(a) self, int dim, SymInt index)  self: select_backward(grad, self.sizes(), dim, index)
+// = zeros of self's sizes, the gradient copied into the selected slice.
+class SelectBackward0 final : public Node {
+ public:
+  SelectBackward0(uint64_t seq, Dims self_sizes, int dim, int64_t index)
+      : Node("SelectBackward0", seq), self_sizes_(self_sizes), dim_(dim), index_(index) {}
+  GradList apply(GradList& grads) override {
+    Tensor grad_input = zeros(self_sizes_, grads[0].dtype());
+    Tensor part = select(grad_input, dim_, index_);
+    copy_(part, grads[0]);
+    return {grad_input};
+  }
+
+ private:
+  Dims self_sizes_;
+  int dim_;
+  int64_t index_;
+};
+
+// index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha)
+//   self: grad
+//   source: maybe_multiply(grad.index_select(dim, index).expand_as(source), alpha)   -> saves index
+class IndexAddBackward0 final : public Node {
+ public:
+  explicit IndexAddBackward0(uint64_t seq) : Node("IndexAddBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor index = index_.unpack();
+    GradList out(2);
+    if (should_compute_output(0)) out[0] = grads[0];
+    if (should_compute_output(1)) out[1] = index_select(grads[0], index);
+    return out;
+  }
+  void release_variables() override { index_.reset(); }
+  SavedVariable index_;
+};
+
+}  // namespace
+
+Tensor one_hot(const Tensor& self, int64_t num_classes) {
+  Dims sizes = self.sizes();
+  sizes.push_back(num_classes);
+  Tensor out = alloc(sizes, DType::kInt64);
+  dispatch<1, 1>(Op::kOneHot, {self}, {out});
+  return out;
+}
+
+Tensor permute(const Tensor& self, const std::vector<int>& dims) {
+  Dims sizes, strides;
+  for (int d : dims) {
+    sizes.push_back(self.sizes()[d]);
+    strides.push_back(self.strides()[d]);
+  }
+  Tensor out = alias(self, sizes, strides);
+  dispatch<1, 1>(Op::kPermute, {self}, {out});
+  return out;
+}
+
+Tensor nonzero(const Tensor& self, int64_t count) {
+  Tensor out = alloc(Dims{count, self.dim()}, DType::kInt64);
+  dispatch<1, 1>(Op::kNonzero, {self}, {out});
+  return out;
+}
+
+Tensor gt(const Tensor& self, double /*other*/) {
+  Tensor out = alloc(self.sizes(), DType::kBool);
+  dispatch<1, 1>(Op::kGtScalar, {self}, {out});
+  return out;
+}
+
+Tensor eq(const Tensor& self, double /*other*/) {
+  Tensor out = alloc(self.sizes(), DType::kBool);
+  dispatch<1, 1>(Op::kEqScalar, {self}, {out});
+  return out;
+}
+
+Tensor select(const Tensor& self, int64_t dim, int64_t index) {
+  const int d = wrap_dim(dim, self.dim());
+  auto node = make_node<SelectBackward0>({&self}, self.sizes(), d, index);
+  Dims sizes = self.sizes(), strides = self.strides();
+  sizes.erase(d);
+  strides.erase(d);
+  Tensor out = alias(self, sizes, strides);
+  dispatch<1, 1>(Op::kSelect, {self}, {out});
+  set_history(out, node);
+  return out;
+}
+
+std::vector<Tensor> unbind(const Tensor& self, int64_t dim) {
+  assert(!self.requires_grad());
+  const int d = wrap_dim(dim, self.dim());
+  Dims sizes = self.sizes(), strides = self.strides();
+  sizes.erase(d);
+  strides.erase(d);
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < self.sizes()[d]; ++i) out.push_back(alias(self, sizes, strides));
+  internal::dispatch(Op::kUnbind, std::span<const Tensor>(&self, 1), out);
+  return out;
+}
+
+Tensor& index_add_(Tensor& self, const Tensor& index, const Tensor& source) {
+  auto node = make_node<IndexAddBackward0>({&self, &source});
+  if (node) node->index_.save(index);
+  dispatch<3, 1>(Op::kIndexAddInplace, {self, index, source}, {self});
+  set_history(self, node);
+  return self;
+}
+
+Tensor index_select(const Tensor& self, const Tensor& index) {
+  Dims sizes = self.sizes();
+  sizes[0] = index.size(0);
+  Tensor out = alloc(sizes, self.dtype());
+  dispatch<2, 1>(Op::kIndexSelect, {self, index}, {out});
+  return out;
+}
+
+}  // namespace census::ops

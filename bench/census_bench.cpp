@@ -1,7 +1,7 @@
 // Census speed: one layer census (plain, selective), the output layer, and a whole model's
 // activations (each kind plain and selective at TP 1 and TP 2, and its recompute shares).
 // Built by the README's commands, run by hand: build/census_bench. Targets: <= 20 us per layer census,
-// <= 1 ms per whole activations.
+// <= 1 ms per whole activations of a dense model, <= 2 ms for DeepSeek-V3 (a dense and a MoE kind).
 #include <benchmark/benchmark.h>
 
 #include <stdexcept>
@@ -40,11 +40,25 @@ void BM_Activations(benchmark::State& state, const char* model) {
   for (auto _ : state) benchmark::DoNotOptimize(census::census_activations(config, state.range(0)));
 }
 
+// The eager experts loop: one pass over the experts per layer, so its cost grows with their number.
+void BM_LayerCensusEagerExperts(benchmark::State& state, const char* model) {
+  census::ModelConfig config = shipped(model);
+  config.moe.experts_implementation = census::nn::ExpertsImplementation::kEager;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_layer(config, config.num_hidden_layers - 1, state.range(0)));
+}
+
 BENCHMARK_CAPTURE(BM_LayerCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LayerCensus, qwen3_8b, "qwen3-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SelectiveCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_OutputCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Activations, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LayerCensus, qwen3_30b_a3b, "qwen3-30b-a3b")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LayerCensus, deepseek_v3_dense, "deepseek-v3")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Activations, deepseek_v3, "deepseek-v3")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Activations, mixtral_8x7b, "mixtral-8x7b")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Activations, gpt_oss_120b, "gpt-oss-120b")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LayerCensusEagerExperts, qwen3_30b_a3b, "qwen3-30b-a3b")->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LayerCensusEagerExperts, deepseek_v3, "deepseek-v3")->Arg(4096)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

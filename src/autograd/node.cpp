@@ -94,8 +94,9 @@ GradList AccumulateGrad::apply(GradList& grads) {
       variable_->grad = ops::clone(grad).impl_ptr();
     }
   } else {
-    Tensor existing(variable_->grad);
-    ops::add_(existing, grad);
+    // Under a dispatch mode (Note [Subclass-like under fake tensors]) the sum is out of place: a new
+    // tensor becomes .grad, and the old one and the incoming gradient are freed.
+    variable_->grad = ops::add(Tensor(variable_->grad), grad).impl_ptr();
   }
   return {};
 }

@@ -91,6 +91,7 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNonzero, "aten.nonzero.default", OpKind::kCompute},
     {Op::kEqScalar, "aten.eq.Scalar", OpKind::kCompute},
     {Op::kSelect, "aten.select.int", OpKind::kView},
+    {Op::kSelectBackward, "aten.select_backward.default", OpKind::kCompute},
     {Op::kUnbind, "aten.unbind.int", OpKind::kView},
     {Op::kPermute, "aten.permute.default", OpKind::kView},
     {Op::kIndexAddInplace, "aten.index_add_.default", OpKind::kInPlace},

@@ -40,7 +40,7 @@ enum class Op : uint8_t {
   kScatterAdd, kScatterInplace, kMaskedFill, kMaskedFillInplace, kHistc, kCumsum, kZerosLike, kZeros,
   kSplit, kSplitWithSizes, kGroupedMm, kSub, kNewEmpty, kNewEmptyStrided,
   kClamp, kGtScalar, kLtScalar, kLogicalAndInplace, kWhere, kScalarTensor,
-  kOneHot, kNonzero, kEqScalar, kSelect, kUnbind, kPermute, kIndexAddInplace, kIndexSelect,
+  kOneHot, kNonzero, kEqScalar, kSelect, kSelectBackward, kUnbind, kPermute, kIndexAddInplace, kIndexSelect,
   // Attention kernel contract
   kFlashAttention,
   kCount,

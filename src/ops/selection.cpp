@@ -20,9 +20,8 @@ class SelectBackward0 final : public Node {
   SelectBackward0(uint64_t seq, Dims self_sizes, int dim, int64_t index)
       : Node("SelectBackward0", seq), self_sizes_(self_sizes), dim_(dim), index_(index) {}
   GradList apply(GradList& grads) override {
-    Tensor grad_input = zeros(self_sizes_, grads[0].dtype());
-    Tensor part = select(grad_input, dim_, index_);
-    copy_(part, grads[0]);
+    Tensor grad_input = alloc(self_sizes_, grads[0].dtype());
+    dispatch<1, 1>(Op::kSelectBackward, {grads[0]}, {grad_input});
     return {grad_input};
   }
 
@@ -34,19 +33,25 @@ class SelectBackward0 final : public Node {
 
 // index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha)
 //   self: grad
-//   source: maybe_multiply(grad.index_select(dim, index).expand_as(source), alpha)   -> saves index
+//   source: maybe_multiply(grad.index_select(dim, index).expand_as(source), alpha)
+// -> saves index, and source (whose expand_as needs the tensor itself, not only its sizes).
 class IndexAddBackward0 final : public Node {
  public:
   explicit IndexAddBackward0(uint64_t seq) : Node("IndexAddBackward0", seq) {}
   GradList apply(GradList& grads) override {
     const Tensor index = index_.unpack();
+    const Tensor source = source_.unpack();
     GradList out(2);
     if (should_compute_output(0)) out[0] = grads[0];
     if (should_compute_output(1)) out[1] = index_select(grads[0], index);
     return out;
   }
-  void release_variables() override { index_.reset(); }
+  void release_variables() override {
+    index_.reset();
+    source_.reset();
+  }
   SavedVariable index_;
+  SavedVariable source_;
 };
 
 }  // namespace
@@ -114,7 +119,10 @@ std::vector<Tensor> unbind(const Tensor& self, int64_t dim) {
 
 Tensor& index_add_(Tensor& self, const Tensor& index, const Tensor& source) {
   auto node = make_node<IndexAddBackward0>({&self, &source});
-  if (node) node->index_.save(index);
+  if (node) {
+    node->index_.save(index);
+    if (node->should_compute_output(1)) node->source_.save(source);
+  }
   dispatch<3, 1>(Op::kIndexAddInplace, {self, index, source}, {self});
   set_history(self, node);
   return self;

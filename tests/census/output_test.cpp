@@ -39,6 +39,12 @@ INSTANTIATE_TEST_SUITE_P(DenseFamilies, OutputOracleCase,
                                            "qwen3_h256_s256", "gemma_h256_s128", "gemma2_h256_s64",
                                            "gemma3_h256_s256"));
 
+// The MoE families' final norms: Llama's, and GPT-OSS's (the weight on the fp32 states).
+INSTANTIATE_TEST_SUITE_P(MoeFamilies, OutputOracleCase,
+                         ::testing::Values("qwen3_moe_h256_s128", "qwen2_moe_h256_s64", "mixtral_h256_s256",
+                                           "deepseek_v3_h256_s128_moe1", "gpt_oss_h256_s64", "gpt_oss_h256_s128",
+                                           "gpt_oss_h256_s256"));
+
 // Per token and per vocabulary entry V, what halving the vocabulary splits:
 //   saved_tp = 4 V: the loss keeps the fp32 log-softmax of the logits, (S, V) fp32, for its backward
 //     (log_softmax and nll_loss both save that one storage).

@@ -151,6 +151,53 @@ TEST(CliRefuses, CountsThatWouldOverflow64Bits) {
   expect_refused(census({"layer", write_config("huge.json", huge)}), "intermediate_size");
 }
 
+const char* kToyQwen3Moe = R"({"model_type": "qwen3_moe", "hidden_size": 256, "num_attention_heads": 8,
+  "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2, "vocab_size": 4096,
+  "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256})";
+
+TEST(CliRefuses, UnknownExpertsImplementationAndModelsWithoutExperts) {
+  expect_refused(census({"layer", write_config("moe.json", kToyQwen3Moe), "--experts-implementation", "batched"}),
+                 "grouped_mm");
+  expect_refused(census({"layer", write_config("toy.json", kToyLlama), "--experts-implementation", "eager"}),
+                 "has no experts");
+}
+
+TEST(CliRefuses, MoeConfigsNoRouterCanRun) {
+  std::string top_k = kToyQwen3Moe;
+  top_k.replace(top_k.find("\"num_experts_per_tok\": 2"), 24, "\"num_experts_per_tok\": 9");
+  expect_refused(census({"layer", write_config("topk.json", top_k)}), "num_experts_per_tok");
+  std::string none = kToyQwen3Moe;
+  none.replace(none.find("\"num_experts\": 8"), 16, "\"num_experts\": 0");
+  expect_refused(census({"layer", write_config("none.json", none)}), "at least one expert");
+  const char* groups = R"({"model_type": "deepseek_v3", "n_routed_experts": 12, "n_group": 8})";
+  expect_refused(census({"layer", write_config("groups.json", groups)}), "n_group");
+  // TP must divide the experts' width too.
+  std::string width = kToyQwen3Moe;
+  width.replace(width.find("\"moe_intermediate_size\": 256"), 28, "\"moe_intermediate_size\": 250");
+  expect_refused(census({"layer", write_config("width.json", width), "--tp", "4"}), "moe_intermediate_size");
+}
+
+TEST(Cli, MoeLayerUnderBothExpertsImplementations) {
+  const std::string path = write_config("moe.json", kToyQwen3Moe);
+  const CliRun grouped = census({"layer", path, "--seq-length", "128", "--format", "json"});
+  const CliRun eager = census({"layer", path, "--seq-length", "128", "--format", "json", "--experts-implementation", "eager"});
+  ASSERT_EQ(grouped.code, 0);
+  ASSERT_EQ(eager.code, 0);
+  // The oracle's grouped_mm number for this layer at 128 tokens.
+  EXPECT_EQ(nlohmann::json::parse(grouped.out).at("saved").get<int64_t>(), 1887008);
+  EXPECT_NE(grouped.out, eager.out);
+}
+
+TEST(Cli, LayersPrintsTheStackWithItsMtpGroup) {
+  const CliRun run = census({"layers", "deepseek-v3", "--format", "json"});
+  ASSERT_EQ(run.code, 0);
+  const auto stack = nlohmann::json::parse(run.out);
+  ASSERT_EQ(stack.size(), 3u);
+  EXPECT_EQ(stack[0], (nlohmann::json{{"kind", "dense"}, {"count", 3}}));
+  EXPECT_EQ(stack[1], (nlohmann::json{{"kind", "moe"}, {"count", 58}}));
+  EXPECT_EQ(stack[2], (nlohmann::json{{"kind", "moe"}, {"count", 1}, {"mtp", true}}));
+}
+
 TEST(CliRefuses, UnknownCommandAndFormat) {
   expect_refused(census({"memory", "llama-3.1-8b"}), "census --help");
   expect_refused(census({"layer", "llama-3.1-8b", "--format", "yaml"}), "census --help");

@@ -35,6 +35,11 @@ Status check_request(const Request& r) {
   if (c.intermediate_size % r.tp != 0)
     return refuse("--tp", std::to_string(r.tp) + " does not divide intermediate_size " +
                               std::to_string(c.intermediate_size) + "; choose a degree that does");
+  for (const auto& [field, heads] : {std::pair{"linear_num_key_heads", c.linear_num_key_heads},
+                                     std::pair{"linear_num_value_heads", c.linear_num_value_heads}})
+    if (heads > 0 && heads % r.tp != 0)
+      return refuse("--tp", std::to_string(r.tp) + " does not divide " + field + " " + std::to_string(heads) +
+                                "; choose a degree that does");
   if (r.command == "output" && r.tp != 1)
     return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");
   // The largest counts a census forms: the scores' FLOPs (every pair of tokens) and a layer's bytes.

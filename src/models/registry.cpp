@@ -48,6 +48,8 @@ ModelConfig tp_config(const ModelConfig& config, int64_t tp) {
   out.num_attention_heads = divide(config.num_attention_heads);
   out.num_key_value_heads = divide(config.num_key_value_heads);
   out.intermediate_size = divide(config.intermediate_size);
+  if (config.linear_num_key_heads > 0) out.linear_num_key_heads = divide(config.linear_num_key_heads);
+  if (config.linear_num_value_heads > 0) out.linear_num_value_heads = divide(config.linear_num_value_heads);
   return out;
 }
 

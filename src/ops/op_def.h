@@ -34,6 +34,11 @@ enum class Op : uint8_t {
   kMm, kAddmm,
   // Loss
   kLogSoftmax, kLogSoftmaxBackward, kNllLossForward, kNllLossBackward, kConstantPadNd, kOnesLike,
+  // Gated delta net: the linear-attention layers of Qwen3-Next and Qwen3.5 (their eager rule's ops,
+  // the causal depthwise conv, the views and factories they take)
+  kBmm, kConvolution, kConvolutionBackward, kSelect, kSplitWithSizes, kSplitTensor, kSubTensor, kExp, kTril,
+  kTriu, kCumsum, kFlip, kMaskedFillScalar, kSigmoid, kSigmoidBackward, kSoftplus, kSoftplusBackward, kOnes,
+  kZeros, kZerosLike, kEye, kNewEmptyStrided,
   // Attention kernel contract
   kFlashAttention,
   kCount,

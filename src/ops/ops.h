@@ -10,6 +10,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -82,6 +83,51 @@ Tensor log_softmax(const Tensor& self, int64_t dim);
 Tensor nll_loss(const Tensor& self, const Tensor& target);
 // F.cross_entropy with class-index targets: log_softmax then nll_loss, as ATen decomposes it.
 Tensor cross_entropy(const Tensor& self, const Tensor& target);
+
+// --- Gated delta net (Qwen3-Next and Qwen3.5 linear attention) ---
+// Factories: no node.
+Tensor ones(const Dims& sizes, DType dtype);
+Tensor zeros(const Dims& sizes, DType dtype);
+Tensor zeros_like(const Tensor& self);  // keeps self's layout, as preserve_format does
+Tensor eye(int64_t n, DType dtype);
+Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides);
+// Elementwise.
+Tensor sub(const Tensor& self, const Tensor& other);
+Tensor exp(const Tensor& self);                 // saves its result
+Tensor sigmoid(const Tensor& self);             // saves its result
+Tensor softplus(const Tensor& self);            // saves its input (beta 1, threshold 20)
+Tensor tril(const Tensor& self, int64_t diagonal = 0);
+Tensor triu(const Tensor& self, int64_t diagonal = 0);
+Tensor cumsum(const Tensor& self, int64_t dim);
+Tensor flip(const Tensor& self, int64_t dim);
+Tensor masked_fill(const Tensor& self, const Tensor& mask);  // masked_fill.Scalar: saves the mask
+// Views.
+Tensor select(const Tensor& self, int64_t dim, int64_t index);
+std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& split_sizes, int64_t dim);
+std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim);  // split.Tensor
+// repeat_interleave(self, repeats, dim) as ATen composes it: unsqueeze, expand, contiguous clone, flatten.
+Tensor repeat_interleave(const Tensor& self, int64_t repeats, int64_t dim);
+// F.pad(self, pad): `pad` lists (left, right) pairs from the last dim inwards; negative pads narrow.
+Tensor constant_pad_nd(const Tensor& self, const std::vector<int64_t>& pad);
+// One step of a Python index: an integer (select) or a slice start:end along `dim`.
+struct IndexStep {
+  bool select;
+  int dim;
+  int64_t start;  // the index, for a select
+  int64_t end;
+};
+// Python's `base[index] = src`: copy_ into the view the index takes, and base's history rebased onto
+// a CopySlices node, as autograd does for an in-place op on a view.
+void assign_index(Tensor& base, std::initializer_list<IndexStep> index, const Tensor& src);
+Tensor index_view(const Tensor& base, std::span<const IndexStep> index);
+// Batched products. matmul of two tensors of 3+ dims expands their batch dims, folds them and runs bmm.
+Tensor bmm(const Tensor& self, const Tensor& mat2);
+// F.conv1d(input (B, C, L), weight (C, 1, K), padding, groups=C): aten.convolution, depthwise.
+Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t padding);
+// The gated delta rule kernel's contract (HyperParallel's chunked kernel, shapes only): saves q, k, v,
+// fp32 cumulated gates (B, S, H), beta and one (B, S, H, chunk) matrix in k's dtype; returns v's shape.
+Tensor gated_delta_rule_contract(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& g,
+                                 const Tensor& beta, int64_t chunk_size);
 
 // --- Attention kernel contract ---
 struct FlashOutputs {

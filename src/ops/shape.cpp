@@ -214,7 +214,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Ref<CatBackward0> node;
   if (tensors.size() == 2) node = make_node<CatBackward0>({&tensors[0], &tensors[1]}, widths, d);
   else if (tensors.size() == 3) node = make_node<CatBackward0>({&tensors[0], &tensors[1], &tensors[2]}, widths, d);
-  else assert(tensors.size() <= 3);
+  else if (tensors.size() == 4)
+    node = make_node<CatBackward0>({&tensors[0], &tensors[1], &tensors[2], &tensors[3]}, widths, d);
+  else assert(tensors.size() <= 4);
   // ATen's cat lays its result out in the memory format its inputs suggest: row-major for every
   // tensor here (a transposed input suggests no channels-last format).
   Tensor out = alloc(sizes, tensors[0].dtype());

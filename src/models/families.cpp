@@ -4,6 +4,7 @@
 
 #include "models/gemma.h"
 #include "models/llama.h"
+#include "models/qwen3_5.h"
 #include "models/qwen3_next.h"
 
 namespace census {
@@ -18,6 +19,7 @@ Result<ModelConfig> read_gemma_family(const ConfigReader& r);
 Result<ModelConfig> read_gemma2_family(const ConfigReader& r);
 Result<ModelConfig> read_gemma3_family(const ConfigReader& r);
 Result<ModelConfig> read_qwen3_next_family(const ConfigReader& r);
+Result<ModelConfig> read_qwen3_5_text_family(const ConfigReader& r);
 
 const FamilyEntry kFamilies[] = {
     {{"llama", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_llama},
@@ -29,6 +31,7 @@ const FamilyEntry kFamilies[] = {
     {{"gemma2", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma2_family},
     {{"gemma3_text", llama_layer_kind, build_gemma_layer, build_gemma_final_norm}, read_gemma3_family},
     {{"qwen3_next", llama_layer_kind, build_qwen3_next_layer, build_qwen3_next_final_norm}, read_qwen3_next_family},
+    {{"qwen3_5_text", llama_layer_kind, build_qwen3_5_layer, build_qwen3_next_final_norm}, read_qwen3_5_text_family},
 };
 
 const Family& family(const char* model_type) {
@@ -109,6 +112,7 @@ Result<ModelConfig> read_gemma_family(const ConfigReader& r) { return read_gemma
 Result<ModelConfig> read_gemma2_family(const ConfigReader& r) { return read_gemma2(r, family("gemma2")); }
 Result<ModelConfig> read_gemma3_family(const ConfigReader& r) { return read_gemma3_text(r, family("gemma3_text")); }
 Result<ModelConfig> read_qwen3_next_family(const ConfigReader& r) { return read_qwen3_next(r, family("qwen3_next")); }
+Result<ModelConfig> read_qwen3_5_text_family(const ConfigReader& r) { return read_qwen3_5_text(r, family("qwen3_5_text")); }
 
 }  // namespace
 

@@ -297,9 +297,9 @@ Status read_rotary_dim(const ConfigReader& r, ModelConfig& c) {
 
 }  // namespace
 
-// Qwen3NextConfig: head_dim 256, two KV heads, a gated delta net on three layers of four.
-Result<ModelConfig> read_qwen3_next(const ConfigReader& r, const Family& family) {
-  auto c = read_llama_like(r, family, {151936, 2048, 5632, 48, 16, 2, 256});
+Result<ModelConfig> read_gated_delta_net_config(const ConfigReader& r, const Family& family,
+                                                const LlamaLikeDefaults& defaults) {
+  auto c = read_llama_like(r, family, defaults);
   CENSUS_TRY(c);
   auto attention_bias = r.flag("attention_bias", false);
   CENSUS_TRY(attention_bias);
@@ -325,6 +325,14 @@ Result<ModelConfig> read_qwen3_next(const ConfigReader& r, const Family& family)
   c->linear_num_value_heads = *value_heads;
   CENSUS_TRY(read_rotary_dim(r, *c));
   CENSUS_TRY(read_layer_types(r, *c));
+  return c;
+}
+
+// Qwen3NextConfig: head_dim 256, two KV heads, a gated delta net on three layers of four, and 512
+// experts on every layer unless mlp_only_layers or decoder_sparse_step say otherwise.
+Result<ModelConfig> read_qwen3_next(const ConfigReader& r, const Family& family) {
+  auto c = read_gated_delta_net_config(r, family, {151936, 2048, 5632, 48, 16, 2, 256});
+  CENSUS_TRY(c);
   CENSUS_TRY(read_moe_layers(r, *c));
   return c;
 }

@@ -17,6 +17,7 @@
 
 #include "models/config.h"
 #include "models/config_reader.h"
+#include "models/llama.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
 #include "nn/rms_norm.h"
@@ -81,6 +82,10 @@ class Qwen3NextDecoderLayer final : public DecoderLayer {
   nn::RotaryEmbedding rotary_emb;
 };
 
+// The fields of a hybrid stack with gated delta nets (Qwen3-Next's, Qwen3.5's), the family's defaults
+// for the attention sizes: linear heads and dims, conv kernel, partial rotary, layer_types.
+Result<ModelConfig> read_gated_delta_net_config(const ConfigReader& reader, const Family& family,
+                                                const LlamaLikeDefaults& defaults);
 Result<ModelConfig> read_qwen3_next(const ConfigReader& reader, const Family& family);
 std::unique_ptr<DecoderLayer> build_qwen3_next_layer(const ModelConfig& config, int64_t index);
 std::unique_ptr<nn::Norm> build_qwen3_next_final_norm(const ModelConfig& config, nn::ParameterList& params);

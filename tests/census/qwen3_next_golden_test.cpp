@@ -1,7 +1,8 @@
-// Golden tests of Qwen3-Next's layers against the torch-2 oracle, to the byte: its gated delta net in
-// both backends (Transformers' eager chunked rule, and the kernel's contract) and its gated attention.
-// The oracle ran Transformers 5's Qwen3NextDecoderLayer with mlp_only_layers listing every layer, so
-// that each feed-forward is the dense Qwen3NextMLP (scripts/oracle_case.py copied the numbers).
+// Golden tests of Qwen3-Next's and Qwen3.5's layers against the torch-2 oracle, to the byte: the gated
+// delta net in both backends (Transformers' eager chunked rule, and the kernel's contract) and the
+// gated attention. The oracle ran Transformers 5's Qwen3NextDecoderLayer with mlp_only_layers listing
+// every layer, so that each feed-forward is the dense Qwen3NextMLP, and Qwen3_5DecoderLayer as it is
+// (scripts/oracle_case.py copied the numbers).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -131,7 +132,20 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3_next_dense_h256_s128_linear_attention0_gdn-triton",
                       "qwen3_next_dense_h256_s256_linear_attention0_gdn-triton",
                       "qwen3_next_dense_h256_s64_full_attention1", "qwen3_next_dense_h256_s128_full_attention1",
-                      "qwen3_next_dense_h256_s256_full_attention1"),
+                      "qwen3_next_dense_h256_s256_full_attention1",
+                      // 100 tokens pad to two chunks; one value head per key head (r = 1: q and k are views
+                      // of the conv's output, not repeated); two key heads, one at TP 2 (v, z, b, a views).
+                      "qwen3_next_dense_h256_s100_linear_attention0_gdn-eager",
+                      "qwen3_next_dense_h256_s100_linear_attention0_gdn-triton",
+                      "qwen3_next_dense_h256_s100_full_attention1",
+                      "qwen3_next_dense_r1_h256_s100_linear_attention0_gdn-eager",
+                      "qwen3_next_dense_r1_h256_s100_linear_attention0_gdn-triton",
+                      "qwen3_next_dense_k2_h256_s100_linear_attention0_gdn-eager",
+                      "qwen3_next_dense_k2_h256_s100_linear_attention0_gdn-triton",
+                      // Qwen3.5's text layers: separate projections, always dense.
+                      "qwen3_5_text_h256_s100_linear_attention0_gdn-eager",
+                      "qwen3_5_text_h256_s100_linear_attention0_gdn-triton",
+                      "qwen3_5_text_h256_s100_full_attention1"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string name = info.param;
       for (char& ch : name)

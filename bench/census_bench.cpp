@@ -11,6 +11,7 @@
 #include "census/output_census.h"
 #include "census/selective_census.h"
 #include "cli/request.h"
+#include "models/families.h"
 
 namespace {
 
@@ -47,6 +48,26 @@ void BM_LayerCensusEagerExperts(benchmark::State& state, const char* model) {
   for (auto _ : state) benchmark::DoNotOptimize(census::census_layer(config, config.num_hidden_layers - 1, state.range(0)));
 }
 
+// Qwen3-Next-80B-A3B's shapes with every feed-forward dense (its MoE block is not priced yet): a
+// linear-attention kind whose eager gated delta rule runs one step per 64-token chunk, and a full one.
+census::ModelConfig qwen3_next_80b_dense() {
+  nlohmann::json json = {{"model_type", "qwen3_next"}, {"hidden_size", 2048}, {"intermediate_size", 5120},
+                         {"num_hidden_layers", 48}, {"num_attention_heads", 16}, {"num_key_value_heads", 2},
+                         {"head_dim", 256}, {"linear_num_key_heads", 16}, {"linear_num_value_heads", 32},
+                         {"linear_key_head_dim", 128}, {"linear_value_head_dim", 128}, {"vocab_size", 151936}};
+  json["mlp_only_layers"] = nlohmann::json::array();
+  for (int i = 0; i < 48; ++i) json["mlp_only_layers"].push_back(i);
+  auto config = census::read_config(json);
+  if (!config) throw std::runtime_error(config.refusal().message());
+  return config.take();  // the eager rule, the runtime's default
+}
+
+void BM_Qwen3NextActivations(benchmark::State& state) {
+  const census::ModelConfig config = qwen3_next_80b_dense();
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_activations(config, state.range(0)));
+}
+
+BENCHMARK(BM_Qwen3NextActivations)->Arg(4096)->Arg(32768)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_LayerCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LayerCensus, qwen3_8b, "qwen3-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SelectiveCensus, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Unit(benchmark::kMicrosecond);

@@ -83,8 +83,8 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
     """
     _refuse_unpriced(replacements, gdn_backend)
     if selective:
-        return _census.selective(_mapping(config), int(layer_index), int(seq_length))
-    saved, working, by_op = _census.layer(_mapping(config), int(layer_index), int(seq_length), 1)
+        return _census.selective(_mapping(config), int(layer_index), int(seq_length), gdn_backend)
+    saved, working, by_op = _census.layer(_mapping(config), int(layer_index), int(seq_length), 1, gdn_backend)
     if ops is not None:
         ops.update(by_op)
     return saved, working
@@ -111,7 +111,7 @@ def census_flops(config: Any, layer_index: int, seq_length: int) -> Dict[str, in
 def census_traffic(config: Any, layer_index: int, seq_length: int, gdn_backend: str = "eager") -> LayerTraffic:
     """Bytes one forward of the layer moves by part, the parameters' among them, and its ops launched."""
     _refuse_unpriced(gdn_backend=gdn_backend)
-    moved, parameter, launches = _census.traffic(_mapping(config), int(layer_index), int(seq_length))
+    moved, parameter, launches = _census.traffic(_mapping(config), int(layer_index), int(seq_length), gdn_backend)
     return LayerTraffic({k: float(v) for k, v in moved.items()}, {k: float(v) for k, v in parameter.items()},
                         dict(launches))
 
@@ -196,7 +196,7 @@ def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_len
     """
     _refuse_unpriced(replacements=replacements, gdn_backend=gdn_backend)
     groups = [(str(group["kind"]), int(group["count"]), bool(group.get("mtp", False))) for group in layers]
-    records = _census.activations(load_config(config), groups, int(seq_length))
+    records = _census.activations(load_config(config), groups, int(seq_length), gdn_backend)
     return {kind: KindActivations.from_dict(record) for kind, record in records.items()}
 
 

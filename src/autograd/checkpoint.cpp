@@ -13,6 +13,8 @@ bool SelectivePolicy::saves(Op op, bool recompute) {
     case Op::kGroupedMm:
       return ++matmuls_[recompute ? 1 : 0] % 2 == 1;
     case Op::kAddmm:
+    case Op::kBmm:
+    case Op::kConvolution:
     case Op::kFlashAttention:
       return true;
     default:

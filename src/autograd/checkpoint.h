@@ -23,8 +23,8 @@ namespace census {
 
 // HyperParallel's selective policy, per region and per phase (forward, recompute): the projections
 // without bias (mm) and the grouped experts' matmuls (_grouped_mm) alternate, counted together, the
-// 1st, 3rd, ... saved; biased projections (addmm), batched matmuls
-// and the attention kernels always saved; everything else recomputed.
+// 1st, 3rd, ... saved; biased projections (addmm), batched matmuls (bmm), the convolution and the
+// attention kernels always saved; everything else recomputed.
 class SelectivePolicy {
  public:
   bool saves(Op op, bool recompute);
@@ -56,10 +56,10 @@ class CheckpointFrame {
   std::function<void()> recompute_fn;  // re-runs the region's forward, its output dropped
   Tensor input;                        // kept by _NoopSaveInputs until the frame dies
   int64_t holders = 0;                 // saves the forward packed
+  // By holder: whether its SavedVariable has gone (its node ran, or the forward dropped its graph).
+  // The checkpoint keeps its holders weakly: the recompute stores no tensor for a holder gone.
+  std::vector<uint8_t> holder_gone;
   std::vector<Tensor> recomputed;      // by holder, filled by the recompute
-  // Holders whose node died before the recompute (a graph the forward dropped, such as a router's
-  // selection): the recompute counts their saves but keeps none, as a dead weak holder does.
-  std::vector<bool> holder_dead;
   int64_t recomputed_count = 0;
   bool recomputed_done = false;
   Phase phase = Phase::kForward;

@@ -14,14 +14,13 @@ void SavedVariable::save(const Tensor& tensor, bool is_output) {
       // The checkpoint's pack hook: a holder, no tensor.
       frame_ = session.checkpoint_owner();
       holder_ = frame->holders++;
-      frame->holder_dead.push_back(false);
+      frame->holder_gone.push_back(0);
       state_ = State::kPacked;
       return;
     }
-    // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order,
-    // unless that holder's node is gone.
+    // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order.
     const auto holder = static_cast<size_t>(frame->recomputed_count++);
-    if (!frame->holder_dead[holder]) frame->recomputed[holder] = tensor.detach();
+    if (!frame->holder_gone[holder]) frame->recomputed[holder] = tensor.detach();
     if (frame->recomputed_count == frame->holders) throw StopRecomputation{};
     return;
   }
@@ -37,11 +36,10 @@ Tensor SavedVariable::unpack() {
   return std::move(frame_->recomputed[static_cast<size_t>(holder_)]);
 }
 
-SavedVariable::~SavedVariable() {
-  if (state_ == State::kPacked && !frame_->recomputed_done) frame_->holder_dead[static_cast<size_t>(holder_)] = true;
-}
+SavedVariable::~SavedVariable() { reset(); }
 
 void SavedVariable::reset() {
+  if (state_ == State::kPacked) frame_->holder_gone[static_cast<size_t>(holder_)] = 1;
   if (state_ == State::kSaved || state_ == State::kPacked) state_ = State::kReleased;
   data_ = Tensor();
   frame_.reset();

@@ -35,12 +35,15 @@ class PartFlops final : public Observer {
       flops[std::string(part_of_op(call, Session::current().modules(), /*recurrent=*/true))] += matmul_flops(call);
     }
   }
+  void prepare(const DecoderLayer& /*layer*/) {}
   PartCounts flops;
 };
 
 class PartTraffic final : public Observer {
  public:
-  explicit PartTraffic(bool recurrent) : recurrent_(recurrent) {}
+  // A layer's attention has a recurrence where it is a linear attention: its weightless ops are the
+  // recurrence's. Else they are the attention's own (rotary, the output copy).
+  void prepare(const DecoderLayer& layer) { recurrent_ = layer.has_recurrence(); }
   void on_op(const OpCall& call) override {
     if (call.def.is_view()) return;  // renames bytes its producer wrote: no kernel, nothing moved
     const std::string part(call.def.kind == OpKind::kAttentionKernel
@@ -59,7 +62,7 @@ class PartTraffic final : public Observer {
   LayerTraffic traffic;
 
  private:
-  bool recurrent_;
+  bool recurrent_ = false;
 };
 
 template <class Counter>
@@ -69,6 +72,7 @@ void run_forward(const ModelConfig& config, int64_t layer_index, int64_t seq_len
   Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16);
   // The positions are embedded before the count starts: the model does it once for all layers.
   nn::PositionEmbeddings positions = layer->embed_positions(hidden);
+  counter.prepare(*layer);
   session.add_observer(&counter);
   Tensor out = layer->forward(hidden, positions);
   session.remove_observer(&counter);
@@ -116,15 +120,17 @@ std::string_view part_of_op(const OpCall& call, const std::vector<ModuleFrame>& 
 }
 
 PartCounts census_flops(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+  // The FLOPs of a gated delta rule are those of Transformers' chunked rule, whatever backend runs:
+  // the kernel runs the same matmuls, which its contract does not dispatch.
+  ModelConfig eager = config;
+  eager.gdn_backend = nn::GdnBackend::kEager;
   PartFlops counter;
-  run_forward(config, layer_index, seq_length, counter);
+  run_forward(eager, layer_index, seq_length, counter);
   return counter.flops;
 }
 
 LayerTraffic census_traffic(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
-  // A dense layer's attention has no recurrence: its weightless ops (rotary, the output copy) are
-  // the attention's own.
-  PartTraffic counter(/*recurrent=*/false);
+  PartTraffic counter;
   run_forward(config, layer_index, seq_length, counter);
   return counter.traffic;
 }

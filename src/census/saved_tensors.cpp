@@ -15,6 +15,7 @@ SavedOp classify(const Tensor& tensor, const OpDef* by_op, const std::vector<Mod
     return tensor.dtype() == DType::kFloat32 ? SavedOp::kSoftmax : SavedOp::kAttBMM;
   if (modules.empty() || modules.back().path.empty()) return SavedOp::kOther;
   const ModuleFrame& frame = modules.back();
+  if (frame.kind == ModuleKind::kDeltaRule) return SavedOp::kLinrec;
   if (frame.kind == ModuleKind::kNorm) return SavedOp::kNormOp;
   const std::string_view part = frame.path.substr(0, frame.path.find('.'));
   const bool attention = part.find("attn") != std::string_view::npos || part.find("attention") != std::string_view::npos;

@@ -69,7 +69,10 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
   return result;
 }
 
-RecomputeShares census_recomputed(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_index, int64_t seq_length) {
+  // As the reference, on Transformers' own chunked delta rule, whatever backend the layer runs.
+  ModelConfig config = config_in;
+  config.gdn_backend = nn::GdnBackend::kEager;
   Session session;
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
   // The attention's parameters: those of a child named for attention (self_attn, attention, ...).

@@ -44,6 +44,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::string format = "table";
   std::string model;
   std::string layers_file;
+  std::string gdn_backend = "eager";
 
   for (const auto& [name, description] : kCommands) {
     CLI::App* sub = app.add_subcommand(name, description);
@@ -56,6 +57,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                     "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)");
     if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
       sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
+    if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&
+        std::string_view(name) != "tp-config" && std::string_view(name) != "layers")
+      sub->add_option("--gdn-backend", gdn_backend,
+                      "gated delta rule of linear-attention layers: eager (Transformers' chunked rule, the "
+                      "default) or triton (the chunked kernel's contract)")
+          ->check(CLI::IsMember({"eager", "triton"}));
     if (std::string_view(name) == "activations") {
       sub->add_flag("--output", request.output, "the output layer's record too (at the vocabulary and half of it)");
       sub->add_option("--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups");
@@ -92,6 +99,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto config = resolve_model(model);
   if (!config) return refuse_line(err, config.refusal().message());
   request.config = config.take();
+  request.config.gdn_backend = *nn::parse_gdn_backend(gdn_backend);
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
   if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
   if (!layers_file.empty()) {

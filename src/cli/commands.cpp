@@ -25,6 +25,8 @@ std::string heading(const Request& r, bool with_layer) {
                           r.config.family->layer_kind(r.config, r.layer_index) + ")";
   text += ", " + std::to_string(r.seq_length) + " tokens, micro-batch 1, bf16";
   if (r.tp > 1) text += ", one rank of TP " + std::to_string(r.tp);
+  if (r.config.linear_num_key_heads > 0 && r.command != "flops")
+    text += ", gated delta rule " + std::string(nn::gdn_backend_name(r.config.gdn_backend));
   return text;
 }
 
@@ -266,6 +268,10 @@ void command_tp_config(const Request& r, std::ostream& out) {
   if (c.moe.moe_intermediate_size > 0) json["moe_intermediate_size"] = c.moe.moe_intermediate_size;
   if (c.moe.shared_expert_intermediate_size > 0)
     json["shared_expert_intermediate_size"] = c.moe.shared_expert_intermediate_size;
+  if (c.linear_num_key_heads > 0) {
+    json["linear_num_key_heads"] = c.linear_num_key_heads;
+    json["linear_num_value_heads"] = c.linear_num_value_heads;
+  }
   if (r.format == Format::kJson) return print_json(json, out);
   out << r.model_name << " as one rank of TP " << r.tp << " holds a layer\n";
   Table table({"field", "value"});

@@ -32,11 +32,14 @@ Status check_request(const Request& r) {
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
                               std::to_string(c.num_key_value_heads) + "; choose a degree that is");
-  for (const auto& [field, width] : {std::pair{"intermediate_size", c.intermediate_size},
-                                     std::pair{"moe_intermediate_size", c.moe.moe_intermediate_size},
-                                     std::pair{"shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size}})
-    if (width % r.tp != 0)
-      return refuse("--tp", std::to_string(r.tp) + " does not divide " + field + " " + std::to_string(width) +
+  // Every width and head count a rank holds a share of must split evenly.
+  for (const auto& [field, size] : {std::pair{"intermediate_size", c.intermediate_size},
+                                    std::pair{"moe_intermediate_size", c.moe.moe_intermediate_size},
+                                    std::pair{"shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size},
+                                    std::pair{"linear_num_key_heads", c.linear_num_key_heads},
+                                    std::pair{"linear_num_value_heads", c.linear_num_value_heads}})
+    if (size > 0 && size % r.tp != 0)
+      return refuse("--tp", std::to_string(r.tp) + " does not divide " + field + " " + std::to_string(size) +
                                 "; choose a degree that does");
   if (r.command == "output" && r.tp != 1)
     return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");

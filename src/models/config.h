@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/gated_delta_rule.h"
 #include "nn/module.h"
 #include "nn/mlp.h"
 #include "nn/moe.h"
@@ -29,6 +30,9 @@ class DecoderLayer {
   const nn::ParameterList& parameters() const { return parameters_; }
   // The final norm, of the class of the layer's input norm: its parameter count.
   virtual int64_t final_norm_parameters() const = 0;
+  // Whether the layer's attention has a recurrence (a linear attention's): its weightless ops are then
+  // the recurrence's (linrec), not the attention's own.
+  virtual bool has_recurrence() const { return false; }
 
  protected:
   nn::ParameterList parameters_;
@@ -88,6 +92,19 @@ struct ModelConfig {
   MlaConfig mla;
   int64_t num_mtp_layers = 0;  // multi-token-prediction layers, stacked after the body
   double swiglu_limit = 0;     // GPT-OSS's clamp of its experts' gate and up projections
+
+  // Gated delta net (Qwen3-Next, Qwen3.5): the linear_attention layers' sizes, and the full-attention
+  // layers' output gate and partial rotary.
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 0;
+  int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); 0: the whole head_dim
+  // Layers whose feed-forward is a sparse MoE block (Qwen3NextSparseMoeBlock), by index; empty: none.
+  std::vector<bool> moe_layers;
+  // A run option, not a config field (--gdn-backend): the gated delta rule the layers run.
+  nn::GdnBackend gdn_backend = nn::GdnBackend::kEager;
 };
 
 // Whether layer `index` builds a mixture of experts rather than a dense MLP.

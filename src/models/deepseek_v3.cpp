@@ -1,7 +1,5 @@
 #include "models/deepseek_v3.h"
 
-#include <limits>
-
 #include "models/llama.h"
 #include "models/moe_families.h"
 #include "nn/attention_kernel.h"
@@ -98,10 +96,11 @@ std::pair<Tensor, Tensor> DeepseekV3Attention::expand_kv(const Tensor& latent, c
   }
   const int64_t heads = k_nope.size(1);
   Tensor k_rot = ops::expand(rotary_key, Dims{batch, heads, seq, mla_.qk_rope_head_dim});  // no storage
-  // new_empty, then the two parts copied into its slices: the key's history is two CopySlices.
+  // new_empty, then key_states[..., :Dn].copy_(k_nope) and key_states[..., Dn:].copy_(k_rot): the
+  // key's history is two CopySlices (Note [Indexed assignment]).
   Tensor key_states = ops::new_empty(kv_nope, Dims{batch, heads, seq, mla_.qk_nope_head_dim + mla_.qk_rope_head_dim});
-  ops::copy_slice_(key_states, -1, 0, mla_.qk_nope_head_dim, k_nope);
-  ops::copy_slice_(key_states, -1, mla_.qk_nope_head_dim, key_states.size(-1), k_rot);
+  ops::assign_index(key_states, {ops::IndexStep{false, 3, 0, mla_.qk_nope_head_dim}}, k_nope);
+  ops::assign_index(key_states, {ops::IndexStep{false, 3, mla_.qk_nope_head_dim, key_states.size(-1)}}, k_rot);
   return {key_states, value_states};
 }
 
@@ -135,8 +134,8 @@ nn::Routing DeepseekV3TopkRouter::forward(const Tensor& input) const {
   ops::scatter_(group_mask, 1, group_idx, 1.0);
   const Tensor score_mask = ops::reshape(
       ops::expand(ops::unsqueeze(group_mask, -1), Dims{tokens, groups, experts / groups}), Dims{tokens, experts});
-  scores_for_choice = ops::masked_fill(scores_for_choice, ops::bitwise_not(ops::to(score_mask, DType::kBool)),
-                                       -std::numeric_limits<double>::infinity());
+  // masked_fill(~score_mask.bool(), -inf): the groups not chosen leave their experts out.
+  scores_for_choice = ops::masked_fill(scores_for_choice, ops::bitwise_not(ops::to(score_mask, DType::kBool)));
   Tensor topk_indices = ops::topk(scores_for_choice, moe_.num_experts_per_tok).indices;
   Tensor topk_weights = ops::gather(scores, 1, topk_indices);  // (T, K) fp32
   Tensor denominator;

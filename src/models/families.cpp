@@ -7,6 +7,8 @@
 #include "models/gpt_oss.h"
 #include "models/llama.h"
 #include "models/moe_families.h"
+#include "models/qwen3_5.h"
+#include "models/qwen3_next.h"
 
 namespace census {
 namespace {
@@ -24,6 +26,8 @@ Result<ModelConfig> read_qwen3_moe_family(const ConfigReader& r);
 Result<ModelConfig> read_mixtral_family(const ConfigReader& r);
 Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r);
 Result<ModelConfig> read_gpt_oss_family(const ConfigReader& r);
+Result<ModelConfig> read_qwen3_next_family(const ConfigReader& r);
+Result<ModelConfig> read_qwen3_5_text_family(const ConfigReader& r);
 
 const FamilyEntry kFamilies[] = {
     {{"llama", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_llama},
@@ -39,6 +43,8 @@ const FamilyEntry kFamilies[] = {
     {{"mixtral", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_mixtral_family},
     {{"deepseek_v3", llama_layer_kind, build_deepseek_v3_layer, build_llama_final_norm}, read_deepseek_v3_family},
     {{"gpt_oss", llama_layer_kind, build_gpt_oss_layer, build_gpt_oss_final_norm}, read_gpt_oss_family},
+    {{"qwen3_next", llama_layer_kind, build_qwen3_next_layer, build_qwen3_next_final_norm}, read_qwen3_next_family},
+    {{"qwen3_5_text", llama_layer_kind, build_qwen3_5_layer, build_qwen3_next_final_norm}, read_qwen3_5_text_family},
 };
 
 const Family& family(const char* model_type) {
@@ -123,6 +129,8 @@ Result<ModelConfig> read_qwen3_moe_family(const ConfigReader& r) { return read_q
 Result<ModelConfig> read_mixtral_family(const ConfigReader& r) { return read_mixtral(r, family("mixtral")); }
 Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r) { return read_deepseek_v3(r, family("deepseek_v3")); }
 Result<ModelConfig> read_gpt_oss_family(const ConfigReader& r) { return read_gpt_oss(r, family("gpt_oss")); }
+Result<ModelConfig> read_qwen3_next_family(const ConfigReader& r) { return read_qwen3_next(r, family("qwen3_next")); }
+Result<ModelConfig> read_qwen3_5_text_family(const ConfigReader& r) { return read_qwen3_5_text(r, family("qwen3_5_text")); }
 
 }  // namespace
 

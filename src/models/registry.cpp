@@ -51,8 +51,11 @@ ModelConfig tp_config(const ModelConfig& config, int64_t tp) {
   out.num_key_value_heads = divide(config.num_key_value_heads);
   out.intermediate_size = divide(config.intermediate_size);
   // The experts' and shared experts' widths; the number of experts is expert parallelism's to divide.
-  out.moe.moe_intermediate_size = divide(config.moe.moe_intermediate_size);
-  out.moe.shared_expert_intermediate_size = divide(config.moe.shared_expert_intermediate_size);
+  if (config.moe.moe_intermediate_size > 0) out.moe.moe_intermediate_size = divide(config.moe.moe_intermediate_size);
+  if (config.moe.shared_expert_intermediate_size > 0)
+    out.moe.shared_expert_intermediate_size = divide(config.moe.shared_expert_intermediate_size);
+  if (config.linear_num_key_heads > 0) out.linear_num_key_heads = divide(config.linear_num_key_heads);
+  if (config.linear_num_value_heads > 0) out.linear_num_value_heads = divide(config.linear_num_value_heads);
   return out;
 }
 

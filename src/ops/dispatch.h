@@ -25,8 +25,9 @@ namespace census {
 class CheckpointFrame;
 
 // What kind of module is running, as the saved-op attribution reads a module's class: a norm's saves
-// are normOp, an activation function's ffAct.
-enum class ModuleKind : uint8_t { kOther, kNorm, kActivation };
+// are normOp, an activation function's ffAct. kDeltaRule is no module but a linear attention's gated
+// delta rule while it runs, under its attention's path: its saves are linrec.
+enum class ModuleKind : uint8_t { kOther, kNorm, kActivation, kDeltaRule };
 
 struct ModuleFrame {
   std::string_view path;  // "self_attn.q_proj"; empty for the decoder layer itself

@@ -104,18 +104,6 @@ class AddBackward0 final : public Node {
   }
 };
 
-// sub.Tensor(Tensor self, Tensor other, Scalar alpha)  self: grad; other: -grad * alpha
-class SubBackward0 final : public Node {
- public:
-  explicit SubBackward0(uint64_t seq) : Node("SubBackward0", seq) {}
-  GradList apply(GradList& grads) override {
-    GradList out(2);
-    if (should_compute_output(0)) out[0] = grads[0];
-    if (should_compute_output(1)) out[1] = neg(grads[0]);
-    return out;
-  }
-};
-
 // neg(Tensor self)  self: grad.neg()
 class NegBackward0 final : public Node {
  public:
@@ -225,14 +213,6 @@ Tensor mul(const Tensor& self, double other) {
 Tensor mul_number(const Tensor& self, double other) {
   auto node = make_node<ScaleBackward>({&self}, "MulBackward0", other);
   Tensor out = unary(Op::kMulTensor, self);
-  set_history(out, node);
-  return out;
-}
-
-Tensor sub(const Tensor& self, const Tensor& other) {
-  auto node = make_node<SubBackward0>({&self, &other});
-  Tensor out = elementwise_result(self, other);
-  dispatch<2, 1>(Op::kSub, {self, other}, {out});
   set_history(out, node);
   return out;
 }

@@ -38,12 +38,6 @@ Tensor new_empty(const Tensor& self, const Dims& sizes) {
   return out;
 }
 
-Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides) {
-  Tensor out = alloc(sizes, strides, self.dtype());
-  dispatch<1, 1>(Op::kNewEmptyStrided, {self}, {out});
-  return out;
-}
-
 Tensor arange(int64_t end, DType dtype) {
   Tensor out = alloc(Dims{end}, dtype);
   dispatch<0, 1>(Op::kArange, {}, {out});

@@ -107,7 +107,8 @@ SacAction sac_action(Op op, std::span<const Tensor> inputs) {
   if (frame == nullptr) return SacAction::kRun;
   const bool recompute = frame->phase == CheckpointFrame::Phase::kRecompute;
   const bool saves = frame->policy.saves(op, recompute);
-  if (!recompute && frame->ledger != nullptr && (op == Op::kMm || op == Op::kAddmm || op == Op::kGroupedMm)) {
+  if (!recompute && frame->ledger != nullptr &&
+      (op == Op::kMm || op == Op::kAddmm || op == Op::kBmm || op == Op::kGroupedMm)) {
     // The recompute shares: this matmul's FLOPs, by part and by whether the backward runs it again.
     const bool addmm = op == Op::kAddmm;
     const int64_t flops = 2 * inputs[addmm ? 1 : 0].numel() * inputs[addmm ? 2 : 1].size(-1);

@@ -59,13 +59,7 @@ Tensor ones_like(const Tensor& self) {
   return out;
 }
 
-Tensor constant_pad(const Tensor& self, int64_t left, int64_t right) {
-  Dims sizes = self.sizes();
-  sizes[sizes.size() - 1] += left + right;
-  Tensor out = alloc(sizes, self.dtype());
-  dispatch<1, 1>(Op::kConstantPadNd, {self}, {out});
-  return out;
-}
+Tensor constant_pad(const Tensor& self, int64_t left, int64_t right) { return constant_pad_nd(self, {left, right}); }
 
 Tensor log_softmax(const Tensor& self, int64_t /*dim*/) {
   auto node = make_node<LogSoftmaxBackward0>({&self}, self.dtype());

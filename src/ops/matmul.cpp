@@ -139,8 +139,11 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2) {
 
 // ATen _matmul_impl for an N-d tensor times a matrix: fold the leading dims into one (a view when
 // contiguous), one mm, then _unsafe_view back.
+Tensor batched_matmul(const Tensor& self, const Tensor& other);  // bmm.cpp
+
 Tensor matmul(const Tensor& self, const Tensor& other) {
   if (self.dim() == 2 && other.dim() == 2) return mm(self, other);
+  if (self.dim() >= 3 && other.dim() >= 3) return batched_matmul(self, other);
   assert(self.dim() >= 3 && other.dim() == 2);
   Dims out_sizes = leading_sizes(self);
   Tensor folded = reshape(self, Dims{leading_numel(self), self.size(-1)});

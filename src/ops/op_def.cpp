@@ -96,6 +96,18 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kPermute, "aten.permute.default", OpKind::kView},
     {Op::kIndexAddInplace, "aten.index_add_.default", OpKind::kInPlace},
     {Op::kIndexSelect, "aten.index_select.default", OpKind::kCompute},
+    // Gated delta net
+    {Op::kBmm, "aten.bmm.default", OpKind::kMatmul},
+    {Op::kConvolution, "aten.convolution.default", OpKind::kCompute},
+    {Op::kConvolutionBackward, "aten.convolution_backward.default", OpKind::kCompute},
+    {Op::kExp, "aten.exp.default", OpKind::kCompute},
+    {Op::kTril, "aten.tril.default", OpKind::kCompute},
+    {Op::kTriu, "aten.triu.default", OpKind::kCompute},
+    {Op::kFlip, "aten.flip.default", OpKind::kCompute},
+    {Op::kSoftplus, "aten.softplus.default", OpKind::kCompute},
+    {Op::kSoftplusBackward, "aten.softplus_backward.default", OpKind::kCompute},
+    {Op::kOnes, "aten.ones.default", OpKind::kFactory},
+    {Op::kEye, "aten.eye.default", OpKind::kFactory},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
 }};
 

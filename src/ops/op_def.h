@@ -41,6 +41,9 @@ enum class Op : uint8_t {
   kSplit, kSplitWithSizes, kGroupedMm, kSub, kNewEmpty, kNewEmptyStrided,
   kClamp, kGtScalar, kLtScalar, kLogicalAndInplace, kWhere, kScalarTensor,
   kOneHot, kNonzero, kEqScalar, kSelect, kSelectBackward, kUnbind, kPermute, kIndexAddInplace, kIndexSelect,
+  // Gated delta net: the linear-attention layers of Qwen3-Next and Qwen3.5 (their eager rule's ops,
+  // the causal depthwise conv, the factories they take)
+  kBmm, kConvolution, kConvolutionBackward, kExp, kTril, kTriu, kFlip, kSoftplus, kSoftplusBackward, kOnes, kEye,
   // Attention kernel contract
   kFlashAttention,
   kCount,

@@ -10,6 +10,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -23,7 +24,6 @@ Tensor empty_like(const Tensor& self);  // keeps self's strides when dense, as p
 Tensor new_zeros(const Tensor& self, const Dims& sizes);
 Tensor new_zeros(const Tensor& self, const Dims& sizes, DType dtype);
 Tensor new_empty(const Tensor& self, const Dims& sizes);
-Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides);
 Tensor arange(int64_t end, DType dtype = DType::kInt64);
 
 // --- Elementwise ---
@@ -35,7 +35,6 @@ Tensor mul(const Tensor& self, double other);  // mul.Scalar: a Python number, s
 Tensor div(const Tensor& self, double other);
 // self * number written in Python: mul.Tensor with a wrapped number, which autograd keeps no tensor for.
 Tensor mul_number(const Tensor& self, double other);
-Tensor sub(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, double other);  // add.Tensor with a wrapped number
 // self += other; where autograd tracks it, self's history becomes an AddBackward0 over the old one.
@@ -68,13 +67,6 @@ Tensor unsqueeze(const Tensor& self, int64_t dim);
 Tensor squeeze(const Tensor& self, int64_t dim);
 Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor slice_backward(const Tensor& grad, const Dims& input_sizes, int dim, int64_t start, int64_t end, int64_t step = 1);
-// chunk/split into equal parts along `dim`: views with one SplitBackward0 node.
-std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim);
-// torch.split(self, [a, b, ...], dim): views with one SplitWithSizesBackward0 node.
-std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim);
-// base[..., start:end].copy_(src) along `dim`, as autograd records an in-place copy into a view:
-// base's history becomes a CopySlices node over the copy (torch/csrc/autograd/functions/tensor.cpp).
-Tensor& copy_slice_(Tensor& base, int64_t dim, int64_t start, int64_t end, const Tensor& src);
 Tensor expand(const Tensor& self, const Dims& sizes);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor contiguous(const Tensor& self);  // clone when not contiguous, else self
@@ -86,7 +78,6 @@ Tensor matmul(const Tensor& self, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
 
 // --- Routing and experts ---
-Tensor sigmoid(const Tensor& self);
 // softmax(self, dim, dtype): a _to_copy to `dtype` where it differs, then _softmax, which saves its result.
 Tensor softmax(const Tensor& self, int64_t dim, DType dtype);
 Tensor div(const Tensor& self, const Tensor& other);
@@ -121,12 +112,9 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value);  // no node
 // self.masked_fill_(mask, value): its node keeps the mask.
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value);
-// masked_fill.Scalar out of place; its node (where self needs grad) keeps the mask.
-Tensor masked_fill(const Tensor& self, const Tensor& mask, double value);
 Tensor histc(const Tensor& self, int64_t bins);
+// cumsum with a result dtype, on integer tensors: no node.
 Tensor cumsum(const Tensor& self, int64_t dim, DType dtype);
-Tensor zeros_like(const Tensor& self);
-Tensor zeros(const Dims& sizes, DType dtype);
 // The eager experts loop's ops (on integer tensors and masks, no nodes, except where noted).
 Tensor one_hot(const Tensor& self, int64_t num_classes);  // int64, one more dim
 Tensor permute(const Tensor& self, const std::vector<int>& dims);
@@ -134,7 +122,7 @@ Tensor permute(const Tensor& self, const std::vector<int>& dims);
 Tensor nonzero(const Tensor& self, int64_t count);
 Tensor eq(const Tensor& self, double other);  // bool
 Tensor gt(const Tensor& self, double other);  // bool
-// self.select(dim, index): a view; its node's backward allocates zeros of self and copies into them.
+// self.select(dim, index): a view; its node's backward (select_backward) allocates self's size.
 Tensor select(const Tensor& self, int64_t dim, int64_t index);
 std::vector<Tensor> unbind(const Tensor& self, int64_t dim);  // views
 // self.index_add_(dim, index, source) along dim 0; its node keeps the index.
@@ -154,6 +142,53 @@ Tensor log_softmax(const Tensor& self, int64_t dim);
 Tensor nll_loss(const Tensor& self, const Tensor& target);
 // F.cross_entropy with class-index targets: log_softmax then nll_loss, as ATen decomposes it.
 Tensor cross_entropy(const Tensor& self, const Tensor& target);
+
+// --- Gated delta net (Qwen3-Next and Qwen3.5 linear attention) ---
+// Factories: no node.
+Tensor ones(const Dims& sizes, DType dtype);
+Tensor zeros(const Dims& sizes, DType dtype);
+Tensor zeros_like(const Tensor& self);  // keeps self's layout, as preserve_format does
+Tensor eye(int64_t n, DType dtype);
+Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides);
+// Elementwise.
+Tensor sub(const Tensor& self, const Tensor& other);
+Tensor exp(const Tensor& self);                 // saves its result
+Tensor sigmoid(const Tensor& self);             // saves its result
+Tensor softplus(const Tensor& self);            // saves its input (beta 1, threshold 20)
+Tensor tril(const Tensor& self, int64_t diagonal = 0);
+Tensor triu(const Tensor& self, int64_t diagonal = 0);
+Tensor cumsum(const Tensor& self, int64_t dim);
+Tensor flip(const Tensor& self, int64_t dim);
+Tensor masked_fill(const Tensor& self, const Tensor& mask);  // masked_fill.Scalar: saves the mask
+// Views.
+// torch.split(self, [a, b, ...], dim): views with one SplitWithSizesBackward0 node.
+std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& split_sizes, int64_t dim);
+std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim);  // split.Tensor
+// split(self, split_size, dim): parts of split_size (the last may be shorter), one SplitBackward0 node.
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim);
+// repeat_interleave(self, repeats, dim) as ATen composes it: unsqueeze, expand, contiguous clone, flatten.
+Tensor repeat_interleave(const Tensor& self, int64_t repeats, int64_t dim);
+// F.pad(self, pad): `pad` lists (left, right) pairs from the last dim inwards; negative pads narrow.
+Tensor constant_pad_nd(const Tensor& self, const std::vector<int64_t>& pad);
+// One step of a Python index: an integer (select) or a slice start:end along `dim`.
+struct IndexStep {
+  bool select;
+  int dim;
+  int64_t start;  // the index, for a select
+  int64_t end;
+};
+// Python's `base[index] = src`: copy_ into the view the index takes, and base's history rebased onto
+// a CopySlices node, as autograd does for an in-place op on a view.
+void assign_index(Tensor& base, std::initializer_list<IndexStep> index, const Tensor& src);
+Tensor index_view(const Tensor& base, std::span<const IndexStep> index);
+// Batched products. matmul of two tensors of 3+ dims expands their batch dims, folds them and runs bmm.
+Tensor bmm(const Tensor& self, const Tensor& mat2);
+// F.conv1d(input (B, C, L), weight (C, 1, K), padding, groups=C): aten.convolution, depthwise.
+Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t padding);
+// The gated delta rule kernel's contract (HyperParallel's chunked kernel, shapes only): saves q, k, v,
+// fp32 cumulated gates (B, S, H), beta and one (B, S, H, chunk) matrix in k's dtype; returns v's shape.
+Tensor gated_delta_rule_contract(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& g,
+                                 const Tensor& beta, int64_t chunk_size);
 
 // --- Attention kernel contract ---
 struct FlashOutputs {

@@ -22,20 +22,6 @@ Tensor like(const Tensor& self, DType dtype) {
   return alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), dtype);
 }
 
-// sigmoid(Tensor self)  self: sigmoid_backward(grad, result)   -> saves result
-class SigmoidBackward0 final : public Node {
- public:
-  explicit SigmoidBackward0(uint64_t seq) : Node("SigmoidBackward0", seq) {}
-  GradList apply(GradList& grads) override {
-    const Tensor result = result_.unpack();
-    Tensor out = like(grads[0], grads[0].dtype());
-    dispatch<2, 1>(Op::kSigmoidBackward, {grads[0], result}, {out});
-    return {out};
-  }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
-};
-
 // _softmax(Tensor self, int dim, bool half_to_float)
 //   self: _softmax_backward_data(grad, result, dim, self.scalar_type())   -> saves result
 class SoftmaxBackward0 final : public Node {
@@ -152,7 +138,7 @@ class MaskedFillBackward0 final : public Node {
   explicit MaskedFillBackward0(uint64_t seq) : Node("MaskedFillBackward0", seq) {}
   GradList apply(GradList& grads) override {
     const Tensor mask = mask_.unpack();
-    return {masked_fill(grads[0], mask, 0.0)};
+    return {masked_fill(grads[0], mask)};
   }
   void release_variables() override { mask_.reset(); }
   SavedVariable mask_;
@@ -233,15 +219,6 @@ class GroupedMmBackward0 final : public Node {
 };
 
 }  // namespace
-
-Tensor sigmoid(const Tensor& self) {
-  auto node = make_node<SigmoidBackward0>({&self});
-  Tensor out = like(self, self.dtype());
-  dispatch<1, 1>(Op::kSigmoid, {self}, {out});
-  set_history(out, node);
-  if (node) node->result_.save(out, /*is_output=*/true);
-  return out;
-}
 
 Tensor softmax(const Tensor& self, [[maybe_unused]] int64_t dim, DType dtype) {
   const Tensor converted = to(self, dtype);
@@ -395,15 +372,6 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double /*value*/) {
   return self;
 }
 
-Tensor masked_fill(const Tensor& self, const Tensor& mask, double /*value*/) {
-  auto node = make_node<MaskedFillBackward0>({&self});
-  if (node) node->mask_.save(mask);
-  Tensor out = like(self, self.dtype());
-  dispatch<2, 1>(Op::kMaskedFill, {self, mask}, {out});
-  set_history(out, node);
-  return out;
-}
-
 Tensor histc(const Tensor& self, int64_t bins) {
   Tensor out = alloc(Dims{bins}, self.dtype());
   dispatch<1, 1>(Op::kHistc, {self}, {out});
@@ -413,18 +381,6 @@ Tensor histc(const Tensor& self, int64_t bins) {
 Tensor cumsum(const Tensor& self, int64_t /*dim*/, DType dtype) {
   Tensor out = like(self, dtype);
   dispatch<1, 1>(Op::kCumsum, {self}, {out});
-  return out;
-}
-
-Tensor zeros_like(const Tensor& self) {
-  Tensor out = like(self, self.dtype());
-  dispatch<1, 1>(Op::kZerosLike, {self}, {out});
-  return out;
-}
-
-Tensor zeros(const Dims& sizes, DType dtype) {
-  Tensor out = alloc(sizes, dtype);
-  dispatch<0, 1>(Op::kZeros, {}, {out});
   return out;
 }
 

@@ -95,6 +95,7 @@ Tensor eq(const Tensor& self, double /*other*/) {
 
 Tensor select(const Tensor& self, int64_t dim, int64_t index) {
   const int d = wrap_dim(dim, self.dim());
+  if (index < 0) index += self.size(d);
   auto node = make_node<SelectBackward0>({&self}, self.sizes(), d, index);
   Dims sizes = self.sizes(), strides = self.strides();
   sizes.erase(d);

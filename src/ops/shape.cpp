@@ -71,67 +71,6 @@ class SliceBackward0 final : public Node {
   int64_t start_, end_, step_;
 };
 
-// split.Tensor / split_with_sizes(Tensor self, ..., int dim)
-//   self: split_backward / split_with_sizes_backward(grads, ..., dim, self.sym_sizes(), self.options())
-// = cat of the outputs' gradients, an undefined one materialized as zeros.
-class SplitBackward final : public Node {
- public:
-  SplitBackward(uint64_t seq, std::string_view name, Dims self_sizes, std::vector<int64_t> sizes, int dim)
-      : Node(name, seq), self_sizes_(self_sizes), sizes_(std::move(sizes)), dim_(dim) {}
-  GradList apply(GradList& grads) override {
-    DType dtype = DType::kBFloat16;
-    for (uint32_t i = 0; i < num_inputs(); ++i)
-      if (grads[i].defined()) dtype = grads[i].dtype();
-    std::vector<Tensor> parts;
-    for (uint32_t i = 0; i < num_inputs(); ++i) {
-      if (grads[i].defined()) {
-        parts.push_back(grads[i]);
-      } else {
-        Dims sizes = self_sizes_;
-        sizes[dim_] = sizes_[i];
-        parts.push_back(zeros(sizes, dtype));
-      }
-    }
-    return {cat(parts, dim_)};
-  }
-
- private:
-  Dims self_sizes_;
-  std::vector<int64_t> sizes_;
-  int dim_;
-};
-
-// copy_(Tensor self, Tensor src) into a view of `base`: CopySlices(CopyBackwards). Its backward
-// (CopySlices::apply) copies the gradient into a fresh tensor of base's geometry, clones the view's
-// part for CopyBackwards, which gives src that clone and the view's old history zeros, written back
-// into the slice; base's old history receives the fresh tensor.
-class CopySlices final : public Node {
- public:
-  CopySlices(uint64_t seq, const Tensor& base, int dim, int64_t start, int64_t end, DType src_dtype)
-      : Node("CopySlices", seq), base_sizes_(base.sizes()), base_strides_(base.strides()), dim_(dim),
-        start_(start), end_(end), src_dtype_(src_dtype) {}
-  GradList apply(GradList& grads) override {
-    Tensor result = new_empty_strided(grads[0], base_sizes_, base_strides_);
-    copy_(result, grads[0]);
-    Tensor grad_slice = slice(result, dim_, start_, end_);
-    Tensor copied = clone_contiguous(grad_slice);
-    GradList out(2);
-    if (should_compute_output(0)) {
-      Tensor zeros = zeros_like(copied);
-      copy_(grad_slice, zeros);
-      out[0] = std::move(result);
-    }
-    if (should_compute_output(1)) out[1] = to(copied, src_dtype_);
-    return out;
-  }
-
- private:
-  Dims base_sizes_, base_strides_;
-  int dim_;
-  int64_t start_, end_;
-  DType src_dtype_;
-};
-
 // expand(Tensor self, SymInt[] size)  self: at::sum_to(grad, self.sym_sizes())
 class ExpandBackward0 final : public Node {
  public:
@@ -254,45 +193,6 @@ Tensor slice_backward(const Tensor& grad, const Dims& input_sizes, int dim, int6
   return grad_input;
 }
 
-namespace {
-
-std::vector<Tensor> split_views(Op op, std::string_view node_name, const Tensor& self, const std::vector<int64_t>& sizes,
-                                int64_t dim) {
-  const int d = wrap_dim(dim, self.dim());
-  auto node = make_node<SplitBackward>({&self}, node_name, self.sizes(), sizes, d);
-  if (node) node->set_num_inputs(static_cast<uint32_t>(sizes.size()));
-  std::vector<Tensor> out;
-  for (int64_t size : sizes) {
-    Dims part = self.sizes();
-    part[d] = size;
-    out.push_back(alias(self, part, self.strides()));
-  }
-  internal::dispatch(op, std::span<const Tensor>(&self, 1), out);
-  for (size_t i = 0; i < out.size(); ++i) set_history(out[i], node, static_cast<uint32_t>(i));
-  return out;
-}
-
-}  // namespace
-
-std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
-  const int d = wrap_dim(dim, self.dim());
-  assert(self.sizes()[d] % split_size == 0);
-  return split_views(Op::kSplit, "SplitBackward0", self, std::vector<int64_t>(self.sizes()[d] / split_size, split_size), d);
-}
-
-std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim) {
-  return split_views(Op::kSplitWithSizes, "SplitWithSizesBackward0", self, sizes, dim);
-}
-
-Tensor& copy_slice_(Tensor& base, int64_t dim, int64_t start, int64_t end, const Tensor& src) {
-  const int d = wrap_dim(dim, base.dim());
-  Tensor view = slice(base, d, start, end);
-  auto node = make_node<CopySlices>({&base, &src}, base, d, start, end, src.dtype());
-  dispatch<2, 1>(Op::kCopyInplace, {view, src}, {view});
-  set_history(base, node);
-  return base;
-}
-
 Tensor expand(const Tensor& self, const Dims& sizes) {
   Dims strides = sizes;
   const int leading = sizes.size() - self.dim();
@@ -315,7 +215,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Ref<CatBackward0> node;
   if (tensors.size() == 2) node = make_node<CatBackward0>({&tensors[0], &tensors[1]}, widths, d);
   else if (tensors.size() == 3) node = make_node<CatBackward0>({&tensors[0], &tensors[1], &tensors[2]}, widths, d);
-  else assert(tensors.size() <= 3);
+  else if (tensors.size() == 4)
+    node = make_node<CatBackward0>({&tensors[0], &tensors[1], &tensors[2], &tensors[3]}, widths, d);
+  else assert(tensors.size() <= 4);
   // ATen's cat lays its result out in the memory format its inputs suggest: row-major for every
   // tensor here (a transposed input suggests no channels-last format).
   Tensor out = alloc(sizes, tensors[0].dtype());

@@ -60,6 +60,15 @@ void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
   if (Status status = cli::check_request(request); !status) throw py::value_error(status.refusal().message());
 }
 
+// The config with the gated delta rule `gdn_backend` names (eager or triton), or ValueError.
+ModelConfig with_backend(ModelConfig config, const std::string& gdn_backend) {
+  const std::optional<nn::GdnBackend> backend = nn::parse_gdn_backend(gdn_backend);
+  if (!backend)
+    throw py::value_error("gdn_backend: '" + gdn_backend + "' is not a gated delta rule backend; give eager or triton");
+  config.gdn_backend = *backend;
+  return config;
+}
+
 py::dict ops_of(const LayerCensus& c) {
   py::dict ops;
   for (size_t i = 0; i < kSavedOpCount; ++i)
@@ -67,8 +76,9 @@ py::dict ops_of(const LayerCensus& c) {
   return ops;
 }
 
-py::tuple layer(const py::object& mapping, int64_t layer_index, int64_t seq_length, int64_t tp) {
-  const ModelConfig config = config_of(mapping);
+py::tuple layer(const py::object& mapping, int64_t layer_index, int64_t seq_length, int64_t tp,
+                const std::string& gdn_backend) {
+  const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   check(config, layer_index, seq_length);
   const LayerCensus c = census_layer(tp_config(config, tp), layer_index, seq_length);
   return py::make_tuple(c.saved_bytes, c.working_bytes, ops_of(c));
@@ -80,15 +90,15 @@ PartCounts flops(const py::object& mapping, int64_t layer_index, int64_t seq_len
   return census_flops(config, layer_index, seq_length);
 }
 
-py::tuple traffic(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
-  const ModelConfig config = config_of(mapping);
+py::tuple traffic(const py::object& mapping, int64_t layer_index, int64_t seq_length, const std::string& gdn_backend) {
+  const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   check(config, layer_index, seq_length);
   const LayerTraffic t = census_traffic(config, layer_index, seq_length);
   return py::make_tuple(t.moved, t.parameter, t.launches);
 }
 
-py::tuple selective(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
-  const ModelConfig config = config_of(mapping);
+py::tuple selective(const py::object& mapping, int64_t layer_index, int64_t seq_length, const std::string& gdn_backend) {
+  const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   check(config, layer_index, seq_length);
   const SelectiveCensus c = census_selective(config, layer_index, seq_length);
   return py::make_tuple(c.kept_bytes, c.working_bytes);
@@ -103,8 +113,8 @@ py::tuple recomputed(const py::object& mapping, int64_t layer_index, int64_t seq
 
 // Each kind's record as a mapping, the kinds and their first layers taken from `groups`.
 py::dict activations(const py::object& mapping, const std::vector<std::tuple<std::string, int64_t, bool>>& groups,
-                     int64_t seq_length) {
-  const ModelConfig config = config_of(mapping);
+                     int64_t seq_length, const std::string& gdn_backend) {
+  const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   check(config, 0, seq_length);
   std::vector<LayerGroup> stack;
   int64_t layers = 0;
@@ -177,6 +187,10 @@ py::dict resolved(const py::object& mapping) {
   if (c.moe.moe_intermediate_size > 0) out["moe_intermediate_size"] = c.moe.moe_intermediate_size;
   if (c.moe.shared_expert_intermediate_size > 0)
     out["shared_expert_intermediate_size"] = c.moe.shared_expert_intermediate_size;
+  if (c.linear_num_key_heads > 0) {  // a gated delta net's heads, which tp_config divides too
+    out["linear_num_key_heads"] = c.linear_num_key_heads;
+    out["linear_num_value_heads"] = c.linear_num_value_heads;
+  }
   return out;
 }
 
@@ -205,12 +219,16 @@ PYBIND11_MODULE(_census, m) {
       .def_readonly("num_hidden_layers", &census::ModelConfig::num_hidden_layers)
       .def("tp", [](const census::ModelConfig& c, int64_t tp) { return census::tp_config(c, tp); },
            "the config as one of `tp` tensor-parallel ranks holds its layers");
-  m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it");
-  m.def("flops", &flops, "forward FLOPs by part");
-  m.def("traffic", &traffic, "(moved, parameter, launches) by part");
-  m.def("selective", &selective, "(kept, working) of one layer under the selective policy");
+  m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it",
+        py::arg("config"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("gdn_backend") = "eager");
+  m.def("flops", &flops, "forward FLOPs by part (a gated delta rule's as Transformers' eager rule runs it)");
+  m.def("traffic", &traffic, "(moved, parameter, launches) by part", py::arg("config"), py::arg("layer_index"),
+        py::arg("seq_length"), py::arg("gdn_backend") = "eager");
+  m.def("selective", &selective, "(kept, working) of one layer under the selective policy", py::arg("config"),
+        py::arg("layer_index"), py::arg("seq_length"), py::arg("gdn_backend") = "eager");
   m.def("recomputed", &recomputed, "(attention share, rest share) of matmul FLOPs the selective backward re-runs");
-  m.def("activations", &activations, "{kind: record} of the stack's kinds");
+  m.def("activations", &activations, "{kind: record} of the stack's kinds", py::arg("config"), py::arg("groups"),
+        py::arg("seq_length"), py::arg("gdn_backend") = "eager");
   m.def("output", &output, "(saved, working) of the output layer at `vocab_size`");
   m.def("output_activations", &output_activations, "the output layer's record, per token");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");

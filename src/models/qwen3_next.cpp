@@ -1,0 +1,340 @@
+#include "models/qwen3_next.h"
+
+#include <cassert>
+
+#include "models/llama.h"
+#include "nn/attention_kernel.h"
+#include "nn/causal_conv1d.h"
+#include "nn/gated_delta_rule.h"
+#include "ops/ops.h"
+
+namespace census {
+
+// ---- Qwen3NextGatedDeltaNet ----
+
+struct Qwen3NextGatedDeltaNet::Ordered {
+  Tensor query, key, value, z, b, a;
+};
+
+Qwen3NextGatedDeltaNet::Qwen3NextGatedDeltaNet(const ModelConfig& c, nn::ParameterList& params)
+    : num_v_heads_(c.linear_num_value_heads), num_k_heads_(c.linear_num_key_heads),
+      head_k_dim_(c.linear_key_head_dim), head_v_dim_(c.linear_value_head_dim),
+      key_dim_(c.linear_key_head_dim * c.linear_num_key_heads),
+      value_dim_(c.linear_value_head_dim * c.linear_num_value_heads), activation_(c.hidden_act),
+      backend_(c.gdn_backend),
+      conv1d_weight_(nn::register_parameter(params, "linear_attn.conv1d", "weight",
+                                            Dims{2 * key_dim_ + value_dim_, 1, c.linear_conv_kernel_dim})),
+      in_proj_qkvz("linear_attn.in_proj_qkvz", c.hidden_size, 2 * key_dim_ + 2 * value_dim_, false, params),
+      in_proj_ba("linear_attn.in_proj_ba", c.hidden_size, 2 * num_v_heads_, false, params),
+      dt_bias_(nn::register_parameter(params, "linear_attn", "dt_bias", Dims{num_v_heads_})),
+      A_log_(nn::register_parameter(params, "linear_attn", "A_log", Dims{num_v_heads_})),
+      norm("linear_attn.norm", head_v_dim_, c.rms_norm_eps, params),
+      out_proj("linear_attn.out_proj", value_dim_, c.hidden_size, false, params) {}
+
+// The fused projections hold, per key head, [q (Dk), k (Dk), v (r*Dv), z (r*Dv)] and [b (r), a (r)]:
+// splitting them gives strided views, and regrouping v, z, b and a by value head copies them (a view
+// only when there is one key head).
+Qwen3NextGatedDeltaNet::Ordered Qwen3NextGatedDeltaNet::fix_query_key_value_ordering(const Tensor& mixed_qkvz,
+                                                                                       const Tensor& mixed_ba) const {
+  const int64_t batch = mixed_qkvz.size(0), seq = mixed_qkvz.size(1);
+  const int64_t r = num_v_heads_ / num_k_heads_;
+  Tensor qkvz = ops::view(mixed_qkvz, Dims{batch, seq, num_k_heads_, 2 * head_k_dim_ + 2 * head_v_dim_ * r});
+  Tensor ba = ops::view(mixed_ba, Dims{batch, seq, num_k_heads_, 2 * r});
+  std::vector<Tensor> q_k_v_z = ops::split_with_sizes(qkvz, {head_k_dim_, head_k_dim_, r * head_v_dim_, r * head_v_dim_}, 3);
+  std::vector<Tensor> b_a = ops::split_with_sizes(ba, {r, r}, 3);
+  Ordered out{q_k_v_z[0], q_k_v_z[1], q_k_v_z[2], q_k_v_z[3], b_a[0], b_a[1]};
+  out.value = ops::reshape(out.value, Dims{batch, seq, num_v_heads_, head_v_dim_});  // (1, S, Nv, Dv)
+  out.z = ops::reshape(out.z, Dims{batch, seq, num_v_heads_, head_v_dim_});
+  out.b = ops::reshape(out.b, Dims{batch, seq, num_v_heads_});                       // (1, S, Nv)
+  out.a = ops::reshape(out.a, Dims{batch, seq, num_v_heads_});
+  return out;
+}
+
+Tensor Qwen3NextGatedDeltaNet::forward(const Tensor& hidden_states) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  const int64_t batch = hidden_states.size(0), seq = hidden_states.size(1);
+  // apply_mask_to_padding_states: no mask for a full sequence, no op.
+  Ordered o;
+  {
+    Tensor projected_states_qkvz = in_proj_qkvz.forward(hidden_states);  // (1, S, 2*Nk*Dk + 2*Nv*Dv)
+    Tensor projected_states_ba = in_proj_ba.forward(hidden_states);      // (1, S, 2*Nv)
+    o = fix_query_key_value_ordering(projected_states_qkvz, projected_states_ba);
+  }
+  o.query = ops::reshape(o.query, Dims{batch, seq, key_dim_});  // copies: the heads are strided
+  o.key = ops::reshape(o.key, Dims{batch, seq, key_dim_});
+  o.value = ops::reshape(o.value, Dims{batch, seq, value_dim_});  // a view of the copy above
+
+  Tensor mixed_qkv = ops::cat({o.query, o.key, o.value}, -1);  // (1, S, conv_dim) bf16
+  o.query = o.key = o.value = Tensor();
+  mixed_qkv = ops::transpose(mixed_qkv, 1, 2);  // (1, conv_dim, S), a view
+  Tensor conv_weight = ops::squeeze(conv1d_weight_, 1);  // (conv_dim, K)
+  mixed_qkv = nn::causal_conv1d_fn(mixed_qkv, conv_weight, activation_);
+  conv_weight = Tensor();
+  mixed_qkv = ops::transpose(mixed_qkv, 1, 2);  // (1, S, conv_dim)
+  std::vector<Tensor> qkv = ops::split_with_sizes(mixed_qkv, {key_dim_, key_dim_, value_dim_}, -1);
+  mixed_qkv = Tensor();
+  Tensor query = ops::reshape(qkv[0], Dims{batch, seq, key_dim_ / head_k_dim_, head_k_dim_});  // views
+  Tensor key = ops::reshape(qkv[1], Dims{batch, seq, key_dim_ / head_k_dim_, head_k_dim_});
+  Tensor value = ops::reshape(qkv[2], Dims{batch, seq, value_dim_ / head_v_dim_, head_v_dim_});
+  qkv.clear();
+
+  Tensor beta = ops::sigmoid(o.b);  // (1, S, Nv) bf16
+  // g = -A_log.float().exp() * softplus(a.float() + dt_bias)   (1, S, Nv) fp32
+  Tensor decay_rate = ops::neg(ops::exp(ops::to(A_log_, DType::kFloat32)));
+  Tensor g = ops::mul(decay_rate, ops::softplus(ops::add(ops::to(o.a, DType::kFloat32), dt_bias_)));
+  decay_rate = Tensor();
+  if (num_v_heads_ / num_k_heads_ > 1) {
+    query = ops::repeat_interleave(query, num_v_heads_ / num_k_heads_, 2);  // (1, S, Nv, Dk) copies
+    key = ops::repeat_interleave(key, num_v_heads_ / num_k_heads_, 2);
+  }
+  Tensor core_attn_out = nn::chunk_gated_delta_rule(backend_, path_, query, key, value, g, beta);
+  query = key = value = g = beta = Tensor();
+
+  const Dims z_shape = o.z.sizes();
+  core_attn_out = ops::reshape(core_attn_out, Dims{core_attn_out.numel() / head_v_dim_, head_v_dim_});
+  Tensor z = ops::reshape(o.z, Dims{o.z.numel() / head_v_dim_, head_v_dim_});
+  o = Ordered{};
+  core_attn_out = norm.forward(core_attn_out, z);
+  z = Tensor();
+  core_attn_out = ops::reshape(core_attn_out, z_shape);
+  core_attn_out = ops::reshape(core_attn_out, Dims{batch, seq, value_dim_});
+  return out_proj.forward(core_attn_out);
+}
+
+// ---- Qwen3NextAttention ----
+
+Qwen3NextAttention::Qwen3NextAttention(const ModelConfig& c, nn::ParameterList& params)
+    : head_dim_(c.head_dim),
+      q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim * 2, c.qkv_bias, params),
+      k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
+      v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
+      o_proj("self_attn.o_proj", c.num_attention_heads * c.head_dim, c.hidden_size, c.o_bias, params),
+      q_norm("self_attn.q_norm", c.head_dim, c.rms_norm_eps, params),
+      k_norm("self_attn.k_norm", c.head_dim, c.rms_norm_eps, params) {}
+
+namespace {
+
+// apply_rotary_pos_emb with a partial rotary: the first rotary_dim channels of each head rotate, the
+// rest pass through, and the two are concatenated back.
+std::pair<Tensor, Tensor> apply_partial_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos_in,
+                                                       const Tensor& sin_in) {
+  const Tensor cos = ops::unsqueeze(cos_in, 1);
+  const Tensor sin = ops::unsqueeze(sin_in, 1);
+  const int64_t rotary_dim = cos.size(-1), head_dim = q.size(-1);
+  // q[..., :rotary_dim] of the whole width is q itself (no op); q[..., rotary_dim:] is a view, maybe empty.
+  auto rotated_part = [&](const Tensor& x) { return rotary_dim < head_dim ? ops::slice(x, -1, 0, rotary_dim) : x; };
+  const Tensor q_rot = rotated_part(q), q_pass = ops::slice(q, -1, rotary_dim, head_dim);
+  const Tensor k_rot = rotated_part(k), k_pass = ops::slice(k, -1, rotary_dim, head_dim);
+  auto embed = [&](const Tensor& x) {
+    Tensor rotated = ops::mul(x, cos);
+    Tensor half = ops::mul(nn::rotate_half(x), sin);
+    return ops::add(rotated, half);
+  };
+  Tensor q_embed = embed(q_rot);
+  Tensor k_embed = embed(k_rot);
+  q_embed = ops::cat({q_embed, q_pass}, -1);
+  k_embed = ops::cat({k_embed, k_pass}, -1);
+  return {q_embed, k_embed};
+}
+
+}  // namespace
+
+Tensor Qwen3NextAttention::forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const {
+  ModuleScope scope(path_, ModuleKind::kOther);
+  const int64_t batch = hidden_states.size(0), seq = hidden_states.size(1);
+  // query_states, gate = torch.chunk(q_proj(x).view(1, S, -1, 2D), 2, dim=-1): strided views
+  Tensor q = q_proj.forward(hidden_states);
+  q = ops::view(q, Dims{batch, seq, q.size(-1) / (2 * head_dim_), 2 * head_dim_});
+  std::vector<Tensor> query_gate = ops::chunk(q, 2, -1);
+  q = Tensor();
+  Tensor gate = ops::reshape(query_gate[1], Dims{batch, seq, query_gate[1].size(2) * head_dim_});  // a copy
+  Tensor query_states = ops::view(query_gate[0], query_gate[0].sizes());
+  query_gate.clear();
+  query_states = ops::transpose(q_norm.forward(query_states), 1, 2);  // (1, N, S, D)
+  Tensor k = k_proj.forward(hidden_states);
+  k = ops::view(k, Dims{batch, seq, k.size(-1) / head_dim_, head_dim_});
+  Tensor key_states = ops::transpose(k_norm.forward(k), 1, 2);  // (1, Nkv, S, D)
+  k = Tensor();
+  Tensor v = v_proj.forward(hidden_states);
+  Tensor value_states = ops::transpose(ops::view(v, Dims{batch, seq, v.size(-1) / head_dim_, head_dim_}), 1, 2);
+  v = Tensor();
+
+  auto [q_embed, k_embed] = apply_partial_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
+  query_states = q_embed;
+  key_states = k_embed;
+  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states);  // (1, S, N, D)
+  query_states = key_states = value_states = Tensor();
+  attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
+  attn_output = ops::mul(attn_output, ops::sigmoid(gate));  // the output gate: both operands saved
+  gate = Tensor();
+  return o_proj.forward(attn_output);
+}
+
+// ---- Qwen3NextDecoderLayer ----
+
+Qwen3NextDecoderLayer::Qwen3NextDecoderLayer(const ModelConfig& c, int64_t layer_idx)
+    : hidden_size_(c.hidden_size),
+      mlp("mlp", c.hidden_size, c.intermediate_size, /*bias=*/false, parameters_, c.hidden_act),
+      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+      rotary_emb(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) {
+  if (c.layer_types[layer_idx] == "linear_attention") linear_attn.emplace(c, parameters_);
+  else self_attn.emplace(c, parameters_);
+  // The feed-forward: Qwen3NextSparseMoeBlock on the layers moe_layers marks, Qwen3NextMLP on the rest.
+  // The MoE block is not priced yet and read_qwen3_next refuses such layers: this is where it plugs in.
+  assert(c.moe_layers.empty() || !c.moe_layers[layer_idx]);
+}
+
+Tensor Qwen3NextDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
+  Tensor residual = input;
+  Tensor hidden_states = input_layernorm.forward(input);
+  hidden_states = linear_attn ? linear_attn->forward(hidden_states) : self_attn->forward(hidden_states, positions);
+  hidden_states = ops::add(residual, hidden_states);
+  residual = hidden_states;
+  hidden_states = post_attention_layernorm.forward(hidden_states);
+  hidden_states = mlp.forward(hidden_states);
+  return ops::add(residual, hidden_states);
+}
+
+std::unique_ptr<DecoderLayer> build_qwen3_next_layer(const ModelConfig& config, int64_t index) {
+  return std::make_unique<Qwen3NextDecoderLayer>(config, index);
+}
+
+std::unique_ptr<nn::Norm> build_qwen3_next_final_norm(const ModelConfig& config, nn::ParameterList& params) {
+  return std::make_unique<nn::GemmaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
+}
+
+}  // namespace census
+
+// ---- Qwen3NextConfig ----
+
+namespace census {
+namespace {
+
+// remap_legacy_layer_types: the names older configs use for the two kinds.
+std::string current_layer_type(const std::string& type) {
+  if (type == "attention") return "full_attention";
+  if (type == "mamba" || type == "conv") return "linear_attention";
+  return type;
+}
+
+// layer_types as stated (legacy names remapped), else linear attention but for every
+// full_attention_interval-th layer.
+Status read_layer_types(const ConfigReader& r, ModelConfig& c) {
+  c.layer_types.clear();
+  if (!r.has("layer_types")) {
+    auto interval = r.size("full_attention_interval", 4);
+    CENSUS_TRY(interval);
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_types.push_back((i + 1) % *interval ? "linear_attention" : "full_attention");
+    return {};
+  }
+  const nlohmann::json& types = r.json().at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
+    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
+                                     " of them); fix the config");
+  for (const auto& type : types) {
+    const std::string kind = type.is_string() ? current_layer_type(type.get<std::string>()) : std::string();
+    if (kind != "linear_attention" && kind != "full_attention")
+      return refuse("layer_types", "has " + type.dump() + "; known kinds: linear_attention, full_attention");
+    c.layer_types.push_back(kind);
+  }
+  return {};
+}
+
+// Which layers' feed-forward is a Qwen3NextSparseMoeBlock: those not in mlp_only_layers, when the
+// model has experts, every decoder_sparse_step-th layer.
+Status read_moe_layers(const ConfigReader& r, ModelConfig& c) {
+  int64_t num_experts = 512;
+  if (r.has("num_experts")) {
+    const nlohmann::json& value = r.json().at("num_experts");
+    if (!value.is_number_integer() || value.get<int64_t>() < 0)
+      return refuse("num_experts", "must be a non-negative integer, not " + value.dump() + "; fix the config");
+    num_experts = value.get<int64_t>();
+  }
+  auto step = r.size("decoder_sparse_step", 1);
+  CENSUS_TRY(step);
+  std::vector<bool> dense(static_cast<size_t>(c.num_hidden_layers), false);
+  if (r.has("mlp_only_layers")) {
+    const nlohmann::json& layers = r.json().at("mlp_only_layers");
+    if (!layers.is_array()) return refuse("mlp_only_layers", "must be a list of layer indices; fix the config");
+    for (const auto& index : layers) {
+      if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() >= c.num_hidden_layers)
+        return refuse("mlp_only_layers", "has " + index.dump() + ", not a layer index below " +
+                                             std::to_string(c.num_hidden_layers) + "; fix the config");
+      dense[static_cast<size_t>(index.get<int64_t>())] = true;
+    }
+  }
+  c.moe_layers.assign(static_cast<size_t>(c.num_hidden_layers), false);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    c.moe_layers[static_cast<size_t>(i)] = !dense[static_cast<size_t>(i)] && num_experts > 0 && (i + 1) % *step == 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    if (c.moe_layers[static_cast<size_t>(i)])
+      return refuse("num_experts", "layer " + std::to_string(i) +
+                                       " is a mixture-of-experts block (Qwen3NextSparseMoeBlock), not priced yet; "
+                                       "list every layer in mlp_only_layers to price dense layers");
+  return {};
+}
+
+// partial_rotary_factor, in rope_parameters or at the top level (0.25 by default): the rotary width.
+Status read_rotary_dim(const ConfigReader& r, ModelConfig& c) {
+  double factor = 0.25;
+  const nlohmann::json* rope = r.has("rope_parameters") ? &r.json().at("rope_parameters") : nullptr;
+  if (rope != nullptr && rope->is_object() && rope->contains("partial_rotary_factor") &&
+      rope->at("partial_rotary_factor").is_number()) {
+    factor = rope->at("partial_rotary_factor").get<double>();
+  } else {
+    auto stated = r.positive_number("partial_rotary_factor", 0.25);
+    CENSUS_TRY(stated);
+    factor = *stated;
+  }
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
+  if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+    return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +
+                                               std::to_string(c.head_dim) + "; it must be even and positive, fix the config");
+  return {};
+}
+
+}  // namespace
+
+Result<ModelConfig> read_gated_delta_net_config(const ConfigReader& r, const Family& family,
+                                                const LlamaLikeDefaults& defaults) {
+  auto c = read_llama_like(r, family, defaults);
+  CENSUS_TRY(c);
+  auto attention_bias = r.flag("attention_bias", false);
+  CENSUS_TRY(attention_bias);
+  c->qkv_bias = c->o_bias = *attention_bias;
+  c->qk_norm = true;
+  auto kernel = r.size("linear_conv_kernel_dim", 4);
+  CENSUS_TRY(kernel);
+  auto key_head_dim = r.size("linear_key_head_dim", 128);
+  CENSUS_TRY(key_head_dim);
+  auto value_head_dim = r.size("linear_value_head_dim", 128);
+  CENSUS_TRY(value_head_dim);
+  auto key_heads = r.size("linear_num_key_heads", 16);
+  CENSUS_TRY(key_heads);
+  auto value_heads = r.size("linear_num_value_heads", 32);
+  CENSUS_TRY(value_heads);
+  if (*value_heads % *key_heads != 0)
+    return refuse("linear_num_value_heads", std::to_string(*value_heads) + " is not a multiple of linear_num_key_heads " +
+                                                std::to_string(*key_heads) + "; fix the config");
+  c->linear_conv_kernel_dim = *kernel;
+  c->linear_key_head_dim = *key_head_dim;
+  c->linear_value_head_dim = *value_head_dim;
+  c->linear_num_key_heads = *key_heads;
+  c->linear_num_value_heads = *value_heads;
+  CENSUS_TRY(read_rotary_dim(r, *c));
+  CENSUS_TRY(read_layer_types(r, *c));
+  return c;
+}
+
+// Qwen3NextConfig: head_dim 256, two KV heads, a gated delta net on three layers of four, and 512
+// experts on every layer unless mlp_only_layers or decoder_sparse_step say otherwise.
+Result<ModelConfig> read_qwen3_next(const ConfigReader& r, const Family& family) {
+  auto c = read_gated_delta_net_config(r, family, {151936, 2048, 5632, 48, 16, 2, 256});
+  CENSUS_TRY(c);
+  CENSUS_TRY(read_moe_layers(r, *c));
+  return c;
+}
+
+}  // namespace census

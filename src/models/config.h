@@ -101,8 +101,6 @@ struct ModelConfig {
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel_dim = 0;
   int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); 0: the whole head_dim
-  // Layers whose feed-forward is a sparse MoE block (Qwen3NextSparseMoeBlock), by index; empty: none.
-  std::vector<bool> moe_layers;
   // A run option, not a config field (--gdn-backend): the gated delta rule the layers run.
   nn::GdnBackend gdn_backend = nn::GdnBackend::kEager;
 };

@@ -29,17 +29,15 @@ Status read_routed_experts(const ConfigReader& r, const char* experts_field, con
   return {};
 }
 
-namespace {
-
-// Qwen2-MoE and Qwen3-MoE: which layers are sparse, and the experts' width.
-Status read_qwen_sparse_layers(const ConfigReader& r, ModelConfig& c, int64_t default_moe_width) {
+Status read_qwen_sparse_layers(const ConfigReader& r, ModelConfig& c, int64_t default_moe_width,
+                               bool default_norm_topk_prob) {
   auto step = r.size("decoder_sparse_step", 1);
   CENSUS_TRY(step);
   auto dense_layers = r.layer_indices("mlp_only_layers", c.num_hidden_layers);
   CENSUS_TRY(dense_layers);
   auto width = r.size("moe_intermediate_size", default_moe_width);
   CENSUS_TRY(width);
-  auto norm = r.flag("norm_topk_prob", false);
+  auto norm = r.flag("norm_topk_prob", default_norm_topk_prob);
   CENSUS_TRY(norm);
   c.moe.decoder_sparse_step = *step;
   c.moe.mlp_only_layers = std::move(*dense_layers);
@@ -47,8 +45,6 @@ Status read_qwen_sparse_layers(const ConfigReader& r, ModelConfig& c, int64_t de
   c.moe.norm_topk_prob = *norm;
   return {};
 }
-
-}  // namespace
 
 // Qwen2MoeConfig: q, k, v biased by qkv_bias (default true), o not; a sigmoid-gated shared expert.
 Result<ModelConfig> read_qwen2_moe(const ConfigReader& r, const Family& family) {
@@ -59,7 +55,7 @@ Result<ModelConfig> read_qwen2_moe(const ConfigReader& r, const Family& family) 
   c->qkv_bias = *qkv_bias;
   c->moe.block = MoeConfig::Block::kQwen2Moe;
   CENSUS_TRY(read_routed_experts(r, "num_experts", "num_local_experts", 60, 4, c->moe));
-  CENSUS_TRY(read_qwen_sparse_layers(r, *c, 1408));
+  CENSUS_TRY(read_qwen_sparse_layers(r, *c, 1408, false));
   auto shared = r.size("shared_expert_intermediate_size", 5632);
   CENSUS_TRY(shared);
   c->moe.shared_expert_intermediate_size = *shared;
@@ -78,7 +74,7 @@ Result<ModelConfig> read_qwen3_moe(const ConfigReader& r, const Family& family) 
   c->qk_norm = true;
   c->moe.block = MoeConfig::Block::kQwen3Moe;
   CENSUS_TRY(read_routed_experts(r, "num_experts", "num_local_experts", 128, 8, c->moe));
-  CENSUS_TRY(read_qwen_sparse_layers(r, *c, 768));
+  CENSUS_TRY(read_qwen_sparse_layers(r, *c, 768, false));
   CENSUS_TRY(read_stated_layer_types(r, *c));
   return c;
 }

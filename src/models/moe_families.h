@@ -17,4 +17,9 @@ Result<ModelConfig> read_mixtral(const ConfigReader& reader, const Family& famil
 Status read_routed_experts(const ConfigReader& reader, const char* experts_field, const char* experts_alias,
                            int64_t default_experts, int64_t default_top_k, MoeConfig& moe);
 
+// The Qwen MoE families' sparse layers (decoder_sparse_step, mlp_only_layers), the experts' width and
+// norm_topk_prob, with the family's defaults.
+Status read_qwen_sparse_layers(const ConfigReader& reader, ModelConfig& config, int64_t default_moe_width,
+                               bool default_norm_topk_prob);
+
 }  // namespace census

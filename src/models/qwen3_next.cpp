@@ -3,6 +3,8 @@
 #include <cassert>
 
 #include "models/llama.h"
+#include "models/moe_blocks.h"
+#include "models/moe_families.h"
 #include "nn/attention_kernel.h"
 #include "nn/causal_conv1d.h"
 #include "nn/gated_delta_rule.h"
@@ -174,15 +176,14 @@ Tensor Qwen3NextAttention::forward(const Tensor& hidden_states, const nn::Positi
 
 Qwen3NextDecoderLayer::Qwen3NextDecoderLayer(const ModelConfig& c, int64_t layer_idx)
     : hidden_size_(c.hidden_size),
-      mlp("mlp", c.hidden_size, c.intermediate_size, /*bias=*/false, parameters_, c.hidden_act),
       input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       rotary_emb(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) {
   if (c.layer_types[layer_idx] == "linear_attention") linear_attn.emplace(c, parameters_);
   else self_attn.emplace(c, parameters_);
-  // The feed-forward: Qwen3NextSparseMoeBlock on the layers moe_layers marks, Qwen3NextMLP on the rest.
-  // The MoE block is not priced yet and read_qwen3_next refuses such layers: this is where it plugs in.
-  assert(c.moe_layers.empty() || !c.moe_layers[layer_idx]);
+  // The feed-forward, registered after the attention as the module is: Qwen3NextSparseMoeBlock (the
+  // Qwen2-MoE block: router, experts, a sigmoid-gated shared expert) where the layer is sparse.
+  mlp = build_feed_forward(c, layer_idx, parameters_);
 }
 
 Tensor Qwen3NextDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
@@ -192,7 +193,7 @@ Tensor Qwen3NextDecoderLayer::forward(const Tensor& input, const nn::PositionEmb
   hidden_states = ops::add(residual, hidden_states);
   residual = hidden_states;
   hidden_states = post_attention_layernorm.forward(hidden_states);
-  hidden_states = mlp.forward(hidden_states);
+  hidden_states = mlp->forward(hidden_states);
   return ops::add(residual, hidden_states);
 }
 
@@ -242,37 +243,16 @@ Status read_layer_types(const ConfigReader& r, ModelConfig& c) {
   return {};
 }
 
-// Which layers' feed-forward is a Qwen3NextSparseMoeBlock: those not in mlp_only_layers, when the
-// model has experts, every decoder_sparse_step-th layer.
+// Qwen3NextConfig's experts: Qwen2-MoE's block with its own defaults (512 experts of width 512,
+// top 10, renormalized, a shared expert of 512), sparse on every decoder_sparse_step-th layer not in
+// mlp_only_layers.
 Status read_moe_layers(const ConfigReader& r, ModelConfig& c) {
-  int64_t num_experts = 512;
-  if (r.has("num_experts")) {
-    const nlohmann::json& value = r.json().at("num_experts");
-    if (!value.is_number_integer() || value.get<int64_t>() < 0)
-      return refuse("num_experts", "must be a non-negative integer, not " + value.dump() + "; fix the config");
-    num_experts = value.get<int64_t>();
-  }
-  auto step = r.size("decoder_sparse_step", 1);
-  CENSUS_TRY(step);
-  std::vector<bool> dense(static_cast<size_t>(c.num_hidden_layers), false);
-  if (r.has("mlp_only_layers")) {
-    const nlohmann::json& layers = r.json().at("mlp_only_layers");
-    if (!layers.is_array()) return refuse("mlp_only_layers", "must be a list of layer indices; fix the config");
-    for (const auto& index : layers) {
-      if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() >= c.num_hidden_layers)
-        return refuse("mlp_only_layers", "has " + index.dump() + ", not a layer index below " +
-                                             std::to_string(c.num_hidden_layers) + "; fix the config");
-      dense[static_cast<size_t>(index.get<int64_t>())] = true;
-    }
-  }
-  c.moe_layers.assign(static_cast<size_t>(c.num_hidden_layers), false);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    c.moe_layers[static_cast<size_t>(i)] = !dense[static_cast<size_t>(i)] && num_experts > 0 && (i + 1) % *step == 0;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    if (c.moe_layers[static_cast<size_t>(i)])
-      return refuse("num_experts", "layer " + std::to_string(i) +
-                                       " is a mixture-of-experts block (Qwen3NextSparseMoeBlock), not priced yet; "
-                                       "list every layer in mlp_only_layers to price dense layers");
+  c.moe.block = MoeConfig::Block::kQwen2Moe;
+  CENSUS_TRY(read_routed_experts(r, "num_experts", "num_local_experts", 512, 10, c.moe));
+  CENSUS_TRY(read_qwen_sparse_layers(r, c, /*default_moe_width=*/512, /*default_norm_topk_prob=*/true));
+  auto shared = r.size("shared_expert_intermediate_size", 512);
+  CENSUS_TRY(shared);
+  c.moe.shared_expert_intermediate_size = *shared;
   return {};
 }
 

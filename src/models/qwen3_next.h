@@ -76,7 +76,7 @@ class Qwen3NextDecoderLayer final : public DecoderLayer {
   int64_t hidden_size_;
   std::optional<Qwen3NextGatedDeltaNet> linear_attn;  // linear_attention layers
   std::optional<Qwen3NextAttention> self_attn;        // full_attention layers
-  nn::GatedMLP mlp;                                   // Qwen3NextMLP (see the constructor for the MoE block)
+  std::unique_ptr<nn::FeedForward> mlp;  // Qwen3NextSparseMoeBlock where the config makes the layer sparse, else Qwen3NextMLP
   nn::GemmaRMSNorm input_layernorm;
   nn::GemmaRMSNorm post_attention_layernorm;
   nn::RotaryEmbedding rotary_emb;

@@ -1,7 +1,7 @@
 // Golden tests of Qwen3-Next's and Qwen3.5's layers against the torch-2 oracle, to the byte: the gated
 // delta net in both backends (Transformers' eager chunked rule, and the kernel's contract) and the
-// gated attention. The oracle ran Transformers 5's Qwen3NextDecoderLayer with mlp_only_layers listing
-// every layer, so that each feed-forward is the dense Qwen3NextMLP, and Qwen3_5DecoderLayer as it is
+// gated attention, with the MoE block as recorded, and with mlp_only_layers listing every layer so
+// that each feed-forward is the dense Qwen3NextMLP; and Qwen3_5DecoderLayer as it is
 // (scripts/oracle_case.py copied the numbers).
 #include <gtest/gtest.h>
 
@@ -122,6 +122,16 @@ TEST_P(Qwen3NextCase, ActivationsRecordOfTheLayersKind) {
   }
   ADD_FAILURE() << "no record of kind " << kind;
 }
+
+// The recorded cases, as the oracle ran them: every layer's feed-forward the MoE block (router,
+// experts, sigmoid-gated shared expert).
+INSTANTIATE_TEST_SUITE_P(
+    Qwen3NextMoe, Qwen3NextCase,
+    ::testing::Values("qwen3_next_h256_s64_linear_attention0_gdn-eager", "qwen3_next_h256_s128_linear_attention0_gdn-eager",
+                      "qwen3_next_h256_s256_linear_attention0_gdn-eager", "qwen3_next_h256_s64_linear_attention0_gdn-triton",
+                      "qwen3_next_h256_s128_linear_attention0_gdn-triton",
+                      "qwen3_next_h256_s256_linear_attention0_gdn-triton", "qwen3_next_h256_s64_full_attention1",
+                      "qwen3_next_h256_s128_full_attention1", "qwen3_next_h256_s256_full_attention1"));
 
 INSTANTIATE_TEST_SUITE_P(
     Qwen3NextDense, Qwen3NextCase,

@@ -113,7 +113,10 @@ Tensor Experts::eager_forward(const Tensor& hidden_states, const Tensor& top_k_i
   Tensor expert_idx, top_k_pos, token_idx, current_state, gate, up, current_hidden_states;
   for (int64_t e = 0; e < experts_hit; ++e) {
     expert_idx = ops::select(hit_rows[static_cast<size_t>(e)], 0, 0);
-    ops::eq(expert_idx, static_cast<double>(num_experts_));  // `if expert_idx == num_experts`, read and dropped
+    ops::item(ops::eq(expert_idx, static_cast<double>(num_experts_)));  // `if expert_idx == num_experts`
+    // Every index with the 0-d expert_idx reads it back (item) and selects: the mask's row below, and
+    // each expert weight (and bias).
+    ops::item(expert_idx);
     const int64_t received = pairs / num_experts_ + (e < pairs % num_experts_ ? 1 : 0);
     {
       // torch.where(mask): nonzero, unbound into the two index columns.
@@ -122,9 +125,13 @@ Tensor Experts::eager_forward(const Tensor& hidden_states, const Tensor& top_k_i
       token_idx = where[1];
     }
     current_state = ops::index(hidden_states, token_idx);  // (n, H)
+    ops::item(expert_idx);
     Tensor gate_up = layout_.transposed ? ops::mm(current_state, ops::select(gate_up_proj_, 0, e))
                                         : ops::linear(current_state, ops::select(gate_up_proj_, 0, e));  // (n, 2I)
-    if (layout_.has_bias) gate_up = ops::add(gate_up, ops::select(gate_up_proj_bias_, 0, e));
+    if (layout_.has_bias) {
+      ops::item(expert_idx);
+      gate_up = ops::add(gate_up, ops::select(gate_up_proj_bias_, 0, e));
+    }
     if (!layout_.gpt_oss_gate) {
       const std::vector<Tensor> halves = ops::split(gate_up, gate_up.size(-1) / 2, -1);
       gate = halves[0];
@@ -135,9 +142,13 @@ Tensor Experts::eager_forward(const Tensor& hidden_states, const Tensor& top_k_i
       current_hidden_states = apply_gate(gate_up);
       gate_up = Tensor();
     }
+    ops::item(expert_idx);
     current_hidden_states = layout_.transposed ? ops::mm(current_hidden_states, ops::select(down_proj_, 0, e))
                                                : ops::linear(current_hidden_states, ops::select(down_proj_, 0, e));
-    if (layout_.has_bias) current_hidden_states = ops::add(current_hidden_states, ops::select(down_proj_bias_, 0, e));
+    if (layout_.has_bias) {
+      ops::item(expert_idx);
+      current_hidden_states = ops::add(current_hidden_states, ops::select(down_proj_bias_, 0, e));
+    }
     // top_k_weights[token_idx, top_k_pos, None]: (n, 1)
     current_hidden_states =
         ops::mul(current_hidden_states, ops::index(ops::unsqueeze(top_k_weights, 2), {token_idx, top_k_pos}));

@@ -87,7 +87,9 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kLogicalAndInplace, "aten.logical_and_.default", OpKind::kInPlace},
     {Op::kWhere, "aten.where.self", OpKind::kCompute},
     {Op::kScalarTensor, "aten.scalar_tensor.default", OpKind::kFactory},
-    {Op::kOneHot, "aten.one_hot.default", OpKind::kCompute},
+    {Op::kAminmax, "aten.aminmax.default", OpKind::kCompute},
+    // A scalar read (Tensor.item(), bool(tensor)): a launch that reads its 0-d input, no tensor out.
+    {Op::kLocalScalarDense, "aten._local_scalar_dense.default", OpKind::kCompute},
     {Op::kNonzero, "aten.nonzero.default", OpKind::kCompute},
     {Op::kEqScalar, "aten.eq.Scalar", OpKind::kCompute},
     {Op::kSelect, "aten.select.int", OpKind::kView},

@@ -116,7 +116,11 @@ Tensor histc(const Tensor& self, int64_t bins);
 // cumsum with a result dtype, on integer tensors: no node.
 Tensor cumsum(const Tensor& self, int64_t dim, DType dtype);
 // The eager experts loop's ops (on integer tensors and masks, no nodes, except where noted).
+// F.one_hot as ATen runs it on CPU: aminmax and two scalar reads checking the range (CUDA skips
+// them), zeros, then scatter_ of ones.
 Tensor one_hot(const Tensor& self, int64_t num_classes);  // int64, one more dim
+// A scalar read of a 0-d tensor (item(), or bool() in an `if`).
+void item(const Tensor& self);
 Tensor permute(const Tensor& self, const std::vector<int>& dims);
 // nonzero(self): (count, dim) int64. Which elements are nonzero is data; the census is told how many.
 Tensor nonzero(const Tensor& self, int64_t count);

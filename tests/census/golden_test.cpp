@@ -122,6 +122,14 @@ INSTANTIATE_TEST_SUITE_P(MoeFamilies, OracleCase,
                                            "deepseek_v3_h256_s128_moe1", "deepseek_v3_h256_s256_moe1",
                                            "gpt_oss_h256_s64", "gpt_oss_h256_s128", "gpt_oss_h256_s256"));
 
+// The eager experts loop (the experts class's own forward) under balanced routing, pair t * K + k to
+// expert (t * K + k) % E (Note [Eager experts under shapes alone]): the oracle's tracker on real
+// tensors, the router's indices overwritten with that routing, the config asking for eager experts.
+INSTANTIATE_TEST_SUITE_P(MoeEagerExperts, OracleCase,
+                         ::testing::Values("qwen3_moe_h256_s64_eager", "qwen3_moe_h256_s128_eager", "mixtral_h256_s64_eager",
+                                           "qwen2_moe_h256_s64_eager", "deepseek_v3_h256_s64_moe1_eager",
+                                           "gpt_oss_h256_s64_eager"));
+
 // The oracle's cases at public checkpoints' shapes, 4096 tokens (Qwen3-30B-A3B, Qwen1.5-MoE-A2.7B,
 // Mixtral-8x7B, DeepSeek-V3 with its 8 groups of which 4 bound the choice, gpt-oss-20b), and at hidden
 // 512: measured here with the oracle's script, as the recorded cases were.
@@ -135,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(MoeCheckpoints, OracleCase,
 TEST(Explain, ListsTheStoragesTheOracleLists) {
   for (const char* name : {"llama_h256_s128", "qwen2_h256_s128", "qwen3_h256_s128", "gemma2_h256_s128",
                            "gemma3_h256_s128", "qwen3_moe_h256_s128", "qwen2_moe_h256_s128", "mixtral_h256_s128",
-                           "deepseek_v3_h256_s128_dense0", "deepseek_v3_h256_s128_moe1", "gpt_oss_h256_s128"}) {
+                           "deepseek_v3_h256_s128_dense0", "deepseek_v3_h256_s128_moe1", "gpt_oss_h256_s128",
+                           "qwen3_moe_h256_s128_eager"}) {
     const nlohmann::json oracle = oracle_case(name);
     const LayerCensus c = census_layer(oracle_config(oracle), oracle.at("layer_index"), 128, /*explain=*/true);
     std::multiset<std::string> ours, theirs;

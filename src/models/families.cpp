@@ -28,6 +28,7 @@ Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r);
 Result<ModelConfig> read_gpt_oss_family(const ConfigReader& r);
 Result<ModelConfig> read_qwen3_next_family(const ConfigReader& r);
 Result<ModelConfig> read_qwen3_5_text_family(const ConfigReader& r);
+Result<ModelConfig> read_qwen3_5_moe_text_family(const ConfigReader& r);
 
 const FamilyEntry kFamilies[] = {
     {{"llama", llama_layer_kind, build_llama_layer, build_llama_final_norm}, read_llama},
@@ -45,6 +46,8 @@ const FamilyEntry kFamilies[] = {
     {{"gpt_oss", llama_layer_kind, build_gpt_oss_layer, build_gpt_oss_final_norm}, read_gpt_oss_family},
     {{"qwen3_next", llama_layer_kind, build_qwen3_next_layer, build_qwen3_next_final_norm}, read_qwen3_next_family},
     {{"qwen3_5_text", llama_layer_kind, build_qwen3_5_layer, build_qwen3_next_final_norm}, read_qwen3_5_text_family},
+    {{"qwen3_5_moe_text", llama_layer_kind, build_qwen3_5_layer, build_qwen3_next_final_norm},
+     read_qwen3_5_moe_text_family},
 };
 
 const Family& family(const char* model_type) {
@@ -131,6 +134,9 @@ Result<ModelConfig> read_deepseek_v3_family(const ConfigReader& r) { return read
 Result<ModelConfig> read_gpt_oss_family(const ConfigReader& r) { return read_gpt_oss(r, family("gpt_oss")); }
 Result<ModelConfig> read_qwen3_next_family(const ConfigReader& r) { return read_qwen3_next(r, family("qwen3_next")); }
 Result<ModelConfig> read_qwen3_5_text_family(const ConfigReader& r) { return read_qwen3_5_text(r, family("qwen3_5_text")); }
+Result<ModelConfig> read_qwen3_5_moe_text_family(const ConfigReader& r) {
+  return read_qwen3_5_moe_text(r, family("qwen3_5_moe_text"));
+}
 
 }  // namespace
 

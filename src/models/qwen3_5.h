@@ -48,13 +48,15 @@ class Qwen3_5DecoderLayer final : public DecoderLayer {
   int64_t hidden_size_;
   std::optional<Qwen3_5GatedDeltaNet> linear_attn;  // linear_attention layers
   std::optional<Qwen3NextAttention> self_attn;      // full_attention layers: Qwen3_5Attention is its copy
-  nn::GatedMLP mlp;                                 // Qwen3_5MLP
+  std::unique_ptr<nn::FeedForward> mlp;  // Qwen3_5MLP, or Qwen3_5MoeSparseMoeBlock (qwen3_5_moe_text)
   nn::GemmaRMSNorm input_layernorm;                 // Qwen3_5RMSNorm, (1 + w)
   nn::GemmaRMSNorm post_attention_layernorm;
   nn::RotaryEmbedding rotary_emb;
 };
 
 Result<ModelConfig> read_qwen3_5_text(const ConfigReader& reader, const Family& family);
+// Qwen3_5MoeTextConfig: the same layers with a MoE block on every one.
+Result<ModelConfig> read_qwen3_5_moe_text(const ConfigReader& reader, const Family& family);
 std::unique_ptr<DecoderLayer> build_qwen3_5_layer(const ModelConfig& config, int64_t index);
 
 }  // namespace census

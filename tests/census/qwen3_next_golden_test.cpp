@@ -131,7 +131,12 @@ INSTANTIATE_TEST_SUITE_P(
                       "qwen3_next_h256_s256_linear_attention0_gdn-eager", "qwen3_next_h256_s64_linear_attention0_gdn-triton",
                       "qwen3_next_h256_s128_linear_attention0_gdn-triton",
                       "qwen3_next_h256_s256_linear_attention0_gdn-triton", "qwen3_next_h256_s64_full_attention1",
-                      "qwen3_next_h256_s128_full_attention1", "qwen3_next_h256_s256_full_attention1"));
+                      "qwen3_next_h256_s128_full_attention1", "qwen3_next_h256_s256_full_attention1",
+                      // Qwen3.5-MoE's text layer (its delta net's four projections, the MoE block on
+                      // every layer), measured here with the oracle's script.
+                      "qwen3_5_moe_text_h256_s128_linear_attention0_gdn-eager",
+                      "qwen3_5_moe_text_h256_s128_linear_attention0_gdn-triton",
+                      "qwen3_5_moe_text_h256_s128_full_attention1"));
 
 INSTANTIATE_TEST_SUITE_P(
     Qwen3NextDense, Qwen3NextCase,

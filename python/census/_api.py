@@ -201,8 +201,12 @@ def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_len
 
 
 def layer_stack(config: Any) -> Tuple[Dict[str, Any], ...]:
-    """The model's layer stack as groups ``{"kind", "count"}`` in model order, kinds as the census names them."""
-    return tuple({"kind": kind, "count": count} for kind, count in _census.stack(load_config(config)))
+    """The model's layer stack as groups ``{"kind", "count"}`` in model order, kinds as the census names them.
+
+    Multi-token-prediction layers come last as a group with ``"mtp": True`` (the key is left out when false).
+    """
+    return tuple({"kind": kind, "count": count, **({"mtp": True} if mtp else {})}
+                 for kind, count, mtp in _census.stack(load_config(config)))
 
 
 def shipped_models() -> Tuple[str, ...]:

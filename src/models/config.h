@@ -91,7 +91,6 @@ struct ModelConfig {
   MoeConfig moe;
   MlaConfig mla;
   int64_t num_mtp_layers = 0;  // multi-token-prediction layers, stacked after the body
-  double swiglu_limit = 0;     // GPT-OSS's clamp of its experts' gate and up projections
 
   // Gated delta net (Qwen3-Next, Qwen3.5): the linear_attention layers' sizes, and the full-attention
   // layers' output gate and partial rotary.

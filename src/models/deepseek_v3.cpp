@@ -3,6 +3,7 @@
 #include "models/llama.h"
 #include "models/moe_families.h"
 #include "nn/attention_kernel.h"
+#include "models/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -180,14 +181,8 @@ DeepseekV3DecoderLayer::DeepseekV3DecoderLayer(const ModelConfig& c, int64_t ind
       rotary_emb(c.mla.qk_rope_head_dim) {}
 
 Tensor DeepseekV3DecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  Tensor residual = input;
-  Tensor hidden_states = input_layernorm.forward(input);
-  hidden_states = self_attn.forward(hidden_states, positions);
-  hidden_states = ops::add(residual, hidden_states);
-  residual = hidden_states;
-  hidden_states = post_attention_layernorm.forward(hidden_states);
-  hidden_states = mlp->forward(hidden_states);
-  return ops::add(residual, hidden_states);
+  return pre_norm_layer_forward(
+      input, input_layernorm, [&](const Tensor& normed) { return self_attn.forward(normed, positions); }, post_attention_layernorm, *mlp);
 }
 
 // DeepseekV3Config: MLA sizes; q_lora_rank null for a plain q_proj; head_dim is qk_rope_head_dim (the

@@ -3,6 +3,7 @@
 #include "models/llama.h"
 #include "models/moe_families.h"
 #include "nn/attention_kernel.h"
+#include "models/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -75,14 +76,8 @@ GptOssDecoderLayer::GptOssDecoderLayer(const ModelConfig& c)
       rotary_emb(c.head_dim, /*halves=*/true) {}
 
 Tensor GptOssDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  Tensor residual = input;
-  Tensor hidden_states = input_layernorm.forward(input);
-  hidden_states = self_attn.forward(hidden_states, positions);
-  hidden_states = ops::add(residual, hidden_states);
-  residual = hidden_states;
-  hidden_states = post_attention_layernorm.forward(hidden_states);
-  hidden_states = mlp.forward(hidden_states);
-  return ops::add(residual, hidden_states);
+  return pre_norm_layer_forward(
+      input, input_layernorm, [&](const Tensor& normed) { return self_attn.forward(normed, positions); }, post_attention_layernorm, mlp);
 }
 
 // GptOssConfig: every layer MoE, the experts intermediate_size wide; attention_bias (default true)

@@ -2,6 +2,7 @@
 
 #include "models/moe_blocks.h"
 #include "nn/attention_kernel.h"
+#include "models/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -54,14 +55,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index)
       rotary_emb(c.head_dim) {}
 
 Tensor LlamaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  Tensor residual = input;
-  Tensor hidden_states = input_layernorm.forward(input);
-  hidden_states = self_attn.forward(hidden_states, positions);
-  hidden_states = ops::add(residual, hidden_states);
-  residual = hidden_states;
-  hidden_states = post_attention_layernorm.forward(hidden_states);
-  hidden_states = mlp->forward(hidden_states);
-  return ops::add(residual, hidden_states);
+  return pre_norm_layer_forward(
+      input, input_layernorm, [&](const Tensor& normed) { return self_attn.forward(normed, positions); }, post_attention_layernorm, *mlp);
 }
 
 Result<ModelConfig> read_llama_like(const ConfigReader& r, const Family& family, const LlamaLikeDefaults& d) {

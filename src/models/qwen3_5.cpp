@@ -6,6 +6,7 @@
 #include "models/llama.h"
 #include "nn/causal_conv1d.h"
 #include "nn/gated_delta_rule.h"
+#include "models/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -76,14 +77,8 @@ Qwen3_5DecoderLayer::Qwen3_5DecoderLayer(const ModelConfig& c, int64_t layer_idx
 }
 
 Tensor Qwen3_5DecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  Tensor residual = input;
-  Tensor hidden_states = input_layernorm.forward(input);
-  hidden_states = linear_attn ? linear_attn->forward(hidden_states) : self_attn->forward(hidden_states, positions);
-  hidden_states = ops::add(residual, hidden_states);
-  residual = hidden_states;
-  hidden_states = post_attention_layernorm.forward(hidden_states);
-  hidden_states = mlp->forward(hidden_states);
-  return ops::add(residual, hidden_states);
+  return pre_norm_layer_forward(
+      input, input_layernorm, [&](const Tensor& normed) { return linear_attn ? linear_attn->forward(normed) : self_attn->forward(normed, positions); }, post_attention_layernorm, *mlp);
 }
 
 std::unique_ptr<DecoderLayer> build_qwen3_5_layer(const ModelConfig& config, int64_t index) {

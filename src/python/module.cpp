@@ -1,6 +1,7 @@
 // The census Python extension (_census): the C++ census, called with a config as a Python mapping.
 // python/census/__init__.py builds the reference's public functions on top of it.
 #include <pybind11/pybind11.h>
+#include <tuple>
 #include <pybind11/stl.h>
 
 #include <nlohmann/json.hpp>
@@ -194,9 +195,9 @@ py::dict resolved(const py::object& mapping) {
   return out;
 }
 
-std::vector<std::pair<std::string, int64_t>> stack(const py::object& mapping) {
-  std::vector<std::pair<std::string, int64_t>> groups;
-  for (const LayerGroup& group : layer_stack(config_of(mapping))) groups.emplace_back(group.kind, group.count);
+std::vector<std::tuple<std::string, int64_t, bool>> stack(const py::object& mapping) {
+  std::vector<std::tuple<std::string, int64_t, bool>> groups;
+  for (const LayerGroup& group : layer_stack(config_of(mapping))) groups.emplace_back(group.kind, group.count, group.mtp);
   return groups;
 }
 
@@ -233,6 +234,6 @@ PYBIND11_MODULE(_census, m) {
   m.def("output_activations", &output_activations, "the output layer's record, per token");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
-  m.def("stack", &stack, "the layer stack as (kind, count) groups");
+  m.def("stack", &stack, "the layer stack as (kind, count, mtp) groups");
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
 }

@@ -162,3 +162,16 @@ def test_a_config_handle_gives_the_same_answers():
         census.census_layer(census.tp_config(config, 4), 0, 2048)
     stack = [{"kind": "decoder", "count": 64}]
     assert census.census_activations(handle, stack, 1024) == census.census_activations(config, stack, 1024)
+
+
+def test_moe_layer_stack_and_experts_implementation():
+    stack = census.layer_stack(census.shipped_config("deepseek-v3"))
+    assert stack == ({"kind": "dense", "count": 3}, {"kind": "moe", "count": 58}, {"kind": "moe", "count": 1, "mtp": True})
+    config = census.shipped_config("qwen3-30b-a3b")
+    grouped = census.census_layer(config, 0, 1024)
+    eager = census.census_layer({**config, "_experts_implementation": "eager"}, 0, 1024)
+    # The eager loop also keeps each expert's index_add_ source; its backward holds whole-weight buffers.
+    assert eager[0] > grouped[0] and eager[1] > grouped[1]
+    with pytest.raises(ValueError, match="_experts_implementation"):
+        census.census_layer({**config, "_experts_implementation": "sonicmoe"}, 0, 1024)
+    assert census.tp_config(config, 2)["moe_intermediate_size"] == config["moe_intermediate_size"] // 2

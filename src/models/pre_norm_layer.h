@@ -1,0 +1,31 @@
+// File: pre_norm_layer.h
+// The residual structure of a pre-norm decoder layer, which Llama's layer and the families that copy
+// it run around their own attention and feed-forward:
+//
+//   h   = x + attention(input_layernorm(x))
+//   out = h + mlp(post_attention_layernorm(h))
+//
+// Statement by statement as Transformers writes it, so that each residual and each intermediate is
+// dropped when the Python local holding it is rebound.
+#pragma once
+
+#include "nn/mlp.h"
+#include "nn/rms_norm.h"
+#include "ops/ops.h"
+
+namespace census {
+
+template <class Attention>
+Tensor pre_norm_layer_forward(const Tensor& input, const nn::Norm& input_layernorm, Attention&& attention,
+                              const nn::Norm& post_attention_layernorm, const nn::FeedForward& mlp) {
+  Tensor residual = input;
+  Tensor hidden_states = input_layernorm.forward(input);
+  hidden_states = attention(hidden_states);
+  hidden_states = ops::add(residual, hidden_states);
+  residual = hidden_states;
+  hidden_states = post_attention_layernorm.forward(hidden_states);
+  hidden_states = mlp.forward(hidden_states);
+  return ops::add(residual, hidden_states);
+}
+
+}  // namespace census

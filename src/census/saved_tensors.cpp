@@ -13,6 +13,8 @@ namespace {
 SavedOp classify(const Tensor& tensor, const OpDef* by_op, const std::vector<ModuleFrame>& modules) {
   if (by_op != nullptr && by_op->kind == OpKind::kAttentionKernel)
     return tensor.dtype() == DType::kFloat32 ? SavedOp::kSoftmax : SavedOp::kAttBMM;
+  // The fused SwiGLU keeps the experts' gate and up projections: the activation's input.
+  if (by_op != nullptr && by_op->op == Op::kNpuSwiglu) return SavedOp::kFfAct;
   if (modules.empty() || modules.back().path.empty()) return SavedOp::kOther;
   const ModuleFrame& frame = modules.back();
   if (frame.kind == ModuleKind::kDeltaRule) return SavedOp::kLinrec;

@@ -70,9 +70,11 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
 }
 
 RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_index, int64_t seq_length) {
-  // As the reference, on Transformers' own chunked delta rule, whatever backend the layer runs.
+  // As the reference, on Transformers' own modules: the chunked delta rule whatever backend the layer
+  // runs, and no fused module a train.yaml installs (their kernels run matmuls no dispatch sees).
   ModelConfig config = config_in;
   config.gdn_backend = nn::GdnBackend::kEager;
+  config.replacements.clear();
   Session session;
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
   // The attention's parameters: those of a child named for attention (self_attn, attention, ...).

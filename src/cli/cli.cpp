@@ -55,6 +55,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
     sub->add_option("--experts-implementation", request.experts_implementation,
                     "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)");
+    const std::string_view command(name);
+    if (command == "layer" || command == "saved-ops" || command == "explain" || command == "activations" ||
+        command == "output" || command == "parameters")
+      sub->add_option("--train-yaml", request.train_yaml,
+                      "a HyperParallel train.yaml: its plan_overrides' fused modules replace Transformers' own");
     if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
       sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
     if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&

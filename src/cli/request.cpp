@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/shipped_models.h"
+#include "cli/train_yaml.h"
 #include "models/families.h"
 
 namespace census::cli {
@@ -60,6 +61,16 @@ Status check_request(const Request& r) {
 }
 
 Status apply_options(Request& r) {
+  if (!r.train_yaml.empty()) {
+    auto specs = read_train_yaml(r.train_yaml);
+    CENSUS_TRY(specs);
+    if (!specs->empty() && r.config.family->class_prefix == nullptr)
+      return refuse("--train-yaml", r.config.model_type +
+                                        "'s layers take no module replacements yet (the census installs them in "
+                                        "the Llama-like layers: llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
+                                        "mixtral); drop the option");
+    r.config.replacements = specs.take();
+  }
   if (r.experts_implementation.empty()) return {};
   if (r.experts_implementation != "grouped_mm" && r.experts_implementation != "eager")
     return refuse("--experts-implementation", "'" + r.experts_implementation +

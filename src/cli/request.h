@@ -25,6 +25,7 @@ struct Request {
   bool output = false;                // activations: the output layer's record too
   std::vector<LayerGroup> stack;      // activations: the stack --layers states (the model's if empty)
   std::string experts_implementation;  // --experts-implementation as given; empty: grouped_mm
+  std::string train_yaml;              // --train-yaml: a recipe whose plan_overrides replace modules
 };
 
 // The ModelConfig named by `source`: a shipped model's name, else a path to a config.json.
@@ -35,7 +36,8 @@ Result<ModelConfig> resolve_model(const std::string& source);
 // experts implementation the census does not know or a model without experts.
 Status check_request(const Request& request);
 
-// The request's config with its options applied (the experts implementation).
+// The request's config with its options applied (the experts implementation, a train.yaml's module
+// replacements).
 Status apply_options(Request& request);
 
 }  // namespace census::cli

@@ -14,6 +14,7 @@
 #include "nn/moe.h"
 #include "nn/rms_norm.h"
 #include "nn/rotary.h"
+#include "models/replacements.h"
 #include "util/result.h"
 
 namespace census {
@@ -90,6 +91,9 @@ struct ModelConfig {
   std::vector<std::string> layer_types;
   MoeConfig moe;
   MlaConfig mla;
+  // A run option, not a config field (--train-yaml): HyperParallel's fused modules in place of
+  // Transformers' own, where a spec selects them (models/replacements.h).
+  std::vector<ReplacementSpec> replacements;
   int64_t num_mtp_layers = 0;  // multi-token-prediction layers, stacked after the body
 
   // Gated delta net (Qwen3-Next, Qwen3.5): the linear_attention layers' sizes, and the full-attention
@@ -121,6 +125,9 @@ struct Family {
   std::unique_ptr<DecoderLayer> (*build_layer)(const ModelConfig& config, int64_t index);
   // The model's final norm, of the class of a layer's input norm.
   std::unique_ptr<nn::Norm> (*build_final_norm)(const ModelConfig& config, nn::ParameterList& params);
+  // The prefix of the family's Transformers classes ("Qwen3Moe" for Qwen3MoeRMSNorm), where its
+  // layers take module replacements; nullptr where they do not yet.
+  const char* class_prefix = nullptr;
 };
 
 // The layer stack, run-length grouped by kind.

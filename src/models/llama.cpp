@@ -46,17 +46,42 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   return o_proj.forward(attn_output);
 }
 
+std::string layer_module_name(int64_t index, const char* path) {
+  return "model.layers." + std::to_string(index) + "." + path;
+}
+
+std::string family_class(const ModelConfig& config, const char* name) {
+  return config.family->class_prefix == nullptr ? std::string() : std::string(config.family->class_prefix) + name;
+}
+
+std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& c, const std::string& fqn, const std::string& path,
+                                           int64_t dim, nn::ParameterList& params) {
+  if (replacement_for(c.replacements, fqn, family_class(c, "RMSNorm")) == FusedModule::kRmsNorm)
+    return std::make_unique<nn::FusedRMSNorm>(path, dim, params);
+  return std::make_unique<nn::LlamaRMSNorm>(path, dim, c.rms_norm_eps, params);
+}
+
 LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index)
-    : hidden_size_(c.hidden_size),
-      self_attn(c, parameters_),
-      mlp(build_feed_forward(c, index, parameters_)),
-      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
-      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
-      rotary_emb(c.head_dim) {}
+    : hidden_size_(c.hidden_size), rotary_emb(c.head_dim) {
+  // Registered as Transformers registers them: self_attn, mlp, the two norms.
+  if (replacement_for(c.replacements, layer_module_name(index, "self_attn"), family_class(c, "Attention")) ==
+      FusedModule::kGqaFlashAttention)
+    fused_attn.emplace(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.qkv_bias, c.o_bias,
+                       c.qk_norm, c.rms_norm_eps, parameters_);
+  else
+    self_attn.emplace(c, parameters_);
+  mlp = build_feed_forward(c, index, parameters_);
+  input_layernorm = build_llama_norm(c, layer_module_name(index, "input_layernorm"), "input_layernorm", c.hidden_size,
+                                     parameters_);
+  post_attention_layernorm = build_llama_norm(c, layer_module_name(index, "post_attention_layernorm"),
+                                              "post_attention_layernorm", c.hidden_size, parameters_);
+}
 
 Tensor LlamaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
   return pre_norm_layer_forward(
-      input, input_layernorm, [&](const Tensor& normed) { return self_attn.forward(normed, positions); }, post_attention_layernorm, *mlp);
+      input, *input_layernorm,
+      [&](const Tensor& normed) { return fused_attn ? fused_attn->forward(normed, positions) : self_attn->forward(normed, positions); },
+      *post_attention_layernorm, *mlp);
 }
 
 Result<ModelConfig> read_llama_like(const ConfigReader& r, const Family& family, const LlamaLikeDefaults& d) {
@@ -147,7 +172,7 @@ std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64
 }
 
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params) {
-  return std::make_unique<nn::LlamaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
+  return build_llama_norm(config, "model.norm", "norm", config.hidden_size, params);
 }
 
 }  // namespace census

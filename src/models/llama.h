@@ -12,6 +12,7 @@
 
 #include "models/config.h"
 #include "models/config_reader.h"
+#include "nn/hyperparallel.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
 #include "nn/rms_norm.h"
@@ -44,10 +45,12 @@ class LlamaDecoderLayer final : public DecoderLayer {
 
  private:
   int64_t hidden_size_;
-  LlamaAttention self_attn;
+  // Transformers' attention, or HyperParallel's fused GQAAttention where a replacement selects it.
+  std::optional<LlamaAttention> self_attn;
+  std::optional<nn::GQAAttention> fused_attn;
   std::unique_ptr<nn::FeedForward> mlp;  // dense, or the family's MoE block (models/moe_blocks.h)
-  nn::LlamaRMSNorm input_layernorm;
-  nn::LlamaRMSNorm post_attention_layernorm;
+  std::unique_ptr<nn::Norm> input_layernorm;  // LlamaRMSNorm, or the fused RMSNorm
+  std::unique_ptr<nn::Norm> post_attention_layernorm;
   nn::RotaryEmbedding rotary_emb;  // the model's, held here so one layer can run alone
 };
 
@@ -71,5 +74,13 @@ Result<nn::HiddenAct> read_hidden_act(const ConfigReader& reader, const char* fi
 std::string llama_layer_kind(const ModelConfig& config, int64_t index);
 std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index);
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params);
+// The family's RMSNorm at `fqn` ("model.norm", "model.layers.0.input_layernorm"): Llama's, or the fused
+// one where a replacement selects it.
+std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& config, const std::string& fqn, const std::string& path,
+                                           int64_t dim, nn::ParameterList& params);
+// A layer's module name in the model, as replacements match it: "model.layers.<index>.<path>".
+std::string layer_module_name(int64_t index, const char* path);
+// The family's Transformers class `name` ("RMSNorm" -> "Qwen3MoeRMSNorm"); empty without a prefix.
+std::string family_class(const ModelConfig& config, const char* name);
 
 }  // namespace census

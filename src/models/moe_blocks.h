@@ -18,37 +18,37 @@ namespace census {
 
 class Qwen3MoeSparseMoeBlock final : public nn::FeedForward {
  public:
-  Qwen3MoeSparseMoeBlock(const ModelConfig& config, nn::ParameterList& params);
+  Qwen3MoeSparseMoeBlock(const ModelConfig& config, int64_t index, nn::ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;
 
  private:
   std::string path_ = "mlp";
-  nn::Experts experts;
+  std::unique_ptr<nn::MoeExperts> experts;  // Transformers' experts, or the fused GroupedExperts
   nn::TopKRouter gate;
 };
 
 class Qwen2MoeSparseMoeBlock final : public nn::FeedForward {
  public:
-  Qwen2MoeSparseMoeBlock(const ModelConfig& config, nn::ParameterList& params);
+  Qwen2MoeSparseMoeBlock(const ModelConfig& config, int64_t index, nn::ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;
 
  private:
   std::string path_ = "mlp";
   nn::TopKRouter gate;
-  nn::Experts experts;
+  std::unique_ptr<nn::MoeExperts> experts;  // Transformers' experts, or the fused GroupedExperts
   nn::GatedMLP shared_expert;
   nn::Linear shared_expert_gate;  // H -> 1
 };
 
 class MixtralSparseMoeBlock final : public nn::FeedForward {
  public:
-  MixtralSparseMoeBlock(const ModelConfig& config, nn::ParameterList& params);
+  MixtralSparseMoeBlock(const ModelConfig& config, int64_t index, nn::ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;
 
  private:
   std::string path_ = "mlp";
   nn::TopKRouter gate;
-  nn::Experts experts;
+  std::unique_ptr<nn::MoeExperts> experts;  // Transformers' experts, or the fused GroupedExperts
 };
 
 // Layer `index`'s feed-forward ("mlp"): its family's MoE block where the config makes it MoE, else

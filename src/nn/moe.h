@@ -53,6 +53,14 @@ class TopKRouter {
   Tensor weight_;  // (E, H)
 };
 
+// The experts of a MoE block, behind Transformers' Experts interface: hidden_states (T, H),
+// top_k_index (T, K) int64, top_k_weights (T, K); returns (T, H) in the hidden states' dtype.
+class MoeExperts {
+ public:
+  virtual ~MoeExperts() = default;
+  virtual Tensor forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const = 0;
+};
+
 // How a family stores and gates its experts (the flags @use_experts_implementation sets).
 struct ExpertsLayout {
   bool transposed = false;  // gate_up_proj (E, H, 2I) and down_proj (E, I, H), used untransposed
@@ -72,13 +80,11 @@ struct ExpertsLayout {
 // product, the activation's output (S, I), the down projection (S, H) and the routing weights
 // (S, 1) by the weighting, the int64 gather indices (three of S), the sentinel mask (S, 1) bool and
 // the int32 offsets (E).
-class Experts {
+class Experts final : public MoeExperts {
  public:
   Experts(std::string path, int64_t num_experts, int64_t hidden_size, int64_t intermediate_size, HiddenAct act,
           ExpertsImplementation implementation, ParameterList& params, ExpertsLayout layout = {});
-  // hidden_states (T, H); top_k_index (T, K) int64; top_k_weights (T, K). Returns (T, H) in the
-  // hidden states' dtype.
-  Tensor forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;
+  Tensor forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const override;
 
  private:
   Tensor grouped_mm_forward(const Tensor& hidden_states, const Tensor& top_k_index, const Tensor& top_k_weights) const;

@@ -50,22 +50,21 @@ class FlashAttentionBackward final : public Node {
 
 }  // namespace
 
-FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value) {
+FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value, Op op) {
   const Dims out_sizes{query.size(0), query.size(1), query.size(2), value.size(-1)};
   const Dims stats_sizes{query.size(0), query.size(1), query.size(2), kFlashStats};
   auto node = make_node<FlashAttentionBackward>({&query, &key, &value}, stats_sizes);
   const std::array<Tensor, 3> inputs{query, key, value};
-  const internal::SacAction action = internal::sac_action(Op::kFlashAttention, inputs);
+  const internal::SacAction action = internal::sac_action(op, inputs);
   FlashOutputs result;
   if (action == internal::SacAction::kFromCache) {
-    std::vector<Tensor> cached = internal::pop_cached(Op::kFlashAttention);
+    std::vector<Tensor> cached = internal::pop_cached(op);
     result = FlashOutputs{cached[0], cached[1], cached[2]};
   } else {
     result = FlashOutputs{alloc(out_sizes, query.dtype()), alloc(stats_sizes, DType::kFloat32),
                           alloc(stats_sizes, DType::kFloat32)};
-    dispatch<3, 3>(Op::kFlashAttention, inputs, {result.out, result.softmax_a, result.softmax_b});
-    if (action == internal::SacAction::kRunAndCache)
-      internal::push_cached(Op::kFlashAttention, {result.out, result.softmax_a, result.softmax_b});
+    dispatch<3, 3>(op, inputs, {result.out, result.softmax_a, result.softmax_b});
+    if (action == internal::SacAction::kRunAndCache) internal::push_cached(op, {result.out, result.softmax_a, result.softmax_b});
   }
   set_history(result.out, node, 0);
   if (node) {

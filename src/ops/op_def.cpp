@@ -110,6 +110,14 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kSoftplusBackward, "aten.softplus_backward.default", OpKind::kCompute},
     {Op::kOnes, "aten.ones.default", OpKind::kFactory},
     {Op::kEye, "aten.eye.default", OpKind::kFactory},
+    {Op::kNpuRmsNorm, "nd_census_npu.rms_norm.default", OpKind::kCompute},
+    {Op::kNpuSwiglu, "nd_census_npu.swiglu.default", OpKind::kCompute},
+    {Op::kNpuRotaryMul, "nd_census_npu.rotary_mul.default", OpKind::kCompute},
+    {Op::kNpuMoeTokenPermute, "nd_census_npu.moe_token_permute.default", OpKind::kCompute},
+    {Op::kNpuMoeTokenUnpermute, "nd_census_npu.moe_token_unpermute.default", OpKind::kCompute},
+    // A plain function in the reference's contracts (its output a new_empty), named here for what it is.
+    {Op::kNpuGroupedMatmul, "torch_npu.npu_grouped_matmul.default", OpKind::kCompute},
+    {Op::kNpuFusionAttention, "nd_census_npu.fusion_attention.default", OpKind::kAttentionKernel},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
 }};
 

@@ -44,6 +44,9 @@ enum class Op : uint8_t {
   // Gated delta net: the linear-attention layers of Qwen3-Next and Qwen3.5 (their eager rule's ops,
   // the causal depthwise conv, the factories they take)
   kBmm, kConvolution, kConvolutionBackward, kExp, kTril, kTriu, kFlip, kSoftplus, kSoftplusBackward, kOnes, kEye,
+  // NPU kernel contracts (HyperParallel's fused modules, torch_npu's kernels)
+  kNpuRmsNorm, kNpuSwiglu, kNpuRotaryMul, kNpuMoeTokenPermute, kNpuMoeTokenUnpermute, kNpuGroupedMatmul,
+  kNpuFusionAttention,
   // Attention kernel contract
   kFlashAttention,
   kCount,

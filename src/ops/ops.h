@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "ops/op_def.h"
 #include "tensor/tensor.h"
 
 namespace census::ops {
@@ -201,8 +202,36 @@ struct FlashOutputs {
   Tensor softmax_b;  // (B, Nh, S, 8) fp32
 };
 // The census's flash attention: grouped K/V not expanded; saves q, k, v, out and both statistics.
-FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value);
+// `op` names the kernel: the census's own, or torch_npu's npu_fusion_attention (BNSD), whose contract
+// saves and returns the same.
+FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value, Op op = Op::kFlashAttention);
 // Statistics a flash kernel keeps per head and token.
 inline constexpr int64_t kFlashStats = 8;
+
+// --- NPU kernel contracts (ops/npu_contracts.cpp) ---
+// What torch_npu's kernels return and keep, as the reference census's contracts state them: each a
+// custom op whose backward returns empty tensors of its differentiable inputs' sizes (zeros handed in
+// for its non-differentiable outputs' gradients, as a custom op's node materializes them).
+struct NpuRmsNormOutputs {
+  Tensor y;     // x's shape and dtype
+  Tensor rstd;  // (..., 1) fp32, not differentiable
+};
+// npu_rms_norm(x, gamma, epsilon): saves x, gamma and rstd.
+NpuRmsNormOutputs npu_rms_norm(const Tensor& x, const Tensor& gamma);
+// npu_swiglu(x, dim=-1): half of x's last dim; saves x (the gate and up projections side by side).
+Tensor npu_swiglu(const Tensor& x);
+// npu_rotary_mul(x, r1, r2): x's shape; saves x, r1 and r2.
+Tensor npu_rotary_mul(const Tensor& x, const Tensor& r1, const Tensor& r2);
+struct NpuPermuted {
+  Tensor permuted;        // (routes, H)
+  Tensor sorted_indices;  // (routes) int32, not differentiable
+};
+// npu_moe_token_permute(tokens (T, H), indices (T, K)): saves tokens, indices and sorted_indices.
+NpuPermuted npu_moe_token_permute(const Tensor& tokens, const Tensor& indices);
+// npu_moe_token_unpermute(permuted, sorted_indices, probs (T, K)): (T, H); saves all three.
+Tensor npu_moe_token_unpermute(const Tensor& permuted, const Tensor& sorted_indices, const Tensor& probs);
+// HyperParallel's GMMFunction over npu_grouped_matmul: x (rows, K) times each group's weight
+// (E, K, N); saves x, weight and the int64 group_list (its backward's dx, then the grouped dW).
+Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& group_list);
 
 }  // namespace census::ops

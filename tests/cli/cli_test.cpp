@@ -198,6 +198,41 @@ TEST(Cli, LayersPrintsTheStackWithItsMtpGroup) {
   EXPECT_EQ(stack[2], (nlohmann::json{{"kind", "moe"}, {"count", 1}, {"mtp", true}}));
 }
 
+const std::string kRecipe = std::string(CENSUS_TEST_DATA) + "/recipes/qwen3_moe_train.yaml";
+
+TEST(Cli, TrainYamlReplacesModules) {
+  const CliRun plain = census({"layer", "qwen3-30b-a3b", "--seq-length", "256", "--format", "json"});
+  const CliRun fused = census({"layer", "qwen3-30b-a3b", "--seq-length", "256", "--format", "json", "--train-yaml", kRecipe});
+  ASSERT_EQ(fused.code, 0) << fused.err;
+  EXPECT_LT(nlohmann::json::parse(fused.out).at("saved").get<int64_t>(), nlohmann::json::parse(plain.out).at("saved").get<int64_t>());
+}
+
+TEST(CliRefuses, TrainYamlEntriesTheCensusCannotInstall) {
+  auto recipe = [](const std::string& entry) {
+    return write_config("train.yaml", "plan_overrides:\n  - match: \"*.mlp\"\n    when: ep\n" + entry);
+  };
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml",
+                         recipe("  - match: \"*.self_attn\"\n    replace_module: some.factory\n")}),
+                 "plan_overrides[1]: states replace_module without module_type");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml",
+                         recipe("  - match: 3\n    module_type: a.B\n    replace_module: x.y\n")}),
+                 "plan_overrides[1]");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml",
+                         recipe("  - match: {a: 1}\n    module_type: a.B\n    replace_module: x.y\n")}),
+                 "match must be a string or a list");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml",
+                         recipe("  - match: \"*.self_attn\"\n    module_type: a.B\n    replace_module:\n"
+                                "      _target_: my.own.replace_attention\n")}),
+                 "is not known to the census");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml",
+                         recipe("  - match: \"*.self_attn\"\n    module_type: a.B\n    replace_module: "
+                                "hyper_parallel.models.deepseek_v32.adapter.conversion.module_replacement."
+                                "replace_deepseek_v32_dsa_attention\n")}),
+                 "native extension");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml", "/no/such/train.yaml"}), "cannot be read");
+  expect_refused(census({"layer", "deepseek-v3", "--train-yaml", kRecipe}), "take no module replacements yet");
+}
+
 TEST(CliRefuses, UnknownCommandAndFormat) {
   expect_refused(census({"memory", "llama-3.1-8b"}), "census --help");
   expect_refused(census({"layer", "llama-3.1-8b", "--format", "yaml"}), "census --help");

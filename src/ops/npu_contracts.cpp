@@ -1,0 +1,179 @@
+// The NPU kernel contracts: torch_npu's kernels as HyperParallel's fused modules call them, each one op
+// that returns outputs of the kernel's shapes and saves what the kernel's backward takes (torch_npu's
+// derivatives). Like the reference census's, each is a custom op with an autograd formula: its node
+// hands the backward zeros for the gradients of its non-differentiable outputs (Note [Materialized
+// statistics gradients]), unpacks every saved tensor, and returns empty tensors of its
+// differentiable inputs' sizes.
+#include "ops/internal.h"
+#include "ops/ops.h"
+
+namespace census::ops {
+using internal::alloc;
+using internal::dispatch;
+
+namespace {
+
+Tensor empty_of(const Tensor& like) { return alloc(like.sizes(), internal::dense_strides_like(like, like.sizes()), like.dtype()); }
+
+// A contract's node: `saved` tensors kept, `outputs` gradients in (zeros where undefined), and the
+// backward's empty gradients for the saved tensors listed in `grad_of`, in input order (an input whose
+// gradient nobody takes still gets one, as the formula returns it).
+class ContractBackward final : public Node {
+ public:
+  ContractBackward(uint64_t seq, std::string_view name, std::vector<Dims> output_sizes, std::vector<DType> output_dtypes,
+                   std::vector<int> grad_of)
+      : Node(name, seq), output_sizes_(std::move(output_sizes)), output_dtypes_(std::move(output_dtypes)),
+        grad_of_(std::move(grad_of)) {
+    set_num_inputs(static_cast<uint32_t>(output_sizes_.size()));
+  }
+  GradList apply(GradList& grads) override {
+    std::vector<Tensor> materialized;
+    for (size_t i = 0; i < output_sizes_.size(); ++i)
+      if (!grads[i].defined()) materialized.push_back(zeros(output_sizes_[i], output_dtypes_[i]));
+    std::vector<Tensor> saved;
+    for (SavedVariable& each : saved_) saved.push_back(each.unpack());
+    GradList out(next_edges().size());
+    for (size_t i = 0; i < grad_of_.size() && i < out.size(); ++i)
+      if (grad_of_[i] >= 0) out[i] = empty_of(saved[static_cast<size_t>(grad_of_[i])]);
+    return out;
+  }
+  void release_variables() override {
+    for (SavedVariable& each : saved_) each.reset();
+  }
+  std::vector<SavedVariable> saved_ = std::vector<SavedVariable>(4);
+  size_t saved_count = 0;
+
+ private:
+  std::vector<Dims> output_sizes_;
+  std::vector<DType> output_dtypes_;
+  std::vector<int> grad_of_;  // by input: which saved tensor's shape its gradient takes; -1: none
+};
+
+// HyperParallel's GMMFunction (components/functional/grouped_matmul.py): saves x, weight and the
+// group_list tensor; its backward makes the gradient contiguous, then dx = gmm(grad, weight^T) and
+// the grouped weight gradient gmm(x^T, grad, group_type=2).
+class GmmFunctionBackward final : public Node {
+ public:
+  explicit GmmFunctionBackward(uint64_t seq) : Node("GMMFunctionBackward", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor x = x_.unpack();
+    const Tensor weight = weight_.unpack();
+    const Tensor group_list = group_list_.unpack();
+    const Tensor grad = contiguous(grads[0]);
+    GradList out(2);
+    Tensor dx = alloc(Dims{grad.size(0), weight.size(-2)}, grad.dtype());
+    dispatch<3, 1>(Op::kNpuGroupedMatmul, {grad, weight, group_list}, {dx});
+    Tensor dw = alloc(weight.sizes(), grad.dtype());
+    dispatch<3, 1>(Op::kNpuGroupedMatmul, {x, grad, group_list}, {dw});
+    out[0] = dx;
+    out[1] = dw;
+    return out;
+  }
+  void release_variables() override {
+    x_.reset();
+    weight_.reset();
+    group_list_.reset();
+  }
+  SavedVariable x_;
+  SavedVariable weight_;
+  SavedVariable group_list_;
+};
+
+void save(ContractBackward& node, const Tensor& tensor, bool is_output) {
+  node.saved_[node.saved_count++].save(tensor, is_output);
+}
+
+}  // namespace
+
+NpuRmsNormOutputs npu_rms_norm(const Tensor& x, const Tensor& gamma) {
+  Dims rstd_sizes = x.sizes();
+  rstd_sizes[rstd_sizes.size() - 1] = 1;
+  // Backward: empty_like(x), empty_like(gamma), nothing for epsilon.
+  auto node = make_node<ContractBackward>({&x, &gamma}, "GeneratedBackwardFor_nd_census_npu_rms_norm_defaultBackward",
+                                          std::vector<Dims>{x.sizes(), rstd_sizes},
+                                          std::vector<DType>{x.dtype(), DType::kFloat32}, std::vector<int>{0, 1});
+  NpuRmsNormOutputs out{empty_of(x), alloc(rstd_sizes, DType::kFloat32)};
+  dispatch<2, 2>(Op::kNpuRmsNorm, {x, gamma}, {out.y, out.rstd});
+  set_history(out.y, node, 0);
+  if (node) {
+    save(*node, x, false);
+    save(*node, gamma, false);
+    save(*node, out.rstd, true);
+  }
+  return out;
+}
+
+Tensor npu_swiglu(const Tensor& x) {
+  Dims sizes = x.sizes();
+  sizes[sizes.size() - 1] /= 2;
+  auto node = make_node<ContractBackward>({&x}, "GeneratedBackwardFor_nd_census_npu_swiglu_defaultBackward",
+                                          std::vector<Dims>{sizes}, std::vector<DType>{x.dtype()}, std::vector<int>{0});
+  Tensor out = alloc(sizes, x.dtype());
+  dispatch<1, 1>(Op::kNpuSwiglu, {x}, {out});
+  set_history(out, node);
+  if (node) save(*node, x, false);
+  return out;
+}
+
+Tensor npu_rotary_mul(const Tensor& x, const Tensor& r1, const Tensor& r2) {
+  auto node = make_node<ContractBackward>({&x, &r1, &r2}, "GeneratedBackwardFor_nd_census_npu_rotary_mul_defaultBackward",
+                                          std::vector<Dims>{x.sizes()}, std::vector<DType>{x.dtype()},
+                                          std::vector<int>{0, 1, 2});
+  Tensor out = empty_of(x);
+  dispatch<3, 1>(Op::kNpuRotaryMul, {x, r1, r2}, {out});
+  set_history(out, node);
+  if (node) {
+    save(*node, x, false);
+    save(*node, r1, false);
+    save(*node, r2, false);
+  }
+  return out;
+}
+
+NpuPermuted npu_moe_token_permute(const Tensor& tokens, const Tensor& indices) {
+  const int64_t routes = indices.numel();
+  auto node = make_node<ContractBackward>({&tokens, &indices}, "GeneratedBackwardFor_nd_census_npu_moe_token_permute_defaultBackward",
+                                          std::vector<Dims>{Dims{routes, tokens.size(-1)}, Dims{routes}},
+                                          std::vector<DType>{tokens.dtype(), DType::kInt32}, std::vector<int>{0, -1});
+  NpuPermuted out{alloc(Dims{routes, tokens.size(-1)}, tokens.dtype()), alloc(Dims{routes}, DType::kInt32)};
+  dispatch<2, 2>(Op::kNpuMoeTokenPermute, {tokens, indices}, {out.permuted, out.sorted_indices});
+  set_history(out.permuted, node, 0);
+  if (node) {
+    save(*node, tokens, false);
+    save(*node, indices, false);
+    save(*node, out.sorted_indices, true);
+  }
+  return out;
+}
+
+Tensor npu_moe_token_unpermute(const Tensor& permuted, const Tensor& sorted_indices, const Tensor& probs) {
+  const Dims sizes{probs.size(0), permuted.size(-1)};
+  auto node = make_node<ContractBackward>({&permuted, &sorted_indices, &probs},
+                                          "GeneratedBackwardFor_nd_census_npu_moe_token_unpermute_defaultBackward",
+                                          std::vector<Dims>{sizes}, std::vector<DType>{permuted.dtype()},
+                                          std::vector<int>{0, -1, 2});
+  Tensor out = alloc(sizes, permuted.dtype());
+  dispatch<3, 1>(Op::kNpuMoeTokenUnpermute, {permuted, sorted_indices, probs}, {out});
+  set_history(out, node);
+  if (node) {
+    save(*node, permuted, false);
+    save(*node, sorted_indices, false);
+    save(*node, probs, false);
+  }
+  return out;
+}
+
+Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& group_list) {
+  auto node = make_node<GmmFunctionBackward>({&x, &weight});
+  Tensor out = alloc(Dims{x.size(0), weight.size(-1)}, x.dtype());
+  dispatch<3, 1>(Op::kNpuGroupedMatmul, {x, weight, group_list}, {out});
+  set_history(out, node);
+  if (node) {
+    node->x_.save(x);
+    node->weight_.save(weight);
+    node->group_list_.save(group_list);
+  }
+  return out;
+}
+
+}  // namespace census::ops

@@ -9,13 +9,15 @@ caller censusing one model many times passes to skip parsing its config on every
     census.census_layer("config.json", 0, 4096)           # (saved bytes, working bytes)
     census.census_activations(config, [{"kind": "decoder", "count": 32}])
 
-Not priced yet (refused with :class:`CensusUnavailable`): module replacements, and families beyond llama, mistral, qwen2 and qwen3 (those are
-refused with ``ValueError`` naming the known model types).
+Module replacements (a HyperParallel train.yaml's fused modules, :func:`replacement_specs`) are priced
+on the Llama-like layers through the census's NPU kernel contracts. A family Census does not price is
+refused with ``ValueError`` naming the known model types.
 """
 from census._api import (
     CensusUnavailable,
     Config,
     LayerTraffic,
+    ReplacementSpec,
     census_activations,
     census_final_norm,
     census_flops,
@@ -28,6 +30,7 @@ from census._api import (
     census_traffic,
     layer_stack,
     load_config,
+    replacement_specs,
     shipped_config,
     shipped_models,
     tp_config,
@@ -35,7 +38,7 @@ from census._api import (
 from census._records import OPS, KindActivations, activations_from_dict
 
 __all__ = [
-    "CensusUnavailable", "Config", "KindActivations", "LayerTraffic", "OPS", "activations_from_dict",
+    "CensusUnavailable", "Config", "KindActivations", "LayerTraffic", "ReplacementSpec", "replacement_specs", "OPS", "activations_from_dict",
     "census_activations", "census_final_norm", "census_flops", "census_layer", "census_output",
     "census_output_activations", "census_parameters", "census_recomputed",
     "census_saved_ops", "census_traffic", "layer_stack", "load_config", "shipped_config", "shipped_models", "tp_config",

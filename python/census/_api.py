@@ -67,9 +67,54 @@ def _mapping(config: Any) -> Any:
 def _refuse_unpriced(replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
     if gdn_backend not in _GDN_BACKENDS:
         raise ValueError(f"unsupported GDN backend {gdn_backend!r}; expected one of {sorted(_GDN_BACKENDS)}.")
-    if replacements:
-        raise CensusUnavailable("module replacements are not priced by this Census yet; "
-                                "census Transformers' own modules, or use the reference census")
+
+
+class ReplacementSpec(NamedTuple):
+    """One module replacement of a train.yaml's plan_overrides: the module-name patterns it matches, the
+    factory building the fused module (its dotted path), and the Transformers class it replaces."""
+
+    match: Tuple[str, ...]
+    factory: str
+    module_type: str
+
+
+def _dotted(value: Any) -> str:
+    """A factory or class as its dotted path; a string as it is."""
+    if isinstance(value, str):
+        return value
+    return f"{value.__module__}.{value.__qualname__}"
+
+
+def replacement_specs(train_yaml: Any) -> Tuple[ReplacementSpec, ...]:
+    """The module replacements a HyperParallel train.yaml installs (plan_overrides with replace_module).
+
+    Entries with only a sharding action, or a ``when`` condition, are skipped; an entry the census
+    cannot install (no module_type, a match of another type, an unknown factory) raises ValueError.
+    """
+    return tuple(ReplacementSpec(tuple(match), factory, module_type)
+                 for match, module_type, factory in _census.replacement_specs(os.fspath(train_yaml)))
+
+
+def _priced(config: Any, replacements: Sequence[Any] = ()) -> Any:
+    """*config* with HyperParallel's fused modules where *replacements* select them (specs with
+    ``match``, ``factory`` and ``module_type``, strings or the objects themselves)."""
+    if not replacements:
+        return config if isinstance(config, Config) else _mapping(config)
+    specs = []
+    for spec in replacements:
+        try:
+            match = spec.match if isinstance(spec.match, (list, tuple)) else (spec.match,)
+            specs.append((list(match), _dotted(spec.module_type), _dotted(spec.factory)))
+        except AttributeError as exc:
+            raise ValueError(f"a replacement needs match, factory and module_type, not {spec!r}") from exc
+    try:
+        return load_config(config).with_replacements(specs)
+    except ValueError as exc:
+        # A module the census cannot build here (a factory it does not model, a family whose layers
+        # take no replacement yet): unavailable, as the reference's census says of its own.
+        if "not known to the census" in str(exc) or "native extension" in str(exc) or "no module replacements" in str(exc):
+            raise CensusUnavailable(str(exc)) from exc
+        raise
 
 
 def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool = False,
@@ -82,9 +127,10 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
     runs without checkpointing), it takes the bytes saved by the op whose backward takes them.
     """
     _refuse_unpriced(replacements, gdn_backend)
+    priced = _priced(config, replacements)
     if selective:
-        return _census.selective(_mapping(config), int(layer_index), int(seq_length), gdn_backend)
-    saved, working, by_op = _census.layer(_mapping(config), int(layer_index), int(seq_length), 1, gdn_backend)
+        return _census.selective(priced, int(layer_index), int(seq_length), gdn_backend)
+    saved, working, by_op = _census.layer(priced, int(layer_index), int(seq_length), 1, gdn_backend)
     if ops is not None:
         ops.update(by_op)
     return saved, working
@@ -118,22 +164,19 @@ def census_traffic(config: Any, layer_index: int, seq_length: int, gdn_backend: 
 
 def census_parameters(config: Any, layer_index: int, replacements: Sequence[Any] = ()) -> Dict[str, int]:
     """The layer's parameters by part."""
-    _refuse_unpriced(replacements=replacements)
-    parts, _ = _census.parameters(_mapping(config), int(layer_index))
+    parts, _ = _census.parameters(_priced(config, replacements), int(layer_index))
     return dict(parts)
 
 
 def census_final_norm(config: Any, replacements: Sequence[Any] = ()) -> int:
     """The parameters of the model's final norm, of the class of a layer's input norm."""
-    _refuse_unpriced(replacements=replacements)
-    _, final_norm = _census.parameters(_mapping(config), 0)
+    _, final_norm = _census.parameters(_priced(config, replacements), 0)
     return final_norm
 
 
 def census_output(config: Any, seq_length: int, replacements: Sequence[Any] = ()) -> Tuple[int, int]:
     """Bytes the output layer (final norm, LM head, causal-LM loss) keeps for its backward, and the most its backward holds."""
-    _refuse_unpriced(replacements=replacements)
-    handle = load_config(config)
+    handle = load_config(_priced(config, replacements))
     vocab = _census.resolved(handle)["vocab_size"]
     return _census.output(handle, int(seq_length), vocab)
 
@@ -141,8 +184,8 @@ def census_output(config: Any, seq_length: int, replacements: Sequence[Any] = ()
 def census_output_activations(config: Any, seq_length: int = 4096,
                               replacements: Sequence[Any] = ()) -> KindActivations:
     """The output layer's record per token, with its vocabulary and half of it (a vocabulary-parallel loss's split)."""
-    _refuse_unpriced(replacements=replacements)
-    return KindActivations.from_dict(_census.output_activations(load_config(config), int(seq_length)))
+    return KindActivations.from_dict(_census.output_activations(load_config(_priced(config, replacements)),
+                                                                int(seq_length)))
 
 
 def tp_config(config: Any, tp: int) -> Any:
@@ -196,7 +239,7 @@ def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_len
     """
     _refuse_unpriced(replacements=replacements, gdn_backend=gdn_backend)
     groups = [(str(group["kind"]), int(group["count"]), bool(group.get("mtp", False))) for group in layers]
-    records = _census.activations(load_config(config), groups, int(seq_length), gdn_backend)
+    records = _census.activations(load_config(_priced(config, replacements)), groups, int(seq_length), gdn_backend)
     return {kind: KindActivations.from_dict(record) for kind, record in records.items()}
 
 

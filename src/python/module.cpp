@@ -13,6 +13,7 @@
 #include "census/parts.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
+#include "cli/train_yaml.h"
 #include "models/families.h"
 
 namespace py = pybind11;
@@ -68,6 +69,33 @@ ModelConfig with_backend(ModelConfig config, const std::string& gdn_backend) {
     throw py::value_error("gdn_backend: '" + gdn_backend + "' is not a gated delta rule backend; give eager or triton");
   config.gdn_backend = *backend;
   return config;
+}
+
+using SpecTuple = std::tuple<std::vector<std::string>, std::string, std::string>;  // match, module_type, factory
+
+// The config with HyperParallel's fused modules where the specs select them, or ValueError.
+ModelConfig with_replacements(ModelConfig config, const std::vector<SpecTuple>& specs) {
+  config.replacements.clear();
+  for (const auto& [match, module_type, factory] : specs) {
+    std::string why;
+    const std::optional<FusedModule> module = known_factory(factory, why);
+    if (!module)
+      throw py::value_error("replacement factory " + factory + (why.empty() ? " is not known to the census" : " " + why));
+    if (match.empty()) throw py::value_error("replacement for " + factory + " matches no module name pattern");
+    config.replacements.push_back({match, module_type, factory, *module});
+  }
+  if (!config.replacements.empty() && config.family->class_prefix == nullptr)
+    throw py::value_error(config.model_type + "'s layers take no module replacements yet");
+  return config;
+}
+
+// A train.yaml's replacements, as (match, module_type, factory), or ValueError.
+std::vector<SpecTuple> replacement_specs(const std::string& path) {
+  auto specs = cli::read_train_yaml(path);
+  if (!specs) throw py::value_error(specs.refusal().message());
+  std::vector<SpecTuple> out;
+  for (const ReplacementSpec& spec : *specs) out.emplace_back(spec.match, spec.module_type, spec.factory);
+  return out;
 }
 
 py::dict ops_of(const LayerCensus& c) {
@@ -218,6 +246,7 @@ PYBIND11_MODULE(_census, m) {
       .def(py::init([](const py::dict& mapping) { return config_of(mapping); }))
       .def_readonly("model_type", &census::ModelConfig::model_type)
       .def_readonly("num_hidden_layers", &census::ModelConfig::num_hidden_layers)
+      .def("with_replacements", &with_replacements, "the config with fused modules where (match, module_type, factory) specs select them")
       .def("tp", [](const census::ModelConfig& c, int64_t tp) { return census::tp_config(c, tp); },
            "the config as one of `tp` tensor-parallel ranks holds its layers");
   m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it",
@@ -236,4 +265,5 @@ PYBIND11_MODULE(_census, m) {
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
   m.def("stack", &stack, "the layer stack as (kind, count, mtp) groups");
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
+  m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -146,11 +146,41 @@ def test_refusals_are_the_command_lines():
         census.census_layer(census.shipped_config("llama-3.1-8b"), 0, 128, gdn_backend="cuda")
 
 
+RECIPE = pathlib.Path(__file__).resolve().parents[1] / "data" / "recipes" / "qwen3_moe_train.yaml"
+
+
+def test_a_train_yaml_replaces_modules_with_fused_ones():
+    specs = census.replacement_specs(RECIPE)
+    assert [spec.factory.rsplit(".", 1)[1] for spec in specs] == [
+        "replace_qwen3_moe_rms_norm", "replace_qwen3_moe_flash_attention", "replace_qwen3_moe_grouped_experts"]
+    assert specs[0].match == ("*.input_layernorm", "*.post_attention_layernorm", "model.norm")
+    config = census.shipped_config("qwen3-30b-a3b")
+    fused = census.census_layer(config, 0, 256, replacements=specs)
+    plain = census.census_layer(config, 0, 256)
+    assert fused[0] < plain[0] and fused[1] < plain[1]
+    assert census.census_parameters(config, 0, replacements=specs) == census.census_parameters(config, 0)
+    assert census.census_layer(config, 0, 256, replacements=specs) == cli_layer(config, RECIPE)
+
+
+def cli_layer(config, recipe):
+    path = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / "census_qwen3_moe.json"
+    path.write_text(json.dumps(config))
+    out = subprocess.run([os.environ.get("CENSUS_BINARY", "census"), "layer", str(path), "--seq-length", "256",
+                          "--format", "json", "--train-yaml", str(recipe)], capture_output=True, text=True, check=True)
+    answer = json.loads(out.stdout)
+    return answer["saved"], answer["working"]
+
+
 def test_what_is_not_priced_yet_is_unavailable():
     config = census.shipped_config("llama-3.1-8b")
     assert issubclass(census.CensusUnavailable, RuntimeError)
-    with pytest.raises(census.CensusUnavailable, match="replacements"):
+    with pytest.raises(ValueError, match="needs match, factory and module_type"):
         census.census_parameters(config, 0, replacements=[object()])
+    unknown = census.ReplacementSpec(("*.self_attn",), "my.own.replace_attention", "x.LlamaAttention")
+    with pytest.raises(census.CensusUnavailable, match="not known to the census"):
+        census.census_layer(config, 0, 128, replacements=[unknown])
+    with pytest.raises(census.CensusUnavailable, match="no module replacements"):
+        census.census_layer(census.shipped_config("deepseek-v3"), 0, 128, replacements=census.replacement_specs(RECIPE))
 
 
 def test_a_config_handle_gives_the_same_answers():

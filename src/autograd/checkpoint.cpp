@@ -16,6 +16,7 @@ bool SelectivePolicy::saves(Op op, bool recompute) {
     case Op::kBmm:
     case Op::kConvolution:
     case Op::kFlashAttention:
+    case Op::kCudaFlashAttention:
     case Op::kNpuFusionAttention:
       return true;
     default:

@@ -56,6 +56,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     sub->add_option("--experts-implementation", request.experts_implementation,
                     "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)");
     const std::string_view command(name);
+    if (command != "tp-config" && command != "layers" && command != "parameters")
+      sub->add_option("--kernels", request.kernels,
+                      "the kernel profile: npu (the default, the reference's flash contract) or cuda (FlashAttention-2/3)");
     if (command == "layer" || command == "saved-ops" || command == "explain" || command == "activations" ||
         command == "output" || command == "parameters")
       sub->add_option("--train-yaml", request.train_yaml,

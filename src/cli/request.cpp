@@ -61,7 +61,16 @@ Status check_request(const Request& r) {
 }
 
 Status apply_options(Request& r) {
+  if (!r.kernels.empty()) {
+    const std::optional<nn::KernelProfile> profile = nn::parse_kernel_profile(r.kernels);
+    if (!profile) return refuse("--kernels", "'" + r.kernels + "' is not a kernel profile; use npu (the default) or cuda");
+    r.config.kernels = *profile;
+  }
   if (!r.train_yaml.empty()) {
+    if (!nn::kernel_profile(r.config.kernels).fused_npu_modules)
+      return refuse("--train-yaml", "its fused modules call torch_npu's kernels, which the " +
+                                        std::string(nn::kernel_profile(r.config.kernels).name) +
+                                        " profile does not run; use --kernels npu");
     auto specs = read_train_yaml(r.train_yaml);
     CENSUS_TRY(specs);
     if (!specs->empty() && r.config.family->class_prefix == nullptr)

@@ -26,6 +26,7 @@ struct Request {
   std::vector<LayerGroup> stack;      // activations: the stack --layers states (the model's if empty)
   std::string experts_implementation;  // --experts-implementation as given; empty: grouped_mm
   std::string train_yaml;              // --train-yaml: a recipe whose plan_overrides replace modules
+  std::string kernels;                 // --kernels: the kernel profile (npu, cuda); empty: npu
 };
 
 // The ModelConfig named by `source`: a shipped model's name, else a path to a config.json.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/attention_kernel.h"
 #include "nn/gated_delta_rule.h"
 #include "nn/module.h"
 #include "nn/mlp.h"
@@ -91,6 +92,9 @@ struct ModelConfig {
   std::vector<std::string> layer_types;
   MoeConfig moe;
   MlaConfig mla;
+  // A run option, not a config field (--kernels): whose kernel contracts the layers run (Note [Kernel
+  // profiles]).
+  nn::KernelProfile kernels = nn::KernelProfile::kNpu;
   // A run option, not a config field (--train-yaml): HyperParallel's fused modules in place of
   // Transformers' own, where a spec selects them (models/replacements.h).
   std::vector<ReplacementSpec> replacements;

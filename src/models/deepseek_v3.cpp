@@ -21,7 +21,8 @@ constexpr double kLatentNormEps = 1e-6;
 }  // namespace
 
 DeepseekV3Attention::DeepseekV3Attention(const ModelConfig& c, nn::ParameterList& params)
-    : mla_(c.mla),
+    : kernels_(c.kernels),
+      mla_(c.mla),
       q_proj(built_if<nn::Linear>(c.mla.q_lora_rank == 0, "self_attn.q_proj", c.hidden_size,
                                   c.num_attention_heads * (c.mla.qk_nope_head_dim + c.mla.qk_rope_head_dim), false,
                                   params)),
@@ -78,7 +79,7 @@ Tensor DeepseekV3Attention::forward(const Tensor& hidden_states, const nn::Posit
   auto [key_states, value_states] = expand_kv(kv_nope, k_rot);
 
   // The kernel takes values of their own width (Dv); its output is (B, S, N, Dv).
-  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states);
+  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states, kernels_);
   attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
   attn_output = o_proj.forward(attn_output);
   return attn_output;

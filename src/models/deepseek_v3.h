@@ -12,6 +12,7 @@
 
 #include "models/config.h"
 #include "models/config_reader.h"
+#include "nn/attention_kernel.h"
 #include "nn/linear.h"
 #include "nn/moe.h"
 #include "nn/rms_norm.h"
@@ -34,6 +35,7 @@ class DeepseekV3Attention {
   std::pair<Tensor, Tensor> expand_kv(const Tensor& kv_nope, const Tensor& k_rot) const;
 
   std::string path_ = "self_attn";
+  nn::KernelProfile kernels_;  // whose flash contract the attention runs
   MlaConfig mla_;
   std::optional<nn::Linear> q_proj;  // H -> N*Dqk, where q_lora_rank is null
   std::optional<nn::Linear> q_a_proj;  // H -> Rq

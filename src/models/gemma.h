@@ -12,6 +12,7 @@
 
 #include "models/config.h"
 #include "models/config_reader.h"
+#include "nn/attention_kernel.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
 #include "nn/rms_norm.h"
@@ -26,6 +27,7 @@ class GemmaAttention {
 
  private:
   std::string path_ = "self_attn";
+  nn::KernelProfile kernels_;  // whose flash contract the attention runs
   int64_t head_dim_;
   nn::Linear q_proj;
   nn::Linear k_proj;

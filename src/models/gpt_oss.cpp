@@ -9,7 +9,8 @@
 namespace census {
 
 GptOssAttention::GptOssAttention(const ModelConfig& c, nn::ParameterList& params)
-    : head_dim_(c.head_dim),
+    : kernels_(c.kernels),
+      head_dim_(c.head_dim),
       q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim, c.qkv_bias, params),
       k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
       v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
@@ -32,7 +33,7 @@ Tensor GptOssAttention::forward(const Tensor& hidden_states, const nn::PositionE
     key_states = k_embed;
   }
   // The sinks enter the kernel's softmax; the contract's saves and FLOPs are the flash kernel's.
-  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states);  // (1, S, Nh, D)
+  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states, kernels_);  // (1, S, Nh, D)
   attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
   return o_proj.forward(attn_output);
 }

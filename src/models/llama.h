@@ -12,6 +12,7 @@
 
 #include "models/config.h"
 #include "models/config_reader.h"
+#include "nn/attention_kernel.h"
 #include "nn/hyperparallel.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -27,6 +28,7 @@ class LlamaAttention {
 
  private:
   std::string path_ = "self_attn";
+  nn::KernelProfile kernels_;  // whose flash contract the attention runs
   int64_t head_dim_;
   nn::Linear q_proj;  // H -> Nh*D
   nn::Linear k_proj;  // H -> Nkv*D

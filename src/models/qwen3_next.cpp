@@ -107,7 +107,8 @@ Tensor Qwen3NextGatedDeltaNet::forward(const Tensor& hidden_states) const {
 // ---- Qwen3NextAttention ----
 
 Qwen3NextAttention::Qwen3NextAttention(const ModelConfig& c, nn::ParameterList& params)
-    : head_dim_(c.head_dim),
+    : kernels_(c.kernels),
+      head_dim_(c.head_dim),
       q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim * 2, c.qkv_bias, params),
       k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
       v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
@@ -165,7 +166,7 @@ Tensor Qwen3NextAttention::forward(const Tensor& hidden_states, const nn::Positi
   auto [q_embed, k_embed] = apply_partial_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
   query_states = q_embed;
   key_states = k_embed;
-  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states);  // (1, S, N, D)
+  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states, kernels_);  // (1, S, N, D)
   query_states = key_states = value_states = Tensor();
   attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
   attn_output = ops::mul(attn_output, ops::sigmoid(gate));  // the output gate: both operands saved

@@ -17,6 +17,7 @@
 
 #include "models/config.h"
 #include "models/config_reader.h"
+#include "nn/attention_kernel.h"
 #include "models/llama.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -55,6 +56,7 @@ class Qwen3NextAttention {
 
  private:
   std::string path_ = "self_attn";
+  nn::KernelProfile kernels_;  // whose flash contract the attention runs
   int64_t head_dim_;
   nn::Linear q_proj;  // H -> 2*N*D: per head, the query then its gate
   nn::Linear k_proj;

@@ -12,6 +12,7 @@
 
 namespace census::ops {
 using internal::alloc;
+using internal::alias;
 using internal::dispatch;
 
 namespace {
@@ -72,6 +73,67 @@ FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tenso
     for (int i = 0; i < 6; ++i) node->saved_[i].save(*saved[i], /*is_output=*/i >= 3);
   }
   return result;
+}
+
+
+namespace {
+
+// The CUDA contract's node: as FlashAttentionBackward, with zeros materialized for the log-sum-exp and
+// the two RNG-state scalars.
+class CudaFlashAttentionBackward final : public Node {
+ public:
+  CudaFlashAttentionBackward(uint64_t seq, Dims lse_sizes)
+      : Node("GeneratedBackwardFor_nd_census_cuda_flash_attention_defaultBackward", seq), lse_sizes_(lse_sizes) {
+    set_num_inputs(4);
+  }
+  GradList apply(GradList& grads) override {
+    Tensor zeros_lse = grads[1].defined() ? grads[1] : new_zeros(grads[0], lse_sizes_, DType::kFloat32);
+    Tensor zeros_seed = grads[2].defined() ? grads[2] : new_zeros(grads[0], Dims{}, DType::kInt64);
+    Tensor zeros_offset = grads[3].defined() ? grads[3] : new_zeros(grads[0], Dims{}, DType::kInt64);
+    Tensor query, key, value;
+    {
+      Tensor saved[7];
+      for (int i = 0; i < 7; ++i) saved[i] = saved_[i].unpack();
+      query = saved[0];
+      key = saved[1];
+      value = saved[2];
+    }
+    return {empty_like(query), empty_like(key), empty_like(value)};
+  }
+  void release_variables() override {
+    for (SavedVariable& saved : saved_) saved.reset();
+  }
+  SavedVariable saved_[7];  // query, key, value, out, logsumexp, philox seed, philox offset
+
+ private:
+  Dims lse_sizes_;
+};
+
+}  // namespace
+
+Tensor cuda_flash_attention(const Tensor& query, const Tensor& key, const Tensor& value) {
+  const int64_t batch = query.size(0), heads = query.size(1), seq = query.size(2);
+  const Dims lse_sizes{batch, heads, seq};
+  auto node = make_node<CudaFlashAttentionBackward>({&query, &key, &value}, lse_sizes);
+  const std::array<Tensor, 3> inputs{query, key, value};
+  const internal::SacAction action = internal::sac_action(Op::kCudaFlashAttention, inputs);
+  std::vector<Tensor> outputs;
+  if (action == internal::SacAction::kFromCache) {
+    outputs = internal::pop_cached(Op::kCudaFlashAttention);
+  } else {
+    // (B, S, Nh, Dv) in memory, handed back as (B, Nh, S, Dv).
+    const Tensor bshd = alloc(Dims{batch, seq, heads, value.size(-1)}, query.dtype());
+    Dims strides = bshd.strides();
+    std::swap(strides[1], strides[2]);
+    outputs = {internal::alias(bshd, Dims{batch, heads, seq, value.size(-1)}, strides), alloc(lse_sizes, DType::kFloat32),
+               alloc(Dims{}, DType::kInt64), alloc(Dims{}, DType::kInt64)};
+    internal::dispatch(Op::kCudaFlashAttention, inputs, outputs);
+    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kCudaFlashAttention, outputs);
+  }
+  set_history(outputs[0], node, 0);
+  if (node)
+    for (int i = 0; i < 7; ++i) node->saved_[i].save(i < 3 ? inputs[static_cast<size_t>(i)] : outputs[static_cast<size_t>(i - 3)], i >= 3);
+  return outputs[0];
 }
 
 }  // namespace census::ops

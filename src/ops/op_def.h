@@ -47,8 +47,8 @@ enum class Op : uint8_t {
   // NPU kernel contracts (HyperParallel's fused modules, torch_npu's kernels)
   kNpuRmsNorm, kNpuSwiglu, kNpuRotaryMul, kNpuMoeTokenPermute, kNpuMoeTokenUnpermute, kNpuGroupedMatmul,
   kNpuFusionAttention,
-  // Attention kernel contract
-  kFlashAttention,
+  // Attention kernel contracts
+  kFlashAttention, kCudaFlashAttention,
   kCount,
 };
 

@@ -207,6 +207,10 @@ struct FlashOutputs {
 FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value, Op op = Op::kFlashAttention);
 // Statistics a flash kernel keeps per head and token.
 inline constexpr int64_t kFlashStats = 8;
+// The CUDA flash contract (PyTorch's _scaled_dot_product_flash_attention): out (B, Nh, S, Dv) as a
+// transposed view of a (B, S, Nh, Dv) allocation; saves q, k, v, out, the fp32 log-sum-exp (B, Nh, S)
+// and the two int64 RNG-state scalars. Returns out.
+Tensor cuda_flash_attention(const Tensor& query, const Tensor& key, const Tensor& value);
 
 // --- NPU kernel contracts (ops/npu_contracts.cpp) ---
 // What torch_npu's kernels return and keep, as the reference census's contracts state them: each a

@@ -233,6 +233,12 @@ TEST(CliRefuses, TrainYamlEntriesTheCensusCannotInstall) {
   expect_refused(census({"layer", "deepseek-v3", "--train-yaml", kRecipe}), "take no module replacements yet");
 }
 
+TEST(CliRefuses, UnknownKernelProfileAndNpuModulesUnderCuda) {
+  expect_refused(census({"layer", "llama-3.1-8b", "--kernels", "tpu"}), "not a kernel profile");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--kernels", "cuda", "--train-yaml", kRecipe}), "use --kernels npu");
+  EXPECT_EQ(census({"activations", "llama-3.1-8b", "--kernels", "cuda"}).code, 0);
+}
+
 TEST(CliRefuses, UnknownCommandAndFormat) {
   expect_refused(census({"memory", "llama-3.1-8b"}), "census --help");
   expect_refused(census({"layer", "llama-3.1-8b", "--format", "yaml"}), "census --help");

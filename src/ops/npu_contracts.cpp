@@ -4,50 +4,18 @@
 // hands the backward zeros for the gradients of its non-differentiable outputs (Note [Materialized
 // statistics gradients]), unpacks every saved tensor, and returns empty tensors of its
 // differentiable inputs' sizes.
+#include "ops/contract_node.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 
 namespace census::ops {
 using internal::alloc;
+using internal::ContractBackward;
 using internal::dispatch;
 
 namespace {
 
 Tensor empty_of(const Tensor& like) { return alloc(like.sizes(), internal::dense_strides_like(like, like.sizes()), like.dtype()); }
-
-// A contract's node: `saved` tensors kept, `outputs` gradients in (zeros where undefined), and the
-// backward's empty gradients for the saved tensors listed in `grad_of`, in input order (an input whose
-// gradient nobody takes still gets one, as the formula returns it).
-class ContractBackward final : public Node {
- public:
-  ContractBackward(uint64_t seq, std::string_view name, std::vector<Dims> output_sizes, std::vector<DType> output_dtypes,
-                   std::vector<int> grad_of)
-      : Node(name, seq), output_sizes_(std::move(output_sizes)), output_dtypes_(std::move(output_dtypes)),
-        grad_of_(std::move(grad_of)) {
-    set_num_inputs(static_cast<uint32_t>(output_sizes_.size()));
-  }
-  GradList apply(GradList& grads) override {
-    std::vector<Tensor> materialized;
-    for (size_t i = 0; i < output_sizes_.size(); ++i)
-      if (!grads[i].defined()) materialized.push_back(zeros(output_sizes_[i], output_dtypes_[i]));
-    std::vector<Tensor> saved;
-    for (SavedVariable& each : saved_) saved.push_back(each.unpack());
-    GradList out(next_edges().size());
-    for (size_t i = 0; i < grad_of_.size() && i < out.size(); ++i)
-      if (grad_of_[i] >= 0) out[i] = empty_of(saved[static_cast<size_t>(grad_of_[i])]);
-    return out;
-  }
-  void release_variables() override {
-    for (SavedVariable& each : saved_) each.reset();
-  }
-  std::vector<SavedVariable> saved_ = std::vector<SavedVariable>(4);
-  size_t saved_count = 0;
-
- private:
-  std::vector<Dims> output_sizes_;
-  std::vector<DType> output_dtypes_;
-  std::vector<int> grad_of_;  // by input: which saved tensor's shape its gradient takes; -1: none
-};
 
 // HyperParallel's GMMFunction (components/functional/grouped_matmul.py): saves x, weight and the
 // group_list tensor; its backward makes the gradient contiguous, then dx = gmm(grad, weight^T) and
@@ -79,10 +47,6 @@ class GmmFunctionBackward final : public Node {
   SavedVariable group_list_;
 };
 
-void save(ContractBackward& node, const Tensor& tensor, bool is_output) {
-  node.saved_[node.saved_count++].save(tensor, is_output);
-}
-
 }  // namespace
 
 NpuRmsNormOutputs npu_rms_norm(const Tensor& x, const Tensor& gamma) {
@@ -90,15 +54,14 @@ NpuRmsNormOutputs npu_rms_norm(const Tensor& x, const Tensor& gamma) {
   rstd_sizes[rstd_sizes.size() - 1] = 1;
   // Backward: empty_like(x), empty_like(gamma), nothing for epsilon.
   auto node = make_node<ContractBackward>({&x, &gamma}, "GeneratedBackwardFor_nd_census_npu_rms_norm_defaultBackward",
-                                          std::vector<Dims>{x.sizes(), rstd_sizes},
-                                          std::vector<DType>{x.dtype(), DType::kFloat32}, std::vector<int>{0, 1});
+      std::vector<ContractBackward::Output>{{x.sizes(), x.dtype()}, {rstd_sizes, DType::kFloat32}}, std::vector<int>{0, 1});
   NpuRmsNormOutputs out{empty_of(x), alloc(rstd_sizes, DType::kFloat32)};
   dispatch<2, 2>(Op::kNpuRmsNorm, {x, gamma}, {out.y, out.rstd});
   set_history(out.y, node, 0);
   if (node) {
-    save(*node, x, false);
-    save(*node, gamma, false);
-    save(*node, out.rstd, true);
+    node->save(x, false);
+    node->save(gamma, false);
+    node->save(out.rstd, true);
   }
   return out;
 }
@@ -107,41 +70,42 @@ Tensor npu_swiglu(const Tensor& x) {
   Dims sizes = x.sizes();
   sizes[sizes.size() - 1] /= 2;
   auto node = make_node<ContractBackward>({&x}, "GeneratedBackwardFor_nd_census_npu_swiglu_defaultBackward",
-                                          std::vector<Dims>{sizes}, std::vector<DType>{x.dtype()}, std::vector<int>{0});
+      std::vector<ContractBackward::Output>{{sizes, x.dtype()}}, std::vector<int>{0});
   Tensor out = alloc(sizes, x.dtype());
   dispatch<1, 1>(Op::kNpuSwiglu, {x}, {out});
   set_history(out, node);
-  if (node) save(*node, x, false);
+  if (node) node->save(x, false);
   return out;
 }
 
 Tensor npu_rotary_mul(const Tensor& x, const Tensor& r1, const Tensor& r2) {
   auto node = make_node<ContractBackward>({&x, &r1, &r2}, "GeneratedBackwardFor_nd_census_npu_rotary_mul_defaultBackward",
-                                          std::vector<Dims>{x.sizes()}, std::vector<DType>{x.dtype()},
+                                          std::vector<ContractBackward::Output>{{x.sizes(), x.dtype()}},
                                           std::vector<int>{0, 1, 2});
   Tensor out = empty_of(x);
   dispatch<3, 1>(Op::kNpuRotaryMul, {x, r1, r2}, {out});
   set_history(out, node);
   if (node) {
-    save(*node, x, false);
-    save(*node, r1, false);
-    save(*node, r2, false);
+    node->save(x, false);
+    node->save(r1, false);
+    node->save(r2, false);
   }
   return out;
 }
 
 NpuPermuted npu_moe_token_permute(const Tensor& tokens, const Tensor& indices) {
   const int64_t routes = indices.numel();
-  auto node = make_node<ContractBackward>({&tokens, &indices}, "GeneratedBackwardFor_nd_census_npu_moe_token_permute_defaultBackward",
-                                          std::vector<Dims>{Dims{routes, tokens.size(-1)}, Dims{routes}},
-                                          std::vector<DType>{tokens.dtype(), DType::kInt32}, std::vector<int>{0, -1});
+  auto node = make_node<ContractBackward>(
+      {&tokens, &indices}, "GeneratedBackwardFor_nd_census_npu_moe_token_permute_defaultBackward",
+      std::vector<ContractBackward::Output>{{Dims{routes, tokens.size(-1)}, tokens.dtype()}, {Dims{routes}, DType::kInt32}},
+      std::vector<int>{0, -1});
   NpuPermuted out{alloc(Dims{routes, tokens.size(-1)}, tokens.dtype()), alloc(Dims{routes}, DType::kInt32)};
   dispatch<2, 2>(Op::kNpuMoeTokenPermute, {tokens, indices}, {out.permuted, out.sorted_indices});
   set_history(out.permuted, node, 0);
   if (node) {
-    save(*node, tokens, false);
-    save(*node, indices, false);
-    save(*node, out.sorted_indices, true);
+    node->save(tokens, false);
+    node->save(indices, false);
+    node->save(out.sorted_indices, true);
   }
   return out;
 }
@@ -150,15 +114,15 @@ Tensor npu_moe_token_unpermute(const Tensor& permuted, const Tensor& sorted_indi
   const Dims sizes{probs.size(0), permuted.size(-1)};
   auto node = make_node<ContractBackward>({&permuted, &sorted_indices, &probs},
                                           "GeneratedBackwardFor_nd_census_npu_moe_token_unpermute_defaultBackward",
-                                          std::vector<Dims>{sizes}, std::vector<DType>{permuted.dtype()},
+                                          std::vector<ContractBackward::Output>{{sizes, permuted.dtype()}},
                                           std::vector<int>{0, -1, 2});
   Tensor out = alloc(sizes, permuted.dtype());
   dispatch<3, 1>(Op::kNpuMoeTokenUnpermute, {permuted, sorted_indices, probs}, {out});
   set_history(out, node);
   if (node) {
-    save(*node, permuted, false);
-    save(*node, sorted_indices, false);
-    save(*node, probs, false);
+    node->save(permuted, false);
+    node->save(sorted_indices, false);
+    node->save(probs, false);
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "cli/shipped_models.h"
 #include "cli/table.h"
 #include "models/families.h"
+#include "models/llama.h"
 
 namespace census::cli {
 namespace {
@@ -198,8 +199,24 @@ void command_explain_selective(const Request& r, std::ostream& out) {
   recomputed.print(out);
 }
 
+// How a MoE layer's tokens were assigned to its experts, for explain (Note [Eager experts under shapes
+// alone]); empty for a dense layer.
+std::string routing_note(const ModelConfig& c, int64_t layer_index) {
+  if (!is_moe_layer(c, layer_index)) return {};
+  const bool eager = c.moe.experts_implementation == nn::ExpertsImplementation::kEager;
+  const bool fused = replacement_for(c.replacements, layer_module_name(layer_index, "mlp.experts"),
+                                     family_class(c, "Experts")).has_value();
+  if (fused || !eager)
+    return "routing: each token's experts are data a census does not have; grouped experts keep tensors per "
+           "token-expert pair, so these bytes hold for any routing";
+  return "routing: balanced, pair t*K+k to expert (t*K+k) % " + std::to_string(c.moe.num_experts) +
+         ", every expert hit; the eager loop's saved bytes hold for any routing that hits every expert, its op "
+         "count and backward peak grow with the experts hit";
+}
+
 void command_explain(const Request& r, std::ostream& out) {
   if (r.selective) return command_explain_selective(r, out);
+  const std::string routing = routing_note(r.config, r.layer_index);
   const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length, /*explain=*/true);
   if (r.format == Format::kJson) {
     ordered_json rows = ordered_json::array();
@@ -207,7 +224,9 @@ void command_explain(const Request& r, std::ostream& out) {
       rows.push_back({{"bytes", row.bytes}, {"dtype", row.dtype},
                       {"shape", std::vector<int64_t>(row.shape.begin(), row.shape.end())},
                       {"module", row.module}, {"aten_op", row.by_op}, {"op", row.op_class}});
-    return print_json({{"saved", c.saved_bytes}, {"storages", rows}}, out);
+    ordered_json json = {{"saved", c.saved_bytes}, {"storages", rows}};
+    if (!routing.empty()) json["routing"] = routing;
+    return print_json(json, out);
   }
   out << heading(r, true) << "\nevery storage the layer keeps for its backward, largest first\n";
   Table table({"bytes", "dtype", "shape", "module", "aten op", "op"});
@@ -215,6 +234,7 @@ void command_explain(const Request& r, std::ostream& out) {
     table.add({grouped(row.bytes), row.dtype, row.shape.str(), row.module.empty() ? "(layer)" : row.module, row.by_op, row.op_class});
   table.print(out);
   out << "saved: " << grouped(c.saved_bytes) << " bytes in " << c.saved.size() << " storages\n";
+  if (!routing.empty()) out << routing << "\n";
 }
 
 void command_output(const Request& r, std::ostream& out) {

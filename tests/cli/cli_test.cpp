@@ -188,6 +188,17 @@ TEST(Cli, MoeLayerUnderBothExpertsImplementations) {
   EXPECT_NE(grouped.out, eager.out);
 }
 
+TEST(Cli, ExplainStatesHowAMoeLayerWasRouted) {
+  const std::string path = write_config("moe.json", kToyQwen3Moe);
+  const auto grouped = nlohmann::json::parse(census({"explain", path, "--seq-length", "64", "--format", "json"}).out);
+  EXPECT_NE(grouped.at("routing").get<std::string>().find("any routing"), std::string::npos);
+  const auto eager = nlohmann::json::parse(
+      census({"explain", path, "--seq-length", "64", "--format", "json", "--experts-implementation", "eager"}).out);
+  EXPECT_NE(eager.at("routing").get<std::string>().find("balanced"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(census({"explain", write_config("toy.json", kToyLlama), "--format", "json"}).out)
+                   .contains("routing"));
+}
+
 TEST(Cli, LayersPrintsTheStackWithItsMtpGroup) {
   const CliRun run = census({"layers", "deepseek-v3", "--format", "json"});
   ASSERT_EQ(run.code, 0);

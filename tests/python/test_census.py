@@ -155,17 +155,17 @@ def test_a_train_yaml_replaces_modules_with_fused_ones():
         "replace_qwen3_moe_rms_norm", "replace_qwen3_moe_flash_attention", "replace_qwen3_moe_grouped_experts"]
     assert specs[0].match == ("*.input_layernorm", "*.post_attention_layernorm", "model.norm")
     config = census.shipped_config("qwen3-30b-a3b")
-    fused = census.census_layer(config, 0, 256, replacements=specs)
-    plain = census.census_layer(config, 0, 256)
+    fused = census.census_layer(config, 0, 1024, replacements=specs)
+    plain = census.census_layer(config, 0, 1024)
     assert fused[0] < plain[0] and fused[1] < plain[1]
     assert census.census_parameters(config, 0, replacements=specs) == census.census_parameters(config, 0)
-    assert census.census_layer(config, 0, 256, replacements=specs) == cli_layer(config, RECIPE)
+    assert census.census_layer(config, 0, 1024, replacements=specs) == cli_layer(config, RECIPE)
 
 
 def cli_layer(config, recipe):
     path = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / "census_qwen3_moe.json"
     path.write_text(json.dumps(config))
-    out = subprocess.run([os.environ.get("CENSUS_BINARY", "census"), "layer", str(path), "--seq-length", "256",
+    out = subprocess.run([os.environ.get("CENSUS_BINARY", "census"), "layer", str(path), "--seq-length", "1024",
                           "--format", "json", "--train-yaml", str(recipe)], capture_output=True, text=True, check=True)
     answer = json.loads(out.stdout)
     return answer["saved"], answer["working"]

@@ -23,7 +23,7 @@ void print_json(const ordered_json& json, std::ostream& out) { out << json.dump(
 std::string heading(const Request& r, bool with_layer) {
   std::string text = r.model_name + " (" + r.config.model_type + ")";
   if (with_layer) text += ", layer " + std::to_string(r.layer_index) + " (" +
-                          r.config.family->layer_kind(r.config, r.layer_index) + ")";
+                          layer_kind(r.config, r.layer_index) + ")";
   text += ", " + std::to_string(r.seq_length) + " tokens, micro-batch 1, bf16";
   if (r.tp > 1) text += ", one rank of TP " + std::to_string(r.tp);
   if (r.config.linear_num_key_heads > 0 && r.command != "flops")

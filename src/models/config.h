@@ -124,8 +124,6 @@ struct LayerGroup {
 
 struct Family {
   const char* model_type;
-  // The layer kind of layer `index`, as the census names it ("decoder" where all layers are alike).
-  std::string (*layer_kind)(const ModelConfig& config, int64_t index);
   std::unique_ptr<DecoderLayer> (*build_layer)(const ModelConfig& config, int64_t index);
   // The model's final norm, of the class of a layer's input norm.
   std::unique_ptr<nn::Norm> (*build_final_norm)(const ModelConfig& config, nn::ParameterList& params);
@@ -133,6 +131,11 @@ struct Family {
   // layers take module replacements; nullptr where they do not yet.
   const char* class_prefix = nullptr;
 };
+
+// Each layer's kind, as the census names it: what varies across the stack, its attention (layer_types),
+// its feed-forward ("dense" or "moe"), both ("<type>_<ffn>"), or neither ("decoder").
+std::vector<std::string> layer_kinds(const ModelConfig& config);
+std::string layer_kind(const ModelConfig& config, int64_t index);
 
 // The layer stack, run-length grouped by kind.
 std::vector<LayerGroup> layer_stack(const ModelConfig& config);

@@ -154,20 +154,6 @@ Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
   return {};
 }
 
-// A layer's kind names what varies across the stack: its attention (layer_types), its feed-forward
-// ("dense" or "moe"), both, or neither ("decoder").
-std::string llama_layer_kind(const ModelConfig& config, int64_t index) {
-  bool uniform_attention = true;
-  for (const std::string& type : config.layer_types) uniform_attention = uniform_attention && type == config.layer_types.front();
-  bool uniform_ffn = true;
-  for (int64_t i = 1; i < config.num_hidden_layers; ++i) uniform_ffn = uniform_ffn && is_moe_layer(config, i) == is_moe_layer(config, 0);
-  const std::string ffn = is_moe_layer(config, index) ? "moe" : "dense";
-  if (uniform_attention && uniform_ffn) return "decoder";
-  if (uniform_attention) return ffn;
-  if (uniform_ffn) return config.layer_types[index];
-  return config.layer_types[index] + "_" + ffn;
-}
-
 std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index) {
   return std::make_unique<LlamaDecoderLayer>(config, index);
 }

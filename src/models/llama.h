@@ -73,7 +73,6 @@ Result<ModelConfig> read_llama_like(const ConfigReader& reader, const Family& fa
 Status read_stated_layer_types(const ConfigReader& reader, ModelConfig& config);
 // The MLP's activation from `field` (hidden_act, or Gemma's hidden_activation): silu or gelu_pytorch_tanh.
 Result<nn::HiddenAct> read_hidden_act(const ConfigReader& reader, const char* field, const std::string& fallback);
-std::string llama_layer_kind(const ModelConfig& config, int64_t index);
 std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index);
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params);
 // The family's RMSNorm at `fqn` ("model.norm", "model.layers.0.input_layernorm"): Llama's, or the fused

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -32,10 +33,33 @@ Result<ModelConfig> read_config_file(const std::string& path) {
   return read_config(json);
 }
 
+std::vector<std::string> layer_kinds(const ModelConfig& config) {
+  const int64_t layers = config.num_hidden_layers;
+  std::vector<bool> moe(static_cast<size_t>(layers));
+  for (int64_t i = 0; i < layers; ++i) moe[static_cast<size_t>(i)] = is_moe_layer(config, i);
+  const bool uniform_ffn = std::all_of(moe.begin(), moe.end(), [&](bool each) { return each == moe.front(); });
+  const std::vector<std::string>& types = config.layer_types;
+  const bool uniform_attention =
+      std::all_of(types.begin(), types.end(), [&](const std::string& type) { return type == types.front(); });
+  std::vector<std::string> kinds;
+  kinds.reserve(static_cast<size_t>(layers));
+  for (size_t i = 0; i < static_cast<size_t>(layers); ++i) {
+    const char* ffn = moe[i] ? "moe" : "dense";
+    if (uniform_attention && uniform_ffn) kinds.emplace_back("decoder");
+    else if (uniform_attention) kinds.emplace_back(ffn);
+    else if (uniform_ffn) kinds.push_back(types[i]);
+    else kinds.push_back(types[i] + "_" + ffn);
+  }
+  return kinds;
+}
+
+std::string layer_kind(const ModelConfig& config, int64_t index) {
+  return layer_kinds(config)[static_cast<size_t>(index)];
+}
+
 std::vector<LayerGroup> layer_stack(const ModelConfig& config) {
   std::vector<LayerGroup> groups;
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    std::string kind = config.family->layer_kind(config, i);
+  for (std::string& kind : layer_kinds(config)) {
     if (!groups.empty() && groups.back().kind == kind) ++groups.back().count;
     else groups.push_back({std::move(kind), 1});
   }

@@ -68,7 +68,7 @@ TEST_P(OracleCase, ActivationsRecord) {
   const int64_t seq = oracle.at("seq_length");
   // The oracle censused its case's layer: the record of that layer's kind.
   const int64_t layer = oracle.at("layer_index");
-  const std::string kind = config.family->layer_kind(config, layer);
+  const std::string kind = layer_kind(config, layer);
   const auto kinds = census_activations(config, seq);
   const auto found = std::find_if(kinds.begin(), kinds.end(), [&](const auto& each) { return each.first == kind; });
   ASSERT_NE(found, kinds.end()) << kind;

@@ -104,7 +104,7 @@ TEST_P(Qwen3NextCase, SelectiveKeptWorkingAndShares) {
 
 TEST_P(Qwen3NextCase, ActivationsRecordOfTheLayersKind) {
   const Case c = load(GetParam());
-  const std::string kind = c.config.family->layer_kind(c.config, c.layer);
+  const std::string kind = layer_kind(c.config, c.layer);
   const nlohmann::json& expected = c.oracle.at("census_activations");
   for (const auto& [name, k] : census_activations(c.config, c.seq)) {
     if (name != kind) continue;

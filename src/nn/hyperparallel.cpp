@@ -84,7 +84,7 @@ Tensor GroupedExperts::forward(const Tensor& hidden_states, const Tensor& top_k_
   }
   // forward_expert_major -> _grouped_gemm_expert_forward
   tokens_per_expert_gmm_ = tokens_per_expert;
-  group_list_ = ops::cumsum(tokens_per_expert_gmm_, 0, DType::kInt64);
+  group_list_ = ops::cumsum(tokens_per_expert_gmm_, 0);
   Tensor fc1_output = ops::npu_grouped_matmul(permuted_tokens, gate_up_proj_, group_list_);  // (S, 2I)
   fc1_output = ops::npu_swiglu(fc1_output);                                                // (S, I)
   const Tensor fc2_output = ops::npu_grouped_matmul(fc1_output, down_proj_, group_list_);  // (S, H)

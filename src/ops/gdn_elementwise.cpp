@@ -196,9 +196,10 @@ Tensor triu(const Tensor& self, int64_t diagonal) {
   return out;
 }
 
-Tensor cumsum(const Tensor& self, int64_t dim) {
+Tensor cumsum(const Tensor& self, int64_t dim, std::optional<DType> dtype) {
   auto node = make_node<CumsumBackward0>({&self}, wrap_dim(dim, self.dim()), self.dtype());
-  Tensor out = unary(Op::kCumsum, self);
+  Tensor out = like(self, dtype.value_or(self.dtype()));
+  dispatch<1, 1>(Op::kCumsum, {self}, {out});
   set_history(out, node);
   return out;
 }

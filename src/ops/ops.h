@@ -114,8 +114,6 @@ Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value); 
 // self.masked_fill_(mask, value): its node keeps the mask.
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value);
 Tensor histc(const Tensor& self, int64_t bins);
-// cumsum with a result dtype, on integer tensors: no node.
-Tensor cumsum(const Tensor& self, int64_t dim, DType dtype);
 // The eager experts loop's ops (on integer tensors and masks, no nodes, except where noted).
 // F.one_hot as ATen runs it on CPU: aminmax and two scalar reads checking the range (CUDA skips
 // them), zeros, then scatter_ of ones.
@@ -162,7 +160,7 @@ Tensor sigmoid(const Tensor& self);             // saves its result
 Tensor softplus(const Tensor& self);            // saves its input (beta 1, threshold 20)
 Tensor tril(const Tensor& self, int64_t diagonal = 0);
 Tensor triu(const Tensor& self, int64_t diagonal = 0);
-Tensor cumsum(const Tensor& self, int64_t dim);
+Tensor cumsum(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);  // dtype: the result's
 Tensor flip(const Tensor& self, int64_t dim);
 Tensor masked_fill(const Tensor& self, const Tensor& mask);  // masked_fill.Scalar: saves the mask
 // Views.

@@ -378,12 +378,6 @@ Tensor histc(const Tensor& self, int64_t bins) {
   return out;
 }
 
-Tensor cumsum(const Tensor& self, int64_t /*dim*/, DType dtype) {
-  Tensor out = like(self, dtype);
-  dispatch<1, 1>(Op::kCumsum, {self}, {out});
-  return out;
-}
-
 Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs) {
   auto node = make_node<GroupedMmBackward0>({&self, &mat2}, self, mat2);
   if (node) {

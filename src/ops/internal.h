@@ -24,6 +24,11 @@ Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides);
 // Dense strides for `sizes` in the dimension order of `like` (outermost first), as TensorIterator and
 // preserve_format lay out a result next to a permuted input.
 Dims dense_strides_like(const Tensor& like, const Dims& sizes);
+// A new tensor of `like`'s sizes and dense layout (preserve_format), in `dtype`.
+inline Tensor alloc_like(const Tensor& like, DType dtype) {
+  return alloc(like.sizes(), dense_strides_like(like, like.sizes()), dtype);
+}
+
 // The layout of an elementwise result: that of the first full-size dense input, else row-major.
 Dims elementwise_strides(const Dims& sizes, std::initializer_list<const Tensor*> inputs);
 Dims broadcast_sizes(const Dims& a, const Dims& b);

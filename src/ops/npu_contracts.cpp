@@ -15,8 +15,6 @@ using internal::dispatch;
 
 namespace {
 
-Tensor empty_of(const Tensor& like) { return alloc(like.sizes(), internal::dense_strides_like(like, like.sizes()), like.dtype()); }
-
 // HyperParallel's GMMFunction (components/functional/grouped_matmul.py): saves x, weight and the
 // group_list tensor; its backward makes the gradient contiguous, then dx = gmm(grad, weight^T) and
 // the grouped weight gradient gmm(x^T, grad, group_type=2).
@@ -55,7 +53,7 @@ NpuRmsNormOutputs npu_rms_norm(const Tensor& x, const Tensor& gamma) {
   // Backward: empty_like(x), empty_like(gamma), nothing for epsilon.
   auto node = make_node<ContractBackward>({&x, &gamma}, "GeneratedBackwardFor_nd_census_npu_rms_norm_defaultBackward",
       std::vector<ContractBackward::Output>{{x.sizes(), x.dtype()}, {rstd_sizes, DType::kFloat32}}, std::vector<int>{0, 1});
-  NpuRmsNormOutputs out{empty_of(x), alloc(rstd_sizes, DType::kFloat32)};
+  NpuRmsNormOutputs out{internal::alloc_like(x, x.dtype()), alloc(rstd_sizes, DType::kFloat32)};
   dispatch<2, 2>(Op::kNpuRmsNorm, {x, gamma}, {out.y, out.rstd});
   set_history(out.y, node, 0);
   if (node) {
@@ -82,7 +80,7 @@ Tensor npu_rotary_mul(const Tensor& x, const Tensor& r1, const Tensor& r2) {
   auto node = make_node<ContractBackward>({&x, &r1, &r2}, "GeneratedBackwardFor_nd_census_npu_rotary_mul_defaultBackward",
                                           std::vector<ContractBackward::Output>{{x.sizes(), x.dtype()}},
                                           std::vector<int>{0, 1, 2});
-  Tensor out = empty_of(x);
+  Tensor out = internal::alloc_like(x, x.dtype());
   dispatch<3, 1>(Op::kNpuRotaryMul, {x, r1, r2}, {out});
   set_history(out, node);
   if (node) {

@@ -18,10 +18,6 @@ using internal::dispatch;
 
 namespace {
 
-Tensor like(const Tensor& self, DType dtype) {
-  return alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), dtype);
-}
-
 // _softmax(Tensor self, int dim, bool half_to_float)
 //   self: _softmax_backward_data(grad, result, dim, self.scalar_type())   -> saves result
 class SoftmaxBackward0 final : public Node {
@@ -29,7 +25,7 @@ class SoftmaxBackward0 final : public Node {
   SoftmaxBackward0(uint64_t seq, DType self_dtype) : Node("SoftmaxBackward0", seq), self_dtype_(self_dtype) {}
   GradList apply(GradList& grads) override {
     const Tensor result = result_.unpack();
-    Tensor out = like(grads[0], self_dtype_);
+    Tensor out = internal::alloc_like(grads[0], self_dtype_);
     dispatch<2, 1>(Op::kSoftmaxBackward, {grads[0], result}, {out});
     return {out};
   }
@@ -156,16 +152,16 @@ class ClampBackward1 final : public Node {
     dispatch<0, 1>(Op::kScalarTensor, {}, {zero});
     Tensor above, below;
     if (has_min_) {
-      above = like(self, DType::kBool);
+      above = internal::alloc_like(self, DType::kBool);
       dispatch<1, 1>(Op::kGtScalar, {self}, {above});
     }
     if (has_max_) {
-      below = like(self, DType::kBool);
+      below = internal::alloc_like(self, DType::kBool);
       dispatch<1, 1>(Op::kLtScalar, {self}, {below});
     }
     if (above.defined() && below.defined()) dispatch<2, 1>(Op::kLogicalAndInplace, {above, below}, {above});
     const Tensor& mask = above.defined() ? above : below;
-    Tensor out = like(grad, grad.dtype());
+    Tensor out = internal::alloc_like(grad, grad.dtype());
     dispatch<3, 1>(Op::kWhere, {mask, grad, zero}, {out});
     return {out};
   }
@@ -224,7 +220,7 @@ Tensor softmax(const Tensor& self, [[maybe_unused]] int64_t dim, DType dtype) {
   const Tensor converted = to(self, dtype);
   assert(wrap_dim(dim, self.dim()) == self.dim() - 1);
   auto node = make_node<SoftmaxBackward0>({&converted}, converted.dtype());
-  Tensor out = like(converted, converted.dtype());
+  Tensor out = internal::alloc_like(converted, converted.dtype());
   dispatch<1, 1>(Op::kSoftmax, {converted}, {out});
   set_history(out, node);
   if (node) node->result_.save(out, /*is_output=*/true);
@@ -256,13 +252,13 @@ Tensor& div_(Tensor& self, const Tensor& other) {
 }
 
 Tensor ge(const Tensor& self, double /*other*/) {
-  Tensor out = like(self, DType::kBool);
+  Tensor out = internal::alloc_like(self, DType::kBool);
   dispatch<1, 1>(Op::kGeScalar, {self}, {out});
   return out;
 }
 
 Tensor floor_divide(const Tensor& self, int64_t /*other*/) {
-  Tensor out = like(self, self.dtype());
+  Tensor out = internal::alloc_like(self, self.dtype());
   dispatch<1, 1>(Op::kFloorDivide, {self}, {out});
   return out;
 }
@@ -273,7 +269,7 @@ Tensor& clamp_max_(Tensor& self, double /*max*/) {
 }
 
 Tensor bitwise_not(const Tensor& self) {
-  Tensor out = like(self, self.dtype());
+  Tensor out = internal::alloc_like(self, self.dtype());
   dispatch<1, 1>(Op::kBitwiseNot, {self}, {out});
   return out;
 }
@@ -281,7 +277,7 @@ Tensor bitwise_not(const Tensor& self) {
 Tensor clamp(const Tensor& self, std::optional<double> min, std::optional<double> max) {
   auto node = make_node<ClampBackward1>({&self}, min.has_value(), max.has_value());
   if (node) node->self_.save(self);
-  Tensor out = like(self, self.dtype());
+  Tensor out = internal::alloc_like(self, self.dtype());
   dispatch<1, 1>(Op::kClamp, {self}, {out});
   set_history(out, node);
   return out;
@@ -329,7 +325,7 @@ Tensor& index_put_(Tensor& self, const Tensor& index, const Tensor& values) {
 }
 
 Tensor index_put(const Tensor& self, const Tensor& index, const Tensor& values) {
-  Tensor out = like(self, self.dtype());
+  Tensor out = internal::alloc_like(self, self.dtype());
   dispatch<3, 1>(Op::kIndexPut, {self, index, values}, {out});
   return out;
 }
@@ -348,13 +344,13 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter(const Tensor& self, int64_t /*dim*/, const Tensor& index, const Tensor& src) {
-  Tensor out = like(self, self.dtype());
+  Tensor out = internal::alloc_like(self, self.dtype());
   dispatch<3, 1>(Op::kScatter, {self, index, src}, {out});
   return out;
 }
 
 Tensor scatter_add(const Tensor& self, int64_t /*dim*/, const Tensor& index, const Tensor& src) {
-  Tensor out = like(self, self.dtype());
+  Tensor out = internal::alloc_like(self, self.dtype());
   dispatch<3, 1>(Op::kScatterAdd, {self, index, src}, {out});
   return out;
 }

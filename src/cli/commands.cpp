@@ -204,8 +204,7 @@ void command_explain_selective(const Request& r, std::ostream& out) {
 std::string routing_note(const ModelConfig& c, int64_t layer_index) {
   if (!is_moe_layer(c, layer_index)) return {};
   const bool eager = c.moe.experts_implementation == nn::ExpertsImplementation::kEager;
-  const bool fused = replacement_for(c.replacements, layer_module_name(layer_index, "mlp.experts"),
-                                     family_class(c, "Experts")).has_value();
+  const bool fused = layer_replacement(c, layer_index, "mlp.experts", "Experts").has_value();
   if (fused || !eager)
     return "routing: each token's experts are data a census does not have; grouped experts keep tensors per "
            "token-expert pair, so these bytes hold for any routing";

@@ -47,34 +47,38 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   return o_proj.forward(attn_output);
 }
 
-std::string layer_module_name(int64_t index, const char* path) {
-  return "model.layers." + std::to_string(index) + "." + path;
+namespace {
+
+std::optional<FusedModule> replacement(const ModelConfig& c, const std::string& module_name, const char* name) {
+  if (c.replacements.empty() || c.family->class_prefix == nullptr) return std::nullopt;
+  return replacement_for(c.replacements, module_name, std::string(c.family->class_prefix) + name);
 }
 
-std::string family_class(const ModelConfig& config, const char* name) {
-  return config.family->class_prefix == nullptr ? std::string() : std::string(config.family->class_prefix) + name;
+}  // namespace
+
+std::optional<FusedModule> layer_replacement(const ModelConfig& c, int64_t index, const char* path, const char* name) {
+  if (c.replacements.empty()) return std::nullopt;
+  return replacement(c, "model.layers." + std::to_string(index) + "." + path, name);
 }
 
-std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& c, const std::string& fqn, const std::string& path,
-                                           int64_t dim, nn::ParameterList& params) {
-  if (replacement_for(c.replacements, fqn, family_class(c, "RMSNorm")) == FusedModule::kRmsNorm)
-    return std::make_unique<nn::FusedRMSNorm>(path, dim, params);
+std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& c, std::optional<FusedModule> fused,
+                                           const std::string& path, int64_t dim, nn::ParameterList& params) {
+  if (fused == FusedModule::kRmsNorm) return std::make_unique<nn::FusedRMSNorm>(path, dim, params);
   return std::make_unique<nn::LlamaRMSNorm>(path, dim, c.rms_norm_eps, params);
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index)
     : hidden_size_(c.hidden_size), rotary_emb(c.head_dim) {
   // Registered as Transformers registers them: self_attn, mlp, the two norms.
-  if (replacement_for(c.replacements, layer_module_name(index, "self_attn"), family_class(c, "Attention")) ==
-      FusedModule::kGqaFlashAttention)
+  if (layer_replacement(c, index, "self_attn", "Attention") == FusedModule::kGqaFlashAttention)
     fused_attn.emplace(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.qkv_bias, c.o_bias,
                        c.qk_norm, c.rms_norm_eps, parameters_);
   else
     self_attn.emplace(c, parameters_);
   mlp = build_feed_forward(c, index, parameters_);
-  input_layernorm = build_llama_norm(c, layer_module_name(index, "input_layernorm"), "input_layernorm", c.hidden_size,
-                                     parameters_);
-  post_attention_layernorm = build_llama_norm(c, layer_module_name(index, "post_attention_layernorm"),
+  input_layernorm = build_llama_norm(c, layer_replacement(c, index, "input_layernorm", "RMSNorm"), "input_layernorm",
+                                     c.hidden_size, parameters_);
+  post_attention_layernorm = build_llama_norm(c, layer_replacement(c, index, "post_attention_layernorm", "RMSNorm"),
                                               "post_attention_layernorm", c.hidden_size, parameters_);
 }
 
@@ -159,7 +163,7 @@ std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64
 }
 
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params) {
-  return build_llama_norm(config, "model.norm", "norm", config.hidden_size, params);
+  return build_llama_norm(config, replacement(config, "model.norm", "RMSNorm"), "norm", config.hidden_size, params);
 }
 
 }  // namespace census

@@ -75,13 +75,12 @@ Status read_stated_layer_types(const ConfigReader& reader, ModelConfig& config);
 Result<nn::HiddenAct> read_hidden_act(const ConfigReader& reader, const char* field, const std::string& fallback);
 std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index);
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params);
-// The family's RMSNorm at `fqn` ("model.norm", "model.layers.0.input_layernorm"): Llama's, or the fused
-// one where a replacement selects it.
-std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& config, const std::string& fqn, const std::string& path,
-                                           int64_t dim, nn::ParameterList& params);
-// A layer's module name in the model, as replacements match it: "model.layers.<index>.<path>".
-std::string layer_module_name(int64_t index, const char* path);
-// The family's Transformers class `name` ("RMSNorm" -> "Qwen3MoeRMSNorm"); empty without a prefix.
-std::string family_class(const ModelConfig& config, const char* name);
+// The family's RMSNorm at `path`: Llama's, or the fused one where `replacement` says so.
+std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& config, std::optional<FusedModule> replacement,
+                                           const std::string& path, int64_t dim, nn::ParameterList& params);
+// The fused module replacing layer `index`'s module at `path` ("self_attn", "mlp.experts") of the
+// family's class `name` ("Attention" -> "Qwen3MoeAttention"), if the run's replacements select one.
+// Names are formed only where there are replacements: a plain census builds no string.
+std::optional<FusedModule> layer_replacement(const ModelConfig& config, int64_t index, const char* path, const char* name);
 
 }  // namespace census

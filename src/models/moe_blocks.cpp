@@ -12,8 +12,7 @@ namespace {
 // Layer `index`'s experts: Transformers' (run as the experts implementation says), or HyperParallel's
 // GroupedExperts where a replacement selects them.
 std::unique_ptr<nn::MoeExperts> make_experts(const ModelConfig& c, int64_t index, int64_t width, nn::ParameterList& params) {
-  if (replacement_for(c.replacements, layer_module_name(index, "mlp.experts"), family_class(c, "Experts")) ==
-      FusedModule::kGroupedExperts)
+  if (layer_replacement(c, index, "mlp.experts", "Experts") == FusedModule::kGroupedExperts)
     return std::make_unique<nn::GroupedExperts>("mlp.experts", c.moe.num_experts, c.hidden_size, width, params);
   return std::make_unique<nn::Experts>("mlp.experts", c.moe.num_experts, c.hidden_size, width, c.hidden_act,
                                        c.moe.experts_implementation, params);

@@ -19,8 +19,8 @@ _TP_FIELDS = (
 )
 
 
-class CensusUnavailable(RuntimeError):
-    """A census cannot price this here: an option or module Census does not model yet."""
+# A census cannot price this here: an option or module Census does not model yet (a RuntimeError).
+CensusUnavailable = _census.CensusUnavailable
 
 
 class LayerTraffic(NamedTuple):
@@ -107,14 +107,9 @@ def _priced(config: Any, replacements: Sequence[Any] = ()) -> Any:
             specs.append((list(match), _dotted(spec.module_type), _dotted(spec.factory)))
         except AttributeError as exc:
             raise ValueError(f"a replacement needs match, factory and module_type, not {spec!r}") from exc
-    try:
-        return load_config(config).with_replacements(specs)
-    except ValueError as exc:
-        # A module the census cannot build here (a factory it does not model, a family whose layers
-        # take no replacement yet): unavailable, as the reference's census says of its own.
-        if "not known to the census" in str(exc) or "native extension" in str(exc) or "no module replacements" in str(exc):
-            raise CensusUnavailable(str(exc)) from exc
-        raise
+    # A module the census cannot build here (a factory it does not model, a family whose layers take no
+    # replacement yet) raises CensusUnavailable.
+    return load_config(config).with_replacements(specs)
 
 
 def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool = False,

@@ -71,6 +71,11 @@ ModelConfig with_backend(ModelConfig config, const std::string& gdn_backend) {
   return config;
 }
 
+// What the census cannot build here (census.CensusUnavailable in Python), as against a bad argument.
+struct Unavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 using SpecTuple = std::tuple<std::vector<std::string>, std::string, std::string>;  // match, module_type, factory
 
 // The config with HyperParallel's fused modules where the specs select them, or ValueError.
@@ -79,13 +84,12 @@ ModelConfig with_replacements(ModelConfig config, const std::vector<SpecTuple>& 
   for (const auto& [match, module_type, factory] : specs) {
     std::string why;
     const std::optional<FusedModule> module = known_factory(factory, why);
-    if (!module)
-      throw py::value_error("replacement factory " + factory + (why.empty() ? " is not known to the census" : " " + why));
+    if (!module) throw Unavailable("replacement factory " + factory + (why.empty() ? " is not known to the census" : " " + why));
     if (match.empty()) throw py::value_error("replacement for " + factory + " matches no module name pattern");
     config.replacements.push_back({match, module_type, factory, *module});
   }
   if (!config.replacements.empty() && config.family->class_prefix == nullptr)
-    throw py::value_error(config.model_type + "'s layers take no module replacements yet");
+    throw Unavailable(config.model_type + "'s layers take no module replacements yet");
   return config;
 }
 
@@ -242,6 +246,7 @@ std::vector<std::pair<std::string, std::string>> shipped() {
 PYBIND11_MODULE(_census, m) {
   using namespace census::python;
   m.doc() = "Census: the C++ layer census. Use the census package's functions, not these.";
+  py::register_exception<Unavailable>(m, "CensusUnavailable", PyExc_RuntimeError);
   py::class_<census::ModelConfig>(m, "Config", "a config parsed once, for calls that must not parse it again")
       .def(py::init([](const py::dict& mapping) { return config_of(mapping); }))
       .def_readonly("model_type", &census::ModelConfig::model_type)

@@ -11,7 +11,7 @@
 #include "census/output_census.h"
 #include "census/selective_census.h"
 #include "cli/request.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/table.h"
-#include "models/families.h"
+#include "models/registry.h"
 #include "models/llama.h"
 
 namespace census::cli {

@@ -4,7 +4,7 @@
 
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census::cli {
 
@@ -84,7 +84,7 @@ Status apply_options(Request& r) {
   if (r.experts_implementation != "grouped_mm" && r.experts_implementation != "eager")
     return refuse("--experts-implementation", "'" + r.experts_implementation +
                                                   "' is not known; use grouped_mm (Transformers' default) or eager");
-  if (r.config.moe.block == MoeConfig::Block::kNone)
+  if (r.config.moe.num_experts == 0)
     return refuse("--experts-implementation", r.model_name + " (" + r.config.model_type +
                                                   ") has no experts; drop the option for a dense model");
   r.config.moe.experts_implementation = r.experts_implementation == "eager" ? nn::ExpertsImplementation::kEager

@@ -14,7 +14,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace py = pybind11;
 

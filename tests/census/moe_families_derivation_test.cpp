@@ -1,0 +1,85 @@
+// Golden numbers derived op by op for the later MoE families at public checkpoints' shapes, 4096
+// tokens, where no oracle case runs: what each MoE layer's router, routed experts and shared experts
+// save, their FLOPs and parameters, as closed forms a reader can check by hand. The same forms give
+// the oracle's numbers at its toy shapes (moe_families_golden_test.cpp). The shapes are the checkpoints'
+// architecture fields, stated here (not their config.json files).
+//
+// Legend: T = tokens, H = hidden_size, E = routed experts, K = experts per token, S = T * K pairs,
+// I = an expert's width, Ish = the shared experts' width, Nh / Nkv = heads / key-value heads,
+// D = head_dim; bf16 is 2 bytes, fp32 and int32 4, int64 8, bool 1.
+#include <gtest/gtest.h>
+
+#include "census/layer_census.h"
+#include "census/parts.h"
+#include "models/registry.h"
+
+namespace census {
+namespace {
+
+ModelConfig config_of(const nlohmann::json& json) { return read_config(json).take(); }
+
+int64_t saved(const LayerCensus& c, SavedOp op) { return c.saved_by_op[static_cast<size_t>(op)]; }
+
+struct MoeShape {
+  int64_t T, H, E, K, I;
+  int64_t S() const { return T * K; }
+};
+
+// The grouped_mm experts, per pair: the gathered inputs (S, H) and the gated product (S, I) by the two
+// _grouped_mm; the activation's output (S, I) by the product; the down projection (S, H) and the
+// routing weights (S, 1) by the weighting; three int64 gather indices (S); the sentinel mask (S, 1)
+// bool; the int32 offsets (E). The up projection (S, 2I) is the activation's (ffAct).
+int64_t experts_ffmm(const MoeShape& x, int64_t weight_bytes) {
+  return 2 * x.S() * x.H + 2 * x.S() * x.I + 2 * x.S() * x.I + 2 * x.S() * x.H + weight_bytes * x.S() + 3 * 8 * x.S() +
+         x.S() + 4 * x.E;
+}
+int64_t experts_ffact(const MoeShape& x) { return 2 * x.S() * 2 * x.I; }
+// A gated MLP of width W on (T, H): its input by gate_proj and up_proj (one storage), the gate and up
+// outputs by the product, the activation's output by the product, the product by down_proj; the gate
+// output also by the activation (ffAct).
+int64_t mlp_ffmm(int64_t T, int64_t H, int64_t W) { return 2 * T * H + 3 * 2 * T * W; }
+// FLOPs of the routed experts (each pair's gate_up and down) and of a gated MLP.
+int64_t routed_flops(const MoeShape& x) { return 2 * x.S() * x.H * 2 * x.I + 2 * x.S() * x.I * x.H; }
+int64_t mlp_flops(int64_t T, int64_t H, int64_t W) { return 3 * 2 * T * H * W; }
+// An RMSNorm over W channels of T rows: the fp32 copy (pow, mul), rsqrt's (T, 1) fp32, the bf16
+// normalized rows (the weight's mul).
+int64_t norm_saved(int64_t T, int64_t W) { return 4 * T * W + 4 * T + 2 * T * W; }
+
+// GLM-4.5-Air (Glm4MoeConfig's defaults, head_dim 128, q/k/v biased): a MoE layer (layer 1). The
+// router is DeepSeek-V3's: fp32 copies of x (T, H) and of the weight (E, H) by its mm, the sigmoid
+// scores (T, E), the indices (T, K), the renormalization's clone (T, K) and denominator (T, 1); its
+// fp32 weights go to the experts. The shared expert (Ish = I) saves as a dense MLP. Attention: the
+// normed input (T, H) and o_proj's input (T, Nh*D) by the projections, and the partial rotary's cos
+// and sin (T, D/2) bf16 each; the flash contract's q and out (Nh, T, D), k and v (Nkv, T, D) and two
+// fp32 (Nh, T, 8) statistics; the two norms.
+TEST(MoeFamiliesDerivation, Glm45AirMoeLayerAt4096Tokens) {
+  const ModelConfig config = config_of({{"model_type", "glm4_moe"}, {"head_dim", 128}, {"attention_bias", true}});
+  const MoeShape x{4096, 4096, 128, 8, 1408};
+  const int64_t Nh = 96, Nkv = 8, D = 128, R = 64, T = x.T, H = x.H;
+  ASSERT_EQ(config.rotary_dim, R);
+  const LayerCensus c = census_layer(config, 1, T);
+  const int64_t router = 4 * T * H + 4 * x.E * H + 4 * T * x.E + 8 * T * x.K + 4 * T * x.K + 4 * T;
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), router + experts_ffmm(x, 4) + mlp_ffmm(T, H, x.I));
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), experts_ffact(x) + 2 * T * x.I);
+  EXPECT_EQ(saved(c, SavedOp::kAttMM), 2 * T * H + 2 * T * Nh * D + 2 * 2 * T * R);
+  EXPECT_EQ(saved(c, SavedOp::kAttBMM), 2 * 2 * T * Nh * D + 2 * 2 * T * Nkv * D);
+  EXPECT_EQ(saved(c, SavedOp::kSoftmax), 2 * 4 * Nh * T * 8);
+  EXPECT_EQ(saved(c, SavedOp::kNormOp), 2 * norm_saved(T, H));
+
+  // FLOPs: the projections, the scores (4 T^2 Nh D, unmasked as the contract counts them), the
+  // router's T*H*E, the experts' pairs and the shared expert.
+  const PartCounts flops = census_flops(config, 1, T);
+  EXPECT_EQ(flops.at("attention"), 2 * T * H * Nh * D * 2 + 2 * 2 * T * H * Nkv * D);
+  EXPECT_EQ(flops.at("scores"), 4 * T * T * Nh * D);
+  EXPECT_EQ(flops.at("router"), 2 * T * H * x.E);
+  EXPECT_EQ(flops.at("routed"), routed_flops(x));
+  EXPECT_EQ(flops.at("shared"), mlp_flops(T, H, x.I));
+  const LayerParameters parameters = census_parameters(config, 1);
+  EXPECT_EQ(parameters.parts.at("attention"), 2 * H * Nh * D + 2 * H * Nkv * D + Nh * D + 2 * Nkv * D);
+  EXPECT_EQ(parameters.parts.at("router"), x.E * H);  // e_score_correction_bias is a buffer
+  EXPECT_EQ(parameters.parts.at("routed"), x.E * 3 * H * x.I);
+  EXPECT_EQ(parameters.parts.at("shared"), 3 * H * x.I);
+}
+
+}  // namespace
+}  // namespace census

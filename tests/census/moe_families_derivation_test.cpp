@@ -81,5 +81,26 @@ TEST(MoeFamiliesDerivation, Glm45AirMoeLayerAt4096Tokens) {
   EXPECT_EQ(parameters.parts.at("shared"), 3 * H * x.I);
 }
 
+// Qwen3-VL-30B-A3B's text tower: Qwen3-MoE's router (the normed input (T, H) bf16 by its mm, fp32
+// probabilities (T, E), indices (T, K), the in-place renormalization's clone (T, K) and sum (T, 1)),
+// always renormalizing, the weights cast back to bf16.
+TEST(MoeFamiliesDerivation, Qwen3Vl30bA3bTextMoeLayerAt4096Tokens) {
+  const ModelConfig config = config_of(
+      {{"model_type", "qwen3_vl_moe"},
+       {"text_config",
+        {{"model_type", "qwen3_vl_moe_text"}, {"hidden_size", 2048}, {"num_attention_heads", 32},
+         {"num_key_value_heads", 4}, {"head_dim", 128}, {"num_experts", 128}, {"num_experts_per_tok", 8},
+         {"moe_intermediate_size", 768}, {"intermediate_size", 6144}, {"num_hidden_layers", 48}}}});
+  const MoeShape x{4096, 2048, 128, 8, 768};
+  const LayerCensus c = census_layer(config, 0, x.T);
+  const int64_t router = 2 * x.T * x.H + 4 * x.T * x.E + 8 * x.T * x.K + 4 * x.T * x.K + 4 * x.T;
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), router + experts_ffmm(x, 2));
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), experts_ffact(x));
+  const PartCounts flops = census_flops(config, 0, x.T);
+  EXPECT_EQ(flops.at("router"), 2 * x.T * x.H * x.E);
+  EXPECT_EQ(flops.at("routed"), routed_flops(x));
+  EXPECT_EQ(census_parameters(config, 0).parts.at("routed"), x.E * 3 * x.H * x.I);
+}
+
 }  // namespace
 }  // namespace census

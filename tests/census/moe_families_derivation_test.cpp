@@ -102,5 +102,24 @@ TEST(MoeFamiliesDerivation, Qwen3Vl30bA3bTextMoeLayerAt4096Tokens) {
   EXPECT_EQ(census_parameters(config, 0).parts.at("routed"), x.E * 3 * x.H * x.I);
 }
 
+// Kimi K2 (read as DeepSeek-V3): 384 experts of 2048, top 8, one group, one shared expert, 64 heads
+// of MLA; its router as DeepSeek-V3's (the correction bias bf16 as the layer is built).
+TEST(MoeFamiliesDerivation, KimiK2MoeLayerAt4096Tokens) {
+  const ModelConfig config = config_of({{"model_type", "kimi_k2"}, {"hidden_size", 7168}, {"num_attention_heads", 64},
+                                        {"num_key_value_heads", 64}, {"n_routed_experts", 384}, {"n_group", 1},
+                                        {"topk_group", 1}, {"first_k_dense_replace", 1}, {"num_hidden_layers", 61},
+                                        {"routed_scaling_factor", 2.827}});
+  const MoeShape x{4096, 7168, 384, 8, 2048};
+  const LayerCensus c = census_layer(config, 1, x.T);
+  const int64_t router = 4 * x.T * x.H + 4 * x.E * x.H + 4 * x.T * x.E + 8 * x.T * x.K + 4 * x.T * x.K + 4 * x.T;
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), router + experts_ffmm(x, 4) + mlp_ffmm(x.T, x.H, x.I));
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), experts_ffact(x) + 2 * x.T * x.I);
+  const PartCounts flops = census_flops(config, 1, x.T);
+  EXPECT_EQ(flops.at("router"), 2 * x.T * x.H * x.E);
+  EXPECT_EQ(flops.at("routed"), routed_flops(x));
+  EXPECT_EQ(flops.at("shared"), mlp_flops(x.T, x.H, x.I));
+  EXPECT_EQ(layer_stack(config).front().kind, "dense");
+}
+
 }  // namespace
 }  // namespace census

@@ -121,5 +121,25 @@ TEST(MoeFamiliesDerivation, KimiK2MoeLayerAt4096Tokens) {
   EXPECT_EQ(layer_stack(config).front().kind, "dense");
 }
 
+// GLM-4.7-Flash (Glm4MoeLiteConfig's defaults): MLA (q_lora 768, kv_lora 512, nope 192, rope 64,
+// values 256, 20 heads) and 64 experts of 1536, top 4, one shared expert; the router as GLM-4.5's.
+TEST(MoeFamiliesDerivation, Glm47FlashMoeLayerAt4096Tokens) {
+  const ModelConfig config = config_of({{"model_type", "glm4_moe_lite"}});
+  const MoeShape x{4096, 2048, 64, 4, 1536};
+  const LayerCensus c = census_layer(config, 1, x.T);
+  const int64_t router = 4 * x.T * x.H + 4 * x.E * x.H + 4 * x.T * x.E + 8 * x.T * x.K + 4 * x.T * x.K + 4 * x.T;
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), router + experts_ffmm(x, 4) + mlp_ffmm(x.T, x.H, x.I));
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), experts_ffact(x) + 2 * x.T * x.I);
+  const PartCounts flops = census_flops(config, 1, x.T);
+  EXPECT_EQ(flops.at("router"), 2 * x.T * x.H * x.E);
+  EXPECT_EQ(flops.at("routed"), routed_flops(x));
+  // MLA: q_a (H -> 768), its norm, q_b (768 -> 20*(192 + 64)), kv_a (H -> 512 + 64), its norm,
+  // kv_b (512 -> 20*(192 + 256)), o (20*256 -> H).
+  EXPECT_EQ(census_parameters(config, 1).parts.at("attention"),
+            x.H * 768 + 768 + 768 * 20 * 256 + x.H * 576 + 512 + 512 * 20 * 448 + 20 * 256 * x.H);
+  EXPECT_EQ(layer_kind(config, 0), "dense");
+  EXPECT_EQ(layer_kind(config, 1), "moe");
+}
+
 }  // namespace
 }  // namespace census

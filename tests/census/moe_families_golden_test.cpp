@@ -150,5 +150,10 @@ INSTANTIATE_TEST_SUITE_P(Glm4Moe, MoeFamilyCase,
 // Qwen3-VL-MoE's text tower (Qwen3VLMoeTextConfig, toy sizes): a MoE layer.
 INSTANTIATE_TEST_SUITE_P(Qwen3VlMoe, MoeFamilyCase, ::testing::Values("qwen3_vl_moe_h256_s64", "qwen3_vl_moe_h256_s128"));
 
+// GLM-4.7-Flash (Glm4MoeLiteConfig, toy sizes): the dense layer 0 and the MoE layer 1.
+INSTANTIATE_TEST_SUITE_P(Glm4MoeLite, MoeFamilyCase,
+                         ::testing::Values("glm4_moe_lite_h256_s64_dense0", "glm4_moe_lite_h256_s64_moe1",
+                                           "glm4_moe_lite_h256_s128_dense0", "glm4_moe_lite_h256_s128_moe1"));
+
 }  // namespace
 }  // namespace census

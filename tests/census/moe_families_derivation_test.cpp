@@ -141,5 +141,31 @@ TEST(MoeFamiliesDerivation, Glm47FlashMoeLayerAt4096Tokens) {
   EXPECT_EQ(layer_kind(config, 1), "moe");
 }
 
+// ERNIE-4.5-21B-A3B: the fp32 router (an fp32 copy of x (T, H) by its mm, probabilities (T, E) by
+// softmax, indices (T, K), the sum (T, 1) by clamp, the gathered probabilities (T, K) and the clamped
+// sum (T, 1) by the division), bf16 weights to the experts; two shared experts (Ish = 2I) on the
+// (T, H) input; the fp32 rotary's cos and sin (T, D) fp32 each, saved by its fp32 products.
+TEST(MoeFamiliesDerivation, Ernie45_21bA3bMoeLayerAt4096Tokens) {
+  const ModelConfig config = config_of({{"model_type", "ernie4_5_moe"}, {"hidden_size", 2560},
+                                        {"num_attention_heads", 20}, {"num_key_value_heads", 4},
+                                        {"moe_num_experts", 64}, {"moe_k", 6}, {"moe_intermediate_size", 1536},
+                                        {"moe_num_shared_experts", 2}, {"num_hidden_layers", 28}});
+  const MoeShape x{4096, 2560, 64, 6, 1536};
+  const int64_t T = x.T, Ish = 2 * x.I, D = 128, Nh = 20;
+  const LayerCensus c = census_layer(config, 1, T);
+  const int64_t router = 4 * T * x.H + 4 * T * x.E + 8 * T * x.K + 4 * T + 4 * T * x.K + 4 * T;
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), router + experts_ffmm(x, 2) + mlp_ffmm(T, x.H, Ish));
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), experts_ffact(x) + 2 * T * Ish);
+  EXPECT_EQ(saved(c, SavedOp::kAttMM), 2 * T * x.H + 2 * T * Nh * D + 2 * 4 * T * D);
+  const PartCounts flops = census_flops(config, 1, T);
+  EXPECT_EQ(flops.at("router"), 2 * T * x.H * x.E);
+  EXPECT_EQ(flops.at("routed"), routed_flops(x));
+  EXPECT_EQ(flops.at("shared"), mlp_flops(T, x.H, Ish));
+  const LayerParameters parameters = census_parameters(config, 1);
+  EXPECT_EQ(parameters.parts.at("router"), x.E * x.H);
+  EXPECT_EQ(parameters.parts.at("ffn"), x.E);  // moe_statics.e_score_correction_bias, no gradient
+  EXPECT_EQ(layer_kind(config, 0), "dense");
+}
+
 }  // namespace
 }  // namespace census

@@ -155,5 +155,10 @@ INSTANTIATE_TEST_SUITE_P(Glm4MoeLite, MoeFamilyCase,
                          ::testing::Values("glm4_moe_lite_h256_s64_dense0", "glm4_moe_lite_h256_s64_moe1",
                                            "glm4_moe_lite_h256_s128_dense0", "glm4_moe_lite_h256_s128_moe1"));
 
+// ERNIE-4.5-MoE (Ernie4_5_MoeConfig, toy sizes, two shared experts): the dense layer 0 and the MoE layer 1.
+INSTANTIATE_TEST_SUITE_P(Ernie4_5_Moe, MoeFamilyCase,
+                         ::testing::Values("ernie4_5_moe_h256_s64_dense0", "ernie4_5_moe_h256_s64_moe1",
+                                           "ernie4_5_moe_h256_s128_dense0", "ernie4_5_moe_h256_s128_moe1"));
+
 }  // namespace
 }  // namespace census

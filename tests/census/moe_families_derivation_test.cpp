@@ -141,6 +141,28 @@ TEST(MoeFamiliesDerivation, Glm47FlashMoeLayerAt4096Tokens) {
   EXPECT_EQ(layer_kind(config, 1), "moe");
 }
 
+// MiniMax-M2 (MiniMaxM2Config's defaults): q_norm over Nh*D and k_norm over Nkv*D, each saving as a
+// norm over that width; the sigmoid router (the bf16 input (T, H) by its mm, the fp32 scores (T, E)
+// by sigmoid and gather, the indices (T, K), the in-place renormalization's clone (T, K) and sum
+// (T, 1)); fp32 weights to the experts of intermediate_size.
+TEST(MoeFamiliesDerivation, MiniMaxM2LayerAt4096Tokens) {
+  const ModelConfig config = config_of({{"model_type", "minimax_m2"}});
+  const MoeShape x{4096, 3072, 256, 8, 1536};
+  const int64_t Nh = 48, Nkv = 8, D = 128, T = x.T;
+  const LayerCensus c = census_layer(config, 0, T);
+  const int64_t router = 2 * T * x.H + 4 * T * x.E + 8 * T * x.K + 4 * T * x.K + 4 * T;
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), router + experts_ffmm(x, 4));
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), experts_ffact(x));
+  EXPECT_EQ(saved(c, SavedOp::kNormOp), 2 * norm_saved(T, x.H) + norm_saved(T, Nh * D) + norm_saved(T, Nkv * D));
+  const PartCounts flops = census_flops(config, 0, T);
+  EXPECT_EQ(flops.at("router"), 2 * T * x.H * x.E);
+  EXPECT_EQ(flops.at("routed"), routed_flops(x));
+  // At TP 2 a rank's norms are over its own heads: Nh/2*D and Nkv/2*D.
+  const LayerCensus rank = census_layer(tp_config(config, 2), 0, T);
+  EXPECT_EQ(saved(rank, SavedOp::kNormOp),
+            2 * norm_saved(T, x.H) + norm_saved(T, Nh / 2 * D) + norm_saved(T, Nkv / 2 * D));
+}
+
 // ERNIE-4.5-21B-A3B: the fp32 router (an fp32 copy of x (T, H) by its mm, probabilities (T, E) by
 // softmax, indices (T, K), the sum (T, 1) by clamp, the gathered probabilities (T, K) and the clamped
 // sum (T, 1) by the division), bf16 weights to the experts; two shared experts (Ish = 2I) on the

@@ -160,5 +160,8 @@ INSTANTIATE_TEST_SUITE_P(Ernie4_5_Moe, MoeFamilyCase,
                          ::testing::Values("ernie4_5_moe_h256_s64_dense0", "ernie4_5_moe_h256_s64_moe1",
                                            "ernie4_5_moe_h256_s128_dense0", "ernie4_5_moe_h256_s128_moe1"));
 
+// MiniMax-M2 (MiniMaxM2Config, toy sizes): its TP-2 stage is the reference's half-width rank.
+INSTANTIATE_TEST_SUITE_P(MiniMaxM2, MoeFamilyCase, ::testing::Values("minimax_m2_h256_s64", "minimax_m2_h256_s128"));
+
 }  // namespace
 }  // namespace census

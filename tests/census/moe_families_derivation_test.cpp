@@ -189,5 +189,26 @@ TEST(MoeFamiliesDerivation, Ernie45_21bA3bMoeLayerAt4096Tokens) {
   EXPECT_EQ(layer_kind(config, 0), "dense");
 }
 
+// Hunyuan-A13B: the router's fp32 wg (an fp32 copy of x (T, H) by wg, probabilities (T, E), indices
+// (T, K), the in-place renormalization's clone (T, K) and sum (T, 1)), fp32 weights to experts of
+// intermediate_size; the shared MLP of intermediate_size on the (1, T, H) input.
+TEST(MoeFamiliesDerivation, HunyuanA13bLayerAt4096Tokens) {
+  const ModelConfig config = config_of({{"model_type", "hunyuan_v1_moe"}, {"hidden_size", 4096},
+                                        {"intermediate_size", 3072}, {"num_attention_heads", 32},
+                                        {"num_key_value_heads", 8}, {"head_dim", 128}, {"num_experts", 64},
+                                        {"moe_topk", 8}, {"num_hidden_layers", 32}});
+  const MoeShape x{4096, 4096, 64, 8, 3072};
+  const int64_t T = x.T;
+  const LayerCensus c = census_layer(config, 0, T);
+  const int64_t router = 4 * T * x.H + 4 * T * x.E + 8 * T * x.K + 4 * T * x.K + 4 * T;
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), router + experts_ffmm(x, 4) + mlp_ffmm(T, x.H, x.I));
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), experts_ffact(x) + 2 * T * x.I);
+  const PartCounts flops = census_flops(config, 0, T);
+  EXPECT_EQ(flops.at("ffn"), 2 * T * x.H * x.E);  // the router's wg: "ffn" as the reference parts its path
+  EXPECT_EQ(flops.at("routed"), routed_flops(x));
+  EXPECT_EQ(flops.at("shared"), mlp_flops(T, x.H, x.I));
+  EXPECT_EQ(census_parameters(config, 0).parts.at("ffn"), x.E * x.H);
+}
+
 }  // namespace
 }  // namespace census

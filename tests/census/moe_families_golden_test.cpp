@@ -163,5 +163,9 @@ INSTANTIATE_TEST_SUITE_P(Ernie4_5_Moe, MoeFamilyCase,
 // MiniMax-M2 (MiniMaxM2Config, toy sizes): its TP-2 stage is the reference's half-width rank.
 INSTANTIATE_TEST_SUITE_P(MiniMaxM2, MoeFamilyCase, ::testing::Values("minimax_m2_h256_s64", "minimax_m2_h256_s128"));
 
+// Hunyuan-MoE (HunYuanMoEV1Config, toy sizes).
+INSTANTIATE_TEST_SUITE_P(HunYuanMoEV1, MoeFamilyCase,
+                         ::testing::Values("hunyuan_v1_moe_h256_s64", "hunyuan_v1_moe_h256_s128"));
+
 }  // namespace
 }  // namespace census

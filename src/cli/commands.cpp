@@ -291,11 +291,20 @@ void command_tp_config(const Request& r, std::ostream& out) {
     json["linear_num_key_heads"] = c.linear_num_key_heads;
     json["linear_num_value_heads"] = c.linear_num_value_heads;
   }
+  // Whole-projection q/k norms (MiniMax-M2): the widths a rank's norms have, over its own heads.
+  if (c.qk_norm_over_heads) {
+    json["q_norm_width"] = c.num_attention_heads * c.head_dim;
+    json["k_norm_width"] = c.num_key_value_heads * c.head_dim;
+  }
   if (r.format == Format::kJson) return print_json(json, out);
   out << r.model_name << " as one rank of TP " << r.tp << " holds a layer\n";
   Table table({"field", "value"});
   for (const auto& [field, value] : json.items()) table.add({field, std::to_string(value.get<int64_t>())});
   table.print(out);
+  if (c.qk_norm_over_heads && r.tp > 1)
+    out << "q_norm and k_norm normalize over the whole projection in the model (" << r.config.num_attention_heads *
+           r.config.head_dim << " and " << r.config.num_key_value_heads * r.config.head_dim
+        << " wide); a rank is priced as the reference builds it, each norm over its own heads' slice\n";
 }
 
 }  // namespace

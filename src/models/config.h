@@ -61,6 +61,7 @@ struct MoeConfig {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
+  double norm_min = 0;  // ERNIE-4.5: the floor its router clamps the top-k sum to (moe_norm_min)
   nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
 };
 
@@ -83,6 +84,9 @@ struct ModelConfig {
   bool o_bias = false;     // o_proj
   bool mlp_bias = false;
   bool qk_norm = false;    // per-head q_norm and k_norm (Qwen3)
+  // MiniMax-M2: q_norm and k_norm over the whole projection (Nh*D and Nkv*D), not per head; a TP rank
+  // normalizes its own heads' slice, as the reference's rank of Nh/t heads builds it.
+  bool qk_norm_over_heads = false;
   // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
   std::vector<std::string> layer_types;
   MoeConfig moe;

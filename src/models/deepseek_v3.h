@@ -38,8 +38,34 @@ class DeepseekV3DecoderLayer final : public DecoderLayer {
   nn::RotaryEmbedding rotary_emb;  // Dr wide
 };
 
+// Layer `index`'s feed-forward in a group-limited MoE family: DeepseekV3MoE (its router's correction
+// bias built in `correction_bias_dtype`) where the config makes the layer sparse, else the dense MLP.
+std::unique_ptr<nn::FeedForward> build_group_limited_mlp(const ModelConfig& config, int64_t index,
+                                                        nn::ParameterList& params, DType correction_bias_dtype);
+
 // The routing fields of a DeepSeek-V3 MoE config, as the router takes them.
 nn::GroupLimitedRouting group_limited_routing(const MoeConfig& moe);
+
+// The defaults of a group-limited MoE config (DeepseekV3Config's, Glm4MoeConfig's).
+struct GroupLimitedMoeDefaults {
+  int64_t n_routed_experts;
+  int64_t num_experts_per_tok;
+  int64_t moe_intermediate_size;
+  int64_t n_shared_experts;
+  int64_t first_k_dense_replace;
+  int64_t n_group;
+  int64_t topk_group;
+  double routed_scaling_factor;
+};
+
+// The routed experts (n_routed_experts, alias num_local_experts), their width, the shared experts,
+// the dense layers before the first sparse one, and the group-limited routing (norm_topk_prob true by
+// default), refusing groups no router can form.
+Status read_group_limited_moe(const ConfigReader& reader, const GroupLimitedMoeDefaults& defaults, ModelConfig& config);
+
+// The multi-head latent attention's sizes (q_lora_rank null for a plain q_proj) and attention_bias
+// (q_a_proj, kv_a_proj_with_mqa and o_proj), with the family's defaults.
+Status read_mla_sizes(const ConfigReader& reader, const nn::MlaSizes& defaults, ModelConfig& config);
 
 // DeepseekV3Config: MLA sizes; q_lora_rank null for a plain q_proj; head_dim is qk_rope_head_dim (the
 // rotary's width); n_routed_experts experts in n_group groups, of which topk_group bound the choice;

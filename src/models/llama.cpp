@@ -161,6 +161,22 @@ Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
   return {};
 }
 
+Status read_rotary_dim(const ConfigReader& r, ModelConfig& c, double default_factor) {
+  double factor = default_factor;
+  const nlohmann::json* rope = r.has("rope_parameters") ? &r.json().at("rope_parameters") : nullptr;
+  if (rope != nullptr && rope->is_object() && rope->contains("partial_rotary_factor") &&
+      rope->at("partial_rotary_factor").is_number()) {
+    factor = rope->at("partial_rotary_factor").get<double>();
+  } else {
+    CENSUS_ASSIGN(factor, r.positive_number("partial_rotary_factor", default_factor));
+  }
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
+  if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+    return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +
+                                               std::to_string(c.head_dim) + "; it must be even and positive, fix the config");
+  return {};
+}
+
 Status read_attention_bias(const ConfigReader& r, ModelConfig& c) {
   CENSUS_ASSIGN(const bool attention_bias, r.flag("attention_bias", false));
   c.qkv_bias = c.o_bias = attention_bias;

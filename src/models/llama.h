@@ -80,6 +80,9 @@ Result<ModelConfig> read_llama_like(const ConfigReader& reader, const Family& fa
 Status read_attention_bias(const ConfigReader& reader, ModelConfig& config);
 // layer_types as the config states it, replacing the family's default: one known kind per layer.
 Status read_stated_layer_types(const ConfigReader& reader, ModelConfig& config);
+// partial_rotary_factor, in rope_parameters or at the top level (`default_factor` where neither
+// states it): rotary_dim = int(head_dim * factor), refused unless even and positive.
+Status read_rotary_dim(const ConfigReader& reader, ModelConfig& config, double default_factor);
 // The MLP's activation from `field` (hidden_act, or Gemma's hidden_activation): silu or gelu_pytorch_tanh.
 Result<nn::HiddenAct> read_hidden_act(const ConfigReader& reader, const char* field, const std::string& fallback);
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params);

@@ -181,25 +181,6 @@ Status read_moe_layers(const ConfigReader& r, ModelConfig& c) {
   return {};
 }
 
-// partial_rotary_factor, in rope_parameters or at the top level (0.25 by default): the rotary width.
-Status read_rotary_dim(const ConfigReader& r, ModelConfig& c) {
-  double factor = 0.25;
-  const nlohmann::json* rope = r.has("rope_parameters") ? &r.json().at("rope_parameters") : nullptr;
-  if (rope != nullptr && rope->is_object() && rope->contains("partial_rotary_factor") &&
-      rope->at("partial_rotary_factor").is_number()) {
-    factor = rope->at("partial_rotary_factor").get<double>();
-  } else {
-    auto stated = r.positive_number("partial_rotary_factor", 0.25);
-    CENSUS_TRY(stated);
-    factor = *stated;
-  }
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
-  if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
-    return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +
-                                               std::to_string(c.head_dim) + "; it must be even and positive, fix the config");
-  return {};
-}
-
 }  // namespace
 
 Result<ModelConfig> read_gated_delta_net_config(const ConfigReader& r, const Family& family,
@@ -228,7 +209,7 @@ Result<ModelConfig> read_gated_delta_net_config(const ConfigReader& r, const Fam
   c->linear_value_head_dim = *value_head_dim;
   c->linear_num_key_heads = *key_heads;
   c->linear_num_value_heads = *value_heads;
-  CENSUS_TRY(read_rotary_dim(r, *c));
+  CENSUS_TRY(read_rotary_dim(r, *c, 0.25));
   CENSUS_TRY(read_layer_types(r, *c));
   return c;
 }

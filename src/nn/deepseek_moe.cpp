@@ -9,10 +9,11 @@ DeepseekV3TopkRouter::DeepseekV3TopkRouter(std::string path, const GroupLimitedR
     : path_(std::move(path)),
       routing_(routing),
       weight_(register_parameter(params, path_, "weight", Dims{routing.num_experts, hidden_size})),
-      // A buffer made as the layer is built, in the default dtype (bf16): the layer the reference census
-      // builds. A checkpoint loaded with _keep_in_fp32_modules_strict holds it in fp32, which changes the
-      // router's traffic by 2 bytes an expert and nothing else (the sum with the fp32 scores is fp32).
-      e_score_correction_bias_(make_tensor(Dims{routing.num_experts}, DType::kBFloat16)) {}
+      // A buffer made as the layer is built, in the default dtype (bf16) unless the family states fp32:
+      // the layer the reference census builds. A checkpoint loaded with _keep_in_fp32_modules_strict
+      // holds it in fp32, which changes the router's traffic by 2 bytes an expert and nothing else (the
+      // sum with the fp32 scores is fp32).
+      e_score_correction_bias_(make_tensor(Dims{routing.num_experts}, routing.correction_bias_dtype)) {}
 
 Routing DeepseekV3TopkRouter::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);

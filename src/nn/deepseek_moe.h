@@ -1,6 +1,6 @@
 // File: deepseek_moe.h
 // DeepSeek-V3's mixture of experts (transformers/models/deepseek_v3/modeling_deepseek_v3.py,
-// Transformers 5), which GLM-4.5's Glm4MoeMoE and Kimi K2 copy: the group-limited sigmoid router,
+// Transformers 5), which GLM-4.5's Glm4MoeMoE (its bias in fp32) and Kimi K2 copy: the group-limited sigmoid router,
 // the routed experts and the shared experts, added.
 //
 // Legend: T = tokens, H = hidden_size, E = routed experts, G = n_group, K = experts per token.
@@ -18,6 +18,9 @@ struct GroupLimitedRouting {
   int64_t topk_group = 1;
   bool norm_topk_prob = true;
   double routed_scaling_factor = 1.0;
+  // e_score_correction_bias's dtype as the layer is built: DeepSeek-V3 makes it in the default dtype
+  // (bf16); GLM-4.5's router makes it fp32 explicitly.
+  DType correction_bias_dtype = DType::kBFloat16;
 };
 
 // DeepseekV3TopkRouter, in fp32 throughout: sigmoid scores; the top G' of G groups (each scored by

@@ -4,8 +4,8 @@
 
 namespace census::nn {
 
-RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, bool halves)
-    : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)), halves_(halves) {}
+RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, bool halves, bool fp32)
+    : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)), halves_(halves), fp32_(fp32) {}
 
 PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
   const int64_t seq = hidden.size(1);
@@ -21,8 +21,8 @@ PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
   const double attention_scaling = 1.0;       // scales values only, never shapes
   Tensor cos = ops::mul(ops::cos(emb), attention_scaling);
   Tensor sin = ops::mul(ops::sin(emb), attention_scaling);
-  out.cos = ops::to(cos, hidden.dtype());
-  out.sin = ops::to(sin, hidden.dtype());
+  out.cos = fp32_ ? cos : ops::to(cos, hidden.dtype());
+  out.sin = fp32_ ? sin : ops::to(sin, hidden.dtype());
   return out;
 }
 

@@ -19,13 +19,15 @@ struct PositionEmbeddings {
 class RotaryEmbedding {
  public:
   // `halves`: cos and sin D/2 wide, the frequencies not repeated (GPT-OSS rotates the two halves).
-  explicit RotaryEmbedding(int64_t rotary_dim, bool halves = false);
+  // `fp32`: cos and sin kept in fp32, not cast to the activations' dtype (ERNIE-4.5).
+  explicit RotaryEmbedding(int64_t rotary_dim, bool halves = false, bool fp32 = false);
   // The embeddings of positions 0..S-1 for `hidden` (1, S, H), as the model computes them.
   PositionEmbeddings forward(const Tensor& hidden) const;
 
  private:
   Tensor inv_freq_;  // (D/2) fp32
   bool halves_;
+  bool fp32_;
 };
 
 // rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2])

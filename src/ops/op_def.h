@@ -49,6 +49,8 @@ enum class Op : uint8_t {
   kNpuFusionAttention,
   // Attention kernel contracts
   kFlashAttention, kCudaFlashAttention,
+  // ERNIE-4.5's interleaved rotary (ops/stack.cpp)
+  kStack,
   kCount,
 };
 

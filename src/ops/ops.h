@@ -236,4 +236,9 @@ Tensor npu_moe_token_unpermute(const Tensor& permuted, const Tensor& sorted_indi
 // (E, K, N); saves x, weight and the int64 group_list (its backward's dx, then the grouped dW).
 Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& group_list);
 
+// --- stack (ops/stack.cpp) ---
+// stack(tensors, dim): the inputs (equal shapes) side by side along a new dim, one new allocation;
+// its node keeps no tensor, its backward unbinds the gradient (views).
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+
 }  // namespace census::ops

@@ -83,6 +83,9 @@ struct ModelConfig {
   bool o_bias = false;     // o_proj
   bool mlp_bias = false;
   bool qk_norm = false;    // per-head q_norm and k_norm (Qwen3)
+  // Seed-OSS: dropout on the attention's and the MLP's outputs, which a training step runs (its
+  // attention_dropout changes nothing the flash contract saves).
+  double residual_dropout = 0.0;
   // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
   std::vector<std::string> layer_types;
   MoeConfig moe;

@@ -9,6 +9,7 @@ namespace census {
 LlamaAttention::LlamaAttention(const ModelConfig& c, nn::ParameterList& params)
     : kernels_(c.kernels),
       head_dim_(c.head_dim),
+      residual_dropout_(c.residual_dropout),
       q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim, c.qkv_bias, params),
       k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
       v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
@@ -43,7 +44,7 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
 
   Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states, kernels_);  // (1, S, Nh, D)
   attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
-  return o_proj.forward(attn_output);
+  return ops::dropout(o_proj.forward(attn_output), residual_dropout_);
 }
 
 namespace {

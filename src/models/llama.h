@@ -30,6 +30,7 @@ class LlamaAttention {
   std::string path_ = "self_attn";
   nn::KernelProfile kernels_;  // whose flash contract the attention runs
   int64_t head_dim_;
+  double residual_dropout_;  // on o_proj's output (Seed-OSS); 0 runs nothing
   nn::Linear q_proj;  // H -> Nh*D
   nn::Linear k_proj;  // H -> Nkv*D
   nn::Linear v_proj;  // H -> Nkv*D

@@ -49,6 +49,8 @@ enum class Op : uint8_t {
   kNpuFusionAttention,
   // Attention kernel contracts
   kFlashAttention, kCudaFlashAttention,
+  // Dropout off CUDA (ops/dropout.cpp): the noise tensor F.dropout draws and scales in place
+  kBernoulliInplace, kDivInplaceScalar,
   kCount,
 };
 

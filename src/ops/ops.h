@@ -236,4 +236,13 @@ Tensor npu_moe_token_unpermute(const Tensor& permuted, const Tensor& sorted_indi
 // (E, K, N); saves x, weight and the int64 group_list (its backward's dx, then the grouped dW).
 Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& group_list);
 
+// --- Dropout (ops/dropout.cpp) ---
+// F.dropout(self, p, training=True) as ATen's composite runs it where the fused kernel does not
+// (off CUDA): noise = empty_like(self).bernoulli_(1 - p); noise.div_(1 - p); self * noise, whose
+// MulBackward0 keeps the noise (self's dtype and size). p == 0 returns self, and runs nothing.
+Tensor dropout(const Tensor& self, double p);
+// noise.bernoulli_(p) and noise.div_(number) on a tensor autograd does not track: no node.
+Tensor& bernoulli_(Tensor& self, double p);
+Tensor& div_(Tensor& self, double other);
+
 }  // namespace census::ops

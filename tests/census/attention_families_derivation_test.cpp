@@ -53,5 +53,41 @@ TEST(AttentionFamiliesDerivation, SeedOss36BAt4096Tokens) {
   EXPECT_EQ(census_parameters(config, 0).parts.at("attention"), 2 * H * Nh * D + 2 * H * Nkv * D + (Nh + 2 * Nkv) * D);
 }
 
+// Phi-4 (microsoft/phi-4's sizes: hidden 5120, 40 heads, 10 KV heads, intermediate 17920) at 4096 tokens.
+TEST(AttentionFamiliesDerivation, Phi4At4096Tokens) {
+  const ModelConfig config = config_of(R"({"model_type": "phi3", "hidden_size": 5120, "intermediate_size": 17920,
+                                           "num_attention_heads": 40, "num_key_value_heads": 10})");
+  const int64_t S = 4096, H = 5120, Nh = 40, Nkv = 10, D = 128, I = 17920;
+  const LayerCensus c = census_layer(config, 0, S);
+  // attMM: qkv_proj's input (2SH); cos and sin (2 * 2SD); o_proj's input (2S Nh D).
+  EXPECT_EQ(saved(c, SavedOp::kAttMM), 2 * S * H + 4 * S * D + 2 * S * Nh * D);
+  // attBMM: the rotated q (a cat with the empty pass-through part) and out (2 * 2S Nh D), the rotated k
+  // (2S Nkv D), and v, a view of qkv_proj's output: its whole storage, 2S (Nh + 2 Nkv) D.
+  EXPECT_EQ(saved(c, SavedOp::kAttBMM), 4 * S * Nh * D + 2 * S * Nkv * D + 2 * S * (Nh + 2 * Nkv) * D);
+  EXPECT_EQ(saved(c, SavedOp::kNormOp), llama_layer_norms(S, H));
+  // ffMM: gate_up_proj's input (2SH), the activation (2SI, saved by the product), the product (2SI, by
+  // down_proj). ffAct: gate_up_proj's (S, 2I) output, saved by silu (gate) and the product (up): 4SI.
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), 2 * S * H + 4 * S * I);
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), 4 * S * I);
+  const PartCounts flops = census_flops(config, 0, S);
+  EXPECT_EQ(flops.at("attention"), attention_flops(S, H, Nh, Nkv, D, D));
+  EXPECT_EQ(flops.at("ffn"), 3 * 2 * S * H * I);
+  const LayerParameters parameters = census_parameters(config, 0);
+  EXPECT_EQ(parameters.parts.at("attention"), H * (Nh + 2 * Nkv) * D + Nh * D * H);
+  EXPECT_EQ(parameters.parts.at("ffn"), 3 * H * I);
+}
+
+// Phi-4-mini's partial rotary (0.75 of head_dim 128): cos and sin are 96 wide; the rotated part and the
+// pass-through part are concatenated back.
+TEST(AttentionFamiliesDerivation, Phi4MiniPartialRotaryAt4096Tokens) {
+  const ModelConfig config = config_of(R"({"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
+                                           "num_attention_heads": 24, "num_key_value_heads": 8,
+                                           "partial_rotary_factor": 0.75})");
+  const int64_t S = 4096, H = 3072, Nh = 24, Nkv = 8, D = 128, R = 96;
+  const LayerCensus c = census_layer(config, 0, S);
+  EXPECT_EQ(saved(c, SavedOp::kAttMM), 2 * S * H + 4 * S * R + 2 * S * Nh * D);
+  EXPECT_EQ(saved(c, SavedOp::kAttBMM), 4 * S * Nh * D + 2 * S * Nkv * D + 2 * S * (Nh + 2 * Nkv) * D);
+}
+
 }  // namespace
 }  // namespace census

@@ -167,5 +167,8 @@ TEST_P(AttentionFamilyCase, OutputSavedWorkingAndRecord) {
 // Seed-OSS: dropout 0.1 on both residual branches, its noise tensors kept.
 INSTANTIATE_TEST_SUITE_P(SeedOss, AttentionFamilyCase, ::testing::Values("seed_oss_h256_s64", "seed_oss_h256_s128"));
 
+// Phi-3: fused qkv_proj and gate_up_proj.
+INSTANTIATE_TEST_SUITE_P(Phi3, AttentionFamilyCase, ::testing::Values("phi3_h256_s64", "phi3_h256_s128"));
+
 }  // namespace
 }  // namespace census

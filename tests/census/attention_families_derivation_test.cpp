@@ -89,5 +89,26 @@ TEST(AttentionFamiliesDerivation, Phi4MiniPartialRotaryAt4096Tokens) {
   EXPECT_EQ(saved(c, SavedOp::kAttBMM), 4 * S * Nh * D + 2 * S * Nkv * D + 2 * S * (Nh + 2 * Nkv) * D);
 }
 
+// SmolLM3-3B (SmolLM3Config's defaults) at 4096 tokens: a rotary layer (0) and a NoPE layer (3), which
+// keeps no cos and sin.
+TEST(AttentionFamiliesDerivation, SmolLM3_3BAt4096Tokens) {
+  const ModelConfig config = config_of(R"({"model_type": "smollm3"})");
+  const int64_t S = 4096, H = 2048, Nh = 16, Nkv = 4, D = 128, I = 11008;
+  ASSERT_EQ(layer_kind(config, 0), "rope");
+  ASSERT_EQ(layer_kind(config, 3), "nope");
+  const LayerCensus rope = census_layer(config, 0, S);
+  const LayerCensus nope = census_layer(config, 3, S);
+  EXPECT_EQ(saved(rope, SavedOp::kAttMM), 2 * S * H + 4 * S * D + 2 * S * Nh * D);
+  EXPECT_EQ(saved(nope, SavedOp::kAttMM), 2 * S * H + 2 * S * Nh * D);
+  for (const LayerCensus* c : {&rope, &nope}) {
+    EXPECT_EQ(saved(*c, SavedOp::kAttBMM), 4 * S * D * (Nh + Nkv));
+    EXPECT_EQ(saved(*c, SavedOp::kNormOp), llama_layer_norms(S, H));
+    EXPECT_EQ(saved(*c, SavedOp::kFfMM), 2 * S * H + 6 * S * I);
+    EXPECT_EQ(saved(*c, SavedOp::kFfAct), 2 * S * I);
+  }
+  EXPECT_EQ(rope.saved_bytes - nope.saved_bytes, 4 * S * D);
+  EXPECT_EQ(census_flops(config, 3, S).at("attention"), attention_flops(S, H, Nh, Nkv, D, D));
+}
+
 }  // namespace
 }  // namespace census

@@ -170,5 +170,10 @@ INSTANTIATE_TEST_SUITE_P(SeedOss, AttentionFamilyCase, ::testing::Values("seed_o
 // Phi-3: fused qkv_proj and gate_up_proj.
 INSTANTIATE_TEST_SUITE_P(Phi3, AttentionFamilyCase, ::testing::Values("phi3_h256_s64", "phi3_h256_s128"));
 
+// SmolLM3: a rotary layer (0) and a NoPE layer (3).
+INSTANTIATE_TEST_SUITE_P(SmolLM3, AttentionFamilyCase,
+                         ::testing::Values("smollm3_h256_s64_rope0", "smollm3_h256_s128_rope0", "smollm3_h256_s64_nope3",
+                                           "smollm3_h256_s128_nope3"));
+
 }  // namespace
 }  // namespace census

@@ -110,5 +110,26 @@ TEST(AttentionFamiliesDerivation, SmolLM3_3BAt4096Tokens) {
   EXPECT_EQ(census_flops(config, 3, S).at("attention"), attention_flops(S, H, Nh, Nkv, D, D));
 }
 
+// OLMo-3-7B (Olmo3Config's defaults) at 4096 tokens. Post-norm: q/k/v_proj keep the layer's input
+// itself; the norms apply the weight to the fp32 states, so each keeps x.float() (4W a row), the fp32
+// normalized rows (4W a row, saved by the weight's mul) and rsqrt's result (4 a row): the two layer
+// norms over rows of H, q_norm over rows of Nh D, k_norm over rows of Nkv D. cos and sin stay fp32.
+TEST(AttentionFamiliesDerivation, Olmo3_7BAt4096Tokens) {
+  const ModelConfig config = config_of(R"({"model_type": "olmo3"})");
+  const int64_t S = 4096, H = 4096, Nh = 32, Nkv = 32, D = 128, I = 11008;
+  const LayerCensus c = census_layer(config, 0, S);
+  EXPECT_EQ(saved(c, SavedOp::kAttMM), 2 * S * H + 2 * 4 * S * D + 2 * S * Nh * D);
+  EXPECT_EQ(saved(c, SavedOp::kAttBMM), 4 * S * D * (Nh + Nkv));
+  EXPECT_EQ(saved(c, SavedOp::kNormOp), 2 * (8 * S * H + 4 * S) + (8 * S * Nh * D + 4 * S) + (8 * S * Nkv * D + 4 * S));
+  EXPECT_EQ(saved(c, SavedOp::kFfMM), 2 * S * H + 6 * S * I);
+  EXPECT_EQ(saved(c, SavedOp::kFfAct), 2 * S * I);
+  const PartCounts flops = census_flops(config, 0, S);
+  EXPECT_EQ(flops.at("attention"), attention_flops(S, H, Nh, Nkv, D, D));
+  EXPECT_EQ(flops.at("ffn"), 3 * 2 * S * H * I);
+  const LayerParameters parameters = census_parameters(config, 0);
+  EXPECT_EQ(parameters.parts.at("norm"), 2 * H + Nh * D + Nkv * D);
+  EXPECT_EQ(parameters.final_norm, H);
+}
+
 }  // namespace
 }  // namespace census

@@ -164,6 +164,26 @@ TEST_P(AttentionFamilyCase, OutputSavedWorkingAndRecord) {
   EXPECT_EQ(record.working_tp, expected.at("working_tp").get<double>());
 }
 
+// OLMo 3's output layer, which the oracle's method cannot build (it takes the final norm from the
+// layer's input_layernorm), priced as the model builds it: model.norm is an Olmo3RMSNorm, the class of
+// GPT-OSS's norm (the weight on the fp32 states), so at GPT-OSS's recorded hidden size, vocabulary and
+// length the output layer is the one the oracle measured for GPT-OSS.
+TEST(Olmo3Output, IsTheOutputLayerOfItsNormsClass) {
+  for (const char* name : {"gpt_oss_h256_s64", "gpt_oss_h256_s128"}) {
+    const nlohmann::json gpt_oss = oracle_case(name);
+    const Case olmo3 = load("olmo3_h256_s64_sliding_attention0");
+    ASSERT_EQ(olmo3.config.hidden_size, gpt_oss.at("config").at("hidden_size").get<int64_t>());
+    const int64_t seq = gpt_oss.at("seq_length");
+    for (const char* key : {"output_vocab", "output_half_vocab"}) {
+      const nlohmann::json& expected = gpt_oss.at(key);
+      const OutputCensus got = census_output(olmo3.config, seq, expected.at("vocab_size").get<int64_t>());
+      EXPECT_EQ(got.saved_bytes, expected.at("saved_bytes").get<int64_t>()) << name << " " << key;
+      EXPECT_EQ(got.working_bytes, expected.at("peak_backward_bytes").get<int64_t>()) << name << " " << key;
+      EXPECT_EQ(got.kept_bytes, expected.at("kept_bytes").get<int64_t>()) << name << " " << key;
+    }
+  }
+}
+
 // Seed-OSS: dropout 0.1 on both residual branches, its noise tensors kept.
 INSTANTIATE_TEST_SUITE_P(SeedOss, AttentionFamilyCase, ::testing::Values("seed_oss_h256_s64", "seed_oss_h256_s128"));
 
@@ -174,6 +194,11 @@ INSTANTIATE_TEST_SUITE_P(Phi3, AttentionFamilyCase, ::testing::Values("phi3_h256
 INSTANTIATE_TEST_SUITE_P(SmolLM3, AttentionFamilyCase,
                          ::testing::Values("smollm3_h256_s64_rope0", "smollm3_h256_s128_rope0", "smollm3_h256_s64_nope3",
                                            "smollm3_h256_s128_nope3"));
+
+// OLMo 3: post-norm, full-width q/k norms, fp32 rotary; a sliding (0) and a full (1) layer.
+INSTANTIATE_TEST_SUITE_P(Olmo3, AttentionFamilyCase,
+                         ::testing::Values("olmo3_h256_s64_sliding_attention0", "olmo3_h256_s128_sliding_attention0",
+                                           "olmo3_h256_s64_full_attention1", "olmo3_h256_s128_full_attention1"));
 
 }  // namespace
 }  // namespace census

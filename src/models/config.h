@@ -86,6 +86,9 @@ struct ModelConfig {
   // Seed-OSS: dropout on the attention's and the MLP's outputs, which a training step runs (its
   // attention_dropout changes nothing the flash contract saves).
   double residual_dropout = 0.0;
+  // MiMo-V2-Flash: the value heads' width where it differs from head_dim (the queries' and keys'); 0:
+  // head_dim.
+  int64_t v_head_dim = 0;
   // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
   std::vector<std::string> layer_types;
   MoeConfig moe;

@@ -131,5 +131,25 @@ TEST(AttentionFamiliesDerivation, Olmo3_7BAt4096Tokens) {
   EXPECT_EQ(parameters.final_norm, H);
 }
 
+// MiMo-V2-Flash (MiMoV2FlashConfig's defaults: head_dim 192, v_head_dim 128, rotary int(192 * 0.334)
+// = 64 wide) at 4096 tokens: the full dense layer 0, and the sliding layer 1's attention (twice the KV
+// heads; its 64 sinks are parameters the kernel keeps nothing of).
+TEST(AttentionFamiliesDerivation, MiMoV2FlashAt4096Tokens) {
+  const ModelConfig config = config_of(R"({"model_type": "mimo_v2_flash"})");
+  const int64_t S = 4096, H = 4096, Nh = 64, Nkv = 4, D = 192, Dv = 128, R = 64, I = 16384;
+  const LayerCensus full = census_layer(config, 0, S);
+  // attMM: the normed input (2SH), cos and sin (2 * 2SR), o_proj's input (2S Nh Dv). The value scale is
+  // a Python number: its product keeps nothing.
+  EXPECT_EQ(saved(full, SavedOp::kAttMM), 2 * S * H + 4 * S * R + 2 * S * Nh * Dv);
+  // attBMM: q (2S Nh D), k (2S Nkv D), the scaled v (2S Nkv Dv), out (2S Nh Dv).
+  EXPECT_EQ(saved(full, SavedOp::kAttBMM), 2 * S * (Nh + Nkv) * (D + Dv));
+  EXPECT_EQ(saved(full, SavedOp::kFfMM), 2 * S * H + 6 * S * I);
+  EXPECT_EQ(census_flops(config, 0, S).at("attention"), attention_flops(S, H, Nh, Nkv, D, Dv));
+  const LayerCensus sliding = census_layer(config, 1, S);
+  EXPECT_EQ(saved(sliding, SavedOp::kAttBMM), 2 * S * (Nh + 2 * Nkv) * (D + Dv));
+  EXPECT_EQ(census_parameters(config, 1).parts.at("attention"),
+            H * Nh * D + H * 2 * Nkv * (D + Dv) + Nh * Dv * H + Nh);
+}
+
 }  // namespace
 }  // namespace census

@@ -200,5 +200,12 @@ INSTANTIATE_TEST_SUITE_P(Olmo3, AttentionFamilyCase,
                          ::testing::Values("olmo3_h256_s64_sliding_attention0", "olmo3_h256_s128_sliding_attention0",
                                            "olmo3_h256_s64_full_attention1", "olmo3_h256_s128_full_attention1"));
 
+// MiMo-V2-Flash: a full dense layer (0), a sliding MoE layer (1: twice the KV heads, sinks), a full
+// MoE layer (2).
+INSTANTIATE_TEST_SUITE_P(MiMoV2Flash, AttentionFamilyCase,
+                         ::testing::Values("mimo_v2_flash_h256_s64_full_dense0", "mimo_v2_flash_h256_s128_full_dense0",
+                                           "mimo_v2_flash_h256_s64_sliding_moe1", "mimo_v2_flash_h256_s128_sliding_moe1",
+                                           "mimo_v2_flash_h256_s64_full_moe2", "mimo_v2_flash_h256_s128_full_moe2"));
+
 }  // namespace
 }  // namespace census

@@ -89,6 +89,8 @@ struct ModelConfig {
   // MiMo-V2-Flash: the value heads' width where it differs from head_dim (the queries' and keys'); 0:
   // head_dim.
   int64_t v_head_dim = 0;
+  // Llama 4: its NoPE layers scale the queries by a per-position attention temperature.
+  bool attn_temperature_tuning = false;
   // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
   std::vector<std::string> layer_types;
   MoeConfig moe;

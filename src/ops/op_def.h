@@ -51,6 +51,8 @@ enum class Op : uint8_t {
   kFlashAttention, kCudaFlashAttention,
   // Dropout off CUDA (ops/dropout.cpp): the noise tensor F.dropout draws and scales in place
   kBernoulliInplace, kDivInplaceScalar,
+  // Llama 4 (ops/complex.cpp, ops/llama4.cpp): its complex rotary, attention temperature and router
+  kViewAsComplex, kViewAsReal, kPolar, kLog1p, kFloor, kRepeat, kFullLike, kScatterSrcInplace,
   kCount,
 };
 

@@ -245,4 +245,21 @@ Tensor dropout(const Tensor& self, double p);
 Tensor& bernoulli_(Tensor& self, double p);
 Tensor& div_(Tensor& self, double other);
 
+// --- Llama 4 (ops/complex.cpp: its rotary; ops/llama4.cpp: its attention temperature and router) ---
+// torch.view_as_complex(self (..., 2) fp32): a complex64 view (...); torch.view_as_real, the reverse.
+Tensor view_as_complex(const Tensor& self);
+Tensor view_as_real(const Tensor& self);
+// torch.polar(abs, angle): complex64 of their size; under no_grad in the model (no node).
+Tensor polar(const Tensor& abs, const Tensor& angle);
+// log1p and floor on tensors autograd does not track (positions): no node.
+Tensor log1p(const Tensor& self);
+Tensor floor(const Tensor& self);
+// self / number written in Python: div.Tensor with a wrapped number, on an untracked tensor (no node).
+Tensor div_number(const Tensor& self, double other);
+// self.repeat(repeats): a new tensor, each dim times its repeat; its node keeps no tensor.
+Tensor repeat(const Tensor& self, const Dims& repeats);
+Tensor full_like(const Tensor& self, double value);
+// self.scatter_(dim, index, src): its node keeps the index (src's gradient gathers it).
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
 }  // namespace census::ops

@@ -151,5 +151,37 @@ TEST(AttentionFamiliesDerivation, MiMoV2FlashAt4096Tokens) {
             H * Nh * D + H * 2 * Nkv * (D + Dv) + Nh * Dv * H + Nh);
 }
 
+// Llama-4-Scout-17B-16E (Llama4TextConfig's defaults) at 4096 tokens: layer 0 rotates (complex64
+// freqs_cis (1, S, D/2), 4SD bytes, kept by the q and k products) and L2-norms q and k; layer 3 is NoPE
+// with the attention temperature (its (S) fp32 scales kept by the queries' product). Every layer is
+// MoE: 16 experts over every token.
+TEST(AttentionFamiliesDerivation, Llama4ScoutAt4096Tokens) {
+  const ModelConfig config = config_of(R"({"model_type": "llama4_text"})");
+  const int64_t S = 4096, H = 5120, Nh = 40, Nkv = 8, D = 128, I = 8192, E = 16, K = 1;
+  const LayerCensus rope = census_layer(config, 0, S);
+  const LayerCensus nope = census_layer(config, 3, S);
+  // attMM: the normed input (2SH), o_proj's input (2S Nh D), and freqs_cis or the temperature scales.
+  EXPECT_EQ(saved(rope, SavedOp::kAttMM), 2 * S * H + 2 * S * Nh * D + 4 * S * D);
+  EXPECT_EQ(saved(nope, SavedOp::kAttMM), 2 * S * H + 2 * S * Nh * D + 4 * S);
+  EXPECT_EQ(saved(rope, SavedOp::kAttBMM), 4 * S * D * (Nh + Nkv));
+  // normOp: Llama4TextRMSNorm keeps x.float() (4H a row), rsqrt (4) and the bf16 normed rows (2H, by
+  // the weight's mul); the L2 norm of q and k keeps their float() (4D a row of a head) and rsqrt (4).
+  EXPECT_EQ(saved(nope, SavedOp::kNormOp), llama_layer_norms(S, H));
+  EXPECT_EQ(saved(rope, SavedOp::kNormOp), llama_layer_norms(S, H) + 4 * S * (Nh + Nkv) * D + 4 * S * (Nh + Nkv));
+  // ffMM: the router's input (2SH, also the shared expert's gate and up input); the sigmoid's fp32
+  // scores (4SE); the top-k indices (8SK); the repeated inputs (E S, H) and their scores (E S, 1), both
+  // kept by their product (2ESH + 2ES); the experts' first bmm input, a view of that product (2ESH);
+  // the activation and the gated product (2 * 2ESI); the shared expert's activation, up and product
+  // (3 * 2SI). ffAct: the experts' (E, S, 2I) gate_up (4ESI) and the shared expert's gate (2SI).
+  const int64_t ff_mm = 2 * S * H + 4 * S * E + 8 * S * K + 2 * E * S * H + 2 * E * S + 2 * E * S * H +
+                        4 * E * S * I + 6 * S * I;
+  EXPECT_EQ(saved(rope, SavedOp::kFfMM), ff_mm);
+  EXPECT_EQ(saved(rope, SavedOp::kFfAct), 4 * E * S * I + 2 * S * I);
+  // The experts' FLOPs run over every token for every expert: two bmm of E S H 2I and E S I H.
+  const PartCounts flops = census_flops(config, 0, S);
+  EXPECT_EQ(flops.at("attention"), attention_flops(S, H, Nh, Nkv, D, D));
+  EXPECT_EQ(census_parameters(config, 0).parts.at("routed"), E * H * 2 * I + E * I * H);
+}
+
 }  // namespace
 }  // namespace census

@@ -207,5 +207,11 @@ INSTANTIATE_TEST_SUITE_P(MiMoV2Flash, AttentionFamilyCase,
                                            "mimo_v2_flash_h256_s64_sliding_moe1", "mimo_v2_flash_h256_s128_sliding_moe1",
                                            "mimo_v2_flash_h256_s64_full_moe2", "mimo_v2_flash_h256_s128_full_moe2"));
 
+// Llama 4's text layers: a chunked (rotary, L2 q/k norm) layer 0 and a NoPE full layer 3 with the
+// attention temperature, both MoE (top-2 of 8 here).
+INSTANTIATE_TEST_SUITE_P(Llama4Text, AttentionFamilyCase,
+                         ::testing::Values("llama4_h256_s64_chunked_attention0", "llama4_h256_s128_chunked_attention0",
+                                           "llama4_h256_s64_full_attention3", "llama4_h256_s128_full_attention3"));
+
 }  // namespace
 }  // namespace census

@@ -51,6 +51,10 @@ enum class Op : uint8_t {
   kFlashAttention, kCudaFlashAttention,
   // ERNIE-4.5's interleaved rotary (ops/stack.cpp)
   kStack,
+  // Dropout off CUDA (ops/dropout.cpp): the noise tensor F.dropout draws and scales in place
+  kBernoulliInplace, kDivInplaceScalar,
+  // Llama 4 (ops/complex.cpp, ops/llama4.cpp): its complex rotary, attention temperature and router
+  kViewAsComplex, kViewAsReal, kPolar, kLog1p, kFloor, kRepeat, kFullLike, kScatterSrcInplace,
   kCount,
 };
 

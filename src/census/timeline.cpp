@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "autograd/checkpoint.h"
 #include "census/measurement.h"
 
 namespace census {
@@ -50,8 +51,9 @@ class TimelineRecorder final : public Observer {
 
   // The forward has returned `out`; the backward starts from `grad`, counted from now as the
   // Measurement counts it.
-  void end_forward(const Tensor& out, const Tensor& grad) {
+  void end_forward(const Tensor& out, const Tensor& grad, const std::vector<Tensor>& shared) {
     output_id_ = out.storage_id();
+    for (const Tensor& tensor : shared) shared_.insert(tensor.storage_id());
     forward_ops_ = ops_;
     forward_end_event_ = live_.event_count();
     in_backward_ = true;
@@ -79,8 +81,9 @@ class TimelineRecorder final : public Observer {
   void note_births(size_t first_event, std::span<const Tensor> tensors, std::string_view made_by) {
     const auto& events = live_.events();
     const auto& modules = Session::current().modules();
-    const std::string_view module = in_backward_ ? std::string_view("(backward)")
-                                    : modules.empty() ? std::string_view() : modules.back().path;
+    // In the backward a module is running only where the checkpoint re-runs the forward.
+    const std::string_view module = modules.empty() ? (in_backward_ ? std::string_view("(backward)") : std::string_view())
+                                                    : modules.back().path;
     for (size_t i = first_event; i < events.size(); ++i) {
       event_column_.push_back(column());
       const int64_t id = events[i].storage_id;
@@ -99,6 +102,7 @@ class TimelineRecorder final : public Observer {
   size_t forward_ops_ = 0;
   size_t forward_end_event_ = 0;
   int64_t output_id_ = -1;
+  StorageSet shared_;  // the positions a checkpointed layer shares with the others: not kept
   bool in_backward_ = false;
 };
 
@@ -161,20 +165,25 @@ Timeline TimelineRecorder::finish(const nn::ParameterList& parameters) {
   snapshot(events.size());
   while (filled + 1 < static_cast<int64_t>(column_count)) timeline.columns[++filled].at_max = now;
 
-  timeline.saved_bytes = timeline.forward_end.saved();
-  timeline.working_bytes = peak.bytes;
-  timeline.peak_op = peak.event_index + 1 == forward_end_event_ ? timeline.forward_ops
-                                                                 : event_column_[peak.event_index];
-
   // The bytes of each storage: its birth event's.
   std::vector<int64_t> storage_bytes(births_.size(), 0);
   for (const auto& e : events)
     if (e.delta_bytes > 0) storage_bytes[e.storage_id] = e.delta_bytes;
+  timeline.saved_bytes = timeline.forward_end.saved();
+  timeline.kept_bytes = timeline.forward_end.total();
+  for (size_t id = 0; id < alive_at_forward_end.size(); ++id)
+    if (alive_at_forward_end[id] && shared_.contains(static_cast<int64_t>(id))) timeline.kept_bytes -= storage_bytes[id];
+  timeline.working_bytes = peak.bytes;
+  timeline.peak_op = peak.event_index + 1 == forward_end_event_ ? timeline.forward_ops
+                                                                 : event_column_[peak.event_index];
+
   for (size_t id = 0; id < alive_at_peak.size(); ++id) {
     if (!alive_at_peak[id]) continue;
     const Birth& b = births_[id];
     const SavedStorage* s = saved_by_id[id];  // a saved storage is listed as first saved
-    timeline.live_at_peak.push_back(LiveStorage{std::string(s != nullptr ? s->module : b.module),
+    std::string module(s != nullptr ? s->module : b.module);
+    if (b.in_backward && !b.module.empty() && b.module != "(backward)") module += " (recomputed)";
+    timeline.live_at_peak.push_back(LiveStorage{module,
                                                 std::string(s != nullptr ? s->by_op : b.made_by),
                                                 s != nullptr ? s->shape : b.shape,
                                                 std::string(dtype_name(s != nullptr ? s->dtype : b.dtype)),
@@ -197,25 +206,39 @@ Timeline TimelineRecorder::finish(const nn::ParameterList& parameters) {
 
 }  // namespace
 
-Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
-  Measurement measurement;
+Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool selective) {
+  Measurement measurement(/*attached=*/false);
   TimelineRecorder recorder;
-  measurement.add_observer(&recorder);
+  auto listen = [&] {
+    measurement.attach();
+    measurement.add_observer(&recorder);
+  };
+  if (!selective) listen();  // as census_layer: from before the layer is built
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
   const Dims shape{1, seq_length, config.hidden_size};
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
+  // Under checkpointing the model embeds the positions once for all layers, before the layer's census
+  // starts (as census_selective runs it); plain, inside the measured forward (as census_layer).
+  nn::PositionEmbeddings positions;
+  if (selective) {
+    positions = layer->embed_positions(hidden);
+    listen();
+  }
   measurement.track(hidden);
   recorder.track(hidden, "input");
-  // As census_layer runs it: the positions embedded inside the measured forward.
   Tensor grad = make_tensor(shape, DType::kBFloat16);
-  measurement.run(
-      [&] {
-        Tensor out = layer->forward(hidden, layer->embed_positions(hidden));
-        recorder.end_forward(out, grad);
-        return out;
-      },
-      layer->parameters(), grad);
+  std::vector<Tensor> shared;
+  if (selective) shared = {positions.position_ids, positions.cos, positions.sin};
+  auto forward = [&] {
+    Tensor out = selective ? checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden,
+                                        nullptr, nullptr, nullptr)
+                           : layer->forward(hidden, layer->embed_positions(hidden));
+    recorder.end_forward(out, grad, shared);
+    return out;
+  };
+  measurement.run(forward, layer->parameters(), grad, shared);
   Timeline timeline = recorder.finish(layer->parameters());
+  timeline.selective = selective;
   measurement.remove_observer(&recorder);
   return timeline;
 }

@@ -49,7 +49,8 @@ struct TimelineColumn {
 };
 
 struct LiveStorage {  // a storage live at the backward's peak
-  std::string module;  // innermost module when it was born ("" for the layer itself, "(backward)")
+  std::string module;  // innermost module when it was born: "" for the layer itself, "(backward)" for
+                       // the engine's own, "... (recomputed)" for the backward's re-run of the forward
   std::string aten_op;  // the op that made it ("input" for the layer's input)
   Dims shape;
   std::string dtype;
@@ -61,8 +62,13 @@ struct Timeline {
   int64_t forward_ops = 0;   // columns [0, forward_ops) are the forward's
   int64_t backward_ops = 0;  // then the backward's
   std::vector<TimelineColumn> columns;  // one per op
+  bool selective = false;
   Bands forward_end;         // as the forward returned (the output left out)
   int64_t saved_bytes = 0;   // the saved bands at the forward's end: census_layer's saved_bytes
+  // Every band then, the positions a checkpointed layer shares with the others left out (they are
+  // in the forward band, and count toward working as the census counts them): census_layer's, or
+  // census_selective's, kept_bytes.
+  int64_t kept_bytes = 0;
   int64_t working_bytes = 0;  // the backward's peak, parameters' gradients left out: its working_bytes
   int64_t peak_op = 0;       // the column of the backward's peak
   Bands at_peak;             // every band then
@@ -72,7 +78,11 @@ struct Timeline {
 };
 
 // The timeline of census_layer(config, layer_index, seq_length): the same layer, input and backward.
-Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t seq_length);
+// With `selective`, of census_selective's: the layer under HyperParallel's selective checkpointing,
+// its forward keeping its input (saved, as `other`) and the policy's outputs (the forward band), its
+// backward re-running the forward: the re-run's tensors, which the checkpoint's holders keep for the
+// backward's nodes without a pack hook seeing them, are the backward band.
+Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool selective = false);
 
 // `columns` aggregated into at most `width` buckets of consecutive columns, each keeping the column
 // of its highest moment (the first, on a tie), its op range the bucket's.

@@ -64,6 +64,8 @@ CLI::App* add_report_command(CLI::App& app, Request& request, std::string& model
                   "the kernel profile: npu (the default, the reference's flash contract) or cuda (FlashAttention-2/3)");
   sub->add_option("--train-yaml", request.train_yaml,
                   "a HyperParallel train.yaml: its plan_overrides' fused modules replace Transformers' own");
+  sub->add_flag("--selective", request.selective,
+                "draw the timeline under HyperParallel's selective activation checkpointing");
   sub->add_option("--gdn-backend", gdn_backend,
                   "gated delta rule of linear-attention layers: eager (the default) or triton (the kernel's contract)")
       ->check(CLI::IsMember({"eager", "triton"}));

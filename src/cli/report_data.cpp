@@ -35,6 +35,7 @@ ordered_json options_json(const Request& r, const ModelConfig& c) {
     options["experts_implementation"] =
         c.moe.experts_implementation == nn::ExpertsImplementation::kEager ? "eager" : "grouped_mm";
   if (c.linear_num_key_heads > 0) options["gdn_backend"] = nn::gdn_backend_name(c.gdn_backend);
+  options["selective"] = r.selective;
   options["train_yaml"] = r.train_yaml.empty() ? ordered_json(nullptr) : ordered_json(r.train_yaml);
   return options;
 }
@@ -62,7 +63,8 @@ ordered_json timeline_json(const Timeline& t, const std::vector<TimelineColumn>&
                     {"bytes", s.bytes}, {"band", s.band}});
   return {{"includes", "live activation bytes; the layer's output left out; parameters' gradients as the band "
                        "'parameter grads', counted to find the backward's peak and not in working"},
-          {"forward_ops", t.forward_ops}, {"backward_ops", t.backward_ops}, {"saved", t.saved_bytes},
+          {"selective", t.selective}, {"forward_ops", t.forward_ops}, {"backward_ops", t.backward_ops},
+          {"saved", t.saved_bytes}, {"kept", t.kept_bytes},
           {"working", t.working_bytes}, {"peak_op", t.peak_op}, {"forward_end", bands_json(t.forward_end)},
           {"at_peak", bands_json(t.at_peak)}, {"bands", names}, {"buckets", rows}, {"live_at_peak", live}};
 }
@@ -100,7 +102,9 @@ Report build_report(const Request& r, const std::vector<int64_t>& sweep_at) {
   report.title = r.model_name + " (" + r.config.model_type + "), layer " + std::to_string(r.layer_index) + " (" +
                  kind + "), " + std::to_string(r.seq_length) + " tokens" +
                  (r.tp > 1 ? ", one rank of TP " + std::to_string(r.tp) : "");
-  report.timeline = census_timeline(rank, r.layer_index, r.seq_length);
+  // The plain layer's saves by class and module, whichever timeline is drawn.
+  const Timeline plain_timeline = census_timeline(rank, r.layer_index, r.seq_length);
+  report.timeline = r.selective ? census_timeline(rank, r.layer_index, r.seq_length, /*selective=*/true) : plain_timeline;
   const Timeline& t = report.timeline;
   const std::vector<TimelineColumn> buckets = timeline_buckets(t);
   const SelectiveCensus selective = census_selective(rank, r.layer_index, r.seq_length, /*explain=*/true);
@@ -111,17 +115,17 @@ Report build_report(const Request& r, const std::vector<int64_t>& sweep_at) {
   data["model_type"] = r.config.model_type;
   data["config_source"] = config_source(r.model_name);
   data["options"] = options_json(r, rank);
-  data["layer"] = {{"saved", t.saved_bytes}, {"working", t.working_bytes},
+  data["layer"] = {{"saved", plain_timeline.saved_bytes}, {"working", plain_timeline.working_bytes},
                    {"selective", {{"saved", selective.kept_bytes}, {"working", selective.working_bytes}}}};
   data["timeline"] = timeline_json(t, buckets);
 
   // Saved bytes by op class (the plain layer's; the policy's outputs have no saved-op class) and by
   // module, plain beside what the selective policy keeps.
   ordered_json by_op = ordered_json::object();
-  for (size_t op = 0; op < kSavedOpCount; ++op) by_op[std::string(saved_op_name(static_cast<SavedOp>(op)))] = t.forward_end.bytes[op];
+  for (size_t op = 0; op < kSavedOpCount; ++op) by_op[std::string(saved_op_name(static_cast<SavedOp>(op)))] = plain_timeline.forward_end.bytes[op];
   data["saved_by_op"] = {{"plain", by_op}};
   ordered_json plain_modules = ordered_json::object(), kept_modules = ordered_json::object();
-  for (const auto& [module, bytes] : t.saved_by_module) plain_modules[module] = bytes;
+  for (const auto& [module, bytes] : plain_timeline.saved_by_module) plain_modules[module] = bytes;
   for (const SelectiveCensus::Kept& k : selective.kept) {
     const std::string module = k.module.empty() ? "(layer)" : k.module;
     kept_modules[module] = kept_modules.value(module, int64_t{0}) + k.bytes;
@@ -152,7 +156,8 @@ Report build_report(const Request& r, const std::vector<int64_t>& sweep_at) {
   data["sequence_length"] = {{"points", points}, {"refused", refused}};
 
   // The charts, from the JSON's numbers.
-  report.charts.emplace_back("timeline", timeline_svg(t, "Memory timeline: " + report.title));
+  report.charts.emplace_back("timeline", timeline_svg(t, std::string(t.selective ? "Selective checkpointing" : "Memory") +
+                                                             " timeline: " + report.title));
   BarChart ops_chart{"saved-by-op", "Saved bytes by op class (plain layer)", false, {"plain"}, {}, {}};
   for (const auto& [op, bytes] : by_op.items()) {
     ops_chart.groups.push_back(op);

@@ -77,10 +77,19 @@ std::string timeline_section(const Report& report) {
                      "leaves it out. The parameters' gradients are the band <b>parameter grads</b>: the census "
                      "counts them to find the backward's peak, not in <i>working</i>. The chart's highest point "
                      "in the backward is working plus that band. Each pixel is the highest moment of its ops.</p>\n";
+  if (t.selective)
+    html += "<p class=\"note\">Under HyperParallel's selective checkpointing the forward keeps the layer's "
+            "input (saved by the checkpoint, <b>other</b>) and the outputs the policy caches (<b>forward</b>, with "
+            "the positions the model embeds once for all layers: counted in working, not kept). The backward "
+            "re-runs the forward: what the re-run makes, and its holders keep for the backward, is "
+            "<b>backward</b>.</p>\n";
   html += chart(report, "timeline");
   html += "<table><tr><th></th><th>bytes</th><th></th><th>per token</th></tr>";
   const double s = data["options"]["seq_length"].get<double>();
-  html += "<tr><td>saved (at the forward's end)</td>" + bytes_cells(t.saved_bytes) + cell(decimal(t.saved_bytes / s), true) + "</tr>";
+  if (t.selective)
+    html += "<tr><td>kept (at the forward's end)</td>" + bytes_cells(t.kept_bytes) + cell(decimal(t.kept_bytes / s), true) + "</tr>";
+  else
+    html += "<tr><td>saved (at the forward's end)</td>" + bytes_cells(t.saved_bytes) + cell(decimal(t.saved_bytes / s), true) + "</tr>";
   html += "<tr><td>working (the backward's peak, at op " + std::to_string(t.peak_op) + ")</td>" +
           bytes_cells(t.working_bytes) + cell(decimal(t.working_bytes / s), true) + "</tr>";
   html += "<tr><td>parameter grads live then</td>" + bytes_cells(t.at_peak.bytes[kParameterGradBand]) + cell("") + "</tr></table>\n";

@@ -124,7 +124,7 @@ std::string timeline_svg(const Timeline& t, const std::string& title) {
 
   std::string svg = open_svg("timeline", height, title);
   svg += "<g class=\"timeline\" data-highest=\"" + std::to_string(highest) + "\" data-saved=\"" +
-         std::to_string(t.saved_bytes) + "\" data-working=\"" + std::to_string(t.working_bytes) +
+         std::to_string(t.saved_bytes) + "\" data-kept=\"" + std::to_string(t.kept_bytes) + "\" data-working=\"" + std::to_string(t.working_bytes) +
          "\" data-forward-ops=\"" + std::to_string(t.forward_ops) + "\" data-backward-ops=\"" +
          std::to_string(t.backward_ops) + "\">\n";
   for (double v = 0; v <= y_top / unit + 1e-9; v += step) {
@@ -159,11 +159,14 @@ std::string timeline_svg(const Timeline& t, const std::string& title) {
   svg += "<line class=\"boundary\" data-op=\"" + std::to_string(t.forward_ops) + "\" x1=\"" + xb + "\" x2=\"" + xb +
          "\" y1=\"" + std::to_string(top - 8) + "\" y2=\"" + std::to_string(bottom) +
          "\" stroke=\"#222\" stroke-dasharray=\"4 3\"/>\n";
-  const std::string ys = num(y_of(t.saved_bytes));
-  svg += "<g class=\"saved-marker\" data-bytes=\"" + std::to_string(t.saved_bytes) + "\"><circle cx=\"" + xb +
-         "\" cy=\"" + ys + "\" r=\"4\" fill=\"#222\"/><text x=\"" + num(x_of(t.forward_ops) - 6) + "\" y=\"" + ys +
-         "\" dy=\"-8\" text-anchor=\"end\" font-weight=\"bold\" fill=\"#222\">saved " + bytes_label(t.saved_bytes) +
-         "</text></g>\n";
+  // Plain, what autograd saved; under checkpointing, what the layer keeps (autograd saves nothing).
+  const int64_t end_bytes = t.selective ? t.kept_bytes : t.saved_bytes;
+  const std::string ys = num(y_of(end_bytes));
+  svg += std::string("<g class=\"") + (t.selective ? "kept-marker" : "saved-marker") + "\" data-bytes=\"" +
+         std::to_string(end_bytes) + "\"><circle cx=\"" + xb + "\" cy=\"" + ys +
+         "\" r=\"4\" fill=\"#222\"/><text x=\"" + num(x_of(t.forward_ops) - 6) + "\" y=\"" + ys +
+         "\" dy=\"-8\" text-anchor=\"end\" font-weight=\"bold\" fill=\"#222\">" + (t.selective ? "kept " : "saved ") +
+         bytes_label(end_bytes) + "</text></g>\n";
   const double xp = x_of(t.peak_op + 0.5);
   const std::string yw = num(y_of(t.working_bytes));
   const bool label_left = xp > kLeft + plot * 0.7;

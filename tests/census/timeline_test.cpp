@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "census/layer_census.h"
+#include "census/selective_census.h"
 #include "census/timeline.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
@@ -29,6 +30,7 @@ void expect_timeline_agrees(const ModelConfig& config, int64_t layer_index, int6
   EXPECT_EQ(t.forward_end.bytes[kParameterGradBand], 0);
   // Every storage live then but the output is what the census calls kept.
   EXPECT_EQ(t.forward_end.total(), census.kept_bytes);
+  EXPECT_EQ(t.kept_bytes, census.kept_bytes);
 
   ASSERT_EQ(static_cast<int64_t>(t.columns.size()), t.forward_ops + t.backward_ops);
   ASSERT_GT(t.forward_ops, 0);
@@ -106,6 +108,40 @@ TEST(Timeline, TheUnsavedInputIsTheForwardBandAtTheForwardsEnd) {
   ASSERT_NE(it, t.live_at_peak.end());
   EXPECT_EQ(it->bytes, input);
   EXPECT_EQ(it->band, "forward");
+}
+
+// Under selective checkpointing: the forward's end holds what census_selective keeps, the backward's
+// highest moment its working bytes plus the parameters' gradients. The checkpoint saves the layer's
+// input (other); the re-run forward's tensors are kept by its holders, not through the pack hook, so
+// no saved band grows in the backward.
+void expect_selective_timeline_agrees(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+  SCOPED_TRACE(config.model_type + " selective, layer " + std::to_string(layer_index));
+  const SelectiveCensus census = census_selective(config, layer_index, seq_length);
+  const Timeline t = census_timeline(config, layer_index, seq_length, /*selective=*/true);
+  EXPECT_TRUE(t.selective);
+  EXPECT_EQ(t.kept_bytes, census.kept_bytes);
+  EXPECT_EQ(t.working_bytes, census.working_bytes);
+  EXPECT_EQ(t.at_peak.activations(), census.working_bytes);
+  int64_t highest = 0, saved_in_backward = 0;
+  for (size_t c = t.forward_ops; c < t.columns.size(); ++c) {
+    highest = std::max(highest, t.columns[c].at_max.total());
+    saved_in_backward = std::max(saved_in_backward, t.columns[c].at_max.saved());
+  }
+  EXPECT_EQ(highest, t.at_peak.total());
+  EXPECT_EQ(t.forward_end.saved(), t.forward_end.bytes[static_cast<size_t>(SavedOp::kOther)]);
+  EXPECT_EQ(t.forward_end.saved(), int64_t{seq_length} * config.hidden_size * 2) << "the input, bf16";
+  EXPECT_LE(saved_in_backward, t.forward_end.saved());
+  int64_t listed = 0;
+  for (const LiveStorage& s : t.live_at_peak) listed += s.bytes;
+  EXPECT_EQ(listed, t.at_peak.total());
+}
+
+TEST(Timeline, UnderSelectiveCheckpointingAgreesWithItsCensus) {
+  for (const char* name : {"llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3", "qwen3-next-80b-a3b", "gemma-2-9b", "gpt-oss-20b"}) {
+    const ModelConfig config = shipped(name);
+    expect_selective_timeline_agrees(config, 0, 1024);
+    expect_selective_timeline_agrees(tp_config(config, 2), config.num_hidden_layers - 1, 2048);
+  }
 }
 
 TimelineColumn column(int64_t op, int64_t forward, int64_t grads) {

@@ -136,19 +136,28 @@ void expect_page_agrees(const cli::Request& r, const cli::Report& report) {
   }
   EXPECT_EQ(next_op, forward_ops + t["backward_ops"].get<int64_t>());
   EXPECT_LE(t["buckets"].size(), static_cast<size_t>(cli::kChartWidth));
-  EXPECT_EQ(highest_backward, plain.working_bytes + t["at_peak"]["parameter grads"].get<int64_t>());
+  // Plain, the forward ends with what autograd saved; under checkpointing, with what the layer keeps.
+  const bool selective = t["selective"];
+  EXPECT_EQ(selective, r.selective);
+  const int64_t working = selective ? kept.working_bytes : plain.working_bytes;
+  EXPECT_EQ(t["working"], working);
+  EXPECT_EQ(highest_backward, working + t["at_peak"]["parameter grads"].get<int64_t>());
   int64_t saved_at_end = 0;
   for (const char* op : {"attMM", "attBMM", "softmax", "dropout", "normOp", "ffAct", "ffMM", "linrec", "other"})
     saved_at_end += t["forward_end"][op].get<int64_t>();
-  EXPECT_EQ(saved_at_end, plain.saved_bytes);
-  EXPECT_EQ(t["saved"], plain.saved_bytes);
+  EXPECT_EQ(saved_at_end, t["saved"].get<int64_t>());
+  if (!selective) EXPECT_EQ(t["saved"], plain.saved_bytes);
+  EXPECT_EQ(t["kept"], selective ? kept.kept_bytes : plain.kept_bytes);
   const std::string timeline = chart(html, "timeline");
   const auto group = elements(timeline, "<g class=\"timeline\"");
   ASSERT_EQ(group.size(), 1u);
   EXPECT_EQ(number(group[0].at("data-highest")), highest);
-  EXPECT_EQ(number(group[0].at("data-saved")), plain.saved_bytes);
-  EXPECT_EQ(number(elements(timeline, "<g class=\"working-marker\"")[0].at("data-bytes")), plain.working_bytes);
-  EXPECT_EQ(number(elements(timeline, "<g class=\"saved-marker\"")[0].at("data-bytes")), plain.saved_bytes);
+  EXPECT_EQ(number(group[0].at("data-saved")), t["saved"].get<int64_t>());
+  EXPECT_EQ(number(group[0].at("data-kept")), t["kept"].get<int64_t>());
+  EXPECT_EQ(number(elements(timeline, "<g class=\"working-marker\"")[0].at("data-bytes")), working);
+  const auto end_marker = elements(timeline, selective ? "<g class=\"kept-marker\"" : "<g class=\"saved-marker\"");
+  ASSERT_EQ(end_marker.size(), 1u);
+  EXPECT_EQ(number(end_marker[0].at("data-bytes")), selective ? kept.kept_bytes : plain.saved_bytes);
   EXPECT_EQ(number(elements(timeline, "<line class=\"boundary\"")[0].at("data-op")), forward_ops);
   EXPECT_FALSE(elements(timeline, "<path class=\"band\"").empty());
 
@@ -214,6 +223,16 @@ TEST(Report, LlamaAtTheDefaultLengthWithTheWholeSweep) {
     const int64_t s = int64_t{1024} << i;
     EXPECT_EQ(sweep["points"][i]["seq_length"], s);
     EXPECT_EQ(sweep["points"][i]["saved"], census_layer(r.config, 0, s).saved_bytes);
+  }
+}
+
+TEST(Report, SelectiveTimelineDrawsTheCheckpointedLayer) {
+  for (const char* model : {"llama-3.1-8b", "qwen3-30b-a3b", "qwen3-next-80b-a3b"}) {
+    cli::Request r = request(model, 2048);
+    r.selective = true;
+    const cli::Report report = cli::build_report(r, {1024});
+    expect_page_agrees(r, report);
+    EXPECT_NE(cli::report_html(report).find("kept (at the forward's end)"), std::string::npos);
   }
 }
 

@@ -10,7 +10,6 @@
 #include "cli/report.h"
 #include "cli/report_svg.h"
 #include "cli/shipped_models.h"
-#include "models/families.h"
 
 #ifndef CENSUS_VERSION
 #define CENSUS_VERSION "unknown"

@@ -14,7 +14,7 @@
 #include "census/selective_census.h"
 #include "cli/report.h"
 #include "cli/request.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace {
 

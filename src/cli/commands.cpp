@@ -10,7 +10,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/table.h"
-#include "models/families.h"
+#include "models/registry.h"
 #include "models/llama.h"
 
 namespace census::cli {
@@ -37,7 +37,7 @@ void command_layer_selective(const Request& r, std::ostream& out) {
   const SelectiveCensus c = census_selective(rank_config(r), r.layer_index, r.seq_length);
   const RecomputeShares shares = census_recomputed(rank_config(r), r.layer_index, r.seq_length);
   if (r.format == Format::kJson)
-    return print_json({{"saved", c.kept_bytes}, {"working", c.working_bytes},
+    return print_json({{"kept", c.kept_bytes}, {"working", c.working_bytes},
                        {"selective_attention_mm", shares.attention_mm}, {"selective_ffn_mm", shares.ffn_mm}},
                       out);
   out << heading(r, true) << ", under HyperParallel's selective checkpointing\n";

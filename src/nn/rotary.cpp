@@ -96,4 +96,27 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const
   return {q_embed, k_embed};
 }
 
+// apply_rotary_pos_emb with a partial rotary: the first rotary_dim channels of each head rotate, the
+// rest pass through, and the two are concatenated back.
+std::pair<Tensor, Tensor> apply_partial_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos_in,
+                                                       const Tensor& sin_in) {
+  const Tensor cos = ops::unsqueeze(cos_in, 1);
+  const Tensor sin = ops::unsqueeze(sin_in, 1);
+  const int64_t rotary_dim = cos.size(-1), head_dim = q.size(-1);
+  // q[..., :rotary_dim] of the whole width is q itself (no op); q[..., rotary_dim:] is a view, maybe empty.
+  auto rotated_part = [&](const Tensor& x) { return rotary_dim < head_dim ? ops::slice(x, -1, 0, rotary_dim) : x; };
+  const Tensor q_rot = rotated_part(q), q_pass = ops::slice(q, -1, rotary_dim, head_dim);
+  const Tensor k_rot = rotated_part(k), k_pass = ops::slice(k, -1, rotary_dim, head_dim);
+  auto embed = [&](const Tensor& x) {
+    Tensor rotated = ops::mul(x, cos);
+    Tensor half = ops::mul(rotate_half(x), sin);
+    return ops::add(rotated, half);
+  };
+  Tensor q_embed = embed(q_rot);
+  Tensor k_embed = embed(k_rot);
+  q_embed = ops::cat({q_embed, q_pass}, -1);
+  k_embed = ops::cat({k_embed, k_pass}, -1);
+  return {q_embed, k_embed};
+}
+
 }  // namespace census::nn

@@ -41,4 +41,9 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb_halves(const Tensor& q, const Ten
 std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos,
                                                           const Tensor& sin);
 
+// apply_rotary_pos_emb with a partial rotary: the first rotary_dim channels of each head (cos's
+// width) rotate, the rest pass through, and the two are concatenated back.
+std::pair<Tensor, Tensor> apply_partial_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos,
+                                                       const Tensor& sin);
+
 }  // namespace census::nn

@@ -30,7 +30,7 @@ ordered_json options_json(const Request& r, const ModelConfig& c) {
   ordered_json options = {{"layer_index", r.layer_index}, {"layer_kind", layer_kind(c, r.layer_index)},
                           {"seq_length", r.seq_length}, {"micro_batch", 1}, {"dtype", "bfloat16"}, {"tp", r.tp},
                           {"kernels", nn::kernel_profile(c.kernels).name}};
-  if (c.moe.block != MoeConfig::Block::kNone)
+  if (c.moe.num_experts > 0)
     options["experts_implementation"] =
         c.moe.experts_implementation == nn::ExpertsImplementation::kEager ? "eager" : "grouped_mm";
   if (c.linear_num_key_heads > 0) options["gdn_backend"] = nn::gdn_backend_name(c.gdn_backend);

@@ -51,15 +51,9 @@ Tensor bmm(const Tensor& self, const Tensor& mat2) {
     if (node->should_compute_output(1)) node->self_.save(self);
   }
   const std::array<Tensor, 2> inputs{self, mat2};
-  const internal::SacAction action = internal::sac_action(Op::kBmm, inputs);
-  Tensor out;
-  if (action == internal::SacAction::kFromCache) {
-    out = internal::pop_cached(Op::kBmm)[0];
-  } else {
-    out = alloc(Dims{self.size(0), self.size(1), mat2.size(2)}, promote(self.dtype(), mat2.dtype()));
-    dispatch<2, 1>(Op::kBmm, inputs, {out});
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kBmm, {out});
-  }
+  Tensor out = internal::run_op(Op::kBmm, inputs, [&] {
+    return alloc(Dims{self.size(0), self.size(1), mat2.size(2)}, promote(self.dtype(), mat2.dtype()));
+  });
   set_history(out, node);
   return out;
 }

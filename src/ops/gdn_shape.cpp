@@ -167,10 +167,10 @@ void assign_index(Tensor& base, std::initializer_list<IndexStep> index, const Te
   const std::vector<IndexStep> steps(index);
   Tensor view = index_view(base, steps);
   copy_(view, src);
-  Session& session = Session::current();
-  if (!session.grad_enabled() || (!base.requires_grad() && !src.requires_grad())) return;
-  session.next_sequence_nr();  // CopyBackwards, which CopySlices holds and runs in its backward
-  auto node = arena_shared<CopySlices>(session.next_sequence_nr(), base, steps, base.requires_grad(), src.dtype());
+  GraphContext& graph = GraphContext::current();
+  if (!graph.grad_enabled() || (!base.requires_grad() && !src.requires_grad())) return;
+  graph.next_sequence_nr();  // CopyBackwards, which CopySlices holds and runs in its backward
+  auto node = arena_shared<CopySlices>(graph.next_sequence_nr(), base, steps, base.requires_grad(), src.dtype());
   node->next_edges().push_back(gradient_edge(base));
   node->next_edges().push_back(gradient_edge(src));
   set_history(base, node, 0);

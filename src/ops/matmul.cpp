@@ -104,15 +104,9 @@ Tensor mm(const Tensor& self, const Tensor& mat2) {
     if (node->should_compute_output(1)) node->self_.save(self);
   }
   const std::array<Tensor, 2> inputs{self, mat2};
-  const internal::SacAction action = internal::sac_action(Op::kMm, inputs);
-  Tensor out;
-  if (action == internal::SacAction::kFromCache) {
-    out = internal::pop_cached(Op::kMm)[0];
-  } else {
-    out = alloc(Dims{self.size(0), mat2.size(1)}, promote(self.dtype(), mat2.dtype()));
-    dispatch<2, 1>(Op::kMm, inputs, {out});
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kMm, {out});
-  }
+  Tensor out = internal::run_op(Op::kMm, inputs, [&] {
+    return alloc(Dims{self.size(0), mat2.size(1)}, promote(self.dtype(), mat2.dtype()));
+  });
   set_history(out, node);
   return out;
 }
@@ -124,15 +118,7 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2) {
     if (node->should_compute_output(2)) node->mat1_.save(mat1);
   }
   const std::array<Tensor, 3> inputs{bias, mat1, mat2};
-  const internal::SacAction action = internal::sac_action(Op::kAddmm, inputs);
-  Tensor out;
-  if (action == internal::SacAction::kFromCache) {
-    out = internal::pop_cached(Op::kAddmm)[0];
-  } else {
-    out = alloc(Dims{mat1.size(0), mat2.size(1)}, mat1.dtype());
-    dispatch<3, 1>(Op::kAddmm, inputs, {out});
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kAddmm, {out});
-  }
+  Tensor out = internal::run_op(Op::kAddmm, inputs, [&] { return alloc(Dims{mat1.size(0), mat2.size(1)}, mat1.dtype()); });
   set_history(out, node);
   return out;
 }

@@ -385,15 +385,7 @@ Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs) {
   // gradient): one (M, N) product per group, (E, M, N).
   const Dims sizes = mat2.dim() == 3 ? Dims{self.size(0), mat2.size(2)} : Dims{offs.size(0), self.size(0), mat2.size(1)};
   const std::array<Tensor, 3> inputs{self, mat2, offs};
-  const internal::SacAction action = internal::sac_action(Op::kGroupedMm, inputs);
-  Tensor out;
-  if (action == internal::SacAction::kFromCache) {
-    out = internal::pop_cached(Op::kGroupedMm)[0];
-  } else {
-    out = alloc(sizes, self.dtype());
-    dispatch<3, 1>(Op::kGroupedMm, inputs, {out});
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kGroupedMm, {out});
-  }
+  Tensor out = internal::run_op(Op::kGroupedMm, inputs, [&] { return alloc(sizes, self.dtype()); });
   set_history(out, node);
   return out;
 }

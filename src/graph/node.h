@@ -1,7 +1,8 @@
 // File: node.h
 // Autograd graph nodes as PyTorch's eager autograd builds them: each op that sees an input requiring
 // grad creates a Node with the next sequence number, edges to its inputs' producers, and the tensors
-// its backward formula names (SavedVariable). The engine (engine.h) runs them.
+// its backward formula names (SavedVariable). The graph is data: the engine that runs it
+// (autograd/engine.h) lives above the ops its formulas call.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,10 @@
 #include <limits>
 #include <memory>
 #include <string_view>
-#include <vector>
 
+#include "graph/context.h"
+#include "graph/saved_variable.h"
+#include "tensor/arena.h"
 #include "tensor/tensor.h"
 #include "util/small_vector.h"
 
@@ -33,37 +36,6 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
-class CheckpointFrame;
-
-// SavedVariable: a tensor a node keeps for its backward. It keeps the whole storage alive and never
-// copies. The pack hook (observers' on_save) sees it as it is saved. States follow PyTorch's: empty,
-// saved, released after the node ran; in a checkpointed region, packed: a holder whose tensor the
-// region's recompute makes (autograd/checkpoint.h).
-class SavedVariable {
- public:
-  enum class State : uint8_t { kEmpty, kSaved, kPacked, kReleased };
-
-  SavedVariable() = default;
-  ~SavedVariable();
-  SavedVariable(const SavedVariable&) = delete;
-  SavedVariable& operator=(const SavedVariable&) = delete;
-
-  // `is_output`: the op's own result, kept without its history (a node holding its own output through
-  // that output's grad_fn would be a cycle); an input is kept as it is.
-  void save(const Tensor& tensor, bool is_output = false);
-  // The saved tensor; a holder's recomputed one, taken from its frame (the recompute runs first if
-  // it has not yet).
-  Tensor unpack();
-  void reset();
-  State state() const { return state_; }
-
- private:
-  Tensor data_;
-  Ref<CheckpointFrame> frame_;
-  int64_t holder_ = -1;
-  State state_ = State::kEmpty;
-};
-
 class Node {
  public:
   static constexpr uint64_t kAccumulateGradSequenceNr = std::numeric_limits<uint64_t>::max();
@@ -81,6 +53,8 @@ class Node {
 
   std::string_view name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
+  // A leaf's accumulator (accumulate_grad.h), which the engine runs itself.
+  bool is_accumulate_grad() const { return sequence_nr_ == kAccumulateGradSequenceNr; }
   const SmallVector<Edge, 6>& next_edges() const { return next_edges_; }
   SmallVector<Edge, 6>& next_edges() { return next_edges_; }
   // How many gradients flow into this node: its forward outputs.
@@ -111,8 +85,15 @@ void set_history(const Tensor& out, const Ref<Node>& node, uint32_t output_nr = 
 // Make node T for an op with differentiable `inputs` if grad mode is on and any input requires grad;
 // else nullptr (no node, nothing saved).
 template <class T, class... Args>
-Ref<T> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args);
+Ref<T> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args) {
+  GraphContext& context = GraphContext::current();
+  if (!context.grad_enabled()) return nullptr;
+  bool any = false;
+  for (const Tensor* input : inputs) any = any || (input->defined() && input->requires_grad());
+  if (!any) return nullptr;
+  auto node = arena_shared<T>(context.next_sequence_nr(), std::forward<Args>(args)...);
+  for (const Tensor* input : inputs) node->next_edges().push_back(input->defined() ? gradient_edge(*input) : Edge{});
+  return node;
+}
 
 }  // namespace census
-
-#include "autograd/node_inl.h"

@@ -48,8 +48,11 @@ class Node {
   // Gradients of the node's inputs (its forward inputs), one per next edge; undefined where the
   // edge is invalid. `grads` are the gradients of its forward outputs, by output number.
   virtual GradList apply(GradList& grads) = 0;
-  // Drop every SavedVariable, as release_variables() does once the node has run.
-  virtual void release_variables() {}
+  // Drop every SavedVariable the node owns, in declaration order, as release_variables() does once
+  // the node has run.
+  void release_variables() {
+    for (SavedVariable* saved = first_saved_; saved != nullptr; saved = saved->next_in_node_) saved->reset();
+  }
 
   std::string_view name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -65,8 +68,11 @@ class Node {
  private:
   std::string_view name_;
   uint64_t sequence_nr_;
+  friend class SavedVariable;
   SmallVector<Edge, 6> next_edges_;
   uint32_t num_inputs_ = 1;
+  SavedVariable* first_saved_ = nullptr;  // the variables it owns, a list in declaration order
+  SavedVariable* last_saved_ = nullptr;
 
  public:
   // The engine's bookkeeping for one backward: edges still to arrive, and the InputBuffer.
@@ -74,6 +80,11 @@ class Node {
   bool reached = false;
   GradList input_buffer;
 };
+
+inline SavedVariable::SavedVariable(Node* owner) {
+  (owner->last_saved_ != nullptr ? owner->last_saved_->next_in_node_ : owner->first_saved_) = this;
+  owner->last_saved_ = this;
+}
 
 // The edge that a gradient of `tensor` takes: to its grad_fn, to a leaf's AccumulateGrad (made on
 // first use and shared after, as PyTorch caches it), or nowhere if it needs no gradient.

@@ -5,11 +5,15 @@
 // a checkpointed region's hooks keep a holder instead, whose tensor its recompute makes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 
 #include "tensor/tensor.h"
 
 namespace census {
+
+class Node;
 
 class SavedTensorHooks {
  public:
@@ -27,9 +31,11 @@ class SavedTensorHooks {
   virtual void release(int64_t /*slot*/) {}
 };
 
+// A node declares each as `SavedVariable self_{this};`: the variable registers with its node, which
+// releases every one it owns once it has run, in the order they were declared (Node::release_variables).
 class SavedVariable {
  public:
-  SavedVariable() = default;
+  explicit SavedVariable(Node* owner);
   ~SavedVariable() { reset(); }
   SavedVariable(const SavedVariable&) = delete;
   SavedVariable& operator=(const SavedVariable&) = delete;
@@ -42,9 +48,27 @@ class SavedVariable {
   void reset();
 
  private:
+  friend class Node;
   Tensor data_;
   Ref<SavedTensorHooks> hooks_;  // set while held
   int64_t slot_ = -1;
+  SavedVariable* next_in_node_ = nullptr;  // the owner's next variable, in declaration order
+};
+
+// Saved variables counted when the node is made (a contract's saves, an index's indices), each
+// registered with the node as a member would be.
+class SavedVariableList {
+ public:
+  SavedVariableList(Node* owner, size_t count) {
+    for (size_t i = 0; i < count; ++i) items_.emplace_back(owner);
+  }
+  SavedVariable& operator[](size_t i) { return items_[i]; }
+  size_t size() const { return items_.size(); }
+  auto begin() { return items_.begin(); }
+  auto end() { return items_.end(); }
+
+ private:
+  std::deque<SavedVariable> items_;  // grows in place: a variable never moves from where it registered
 };
 
 }  // namespace census

@@ -27,12 +27,8 @@ class BmmBackward0 final : public Node {
     if (should_compute_output(0)) out[0] = bmm(grads[0], transpose(mat2, 1, 2));
     return out;
   }
-  void release_variables() override {
-    self_.reset();
-    mat2_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable mat2_;
+  SavedVariable self_{this};
+  SavedVariable mat2_{this};
 };
 
 Dims batch_of(const Tensor& t) {

@@ -27,12 +27,8 @@ class ConvolutionBackward0 final : public Node {
     internal::dispatch(Op::kConvolutionBackward, inputs, results);
     return out;
   }
-  void release_variables() override {
-    input_.reset();
-    weight_.reset();
-  }
-  SavedVariable input_;
-  SavedVariable weight_;
+  SavedVariable input_{this};
+  SavedVariable weight_{this};
 };
 
 }  // namespace

@@ -37,8 +37,7 @@ class PowBackward0 final : public Node {
     const Tensor self = self_.unpack();
     return {mul(grads[0], mul(pow(self, exponent_ - 1), exponent_))};
   }
-  void release_variables() override { self_.reset(); }
-  SavedVariable self_;
+  SavedVariable self_{this};
 
  private:
   double exponent_;
@@ -54,8 +53,7 @@ class RsqrtBackward0 final : public Node {
     Tensor cubed = pow(result, 3);
     return {mul(mul(grads[0], -0.5), cubed)};
   }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
+  SavedVariable result_{this};
 };
 
 // mul.Tensor(Tensor self, Tensor other)
@@ -73,12 +71,8 @@ class MulBackward0 final : public Node {
     if (should_compute_output(1)) out[1] = mul(grads[0], self);
     return out;
   }
-  void release_variables() override {
-    other_.reset();
-    self_.reset();
-  }
-  SavedVariable other_;
-  SavedVariable self_;
+  SavedVariable other_{this};
+  SavedVariable self_{this};
 };
 
 // mul.Scalar / div.Scalar: the gradient scaled by the same number; nothing saved.
@@ -119,8 +113,7 @@ class SiluBackward0 final : public Node {
     const Tensor self = self_.unpack();
     return {silu_backward(grads[0], self)};
   }
-  void release_variables() override { self_.reset(); }
-  SavedVariable self_;
+  SavedVariable self_{this};
 };
 
 // relu(Tensor self)  self: threshold_backward(grad, result, 0)   -> saves result
@@ -133,8 +126,7 @@ class ReluBackward0 final : public Node {
     dispatch<2, 1>(Op::kThresholdBackward, {grads[0], result}, {out});
     return {out};
   }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
+  SavedVariable result_{this};
 };
 
 // gelu(Tensor self, str approximate)  self: gelu_backward(grad, self, approximate)   -> saves self
@@ -147,8 +139,7 @@ class GeluBackward0 final : public Node {
     dispatch<2, 1>(Op::kGeluBackward, {grads[0], self}, {out});
     return {out};
   }
-  void release_variables() override { self_.reset(); }
-  SavedVariable self_;
+  SavedVariable self_{this};
 };
 
 // clone(Tensor self)  self: grad

@@ -39,8 +39,7 @@ class ExpBackward0 final : public Node {
     const Tensor result = result_.unpack();
     return {mul(grads[0], result)};
   }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
+  SavedVariable result_{this};
 };
 
 // sigmoid(Tensor self)  self: sigmoid_backward(grad, result)   -> saves result
@@ -53,8 +52,7 @@ class SigmoidBackward0 final : public Node {
     dispatch<2, 1>(Op::kSigmoidBackward, {grads[0], result}, {out});
     return {out};
   }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
+  SavedVariable result_{this};
 };
 
 // softplus(Tensor self, Scalar beta, Scalar threshold)
@@ -68,8 +66,7 @@ class SoftplusBackward0 final : public Node {
     dispatch<2, 1>(Op::kSoftplusBackward, {grads[0], self}, {out});
     return {out};
   }
-  void release_variables() override { self_.reset(); }
-  SavedVariable self_;
+  SavedVariable self_{this};
 };
 
 // tril(Tensor self, int diagonal)  self: grad.tril(diagonal);  triu likewise   -> saves nothing
@@ -113,8 +110,7 @@ class MaskedFillBackward0 final : public Node {
     const Tensor mask = mask_.unpack();
     return {masked_fill(grads[0], mask)};
   }
-  void release_variables() override { mask_.reset(); }
-  SavedVariable mask_;
+  SavedVariable mask_{this};
 };
 
 }  // namespace

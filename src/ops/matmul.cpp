@@ -45,12 +45,8 @@ class MmBackward0 final : public Node {
     if (should_compute_output(0)) out[0] = mm_mat1_backward(grads[0], mat2, self_sizes_, self_strides_);
     return out;
   }
-  void release_variables() override {
-    self_.reset();
-    mat2_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable mat2_;
+  SavedVariable self_{this};
+  SavedVariable mat2_{this};
 
  private:
   Dims self_sizes_, self_strides_, mat2_sizes_, mat2_strides_;
@@ -75,12 +71,8 @@ class AddmmBackward0 final : public Node {
     if (should_compute_output(2)) out[2] = mm_mat2_backward(grads[0], mat1, mat2_sizes_, mat2_strides_);
     return out;
   }
-  void release_variables() override {
-    mat1_.reset();
-    mat2_.reset();
-  }
-  SavedVariable mat2_;
-  SavedVariable mat1_;
+  SavedVariable mat1_{this};
+  SavedVariable mat2_{this};
 
  private:
   Dims mat1_sizes_, mat1_strides_, mat2_sizes_, mat2_strides_;

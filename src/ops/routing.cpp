@@ -29,8 +29,7 @@ class SoftmaxBackward0 final : public Node {
     dispatch<2, 1>(Op::kSoftmaxBackward, {grads[0], result}, {out});
     return {out};
   }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
+  SavedVariable result_{this};
 
  private:
   DType self_dtype_;
@@ -58,12 +57,8 @@ class DivBackward0 final : public Node {
     if (should_compute_output(0)) out[0] = div(grads[0], other);
     return out;
   }
-  void release_variables() override {
-    self_.reset();
-    other_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable other_;
+  SavedVariable self_{this};
+  SavedVariable other_{this};
 };
 
 // topk(Tensor self, int k, int dim, bool largest, bool sorted)
@@ -77,8 +72,7 @@ class TopkBackward0 final : public Node {
     Tensor zeros = new_zeros(grads[0], self_sizes_);
     return {scatter(zeros, -1, indices, grads[0])};
   }
-  void release_variables() override { indices_.reset(); }
-  SavedVariable indices_;
+  SavedVariable indices_{this};
 
  private:
   Dims self_sizes_;
@@ -89,17 +83,14 @@ class TopkBackward0 final : public Node {
 class IndexBackward0 final : public Node {
  public:
   IndexBackward0(uint64_t seq, Dims self_sizes, size_t indices)
-      : Node("IndexBackward0", seq), indices_(indices), self_sizes_(self_sizes) {}
+      : Node("IndexBackward0", seq), indices_(this, indices), self_sizes_(self_sizes) {}
   GradList apply(GradList& grads) override {
     std::vector<Tensor> indices;
     for (SavedVariable& index : indices_) indices.push_back(index.unpack());
     Tensor zeros = new_zeros(grads[0], self_sizes_);
     return {index_put(zeros, indices[0], grads[0])};
   }
-  void release_variables() override {
-    for (SavedVariable& index : indices_) index.reset();
-  }
-  std::vector<SavedVariable> indices_;
+  SavedVariableList indices_;
 
  private:
   Dims self_sizes_;
@@ -117,12 +108,8 @@ class GatherBackward0 final : public Node {
     Tensor zeros = zeros_like(self);
     return {scatter_add(zeros, dim_, index, grads[0])};
   }
-  void release_variables() override {
-    self_.reset();
-    index_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable index_;
+  SavedVariable self_{this};
+  SavedVariable index_{this};
 
  private:
   int dim_;
@@ -136,8 +123,7 @@ class MaskedFillBackward0 final : public Node {
     const Tensor mask = mask_.unpack();
     return {masked_fill(grads[0], mask)};
   }
-  void release_variables() override { mask_.reset(); }
-  SavedVariable mask_;
+  SavedVariable mask_{this};
 };
 
 // clamp(Tensor self, Scalar? min, Scalar? max)  self: clamp_backward(grad, self, min, max)  -> saves self
@@ -165,8 +151,7 @@ class ClampBackward1 final : public Node {
     dispatch<3, 1>(Op::kWhere, {mask, grad, zero}, {out});
     return {out};
   }
-  void release_variables() override { self_.reset(); }
-  SavedVariable self_;
+  SavedVariable self_{this};
 
  private:
   bool has_min_, has_max_;
@@ -200,14 +185,9 @@ class GroupedMmBackward0 final : public Node {
     }
     return out;
   }
-  void release_variables() override {
-    self_.reset();
-    mat2_.reset();
-    offs_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable mat2_;
-  SavedVariable offs_;
+  SavedVariable self_{this};
+  SavedVariable mat2_{this};
+  SavedVariable offs_{this};
 
  private:
   bool self_column_major_;

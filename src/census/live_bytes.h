@@ -41,7 +41,6 @@ class LiveBytes final : public Observer {
   void on_free(const Storage& storage) override;
 
   size_t event_count() const { return events_.size(); }
-  const std::vector<Event>& events() const { return events_; }
   bool is_live(int64_t storage_id) const {
     return storage_id < static_cast<int64_t>(live_bytes_.size()) && live_bytes_[storage_id] > 0;
   }

@@ -12,12 +12,6 @@ Tensor empty(const Dims& sizes, DType dtype) {
   return out;
 }
 
-Tensor empty_strided(const Dims& sizes, const Dims& strides, DType dtype) {
-  Tensor out = alloc(sizes, strides, dtype);
-  dispatch<0, 1>(Op::kEmpty, {}, {out});
-  return out;
-}
-
 Tensor empty_like(const Tensor& self) {
   Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
   dispatch<1, 1>(Op::kEmptyLike, {self}, {out});

@@ -57,10 +57,16 @@ TEST(Catalogue, EveryRowsFactsAgreeWithItsKind) {
         EXPECT_EQ(def.flops_rule, FlopsRule::kNone);
         EXPECT_NE(def.sac, SacClass::kAlternate);
         EXPECT_NE(def.saved_bucket, SavedBucketRule::kAttentionKernel);
-        if (def.sac == SacClass::kAlwaysSave) EXPECT_EQ(def.op, Op::kConvolution);
+        if (def.sac == SacClass::kAlwaysSave) {
+          EXPECT_EQ(def.op, Op::kConvolution);
+        }
     }
-    if (def.sac == SacClass::kAlternate) EXPECT_TRUE(def.op == Op::kMm || def.op == Op::kGroupedMm);
-    if (def.flops_rule == FlopsRule::kBiasedMatmul) EXPECT_EQ(def.op, Op::kAddmm);
+    if (def.sac == SacClass::kAlternate) {
+      EXPECT_TRUE(def.op == Op::kMm || def.op == Op::kGroupedMm);
+    }
+    if (def.flops_rule == FlopsRule::kBiasedMatmul) {
+      EXPECT_EQ(def.op, Op::kAddmm);
+    }
   }
   EXPECT_EQ(index, static_cast<size_t>(Op::kCount));
 }

@@ -1,6 +1,6 @@
-// The ops of a mixture-of-experts layer's router and of Transformers' grouped experts: activations
-// (sigmoid, softmax), selection (topk, sort, gather, index) and its bookkeeping on integer tensors,
-// and _grouped_mm. Above each node, the derivatives.yaml entry it follows.
+// The ops of a mixture-of-experts layer's router: activations (softmax, div), selection (topk, sort,
+// gather, index), scatter, and its bookkeeping on integer tensors. Above each node, the
+// derivatives.yaml entry it follows.
 //
 // Note [Subclass-like under fake tensors] FunctionsManual takes an out-of-place path when any tensor
 // is "subclass-like", which every tensor is under a dispatch mode such as the census's fake tensors:
@@ -155,43 +155,6 @@ class ClampBackward1 final : public Node {
 
  private:
   bool has_min_, has_max_;
-};
-
-bool column_major(const Tensor& t) {
-  return t.stride(-2) == 1 && t.stride(-1) == t.size(-2);
-}
-
-// _grouped_mm(Tensor self, Tensor mat2, Tensor? offs, ...)
-//   self: _grouped_mm_mat1_backward(grad, mat2, ..., offs)   -> saves mat2 iff self needs grad
-//   mat2: _grouped_mm_mat2_backward(grad, self, ..., offs)   -> saves self iff mat2 needs grad
-// offs is saved whenever either is computed.
-class GroupedMmBackward0 final : public Node {
- public:
-  GroupedMmBackward0(uint64_t seq, const Tensor& self, const Tensor& mat2)
-      : Node("GroupedMmBackward0", seq), self_column_major_(column_major(self)), mat2_column_major_(column_major(mat2)) {}
-  // As MmBackward0 (Note [MmBackward0 order]), the weight's gradient first.
-  GradList apply(GradList& grads) override {
-    const Tensor self = self_.unpack();
-    const Tensor mat2 = mat2_.unpack();
-    const Tensor offs = offs_.unpack();
-    GradList out(2);
-    if (should_compute_output(1)) {
-      out[1] = mat2_column_major_ ? transpose(grouped_mm(t(grads[0]), self, offs), -2, -1)
-                                  : grouped_mm(t(self), grads[0], offs);
-    }
-    if (should_compute_output(0)) {
-      out[0] = self_column_major_ ? t(grouped_mm(mat2, t(grads[0]), offs))
-                                  : grouped_mm(grads[0], transpose(mat2, -2, -1), offs);
-    }
-    return out;
-  }
-  SavedVariable self_{this};
-  SavedVariable mat2_{this};
-  SavedVariable offs_{this};
-
- private:
-  bool self_column_major_;
-  bool mat2_column_major_;
 };
 
 }  // namespace
@@ -351,22 +314,6 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double /*value*/) {
 Tensor histc(const Tensor& self, int64_t bins) {
   Tensor out = alloc(Dims{bins}, self.dtype());
   dispatch<1, 1>(Op::kHistc, {self}, {out});
-  return out;
-}
-
-Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs) {
-  auto node = make_node<GroupedMmBackward0>({&self, &mat2}, self, mat2);
-  if (node) {
-    if (node->should_compute_output(0)) node->mat2_.save(mat2);
-    if (node->should_compute_output(1)) node->self_.save(self);
-    node->offs_.save(offs);
-  }
-  // 2-d by 3-d: each group of rows times its expert's matrix, (S, N). 2-d by 2-d (the weight's
-  // gradient): one (M, N) product per group, (E, M, N).
-  const Dims sizes = mat2.dim() == 3 ? Dims{self.size(0), mat2.size(2)} : Dims{offs.size(0), self.size(0), mat2.size(1)};
-  const std::array<Tensor, 3> inputs{self, mat2, offs};
-  Tensor out = internal::run_op(Op::kGroupedMm, inputs, [&] { return alloc(sizes, self.dtype()); });
-  set_history(out, node);
   return out;
 }
 

@@ -1,66 +1,101 @@
 #include "autograd/checkpoint.h"
 
-#include "ops/dispatch.h"
+#include <stdexcept>
+#include <string>
 
 namespace census {
 
-// Note [Selective checkpointing] The policy is asked for every op the region dispatches, in each
-// phase; the matmul count restarts with the recompute, so the recompute's decisions repeat the
-// forward's and pop the cache in the order it was filled.
+// Note [Selective checkpoint policy] The policy is asked for every op of the region that runs
+// through the dispatch mode (Note [Ops through the dispatch mode]), in each phase; the alternating
+// count restarts with the recompute, so the recompute's decisions repeat the forward's and pop the
+// cache in the order it was filled.
 bool SelectivePolicy::saves(Op op, bool recompute) {
-  switch (op) {
-    case Op::kMm:
-    case Op::kGroupedMm:
-      return ++matmuls_[recompute ? 1 : 0] % 2 == 1;
-    case Op::kAddmm:
-    case Op::kBmm:
-    case Op::kConvolution:
-    case Op::kFlashAttention:
-    case Op::kCudaFlashAttention:
-    case Op::kNpuFusionAttention:
+  switch (op_def(op).sac) {
+    case SacClass::kAlternate:
+      return ++alternating_[recompute ? 1 : 0] % 2 == 1;
+    case SacClass::kAlwaysSave:
       return true;
-    default:
+    case SacClass::kRecompute:
       return false;
   }
+  return false;
 }
 
+ModeDecision CheckpointFrame::decide(const OpDef& def, std::span<const Tensor> /*inputs*/, std::span<Tensor> outputs) {
+  const bool recompute = phase_ == Phase::kRecompute;
+  const bool saves = policy_.saves(def.op, recompute);
+  if (!recompute) return saves ? ModeDecision::kSave : ModeDecision::kRecompute;
+  if (!saves) return ModeDecision::kRerun;
+  // The entry leaves the cache: the recompute holds its tensors from now.
+  std::vector<Tensor>& cached = cache_[def.op][cache_next_[def.op]++];
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = std::move(cached[i]);
+  return ModeDecision::kAnswered;
+}
+
+void CheckpointFrame::ran(const OpCall& call) {
+  if (call.decision == ModeDecision::kNone && call.def.sac != SacClass::kRecompute)
+    throw std::logic_error(std::string(call.def.name) + " ran in a checkpointed region without asking its dispatch mode");
+  if (call.decision != ModeDecision::kSave) return;
+  // Detached, as the caching mode stores them: the cache holds bytes, not the graph (a graph holding
+  // its own cache through a holder would never be freed).
+  std::vector<Tensor> outputs;
+  for (const Tensor& output : call.outputs) outputs.push_back(output.detach());
+  if (cached_log != nullptr) {
+    const Session& session = Session::current();
+    const std::string_view module = session.modules().empty() ? std::string_view() : session.modules().back().path;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      cached_log->push_back({call.def.name, module, outputs[i].sizes(), outputs[i].dtype(), outputs[i].nbytes(), i == 0});
+  }
+  cache_[call.def.op].push_back(std::move(outputs));
+}
+
+SavedTensorHooks::Packed CheckpointFrame::pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) {
+  if (phase_ == Phase::kForward) {
+    // The checkpoint's pack hook: a holder, no tensor.
+    owner = self.lock();
+    slot = holders_++;
+    holder_gone_.push_back(0);
+    return Packed::kHeld;
+  }
+  // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order.
+  const auto holder = static_cast<size_t>(recomputed_count_++);
+  if (!holder_gone_[holder]) recomputed_[holder] = tensor.detach();
+  if (recomputed_count_ == holders_) throw StopRecomputation{};
+  return Packed::kDropped;
+}
+
+Tensor CheckpointFrame::unpack(int64_t slot) {
+  if (!recomputed_done_) recompute();
+  // The frame lets go of it: the node unpacking it holds the only reference from now.
+  return std::move(recomputed_[static_cast<size_t>(slot)]);
+}
+
+void CheckpointFrame::release(int64_t slot) { holder_gone_[static_cast<size_t>(slot)] = 1; }
+
 void CheckpointFrame::recompute() {
-  recomputed.assign(static_cast<size_t>(holders), Tensor());
-  recomputed_count = 0;
-  Session& session = Session::current();
-  const bool grad_was = session.grad_enabled();
-  session.set_grad_enabled(true);  // the recompute runs under enable_grad
-  CheckpointFrame* previous = session.checkpoint();
-  session.set_checkpoint(this);
-  phase = Phase::kRecompute;
+  recomputed_.assign(static_cast<size_t>(holders_), Tensor());
+  recomputed_count_ = 0;
+  phase_ = Phase::kRecompute;
+  GradModeGuard enable_grad(true);  // the recompute runs under enable_grad
   try {
-    recompute_fn();
+    run([&] { recompute_fn(); });
   } catch (const StopRecomputation&) {
     // Early stop: everything the backward needs is packed; the rest of the forward is not re-run.
   }
-  session.set_checkpoint(previous);
-  session.set_grad_enabled(grad_was);
-  recomputed_done = true;
+  recomputed_done_ = true;
 }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
-                  RecomputeLedger* ledger, const std::vector<int64_t>* attention_parameters,
                   std::vector<CachedOutput>* cached_log) {
-  Session& session = Session::current();
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
   // _NoopSaveInputs: the region's input is saved outside the region's hooks.
-  session.notify_save(input);
+  Session::current().notify_save(input);
+  frame->self = frame;
   frame->input = input;
-  frame->ledger = ledger;
-  frame->attention_parameters = attention_parameters;
   frame->cached_log = cached_log;
   CheckpointFrame* raw = frame.get();
   frame->recompute_fn = [raw, forward] { forward(raw->input); };
-  CheckpointFrame* previous = session.checkpoint();
-  session.set_checkpoint(raw, frame);
-  Tensor out = forward(input);
-  session.set_checkpoint(previous);
-  return out;
+  return raw->run([&] { return forward(input); });
 }
 
 }  // namespace census

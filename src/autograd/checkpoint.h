@@ -1,12 +1,13 @@
 // File: checkpoint.h
 // Non-reentrant activation checkpointing with a selective policy, as torch.utils.checkpoint runs it
-// with create_selective_checkpoint_contexts (Note [Selective checkpointing]).
+// with create_selective_checkpoint_contexts (Note [Selective checkpoint policy]).
 //
 // Forward: the region's input is kept (_NoopSaveInputs); every tensor a node in the region would save
-// is replaced by a holder; the outputs of the ops the policy saves are cached. Backward: the first
-// unpack of a holder re-runs the region's forward, where the saved ops' outputs come from the cache
-// and every tensor a node saves is kept for its holder, stopping right after the last save the
-// forward made (early stop). Each holder's tensor then goes to the node that unpacks it.
+// is replaced by a holder (the region's saved-tensor hooks); the outputs of the ops the policy saves
+// are cached (the region's dispatch mode). Backward: the first unpack of a holder re-runs the region's
+// forward, where the saved ops' outputs come from the cache and every tensor a node saves is kept for
+// its holder, stopping right after the last save the forward made (early stop). Each holder's tensor
+// then goes to the node that unpacks it.
 #pragma once
 
 #include <array>
@@ -16,27 +17,21 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/saved_variable.h"
+#include "ops/dispatch.h"
 #include "ops/op_def.h"
 #include "tensor/tensor.h"
 
 namespace census {
 
-// HyperParallel's selective policy, per region and per phase (forward, recompute): the projections
-// without bias (mm) and the grouped experts' matmuls (_grouped_mm) alternate, counted together, the
-// 1st, 3rd, ... saved; biased projections (addmm), batched matmuls (bmm), the convolution and the
-// attention kernels always saved; everything else recomputed.
+// HyperParallel's selective policy, per region and per phase (forward, recompute), by each op's
+// catalogue class (SacClass).
 class SelectivePolicy {
  public:
   bool saves(Op op, bool recompute);
 
  private:
-  std::array<int64_t, 2> matmuls_{};  // mm and _grouped_mm calls so far, forward and recompute
-};
-
-// What the forward's saved matmuls and recomputed ones cost, by part: the recompute shares.
-struct RecomputeLedger {
-  std::array<int64_t, 2> attention_flops{};  // [saved, recomputed]
-  std::array<int64_t, 2> rest_flops{};
+  std::array<int64_t, 2> alternating_{};  // mm and _grouped_mm calls so far, forward and recompute
 };
 
 // What a region's forward cached, for `census explain --selective`.
@@ -49,39 +44,67 @@ struct CachedOutput {
   bool first_output;  // an op's outputs are logged one by one; the first stands for the call
 };
 
-class CheckpointFrame {
+// A checkpointed region: the dispatch mode and the saved-tensor hooks in force while its forward or
+// its recompute runs.
+class CheckpointFrame final : public DispatchMode, public SavedTensorHooks {
  public:
   enum class Phase : uint8_t { kForward, kRecompute };
 
+  ModeDecision decide(const OpDef& def, std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
+  void ran(const OpCall& call) override;
+  Packed pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) override;
+  Tensor unpack(int64_t slot) override;
+  void release(int64_t slot) override;
+
+  // Run `forward` (the region's forward, or its recompute) with this frame's mode and hooks in force.
+  template <class Forward>
+  auto run(Forward&& forward) -> decltype(forward());
+
+  WeakRef<CheckpointFrame> self;       // what a holder keeps the frame alive by
   std::function<void()> recompute_fn;  // re-runs the region's forward, its output dropped
   Tensor input;                        // kept by _NoopSaveInputs until the frame dies
-  int64_t holders = 0;                 // saves the forward packed
-  // By holder: whether its SavedVariable has gone (its node ran, or the forward dropped its graph).
-  // The checkpoint keeps its holders weakly: the recompute stores no tensor for a holder gone.
-  std::vector<uint8_t> holder_gone;
-  std::vector<Tensor> recomputed;      // by holder, filled by the recompute
-  int64_t recomputed_count = 0;
-  bool recomputed_done = false;
-  Phase phase = Phase::kForward;
-  SelectivePolicy policy;
-  std::map<Op, std::vector<std::vector<Tensor>>> cache;  // outputs of saved ops, in call order
-  std::map<Op, size_t> cache_next;                        // the next entry the recompute pops
-  RecomputeLedger* ledger = nullptr;
   std::vector<CachedOutput>* cached_log = nullptr;
-  const std::vector<int64_t>* attention_parameters = nullptr;  // storage ids, for the ledger
 
+ private:
   // Run the recompute (at the first unpack of a holder).
   void recompute();
+
+  int64_t holders_ = 0;  // saves the forward packed
+  // By holder: whether its SavedVariable has gone (its node ran, or the forward dropped its graph).
+  // The checkpoint keeps its holders weakly: the recompute stores no tensor for a holder gone.
+  std::vector<uint8_t> holder_gone_;
+  std::vector<Tensor> recomputed_;  // by holder, filled by the recompute
+  int64_t recomputed_count_ = 0;
+  bool recomputed_done_ = false;
+  Phase phase_ = Phase::kForward;
+  SelectivePolicy policy_;
+  std::map<Op, std::vector<std::vector<Tensor>>> cache_;  // outputs of saved ops, in call order
+  std::map<Op, size_t> cache_next_;                        // the next entry the recompute pops
 };
 
 // Thrown by the recompute's pack hook once it has packed as many tensors as the forward did.
 struct StopRecomputation {};
 
 // Run `forward(input)` as a checkpointed region under the selective policy; its output.
-// `ledger` (with the attention's parameter storages) takes the forward's matmul FLOPs by part and
-// decision; `cached_log` every output the forward cached.
+// `cached_log` takes every output the forward cached.
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
-                  RecomputeLedger* ledger = nullptr, const std::vector<int64_t>* attention_parameters = nullptr,
                   std::vector<CachedOutput>* cached_log = nullptr);
+
+template <class Forward>
+auto CheckpointFrame::run(Forward&& forward) -> decltype(forward()) {
+  Session& session = Session::current();
+  DispatchMode* previous_mode = session.set_mode(this);
+  SavedTensorHooks* previous_hooks = GraphContext::current().set_hooks(this);
+  struct Restore {
+    Session& session;
+    DispatchMode* mode;
+    SavedTensorHooks* hooks;
+    ~Restore() {
+      session.set_mode(mode);
+      GraphContext::current().set_hooks(hooks);
+    }
+  } restore{session, previous_mode, previous_hooks};
+  return forward();
+}
 
 }  // namespace census

@@ -5,7 +5,8 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/node.h"
+#include "autograd/accumulate.h"
+#include "graph/node.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -96,7 +97,11 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       // call_function: the incoming gradients live until it returns.
       GradList inputs = std::move(fn.input_buffer);
       fn.input_buffer = GradList();
-      outputs = fn.apply(inputs);
+      if (fn.is_accumulate_grad()) {
+        accumulate_grad(static_cast<const AccumulateGrad&>(fn), inputs);
+      } else {
+        outputs = fn.apply(inputs);
+      }
       validate_outputs(fn.next_edges(), outputs);
     }
     fn.release_variables();

@@ -7,32 +7,21 @@ namespace {
 
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
-// FLOPs of a matmul: 2 * numel(first) * last dim of second (bias aside), as the reference counts.
-constexpr int64_t kFmaFlops = 2;
-
-int64_t matmul_flops(const OpCall& call) {
-  const bool addmm = call.def.op == Op::kAddmm;
-  const Tensor& first = call.inputs[addmm ? 1 : 0];
-  const Tensor& second = call.inputs[addmm ? 2 : 1];
-  return kFmaFlops * first.numel() * second.size(-1);
-}
-
-// The attention kernel's FLOPs: QK^T and AV at every pair of tokens, as its explicit causal mask runs.
-int64_t attention_flops(const OpCall& call) {
-  const Tensor& query = call.inputs[0];
-  const Tensor& key = call.inputs[1];
-  const Tensor& value = call.inputs[2];
-  return kFmaFlops * query.size(0) * query.size(1) * query.size(2) * key.size(2) * (query.size(3) + value.size(-1));
-}
-
-// Observers that attribute each forward op to a part.
+// Observers that attribute each forward op to a part. FLOPs are the catalogue's (OpDef::flops), as
+// the reference counts them: the attention kernel's are the scores', a matmul's its module's part's.
 class PartFlops final : public Observer {
  public:
   void on_op(const OpCall& call) override {
-    if (call.def.kind == OpKind::kAttentionKernel) {
-      flops["scores"] += attention_flops(call);
-    } else if (call.def.is_matmul()) {
-      flops[std::string(part_of_op(call, Session::current().modules(), /*recurrent=*/true))] += matmul_flops(call);
+    switch (call.def.flops_rule) {
+      case FlopsRule::kNone:
+        return;
+      case FlopsRule::kScores:
+        flops["scores"] += call.def.flops(call.inputs);
+        return;
+      case FlopsRule::kMatmul:
+      case FlopsRule::kBiasedMatmul:
+        flops[std::string(part_of_op(call, Session::current().modules(), /*recurrent=*/true))] += call.def.flops(call.inputs);
+        return;
     }
   }
   void prepare(const DecoderLayer& /*layer*/) {}

@@ -11,10 +11,16 @@ std::string_view saved_op_name(SavedOp op) {
 namespace {
 
 SavedOp classify(const Tensor& tensor, const OpDef* by_op, const std::vector<ModuleFrame>& modules) {
-  if (by_op != nullptr && by_op->kind == OpKind::kAttentionKernel)
-    return tensor.dtype() == DType::kFloat32 ? SavedOp::kSoftmax : SavedOp::kAttBMM;
-  // The fused SwiGLU keeps the experts' gate and up projections: the activation's input.
-  if (by_op != nullptr && by_op->op == Op::kNpuSwiglu) return SavedOp::kFfAct;
+  // The op's row decides where it has a rule: the attention kernel's saves are its statistics (fp32)
+  // and its tensors; the fused SwiGLU keeps the experts' gate and up projections, the activation's input.
+  switch (by_op != nullptr ? by_op->saved_bucket : SavedBucketRule::kByModule) {
+    case SavedBucketRule::kAttentionKernel:
+      return tensor.dtype() == DType::kFloat32 ? SavedOp::kSoftmax : SavedOp::kAttBMM;
+    case SavedBucketRule::kActivation:
+      return SavedOp::kFfAct;
+    case SavedBucketRule::kByModule:
+      break;
+  }
   if (modules.empty() || modules.back().path.empty()) return SavedOp::kOther;
   const ModuleFrame& frame = modules.back();
   if (frame.kind == ModuleKind::kDeltaRule) return SavedOp::kLinrec;

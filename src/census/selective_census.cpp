@@ -15,7 +15,7 @@ namespace {
 class RegionOps final : public Observer {
  public:
   void on_op(const OpCall& call) override {
-    if (call.def.is_view() || Session::current().checkpoint() == nullptr) return;
+    if (call.def.is_view() || Session::current().mode() == nullptr) return;
     auto& [calls, bytes] = ops[std::string(call.def.name)];
     ++calls;
     for (const Tensor& output : call.outputs) {
@@ -28,6 +28,15 @@ class RegionOps final : public Observer {
 };
 
 }  // namespace
+
+void RecomputeLedger::on_op(const OpCall& call) {
+  const bool saved = call.decision == ModeDecision::kSave;
+  if (!call.def.is_matmul() || (!saved && call.decision != ModeDecision::kRecompute)) return;
+  bool attention = false;
+  for (const Tensor& input : call.inputs)
+    for (int64_t id : attention_parameters_) attention = attention || input.storage_id() == id;
+  (attention ? attention_flops : rest_flops)[saved ? 0 : 1] += call.def.flops(call.inputs);
+}
 
 SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain) {
   Measurement measurement(/*attached=*/false);
@@ -45,7 +54,7 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
   const Measured measured = measurement.run(
       [&] {
         Tensor out = checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden,
-                                nullptr, nullptr, explain ? &cached : nullptr);
+                                explain ? &cached : nullptr);
         measurement.remove_observer(&region_ops);
         return out;
       },
@@ -87,9 +96,10 @@ RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_in
   }
   Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);
-  RecomputeLedger ledger;
-  Tensor out = checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden, &ledger,
-                          &attention);
+  RecomputeLedger ledger(std::move(attention));
+  session.add_observer(&ledger);
+  Tensor out = checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden);
+  session.remove_observer(&ledger);
   auto share = [](const std::array<int64_t, 2>& flops) {
     const int64_t total = flops[0] + flops[1];
     return total ? static_cast<double>(flops[1]) / static_cast<double>(total) : 0.0;

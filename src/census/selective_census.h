@@ -5,11 +5,13 @@
 // backward holds with the recompute, and the shares of matmul FLOPs the backward runs again.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "models/config.h"
+#include "ops/dispatch.h"
 
 namespace census {
 
@@ -43,6 +45,22 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
 struct RecomputeShares {
   double attention_mm = 0;
   double ffn_mm = 0;
+};
+
+// The ledger of the recompute shares: the FLOPs of the matmuls a checkpointed region's forward runs
+// (the catalogue's rule), by part (an attention parameter among the inputs, or not) and by the
+// policy's decision, [saved, recomputed], as each call carries it.
+class RecomputeLedger final : public Observer {
+ public:
+  explicit RecomputeLedger(std::vector<int64_t> attention_parameters)
+      : Observer(kOnOp), attention_parameters_(std::move(attention_parameters)) {}
+  void on_op(const OpCall& call) override;
+
+  std::array<int64_t, 2> attention_flops{};
+  std::array<int64_t, 2> rest_flops{};
+
+ private:
+  std::vector<int64_t> attention_parameters_;  // storage ids
 };
 
 RecomputeShares census_recomputed(const ModelConfig& config, int64_t layer_index, int64_t seq_length);

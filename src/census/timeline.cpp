@@ -231,7 +231,7 @@ Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t
   if (selective) shared = {positions.position_ids, positions.cos, positions.sin};
   auto forward = [&] {
     Tensor out = selective ? checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden,
-                                        nullptr, nullptr, nullptr)
+                                        nullptr)
                            : layer->forward(hidden, layer->embed_positions(hidden));
     recorder.end_forward(out, grad, shared);
     return out;

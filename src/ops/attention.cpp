@@ -29,17 +29,11 @@ FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tenso
                                             {stats_sizes, DType::kFloat32}},
       std::vector<int>{0, 1, 2});
   const std::array<Tensor, 3> inputs{query, key, value};
-  const internal::SacAction action = internal::sac_action(op, inputs);
-  FlashOutputs result;
-  if (action == internal::SacAction::kFromCache) {
-    std::vector<Tensor> cached = internal::pop_cached(op);
-    result = FlashOutputs{cached[0], cached[1], cached[2]};
-  } else {
-    result = FlashOutputs{alloc(out_sizes, query.dtype()), alloc(stats_sizes, DType::kFloat32),
-                          alloc(stats_sizes, DType::kFloat32)};
-    dispatch<3, 3>(op, inputs, {result.out, result.softmax_a, result.softmax_b});
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(op, {result.out, result.softmax_a, result.softmax_b});
-  }
+  std::array<Tensor, 3> outputs;
+  internal::run_op(op, inputs, outputs, [&] {
+    outputs = {alloc(out_sizes, query.dtype()), alloc(stats_sizes, DType::kFloat32), alloc(stats_sizes, DType::kFloat32)};
+  });
+  FlashOutputs result{std::move(outputs[0]), std::move(outputs[1]), std::move(outputs[2])};
   set_history(result.out, node, 0);
   if (node) {
     const Tensor* saved[6] = {&query, &key, &value, &result.out, &result.softmax_a, &result.softmax_b};
@@ -60,20 +54,15 @@ Tensor cuda_flash_attention(const Tensor& query, const Tensor& key, const Tensor
                                             {lse_sizes, DType::kFloat32}, {Dims{}, DType::kInt64}, {Dims{}, DType::kInt64}},
       std::vector<int>{0, 1, 2});
   const std::array<Tensor, 3> inputs{query, key, value};
-  const internal::SacAction action = internal::sac_action(Op::kCudaFlashAttention, inputs);
-  std::vector<Tensor> outputs;
-  if (action == internal::SacAction::kFromCache) {
-    outputs = internal::pop_cached(Op::kCudaFlashAttention);
-  } else {
+  std::array<Tensor, 4> outputs;
+  internal::run_op(Op::kCudaFlashAttention, inputs, outputs, [&] {
     // (B, S, Nh, Dv) in memory, handed back as (B, Nh, S, Dv).
     const Tensor bshd = alloc(Dims{batch, seq, heads, value.size(-1)}, query.dtype());
     Dims strides = bshd.strides();
     std::swap(strides[1], strides[2]);
     outputs = {internal::alias(bshd, Dims{batch, heads, seq, value.size(-1)}, strides), alloc(lse_sizes, DType::kFloat32),
                alloc(Dims{}, DType::kInt64), alloc(Dims{}, DType::kInt64)};
-    internal::dispatch(Op::kCudaFlashAttention, inputs, outputs);
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kCudaFlashAttention, outputs);
-  }
+  });
   set_history(outputs[0], node, 0);
   if (node)
     for (int i = 0; i < 7; ++i) node->save(i < 3 ? inputs[static_cast<size_t>(i)] : outputs[static_cast<size_t>(i - 3)], i >= 3);

@@ -25,16 +25,13 @@ class ContractBackward final : public Node {
     set_num_inputs(static_cast<uint32_t>(outputs_.size()));
   }
   GradList apply(GradList& grads) override;
-  void release_variables() override {
-    for (SavedVariable& each : saved_) each.reset();
-  }
   // The contract's saves, in save_for_backward's order.
   void save(const Tensor& tensor, bool is_output) { saved_[saved_count_++].save(tensor, is_output); }
 
  private:
   std::vector<Output> outputs_;
   std::vector<int> grad_of_;
-  std::vector<SavedVariable> saved_ = std::vector<SavedVariable>(kMaxSaved);
+  SavedVariableList saved_{this, kMaxSaved};
   size_t saved_count_ = 0;
   static constexpr size_t kMaxSaved = 8;
 };

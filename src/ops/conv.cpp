@@ -27,12 +27,8 @@ class ConvolutionBackward0 final : public Node {
     internal::dispatch(Op::kConvolutionBackward, inputs, results);
     return out;
   }
-  void release_variables() override {
-    input_.reset();
-    weight_.reset();
-  }
-  SavedVariable input_;
-  SavedVariable weight_;
+  SavedVariable input_{this};
+  SavedVariable weight_{this};
 };
 
 }  // namespace
@@ -45,15 +41,8 @@ Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t paddi
   }
   const int64_t length = input.size(2) + 2 * padding - weight.size(2) + 1;
   const std::array<Tensor, 2> inputs{input, weight};
-  const internal::SacAction action = internal::sac_action(Op::kConvolution, inputs);
-  Tensor out;
-  if (action == internal::SacAction::kFromCache) {
-    out = internal::pop_cached(Op::kConvolution)[0];
-  } else {
-    out = alloc(Dims{input.size(0), weight.size(0), length}, input.dtype());
-    dispatch<2, 1>(Op::kConvolution, inputs, {out});
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kConvolution, {out});
-  }
+  Tensor out = internal::run_op(Op::kConvolution, inputs,
+                                [&] { return alloc(Dims{input.size(0), weight.size(0), length}, input.dtype()); });
   set_history(out, node);
   return out;
 }

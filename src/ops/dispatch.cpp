@@ -43,6 +43,12 @@ Ref<Storage> Session::new_storage(int64_t nbytes, bool is_parameter) {
 void Session::dispatch(const OpCall& call) {
   last_op_ = &call.def;
   for (Observer* observer : op_observers_) observer->on_op(call);
+  if (mode_ != nullptr) mode_->ran(call);
+}
+
+SavedTensorHooks::Packed Session::pack(const Tensor& tensor, Ref<SavedTensorHooks>& /*owner*/, int64_t& /*slot*/) {
+  notify_save(tensor);
+  return Packed::kKept;
 }
 
 void Session::notify_save(const Tensor& tensor) {

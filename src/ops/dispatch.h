@@ -3,10 +3,11 @@
 // TorchDispatchMode stack is told. The measurements are observers; ops and modules never know who is
 // watching.
 //
-// A Session is one census's world: its storage ids, its autograd sequence numbers, its grad mode, the
-// modules running now and the observers listening. Constructing one makes it current for the thread;
-// destroying it restores the previous one. Ids restart with each Session, so a census gives the same
-// bytes whatever ran before.
+// A Session is one census's world: its storage ids, the modules running now, the observers listening,
+// the dispatch mode (if any) and the arena its objects live in; it gives the census its own graph
+// context (graph/context.h), whose saved-tensor hooks at the base are the Session's: observers see each
+// save. Constructing one makes it current for the thread; destroying it restores the previous one. Ids
+// restart with each Session, so a census gives the same bytes whatever ran before.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +17,13 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/context.h"
+#include "graph/saved_variable.h"
 #include "ops/op_def.h"
 #include "tensor/arena.h"
 #include "tensor/tensor.h"
 
 namespace census {
-
-class CheckpointFrame;
 
 // What kind of module is running, as the saved-op attribution reads a module's class: a norm's saves
 // are normOp, an activation function's ffAct. kDeltaRule is no module but a linear attention's gated
@@ -34,10 +35,33 @@ struct ModuleFrame {
   ModuleKind kind;
 };
 
+// What the dispatch mode made of an op call: PyTorch's CheckpointPolicy, as a selective checkpoint's
+// mode decides it for each op of its region.
+enum class ModeDecision : uint8_t {
+  kNone,       // no mode, or a call the mode was not asked about (internal::dispatch)
+  kSave,       // a region's forward keeps the outputs for the backward
+  kRecompute,  // a region's forward leaves the op to the backward to run again
+  kRerun,      // the backward's recompute runs the op again
+  kAnswered,   // the mode answered the outputs (from its cache): the op does not run
+};
+
 struct OpCall {
   const OpDef& def;
   std::span<const Tensor> inputs;   // the tensor arguments, in schema order
   std::span<const Tensor> outputs;  // the returned tensors
+  ModeDecision decision = ModeDecision::kNone;
+};
+
+// A dispatch mode, as PyTorch's TorchDispatchMode sees each op before it runs: it may answer the op's
+// outputs instead of running it. A selective checkpoint's region is one (autograd/checkpoint.h).
+class DispatchMode {
+ public:
+  virtual ~DispatchMode() = default;
+  // Asked before an op with outputs runs (internal::run_op): kAnswered once it has filled `outputs`
+  // (then nothing runs: no allocation, no dispatch), else the decision the call carries.
+  virtual ModeDecision decide(const OpDef& def, std::span<const Tensor> inputs, std::span<Tensor> outputs) = 0;
+  // Told of every call that ran, after the observers.
+  virtual void ran(const OpCall& call) = 0;
 };
 
 // Observer: every hook is a no-op by default; a measurement overrides what it needs and names those
@@ -63,7 +87,7 @@ class Observer {
   uint32_t hooks_;
 };
 
-class Session : public StorageListener {
+class Session : public StorageListener, public SavedTensorHooks {
  public:
   Session();
   ~Session() override;
@@ -77,19 +101,15 @@ class Session : public StorageListener {
 
   // A new storage of `nbytes`, freed (and observers told) when its last tensor goes.
   Ref<Storage> new_storage(int64_t nbytes, bool is_parameter = false);
-  uint64_t next_sequence_nr() { return next_sequence_nr_++; }
-
-  bool grad_enabled() const { return grad_enabled_; }
-  void set_grad_enabled(bool enabled) { grad_enabled_ = enabled; }
 
   const std::vector<ModuleFrame>& modules() const { return modules_; }
 
-  // The checkpointed region running now (its forward or its recompute), if any.
-  CheckpointFrame* checkpoint() const { return checkpoint_; }
-  const Ref<CheckpointFrame>& checkpoint_owner() const { return checkpoint_owner_; }
-  void set_checkpoint(CheckpointFrame* frame, Ref<CheckpointFrame> owner = {}) {
-    checkpoint_ = frame;
-    checkpoint_owner_ = std::move(owner);
+  // The dispatch mode in force, if any; setting one returns the one it replaces.
+  DispatchMode* mode() const { return mode_; }
+  DispatchMode* set_mode(DispatchMode* mode) {
+    DispatchMode* previous = mode_;
+    mode_ = mode;
+    return previous;
   }
   const OpDef* last_op() const { return last_op_; }
 
@@ -101,6 +121,8 @@ class Session : public StorageListener {
   void leave_module();
 
   void on_free(const Storage& storage) override;
+  // The base saved-tensor hook: observers see the save, the variable keeps the tensor.
+  Packed pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) override;
 
  private:
   std::vector<Observer*> observers_;  // all, in the order added
@@ -110,25 +132,10 @@ class Session : public StorageListener {
   std::vector<ModuleFrame> modules_;
   const OpDef* last_op_ = nullptr;
   int64_t next_storage_id_ = 0;
-  uint64_t next_sequence_nr_ = 0;
-  bool grad_enabled_ = true;
+  DispatchMode* mode_ = nullptr;
   Session* previous_ = nullptr;
-  CheckpointFrame* checkpoint_ = nullptr;
-  Ref<CheckpointFrame> checkpoint_owner_;
   Arena arena_;  // the census's tensors, storages and nodes live here (tensor/arena.h)
-};
-
-// Grad mode off for a scope, as torch.no_grad() (and as the engine runs every backward formula).
-class NoGradGuard {
- public:
-  NoGradGuard() : session_(Session::current()), was_(session_.grad_enabled()) { session_.set_grad_enabled(false); }
-  ~NoGradGuard() { session_.set_grad_enabled(was_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  Session& session_;
-  bool was_;
+  GraphScope graph_{this};
 };
 
 // A module's forward, for its duration: observers see it enter and leave, as forward pre-hooks and

@@ -1,4 +1,5 @@
-// Factories: tensors made from no tensor input. They record no node.
+// Factories: tensors made from no tensor input (empty, zeros, ones, eye, arange, the new_* and *_like
+// forms). They record no node.
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -8,12 +9,6 @@ using internal::dispatch;
 
 Tensor empty(const Dims& sizes, DType dtype) {
   Tensor out = alloc(sizes, dtype);
-  dispatch<0, 1>(Op::kEmpty, {}, {out});
-  return out;
-}
-
-Tensor empty_strided(const Dims& sizes, const Dims& strides, DType dtype) {
-  Tensor out = alloc(sizes, strides, dtype);
   dispatch<0, 1>(Op::kEmpty, {}, {out});
   return out;
 }
@@ -41,6 +36,36 @@ Tensor new_empty(const Tensor& self, const Dims& sizes) {
 Tensor arange(int64_t end, DType dtype) {
   Tensor out = alloc(Dims{end}, dtype);
   dispatch<0, 1>(Op::kArange, {}, {out});
+  return out;
+}
+
+Tensor ones(const Dims& sizes, DType dtype) {
+  Tensor out = alloc(sizes, dtype);
+  dispatch<0, 1>(Op::kOnes, {}, {out});
+  return out;
+}
+
+Tensor zeros(const Dims& sizes, DType dtype) {
+  Tensor out = alloc(sizes, dtype);
+  dispatch<0, 1>(Op::kZeros, {}, {out});
+  return out;
+}
+
+Tensor zeros_like(const Tensor& self) {
+  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
+  dispatch<1, 1>(Op::kZerosLike, {self}, {out});
+  return out;
+}
+
+Tensor eye(int64_t n, DType dtype) {
+  Tensor out = alloc(Dims{n, n}, dtype);
+  dispatch<0, 1>(Op::kEye, {}, {out});
+  return out;
+}
+
+Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides) {
+  Tensor out = alloc(sizes, strides, self.dtype());
+  dispatch<1, 1>(Op::kNewEmptyStrided, {self}, {out});
   return out;
 }
 

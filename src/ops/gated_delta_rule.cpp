@@ -25,10 +25,7 @@ class GatedDeltaRuleBackward final : public Node {
     for (int i = 0; i < 5; ++i) out[i] = empty_like(saved[i]);  // q, k, v, gates (for g), beta
     return out;
   }
-  void release_variables() override {
-    for (SavedVariable& saved : saved_) saved.reset();
-  }
-  SavedVariable saved_[6];  // query, key, value, gates, beta, chunks
+  SavedVariableList saved_{this, 6};  // query, key, value, gates, beta, chunks
 };
 
 }  // namespace

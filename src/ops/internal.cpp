@@ -1,7 +1,5 @@
 #include "ops/internal.h"
 
-#include "autograd/checkpoint.h"
-
 #include <algorithm>
 
 namespace census::ops::internal {
@@ -109,47 +107,6 @@ std::optional<Dims> view_strides(const Tensor& self, const Dims& sizes) {
   }
   if (view_d != -1) return std::nullopt;
   return new_strides;
-}
-
-SacAction sac_action(Op op, std::span<const Tensor> inputs) {
-  CheckpointFrame* frame = Session::current().checkpoint();
-  if (frame == nullptr) return SacAction::kRun;
-  const bool recompute = frame->phase == CheckpointFrame::Phase::kRecompute;
-  const bool saves = frame->policy.saves(op, recompute);
-  if (!recompute && frame->ledger != nullptr &&
-      (op == Op::kMm || op == Op::kAddmm || op == Op::kBmm || op == Op::kGroupedMm)) {
-    // The recompute shares: this matmul's FLOPs, by part and by whether the backward runs it again.
-    const bool addmm = op == Op::kAddmm;
-    const int64_t flops = 2 * inputs[addmm ? 1 : 0].numel() * inputs[addmm ? 2 : 1].size(-1);
-    bool attention = false;
-    for (const Tensor& input : inputs)
-      for (int64_t id : *frame->attention_parameters) attention = attention || input.storage_id() == id;
-    (attention ? frame->ledger->attention_flops : frame->ledger->rest_flops)[saves ? 0 : 1] += flops;
-  }
-  if (!saves) return SacAction::kRun;
-  return recompute ? SacAction::kFromCache : SacAction::kRunAndCache;
-}
-
-std::vector<Tensor> pop_cached(Op op) {
-  CheckpointFrame* frame = Session::current().checkpoint();
-  size_t& next = frame->cache_next[op];
-  // The entry leaves the cache: the recompute holds its tensors from now.
-  return std::move(frame->cache[op][next++]);
-}
-
-void push_cached(Op op, std::vector<Tensor> outputs) {
-  // Detached, as the caching mode stores them: the cache holds bytes, not the graph (a graph holding
-  // its own cache through a holder would never be freed).
-  for (Tensor& output : outputs) output = output.detach();
-  Session& session = Session::current();
-  CheckpointFrame* frame = session.checkpoint();
-  if (frame->cached_log != nullptr) {
-    const std::string_view module = session.modules().empty() ? std::string_view() : session.modules().back().path;
-    for (size_t i = 0; i < outputs.size(); ++i)
-      frame->cached_log->push_back(
-          {op_def(op).name, module, outputs[i].sizes(), outputs[i].dtype(), outputs[i].nbytes(), i == 0});
-  }
-  frame->cache[op].push_back(std::move(outputs));
 }
 
 }  // namespace census::ops::internal

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "autograd/node.h"
+#include "graph/node.h"
 #include "ops/dispatch.h"
 #include "ops/op_def.h"
 #include "tensor/tensor.h"
@@ -37,20 +37,37 @@ Dims broadcast_sizes(const Dims& a, const Dims& b);
 // ATen's computeStride: the strides of a view of `sizes` onto a tensor, if a view can express it.
 std::optional<Dims> view_strides(const Tensor& self, const Dims& sizes);
 
-// Note [Selective checkpointing] In a checkpointed region each op the policy can save asks it: in
-// the forward a saved op runs and its outputs are cached; in the recompute a saved op's outputs are
-// popped from the cache instead, and nothing runs (no allocation, no dispatch).
-enum class SacAction : uint8_t { kRun, kRunAndCache, kFromCache };
-SacAction sac_action(Op op, std::span<const Tensor> inputs);
-std::vector<Tensor> pop_cached(Op op);
-void push_cached(Op op, std::vector<Tensor> outputs);
-
 template <size_t N, size_t M>
 void dispatch(Op op, const std::array<Tensor, N>& inputs, const std::array<Tensor, M>& outputs) {
   Session::current().dispatch(OpCall{op_def(op), inputs, outputs});
 }
 inline void dispatch(Op op, std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
   Session::current().dispatch(OpCall{op_def(op), inputs, outputs});
+}
+
+// Note [Ops through the dispatch mode] An op whose outputs a dispatch mode may answer (a checkpoint's
+// cache answers the ops its policy saves, Note [Selective checkpoint policy]) runs through run_op: the
+// mode decides first; unless it answered, `make` allocates the outputs into `outputs` and the call is
+// dispatched with the mode's decision. A mode refuses a call it was not asked about whose catalogue
+// row says it may answer it, so no such op can bypass it.
+template <class Make>
+void run_op(Op op, std::span<const Tensor> inputs, std::span<Tensor> outputs, Make&& make) {
+  Session& session = Session::current();
+  const OpDef& def = op_def(op);
+  ModeDecision decision = ModeDecision::kNone;
+  if (DispatchMode* mode = session.mode()) {
+    decision = mode->decide(def, inputs, outputs);
+    if (decision == ModeDecision::kAnswered) return;
+  }
+  make();
+  session.dispatch(OpCall{def, inputs, outputs, decision});
+}
+// One output, which `make` returns.
+template <class Make>
+Tensor run_op(Op op, std::span<const Tensor> inputs, Make&& make) {
+  Tensor out[1];
+  run_op(op, inputs, out, [&] { out[0] = make(); });
+  return std::move(out[0]);
 }
 
 }  // namespace census::ops::internal

@@ -58,8 +58,7 @@ class ScatterBackward0 final : public Node {
     if (should_compute_output(1)) out[1] = gather(grads[0], dim_, index);
     return out;
   }
-  void release_variables() override { index_.reset(); }
-  SavedVariable index_;
+  SavedVariable index_{this};
 
  private:
   int64_t dim_;

@@ -20,8 +20,7 @@ class LogSoftmaxBackward0 final : public Node {
     dispatch<2, 1>(Op::kLogSoftmaxBackward, {grads[0], result}, {out});
     return {out};
   }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
+  SavedVariable result_{this};
 
  private:
   DType self_dtype_;
@@ -41,14 +40,9 @@ class NllLossBackward0 final : public Node {
     dispatch<4, 1>(Op::kNllLossBackward, {grads[0], self, target, total_weight}, {out});
     return {out};
   }
-  void release_variables() override {
-    self_.reset();
-    target_.reset();
-    total_weight_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable target_;
-  SavedVariable total_weight_;
+  SavedVariable self_{this};
+  SavedVariable target_{this};
+  SavedVariable total_weight_{this};
 };
 
 }  // namespace

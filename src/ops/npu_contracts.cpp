@@ -35,14 +35,9 @@ class GmmFunctionBackward final : public Node {
     out[1] = dw;
     return out;
   }
-  void release_variables() override {
-    x_.reset();
-    weight_.reset();
-    group_list_.reset();
-  }
-  SavedVariable x_;
-  SavedVariable weight_;
-  SavedVariable group_list_;
+  SavedVariable x_{this};
+  SavedVariable weight_{this};
+  SavedVariable group_list_{this};
 };
 
 }  // namespace

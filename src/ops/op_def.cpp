@@ -3,6 +3,8 @@
 #include <array>
 #include <cassert>
 
+#include "tensor/tensor.h"
+
 namespace census {
 namespace {
 
@@ -42,8 +44,8 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNewZeros, "aten.new_zeros.default", OpKind::kFactory},
     {Op::kEmptyLike, "aten.empty_like.default", OpKind::kFactory},
     {Op::kEmpty, "aten.empty.memory_format", OpKind::kFactory},
-    {Op::kMm, "aten.mm.default", OpKind::kMatmul},
-    {Op::kAddmm, "aten.addmm.default", OpKind::kMatmul},
+    {Op::kMm, "aten.mm.default", OpKind::kMatmul, SacClass::kAlternate, FlopsRule::kMatmul},
+    {Op::kAddmm, "aten.addmm.default", OpKind::kMatmul, SacClass::kAlwaysSave, FlopsRule::kBiasedMatmul},
     {Op::kLogSoftmax, "aten._log_softmax.default", OpKind::kCompute},
     {Op::kLogSoftmaxBackward, "aten._log_softmax_backward_data.default", OpKind::kCompute},
     {Op::kNllLossForward, "aten.nll_loss_forward.default", OpKind::kCompute},
@@ -77,7 +79,7 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kZeros, "aten.zeros.default", OpKind::kFactory},
     {Op::kSplit, "aten.split.Tensor", OpKind::kView},
     {Op::kSplitWithSizes, "aten.split_with_sizes.default", OpKind::kView},
-    {Op::kGroupedMm, "aten._grouped_mm.default", OpKind::kMatmul},
+    {Op::kGroupedMm, "aten._grouped_mm.default", OpKind::kMatmul, SacClass::kAlternate, FlopsRule::kMatmul},
     {Op::kSub, "aten.sub.Tensor", OpKind::kCompute},
     {Op::kNewEmpty, "aten.new_empty.default", OpKind::kFactory},
     {Op::kNewEmptyStrided, "aten.new_empty_strided.default", OpKind::kFactory},
@@ -99,8 +101,8 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kIndexAddInplace, "aten.index_add_.default", OpKind::kInPlace},
     {Op::kIndexSelect, "aten.index_select.default", OpKind::kCompute},
     // Gated delta net
-    {Op::kBmm, "aten.bmm.default", OpKind::kMatmul},
-    {Op::kConvolution, "aten.convolution.default", OpKind::kCompute},
+    {Op::kBmm, "aten.bmm.default", OpKind::kMatmul, SacClass::kAlwaysSave, FlopsRule::kMatmul},
+    {Op::kConvolution, "aten.convolution.default", OpKind::kCompute, SacClass::kAlwaysSave},
     {Op::kConvolutionBackward, "aten.convolution_backward.default", OpKind::kCompute},
     {Op::kExp, "aten.exp.default", OpKind::kCompute},
     {Op::kTril, "aten.tril.default", OpKind::kCompute},
@@ -111,15 +113,19 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kOnes, "aten.ones.default", OpKind::kFactory},
     {Op::kEye, "aten.eye.default", OpKind::kFactory},
     {Op::kNpuRmsNorm, "nd_census_npu.rms_norm.default", OpKind::kCompute},
-    {Op::kNpuSwiglu, "nd_census_npu.swiglu.default", OpKind::kCompute},
+    {Op::kNpuSwiglu, "nd_census_npu.swiglu.default", OpKind::kCompute, SacClass::kRecompute, FlopsRule::kNone,
+     SavedBucketRule::kActivation},
     {Op::kNpuRotaryMul, "nd_census_npu.rotary_mul.default", OpKind::kCompute},
     {Op::kNpuMoeTokenPermute, "nd_census_npu.moe_token_permute.default", OpKind::kCompute},
     {Op::kNpuMoeTokenUnpermute, "nd_census_npu.moe_token_unpermute.default", OpKind::kCompute},
     // A plain function in the reference's contracts (its output a new_empty), named here for what it is.
     {Op::kNpuGroupedMatmul, "torch_npu.npu_grouped_matmul.default", OpKind::kCompute},
-    {Op::kNpuFusionAttention, "nd_census_npu.fusion_attention.default", OpKind::kAttentionKernel},
-    {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
-    {Op::kCudaFlashAttention, "nd_census.cuda_flash_attention.default", OpKind::kAttentionKernel},
+    {Op::kNpuFusionAttention, "nd_census_npu.fusion_attention.default", OpKind::kAttentionKernel, SacClass::kAlwaysSave,
+     FlopsRule::kScores, SavedBucketRule::kAttentionKernel},
+    {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel, SacClass::kAlwaysSave,
+     FlopsRule::kScores, SavedBucketRule::kAttentionKernel},
+    {Op::kCudaFlashAttention, "nd_census.cuda_flash_attention.default", OpKind::kAttentionKernel, SacClass::kAlwaysSave,
+     FlopsRule::kScores, SavedBucketRule::kAttentionKernel},
     {Op::kStack, "aten.stack.default", OpKind::kCompute},
     // Dropout off CUDA
     {Op::kBernoulliInplace, "aten.bernoulli_.float", OpKind::kInPlace},
@@ -145,5 +151,26 @@ static_assert(catalogue_in_order(), "kCatalogue rows must follow the order of en
 }  // namespace
 
 const OpDef& op_def(Op op) { return kCatalogue[static_cast<size_t>(op)]; }
+
+std::span<const OpDef> op_catalogue() { return kCatalogue; }
+
+int64_t OpDef::flops(std::span<const Tensor> inputs) const {
+  constexpr int64_t kFmaFlops = 2;  // a multiply and an add per term
+  switch (flops_rule) {
+    case FlopsRule::kNone:
+      return 0;
+    case FlopsRule::kMatmul:
+      return kFmaFlops * inputs[0].numel() * inputs[1].size(-1);
+    case FlopsRule::kBiasedMatmul:
+      return kFmaFlops * inputs[1].numel() * inputs[2].size(-1);
+    case FlopsRule::kScores: {
+      const Tensor& query = inputs[0];
+      const Tensor& key = inputs[1];
+      const Tensor& value = inputs[2];
+      return kFmaFlops * query.size(0) * query.size(1) * query.size(2) * key.size(2) * (query.size(3) + value.size(-1));
+    }
+  }
+  return 0;
+}
 
 }  // namespace census

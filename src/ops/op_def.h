@@ -1,12 +1,14 @@
 // File: op_def.h
-// The op catalogue: one OpDef per aten overload a census dispatches, named as ATen names it. An entry
-// states the facts an observer needs without knowing the op: whether it is a view (a view moves no
-// bytes and allocates nothing), and whether it is a matmul or an attention kernel (whose FLOPs and
-// saves are priced apart). What each op saves and what its backward runs live beside its function
-// in ops/*.cpp, one place per op.
+// The op catalogue: one OpDef per aten overload a census dispatches, named as ATen names it. A row
+// states every fact about an op that is data, so that a policy or an observer reads it instead of
+// knowing the op: its kind (a view moves no bytes and allocates nothing), its class under the
+// selective checkpoint policy, how its FLOPs are counted, and which saved-op bucket the tensors saved
+// right after it fall in where the op decides that. What each op saves and what its backward runs live
+// beside its function in ops/*.cpp, one place per op.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace census {
@@ -18,6 +20,28 @@ enum class OpKind : uint8_t {
   kMatmul,           // mm, addmm, bmm, _grouped_mm: FLOPs = 2 * numel(first) * last dim of second
   kAttentionKernel,  // the census's flash-attention contract: its FLOPs are the scores', its saves attBMM/softmax
   kFactory,          // creates a tensor from no tensor input (arange, empty, zeros)
+};
+
+// HyperParallel's selective policy (Note [Selective checkpoint policy]).
+enum class SacClass : uint8_t {
+  kRecompute,   // left to the backward to run again
+  kAlternate,   // mm and _grouped_mm, counted together: the 1st, 3rd, ... saved
+  kAlwaysSave,  // addmm, bmm, the convolution, the attention kernels
+};
+
+enum class FlopsRule : uint8_t {
+  kNone,
+  kMatmul,        // 2 * numel(first input) * last dim of the second
+  kBiasedMatmul,  // addmm: the same of its 2nd and 3rd inputs (the bias aside)
+  kScores,        // the attention kernel: QK^T and AV at every pair of tokens (causal mask explicit)
+};
+
+// The saved-op bucket of what is saved right after the op runs, where the op decides it (else the
+// module running does).
+enum class SavedBucketRule : uint8_t {
+  kByModule,
+  kAttentionKernel,  // fp32 (the softmax statistics) softmax, else attBMM
+  kActivation,       // ffAct (a fused activation's contract)
 };
 
 enum class Op : uint8_t {
@@ -58,15 +82,24 @@ enum class Op : uint8_t {
   kCount,
 };
 
+class Tensor;
+
 struct OpDef {
   Op op;
   std::string_view name;  // as ATen prints it: "aten.mm.default"
   OpKind kind;
+  SacClass sac = SacClass::kRecompute;
+  FlopsRule flops_rule = FlopsRule::kNone;
+  SavedBucketRule saved_bucket = SavedBucketRule::kByModule;
 
   bool is_view() const { return kind == OpKind::kView; }
   bool is_matmul() const { return kind == OpKind::kMatmul; }
+  // The FLOPs of a call with these tensor arguments, by flops_rule (0 for kNone).
+  int64_t flops(std::span<const Tensor> inputs) const;
 };
 
 const OpDef& op_def(Op op);
+// Every row, in the order of enum Op.
+std::span<const OpDef> op_catalogue();
 
 }  // namespace census

@@ -20,7 +20,6 @@ namespace census::ops {
 
 // --- Factories (no node) ---
 Tensor empty(const Dims& sizes, DType dtype);
-Tensor empty_strided(const Dims& sizes, const Dims& strides, DType dtype);
 Tensor empty_like(const Tensor& self);  // keeps self's strides when dense, as preserve_format does
 Tensor new_zeros(const Tensor& self, const Dims& sizes);
 Tensor new_zeros(const Tensor& self, const Dims& sizes, DType dtype);

@@ -1,6 +1,6 @@
-// The ops of a mixture-of-experts layer's router and of Transformers' grouped experts: activations
-// (sigmoid, softmax), selection (topk, sort, gather, index) and its bookkeeping on integer tensors,
-// and _grouped_mm. Above each node, the derivatives.yaml entry it follows.
+// The ops of a mixture-of-experts layer's router: activations (softmax, div), selection (topk, sort,
+// gather, index), scatter, and its bookkeeping on integer tensors. Above each node, the
+// derivatives.yaml entry it follows.
 //
 // Note [Subclass-like under fake tensors] FunctionsManual takes an out-of-place path when any tensor
 // is "subclass-like", which every tensor is under a dispatch mode such as the census's fake tensors:
@@ -29,8 +29,7 @@ class SoftmaxBackward0 final : public Node {
     dispatch<2, 1>(Op::kSoftmaxBackward, {grads[0], result}, {out});
     return {out};
   }
-  void release_variables() override { result_.reset(); }
-  SavedVariable result_;
+  SavedVariable result_{this};
 
  private:
   DType self_dtype_;
@@ -58,12 +57,8 @@ class DivBackward0 final : public Node {
     if (should_compute_output(0)) out[0] = div(grads[0], other);
     return out;
   }
-  void release_variables() override {
-    self_.reset();
-    other_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable other_;
+  SavedVariable self_{this};
+  SavedVariable other_{this};
 };
 
 // topk(Tensor self, int k, int dim, bool largest, bool sorted)
@@ -77,8 +72,7 @@ class TopkBackward0 final : public Node {
     Tensor zeros = new_zeros(grads[0], self_sizes_);
     return {scatter(zeros, -1, indices, grads[0])};
   }
-  void release_variables() override { indices_.reset(); }
-  SavedVariable indices_;
+  SavedVariable indices_{this};
 
  private:
   Dims self_sizes_;
@@ -89,17 +83,14 @@ class TopkBackward0 final : public Node {
 class IndexBackward0 final : public Node {
  public:
   IndexBackward0(uint64_t seq, Dims self_sizes, size_t indices)
-      : Node("IndexBackward0", seq), indices_(indices), self_sizes_(self_sizes) {}
+      : Node("IndexBackward0", seq), indices_(this, indices), self_sizes_(self_sizes) {}
   GradList apply(GradList& grads) override {
     std::vector<Tensor> indices;
     for (SavedVariable& index : indices_) indices.push_back(index.unpack());
     Tensor zeros = new_zeros(grads[0], self_sizes_);
     return {index_put(zeros, indices[0], grads[0])};
   }
-  void release_variables() override {
-    for (SavedVariable& index : indices_) index.reset();
-  }
-  std::vector<SavedVariable> indices_;
+  SavedVariableList indices_;
 
  private:
   Dims self_sizes_;
@@ -117,12 +108,8 @@ class GatherBackward0 final : public Node {
     Tensor zeros = zeros_like(self);
     return {scatter_add(zeros, dim_, index, grads[0])};
   }
-  void release_variables() override {
-    self_.reset();
-    index_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable index_;
+  SavedVariable self_{this};
+  SavedVariable index_{this};
 
  private:
   int dim_;
@@ -136,8 +123,7 @@ class MaskedFillBackward0 final : public Node {
     const Tensor mask = mask_.unpack();
     return {masked_fill(grads[0], mask)};
   }
-  void release_variables() override { mask_.reset(); }
-  SavedVariable mask_;
+  SavedVariable mask_{this};
 };
 
 // clamp(Tensor self, Scalar? min, Scalar? max)  self: clamp_backward(grad, self, min, max)  -> saves self
@@ -165,53 +151,10 @@ class ClampBackward1 final : public Node {
     dispatch<3, 1>(Op::kWhere, {mask, grad, zero}, {out});
     return {out};
   }
-  void release_variables() override { self_.reset(); }
-  SavedVariable self_;
+  SavedVariable self_{this};
 
  private:
   bool has_min_, has_max_;
-};
-
-bool column_major(const Tensor& t) {
-  return t.stride(-2) == 1 && t.stride(-1) == t.size(-2);
-}
-
-// _grouped_mm(Tensor self, Tensor mat2, Tensor? offs, ...)
-//   self: _grouped_mm_mat1_backward(grad, mat2, ..., offs)   -> saves mat2 iff self needs grad
-//   mat2: _grouped_mm_mat2_backward(grad, self, ..., offs)   -> saves self iff mat2 needs grad
-// offs is saved whenever either is computed.
-class GroupedMmBackward0 final : public Node {
- public:
-  GroupedMmBackward0(uint64_t seq, const Tensor& self, const Tensor& mat2)
-      : Node("GroupedMmBackward0", seq), self_column_major_(column_major(self)), mat2_column_major_(column_major(mat2)) {}
-  // As MmBackward0 (Note [MmBackward0 order]), the weight's gradient first.
-  GradList apply(GradList& grads) override {
-    const Tensor self = self_.unpack();
-    const Tensor mat2 = mat2_.unpack();
-    const Tensor offs = offs_.unpack();
-    GradList out(2);
-    if (should_compute_output(1)) {
-      out[1] = mat2_column_major_ ? transpose(grouped_mm(t(grads[0]), self, offs), -2, -1)
-                                  : grouped_mm(t(self), grads[0], offs);
-    }
-    if (should_compute_output(0)) {
-      out[0] = self_column_major_ ? t(grouped_mm(mat2, t(grads[0]), offs))
-                                  : grouped_mm(grads[0], transpose(mat2, -2, -1), offs);
-    }
-    return out;
-  }
-  void release_variables() override {
-    self_.reset();
-    mat2_.reset();
-    offs_.reset();
-  }
-  SavedVariable self_;
-  SavedVariable mat2_;
-  SavedVariable offs_;
-
- private:
-  bool self_column_major_;
-  bool mat2_column_major_;
 };
 
 }  // namespace
@@ -371,30 +314,6 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double /*value*/) {
 Tensor histc(const Tensor& self, int64_t bins) {
   Tensor out = alloc(Dims{bins}, self.dtype());
   dispatch<1, 1>(Op::kHistc, {self}, {out});
-  return out;
-}
-
-Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs) {
-  auto node = make_node<GroupedMmBackward0>({&self, &mat2}, self, mat2);
-  if (node) {
-    if (node->should_compute_output(0)) node->mat2_.save(mat2);
-    if (node->should_compute_output(1)) node->self_.save(self);
-    node->offs_.save(offs);
-  }
-  // 2-d by 3-d: each group of rows times its expert's matrix, (S, N). 2-d by 2-d (the weight's
-  // gradient): one (M, N) product per group, (E, M, N).
-  const Dims sizes = mat2.dim() == 3 ? Dims{self.size(0), mat2.size(2)} : Dims{offs.size(0), self.size(0), mat2.size(1)};
-  const std::array<Tensor, 3> inputs{self, mat2, offs};
-  const internal::SacAction action = internal::sac_action(Op::kGroupedMm, inputs);
-  Tensor out;
-  if (action == internal::SacAction::kFromCache) {
-    out = internal::pop_cached(Op::kGroupedMm)[0];
-  } else {
-    out = alloc(sizes, self.dtype());
-    dispatch<3, 1>(Op::kGroupedMm, inputs, {out});
-    if (action == internal::SacAction::kRunAndCache) internal::push_cached(Op::kGroupedMm, {out});
-  }
-  set_history(out, node);
   return out;
 }
 

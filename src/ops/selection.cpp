@@ -46,12 +46,8 @@ class IndexAddBackward0 final : public Node {
     if (should_compute_output(1)) out[1] = index_select(grads[0], index);
     return out;
   }
-  void release_variables() override {
-    index_.reset();
-    source_.reset();
-  }
-  SavedVariable index_;
-  SavedVariable source_;
+  SavedVariable index_{this};
+  SavedVariable source_{this};
 };
 
 }  // namespace

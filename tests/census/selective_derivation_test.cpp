@@ -6,6 +6,7 @@
 
 #include "autograd/checkpoint.h"
 #include "census/measurement.h"
+#include "census/selective_census.h"
 #include "nn/linear.h"
 #include "ops/ops.h"
 
@@ -42,14 +43,15 @@ TEST(TwoProjectionsWithRelu, SelectiveKeptWorkingAndShare) {
   nn::ParameterList parameters;
   nn::Linear up("mlp.up", H, M, /*bias=*/false, parameters);
   nn::Linear down("mlp.down", M, O, /*bias=*/false, parameters);
-  std::vector<int64_t> attention;  // none: both projections are the rest of the layer
-  RecomputeLedger ledger;
+  RecomputeLedger ledger({});  // no attention parameters: both projections are the rest of the layer
   Tensor x = make_tensor(Dims{1, S, H}, DType::kBFloat16, /*requires_grad=*/true);
   measurement.track(x);
+  measurement.add_observer(&ledger);
   const Measured m = measurement.run(
       [&] {
-        return checkpoint([&](const Tensor& input) { return down.forward(ops::relu(up.forward(input))); }, x,
-                          &ledger, &attention);
+        Tensor out = checkpoint([&](const Tensor& input) { return down.forward(ops::relu(up.forward(input))); }, x);
+        measurement.remove_observer(&ledger);
+        return out;
       },
       parameters, make_tensor(Dims{1, S, O}, DType::kBFloat16));
   EXPECT_EQ(m.kept_bytes, 2 * S * H + 2 * S * M);

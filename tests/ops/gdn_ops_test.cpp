@@ -3,7 +3,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
-#include "autograd/node.h"
+#include "graph/node.h"
 #include "ops/ops.h"
 #include "../recording_observer.h"
 

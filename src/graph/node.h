@@ -1,7 +1,8 @@
 // File: node.h
 // Autograd graph nodes as PyTorch's eager autograd builds them: each op that sees an input requiring
 // grad creates a Node with the next sequence number, edges to its inputs' producers, and the tensors
-// its backward formula names (SavedVariable). The engine (engine.h) runs them.
+// its backward formula names (SavedVariable). The graph is data: the engine that runs it
+// (autograd/engine.h) lives above the ops its formulas call.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,10 @@
 #include <limits>
 #include <memory>
 #include <string_view>
-#include <vector>
 
+#include "graph/context.h"
+#include "graph/saved_variable.h"
+#include "tensor/arena.h"
 #include "tensor/tensor.h"
 #include "util/small_vector.h"
 
@@ -33,37 +36,6 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
-class CheckpointFrame;
-
-// SavedVariable: a tensor a node keeps for its backward. It keeps the whole storage alive and never
-// copies. The pack hook (observers' on_save) sees it as it is saved. States follow PyTorch's: empty,
-// saved, released after the node ran; in a checkpointed region, packed: a holder whose tensor the
-// region's recompute makes (autograd/checkpoint.h).
-class SavedVariable {
- public:
-  enum class State : uint8_t { kEmpty, kSaved, kPacked, kReleased };
-
-  SavedVariable() = default;
-  ~SavedVariable();
-  SavedVariable(const SavedVariable&) = delete;
-  SavedVariable& operator=(const SavedVariable&) = delete;
-
-  // `is_output`: the op's own result, kept without its history (a node holding its own output through
-  // that output's grad_fn would be a cycle); an input is kept as it is.
-  void save(const Tensor& tensor, bool is_output = false);
-  // The saved tensor; a holder's recomputed one, taken from its frame (the recompute runs first if
-  // it has not yet).
-  Tensor unpack();
-  void reset();
-  State state() const { return state_; }
-
- private:
-  Tensor data_;
-  Ref<CheckpointFrame> frame_;
-  int64_t holder_ = -1;
-  State state_ = State::kEmpty;
-};
-
 class Node {
  public:
   static constexpr uint64_t kAccumulateGradSequenceNr = std::numeric_limits<uint64_t>::max();
@@ -76,11 +48,16 @@ class Node {
   // Gradients of the node's inputs (its forward inputs), one per next edge; undefined where the
   // edge is invalid. `grads` are the gradients of its forward outputs, by output number.
   virtual GradList apply(GradList& grads) = 0;
-  // Drop every SavedVariable, as release_variables() does once the node has run.
-  virtual void release_variables() {}
+  // Drop every SavedVariable the node owns, in declaration order, as release_variables() does once
+  // the node has run.
+  void release_variables() {
+    for (SavedVariable* saved = first_saved_; saved != nullptr; saved = saved->next_in_node_) saved->reset();
+  }
 
   std::string_view name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
+  // A leaf's accumulator (accumulate_grad.h), which the engine runs itself.
+  bool is_accumulate_grad() const { return sequence_nr_ == kAccumulateGradSequenceNr; }
   const SmallVector<Edge, 6>& next_edges() const { return next_edges_; }
   SmallVector<Edge, 6>& next_edges() { return next_edges_; }
   // How many gradients flow into this node: its forward outputs.
@@ -91,8 +68,11 @@ class Node {
  private:
   std::string_view name_;
   uint64_t sequence_nr_;
+  friend class SavedVariable;
   SmallVector<Edge, 6> next_edges_;
   uint32_t num_inputs_ = 1;
+  SavedVariable* first_saved_ = nullptr;  // the variables it owns, a list in declaration order
+  SavedVariable* last_saved_ = nullptr;
 
  public:
   // The engine's bookkeeping for one backward: edges still to arrive, and the InputBuffer.
@@ -100,6 +80,11 @@ class Node {
   bool reached = false;
   GradList input_buffer;
 };
+
+inline SavedVariable::SavedVariable(Node* owner) {
+  (owner->last_saved_ != nullptr ? owner->last_saved_->next_in_node_ : owner->first_saved_) = this;
+  owner->last_saved_ = this;
+}
 
 // The edge that a gradient of `tensor` takes: to its grad_fn, to a leaf's AccumulateGrad (made on
 // first use and shared after, as PyTorch caches it), or nowhere if it needs no gradient.
@@ -111,8 +96,15 @@ void set_history(const Tensor& out, const Ref<Node>& node, uint32_t output_nr = 
 // Make node T for an op with differentiable `inputs` if grad mode is on and any input requires grad;
 // else nullptr (no node, nothing saved).
 template <class T, class... Args>
-Ref<T> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args);
+Ref<T> make_node(std::initializer_list<const Tensor*> inputs, Args&&... args) {
+  GraphContext& context = GraphContext::current();
+  if (!context.grad_enabled()) return nullptr;
+  bool any = false;
+  for (const Tensor* input : inputs) any = any || (input->defined() && input->requires_grad());
+  if (!any) return nullptr;
+  auto node = arena_shared<T>(context.next_sequence_nr(), std::forward<Args>(args)...);
+  for (const Tensor* input : inputs) node->next_edges().push_back(input->defined() ? gradient_edge(*input) : Edge{});
+  return node;
+}
 
 }  // namespace census
-
-#include "autograd/node_inl.h"

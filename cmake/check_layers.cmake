@@ -1,0 +1,27 @@
+# The folders of src/ are layers; a file may include from its own folder and the folders below it:
+#   util < tensor < graph < ops < autograd < nn < models < census < cli < python
+# Run as: cmake -DROOT=<a src tree> -P check_layers.cmake. An include from a lower folder to a higher
+# one stops it with one line naming the file and the include.
+set(CENSUS_LAYERS util tensor graph ops autograd nn models census cli python)
+if(NOT ROOT)
+  message(FATAL_ERROR "check_layers.cmake: pass -DROOT=<the src folder to check>")
+endif()
+get_filename_component(ROOT ${ROOT} ABSOLUTE)
+file(GLOB_RECURSE layer_files RELATIVE ${ROOT} ${ROOT}/*.h ${ROOT}/*.cpp)
+list(SORT layer_files)
+foreach(layer_file IN LISTS layer_files)
+  string(REGEX MATCH "^[^/]+" folder ${layer_file})
+  list(FIND CENSUS_LAYERS ${folder} folder_rank)
+  if(folder_rank EQUAL -1)
+    continue()
+  endif()
+  file(STRINGS ${ROOT}/${layer_file} includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"[A-Za-z0-9_]+/")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*$" "\\1" included "${line}")
+    string(REGEX MATCH "^[^/]+" included_folder ${included})
+    list(FIND CENSUS_LAYERS ${included_folder} included_rank)
+    if(included_rank GREATER folder_rank)
+      message(FATAL_ERROR "layering: ${layer_file} includes \"${included}\" from above ${folder}/")
+    endif()
+  endforeach()
+endforeach()

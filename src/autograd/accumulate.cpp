@@ -1,0 +1,43 @@
+#include "autograd/accumulate.h"
+
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace census {
+namespace {
+
+// The strides a leaf's .grad must have to be stolen: the leaf's own, dimensions of size 1 aside.
+bool obeys_layout_contract(const Tensor& grad, const TensorImpl& variable) {
+  if (grad.sizes() != variable.sizes) return false;
+  for (int i = 0; i < grad.dim(); ++i)
+    if (grad.sizes()[i] != 1 && grad.strides()[i] != variable.strides[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+// Note [Stealing the first gradient]
+// PyTorch's AccumulateGrad::accumulateGrad sets .grad to the incoming gradient itself, no copy, when
+// grad mode is off, the gradient is referenced by nothing else (use_count <= 1), and its strides obey
+// the leaf's layout; else it clones. A linear weight's gradient arrives as the t() view of an mm
+// output with the weight's own strides, and is stolen. A residual stream's gradient that another
+// node's buffer still holds is cloned.
+void accumulate_grad(const AccumulateGrad& node, GradList& grads) {
+  Tensor& grad = grads[0];
+  if (!grad.defined()) return;
+  TensorImpl& variable = node.variable();
+  if (variable.storage->is_parameter) Session::current().notify_parameter_grad(grad);
+  if (!variable.grad) {
+    if (grad.use_count() <= 1 && obeys_layout_contract(grad, variable)) {
+      variable.grad = grad.detach().impl_ptr();
+    } else {
+      variable.grad = ops::clone(grad).impl_ptr();
+    }
+  } else {
+    // Under a dispatch mode (Note [Subclass-like under fake tensors]) the sum is out of place: a new
+    // tensor becomes .grad, and the old one and the incoming gradient are freed.
+    variable.grad = ops::add(Tensor(variable.grad), grad).impl_ptr();
+  }
+}
+
+}  // namespace census

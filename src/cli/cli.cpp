@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/request.h"
 #include "cli/stack_file.h"
+#include "util/escape.h"
 
 namespace census::cli {
 namespace {
@@ -25,8 +26,9 @@ constexpr const char* kCommands[][2] = {
     {"layers", "the model's layer stack, as groups of one kind"},
 }; 
 
+// Every refusal leaves here: one line, whatever user text it echoes (escaped again, for CLI11's own).
 int refuse_line(std::ostream& err, const std::string& message) {
-  err << "census: " << message << '\n';
+  err << "census: " << escaped(message) << '\n';
   return 2;
 }
 

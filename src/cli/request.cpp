@@ -5,6 +5,7 @@
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
 #include "models/families.h"
+#include "util/escape.h"
 
 namespace census::cli {
 
@@ -63,7 +64,7 @@ Status check_request(const Request& r) {
 Status apply_options(Request& r) {
   if (!r.kernels.empty()) {
     const std::optional<nn::KernelProfile> profile = nn::parse_kernel_profile(r.kernels);
-    if (!profile) return refuse("--kernels", "'" + r.kernels + "' is not a kernel profile; use npu (the default) or cuda");
+    if (!profile) return refuse("--kernels", echoed(r.kernels) + " is not a kernel profile; use npu (the default) or cuda");
     r.config.kernels = *profile;
   }
   if (!r.train_yaml.empty()) {
@@ -82,10 +83,10 @@ Status apply_options(Request& r) {
   }
   if (r.experts_implementation.empty()) return {};
   if (r.experts_implementation != "grouped_mm" && r.experts_implementation != "eager")
-    return refuse("--experts-implementation", "'" + r.experts_implementation +
-                                                  "' is not known; use grouped_mm (Transformers' default) or eager");
+    return refuse("--experts-implementation", echoed(r.experts_implementation) +
+                                                  " is not known; use grouped_mm (Transformers' default) or eager");
   if (r.config.moe.block == MoeConfig::Block::kNone)
-    return refuse("--experts-implementation", r.model_name + " (" + r.config.model_type +
+    return refuse("--experts-implementation", escaped(r.model_name) + " (" + r.config.model_type +
                                                   ") has no experts; drop the option for a dense model");
   r.config.moe.experts_implementation = r.experts_implementation == "eager" ? nn::ExpertsImplementation::kEager
                                                                            : nn::ExpertsImplementation::kGroupedMm;

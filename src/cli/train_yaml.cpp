@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "util/escape.h"
+
 namespace census::cli {
 namespace {
 
@@ -41,7 +43,7 @@ Result<std::optional<ReplacementSpec>> read_entry(const YAML::Node& entry, size_
   std::string why;
   const std::optional<FusedModule> module = known_factory(spec.factory, why);
   if (!module)
-    return refuse(where, "factory " + spec.factory + (why.empty() ? " is not known to the census (it prices: " +
+    return refuse(where, "factory " + echoed(spec.factory) + (why.empty() ? " is not known to the census (it prices: " +
                                                                        known_factories() + ")"
                                                                  : " " + why) +
                              "; the census never guesses a module it has not modelled");

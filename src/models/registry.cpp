@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "models/families.h"
+#include "util/escape.h"
 
 namespace census {
 
@@ -20,7 +21,7 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
     known += known.empty() ? "" : ", ";
     known += entry.family.model_type;
   }
-  return refuse("model_type", "'" + model_type + "' is not priced by this Census; known: " + known);
+  return refuse("model_type", echoed(model_type) + " is not priced by this Census; known: " + known);
 }
 
 Result<ModelConfig> read_config_file(const std::string& path) {

@@ -152,7 +152,7 @@ Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
   c.layer_types.clear();
   for (const auto& type : types) {
     if (!type.is_string() || (type != "full_attention" && type != "sliding_attention"))
-      return refuse("layer_types", "has " + type.dump() + "; known kinds: full_attention, sliding_attention");
+      return refuse("layer_types", "has " + shown(type) + "; known kinds: full_attention, sliding_attention");
     c.layer_types.push_back(type.get<std::string>());
   }
   return {};

@@ -233,7 +233,7 @@ Status read_layer_types(const ConfigReader& r, ModelConfig& c) {
   for (const auto& type : types) {
     const std::string kind = type.is_string() ? current_layer_type(type.get<std::string>()) : std::string();
     if (kind != "linear_attention" && kind != "full_attention")
-      return refuse("layer_types", "has " + type.dump() + "; known kinds: linear_attention, full_attention");
+      return refuse("layer_types", "has " + shown(type) + "; known kinds: linear_attention, full_attention");
     c.layer_types.push_back(kind);
   }
   return {};
@@ -254,16 +254,14 @@ Status read_moe_layers(const ConfigReader& r, ModelConfig& c) {
 
 // partial_rotary_factor, in rope_parameters or at the top level (0.25 by default): the rotary width.
 Status read_rotary_dim(const ConfigReader& r, ModelConfig& c) {
-  double factor = 0.25;
-  const nlohmann::json* rope = r.has("rope_parameters") ? &r.json().at("rope_parameters") : nullptr;
-  if (rope != nullptr && rope->is_object() && rope->contains("partial_rotary_factor") &&
-      rope->at("partial_rotary_factor").is_number()) {
-    factor = rope->at("partial_rotary_factor").get<double>();
-  } else {
-    auto stated = r.positive_number("partial_rotary_factor", 0.25);
-    CENSUS_TRY(stated);
-    factor = *stated;
-  }
+  // Stated in rope_parameters, that value is read (and refused where wrong); else the top level's.
+  auto rope = r.section("rope_parameters");
+  CENSUS_TRY(rope);
+  const bool in_rope = *rope && (*rope)->has("partial_rotary_factor");
+  auto stated = in_rope ? (*rope)->positive_number("partial_rotary_factor", 0.25)
+                        : r.positive_number("partial_rotary_factor", 0.25);
+  CENSUS_TRY(stated);
+  const double factor = *stated;
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
   if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
     return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +

@@ -11,13 +11,22 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
   if (!json.is_object()) return refuse("config", "is not a JSON object; give a Transformers config.json");
   const nlohmann::json* fields = &json;
   // A multimodal model's config holds its language model's under text_config.
-  if (json.contains("text_config") && json.at("text_config").is_object()) fields = &json.at("text_config");
-  if (!fields->contains("model_type") || !fields->at("model_type").is_string())
+  if (json.contains("text_config") && !json.at("text_config").is_null()) {
+    if (!json.at("text_config").is_object())
+      return refuse("text_config", "must be an object (the language model's config), not " + shown(json.at("text_config")) +
+                                       "; fix the config");
+    fields = &json.at("text_config");
+  }
+  if (!fields->contains("model_type") || fields->at("model_type").is_null())
     return refuse("model_type", "missing from the config; add the Transformers model_type (e.g. \"llama\")");
-  const std::string model_type = fields->at("model_type").get<std::string>();
+  if (!fields->at("model_type").is_string())
+    return refuse("model_type", "must be a string, not " + shown(fields->at("model_type")) +
+                                    "; give the Transformers model_type (e.g. \"llama\")");
+  const ConfigReader reader(*fields);
+  const std::string& model_type = fields->at("model_type").get_ref<const std::string&>();
   std::string known;
   for (const FamilyEntry& entry : families()) {
-    if (model_type == entry.family.model_type) return entry.read(ConfigReader(*fields));
+    if (model_type == entry.family.model_type) return entry.read(reader);
     known += known.empty() ? "" : ", ";
     known += entry.family.model_type;
   }

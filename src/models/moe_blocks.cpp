@@ -31,8 +31,8 @@ bool is_moe_layer(const ModelConfig& c, int64_t index) {
       return false;
     case MoeConfig::Block::kQwen3Moe:
     case MoeConfig::Block::kQwen2Moe:
-      // Qwen's rule: not listed in mlp_only_layers, and every decoder_sparse_step-th layer.
-      return std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), index) == moe.mlp_only_layers.end() &&
+      // Qwen's rule: not listed in mlp_only_layers (read sorted), and every decoder_sparse_step-th layer.
+      return !std::binary_search(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), index) &&
              moe.num_experts > 0 && (index + 1) % moe.decoder_sparse_step == 0;
     case MoeConfig::Block::kDeepseekV3:
       return index >= moe.first_k_dense_replace;

@@ -23,6 +23,12 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
     return refuse("model_type", "must be a string, not " + shown(fields->at("model_type")) +
                                     "; give the Transformers model_type (e.g. \"llama\")");
   const ConfigReader reader(*fields);
+  // Every family builds per-layer kinds: refuse a layer count no census could build before any family does.
+  auto layers = reader.size("num_hidden_layers", 1);
+  CENSUS_TRY(layers);
+  if (*layers > kLargestLayerCount)
+    return refuse("num_hidden_layers", std::to_string(*layers) +
+                                           " layers are more than a census prices (at most 2^20 = 1048576); fix the config");
   const std::string& model_type = fields->at("model_type").get_ref<const std::string&>();
   std::string known;
   for (const FamilyEntry& entry : families()) {

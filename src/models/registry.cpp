@@ -1,9 +1,8 @@
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "models/families.h"
 #include "util/escape.h"
+#include "util/read_file.h"
 
 namespace census {
 
@@ -40,11 +39,9 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
 }
 
 Result<ModelConfig> read_config_file(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return refuse(path, "cannot be read; give the path of a config.json or a shipped model name (census models)");
-  std::stringstream text;
-  text << file.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto text = read_regular_file(path, "give the path of a config.json or a shipped model name (census models)");
+  CENSUS_TRY(text);
+  nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return refuse(path, "is not valid JSON; give a Transformers config.json");
   return read_config(json);
 }

@@ -16,6 +16,12 @@ constexpr size_t kLargestText = 256;
 constexpr int kShownDepth = 2;
 constexpr size_t kShownChars = 40;
 
+// A string as JSON shows it, quoted and escaped; bytes that are not UTF-8 (a string cut mid-character,
+// or one from Python) shown as U+FFFD rather than thrown.
+std::string dumped(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // `value` appended to `out`, containers opened `depth` more levels. The recursion is bounded by
 // kShownDepth, not by the value, and stops once `out` is long enough to be cut.
 void append_shown(const nlohmann::json& value, int depth, std::string& out) {
@@ -30,7 +36,7 @@ void append_shown(const nlohmann::json& value, int depth, std::string& out) {
     for (auto item = value.begin(); item != value.end() && out.size() <= kShownChars; ++item) {
       out += first ? "" : ",";
       first = false;
-      if (!array) out += nlohmann::json(item.key()).dump() + ":";
+      if (!array) out += dumped(item.key()) + ":";
       append_shown(item.value(), depth - 1, out);
     }
     out += array ? ']' : '}';
@@ -44,7 +50,7 @@ void append_shown(const nlohmann::json& value, int depth, std::string& out) {
   if (value.is_string()) {
     // A scalar's dump escapes its control characters; cut a long string before dumping all of it.
     const std::string& text = value.get_ref<const std::string&>();
-    out += nlohmann::json(text.substr(0, std::min(text.size(), kShownChars + 1))).dump();
+    out += dumped(text.substr(0, std::min(text.size(), kShownChars + 1)));
     return;
   }
   out += value.dump();

@@ -55,11 +55,6 @@ const nlohmann::json kToyLlama = {{"model_type", "llama"}, {"hidden_size", 256},
                                   {"num_key_value_heads", 2}, {"head_dim", 32}, {"intermediate_size", 512},
                                   {"num_hidden_layers", 2}, {"vocab_size", 4096}};
 
-nlohmann::json with(nlohmann::json config, const std::string& field, nlohmann::json value) {
-  config[field] = std::move(value);
-  return config;
-}
-
 std::vector<std::string> model_types() {
   std::vector<std::string> out;
   for (const FamilyEntry& entry : families()) out.emplace_back(entry.family.model_type);
@@ -68,7 +63,7 @@ std::vector<std::string> model_types() {
 
 // 1. User text is echoed escaped: a refusal stays one line.
 TEST(HostileEcho, ModelTypeWithNewlineCrOrNul) {
-  for (const std::string type : {std::string("llama\nfalcon"), std::string("llama\rfalcon"), std::string("lla\0ma", 6),
+  for (const std::string& type : {std::string("llama\nfalcon"), std::string("llama\rfalcon"), std::string("lla\0ma", 6),
                                  std::string("\x1b[31mred")}) {
     expect_refused(census({"layer", write_json("type.json", {{"model_type", type}})}), "model_type");
   }
@@ -245,7 +240,7 @@ TEST(HostileFiles, DevicesAndFifos) {
   const std::string fifo = ::testing::TempDir() + "/hostile_fifo";
   ::unlink(fifo.c_str());
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  for (const std::string path : {"/dev/zero", "/dev/urandom", "/dev/null", fifo.c_str()}) {
+  for (const std::string& path : std::vector<std::string>{"/dev/zero", "/dev/urandom", "/dev/null", fifo}) {
     expect_refused(census({"layer", path}), "not a regular file");
     expect_refused(census({"activations", "llama-3.1-8b", "--layers", path}), "not a regular file");
     expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml", path}), "not a regular file");

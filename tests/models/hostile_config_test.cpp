@@ -21,7 +21,16 @@ TEST(HostileEscape, ControlCharactersAreShownEscaped) {
   EXPECT_EQ(escaped(std::string("a\nb\rc\td\0e\x1b\x7f", 11)), "a\\nb\\rc\\td\\0e\\x1b\\x7f");
   EXPECT_EQ(escaped("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 kept
   EXPECT_EQ(echoed("llama\nfalcon"), "'llama\\nfalcon'");
-  EXPECT_EQ(echoed(std::string(100, 'x')), "'" + std::string(kShownLength, 'x') + "...'");
+  EXPECT_EQ(echoed(std::string(100, 'x')), std::string("'") + std::string(kShownLength, 'x') + "...'");
+}
+
+TEST(HostileEscape, BytesThatAreNotUtf8AreShownEscaped) {
+  EXPECT_EQ(escaped("\xff a \xc3"), "\\xff a \\xc3");
+  // Cut at a character's start, never inside it.
+  EXPECT_EQ(echoed(std::string(63, 'x') + "\xc3\xa9yz"), std::string("'") + std::string(63, 'x') + "...'");
+  EXPECT_EQ(shown(std::string(39, 'x') + "\xc3\xa9\xc3\xa9"), std::string("\"") + std::string(36, 'x') + "...");
+  const std::string message = refusal({{"model_type", "llama"}, {"hidden_act", "\xff\xfe"}});
+  EXPECT_NE(message.find("'\\xff\\xfe' is not priced"), std::string::npos) << message;
 }
 
 TEST(HostileEscape, EveryRefusalMessageIsOneLine) {

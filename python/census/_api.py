@@ -252,6 +252,8 @@ def tp_config(config: Any, tp: int) -> Any:
     if isinstance(config, (str, os.PathLike)):
         config = _mapping(config)
     mapping = isinstance(config, Mapping)
+    if not mapping and not hasattr(config, "num_attention_heads"):
+        raise ValueError(f"a config must be a mapping, a config.json path or a config object, not {type(config).__name__}")
     if mapping and isinstance(config.get("text_config"), Mapping):
         return {**copy.deepcopy(dict(config)), "text_config": tp_config(config["text_config"], tp)}
     out = dict(copy.deepcopy(config)) if mapping else copy.deepcopy(config)
@@ -269,7 +271,9 @@ def tp_config(config: Any, tp: int) -> Any:
         else:
             setattr(out, name, value)
 
-    put("head_dim", get("head_dim") or get("hidden_size") // get("num_attention_heads"))
+    if not get("head_dim"):
+        heads = _integer("num_attention_heads", get("num_attention_heads"), positive=True)
+        put("head_dim", _integer("hidden_size", get("hidden_size"), positive=True) // heads)
     aliases = {} if mapping else (getattr(type(config), "attribute_map", None) or {})
     divided = set()
     for name in _TP_FIELDS:

@@ -112,6 +112,11 @@ def test_an_int_past_64_bits_anywhere_names_its_field(model_type, field):
     refused(lambda: census.load_config({"model_type": model_type, field: [1, {"x": -2 ** 64}]}), field)
 
 
+def test_tp_config_of_an_object_that_is_not_a_config():
+    refused(lambda: census.tp_config(5, 2), "config")
+    refused(lambda: census.tp_config(object(), 2), "config")
+
+
 def test_misused_arguments_raise_value_error():
     refused(lambda: census.census_layer(TOY, None, 64), "layer_index")
     refused(lambda: census.replacement_specs(None), "train_yaml")
@@ -119,6 +124,7 @@ def test_misused_arguments_raise_value_error():
     refused(lambda: census.load_config(5), "config")
     refused(lambda: census.census_layer(TOY, 0, 64, gdn_backend="eager\n"))
     refused(lambda: census.shipped_config("no\nsuch"))
+    refused(lambda: census.load_config({"model_type": "llama", "hidden_act": "sil\u00e9" * 30}), "hidden_act")
 
 
 def test_files_that_are_not_regular_are_refused_unread(tmp_path):

@@ -60,15 +60,23 @@ Status check_sizes(const ModelConfig& c, int64_t seq_length) {
   // per multiply-add, the ops of a layer): a sixteenth of 64 bits leaves room for them.
   constexpr int64_t kLimit = INT64_MAX / 16;
   Checked width = 1;
+  const char* widest = "hidden_size";
   for (const auto& [what, each] : widths) {
     if (each.overflows(kLimit / 1024))
       return refuse("config", std::string(what) + " overflows 64-bit FLOP or byte counts; fix the config");
-    width = max(width, each);
+    if (each.value() > width.value()) {
+      width = each;
+      widest = what;
+    }
   }
   const Checked experts_parameters =
       Checked{3} * std::max<int64_t>(moe.num_experts, 1) * c.hidden_size * std::max(moe.moe_intermediate_size, c.intermediate_size);
-  if ((Checked{4} * width * width).overflows(kLimit) || experts_parameters.overflows(kLimit))
-    return refuse("config", "a layer's parameters overflow 64-bit byte counts at these sizes; fix the config");
+  if ((Checked{4} * width * width).overflows(kLimit))
+    return refuse("config", std::string("a layer's parameters overflow 64-bit byte counts (its widest width is ") + widest +
+                                ", " + std::to_string(width.value()) + "); fix the config");
+  if (experts_parameters.overflows(kLimit))
+    return refuse("config", "the experts' parameters (num_experts x hidden_size x their width) overflow 64-bit byte "
+                            "counts; fix the config");
   const Checked s = seq_length;
   const Checked scores = Checked{4} * heads * s * s * head;
   const Checked matmul = Checked{2} * s * width * width;

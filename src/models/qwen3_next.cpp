@@ -262,6 +262,10 @@ Status read_rotary_dim(const ConfigReader& r, ModelConfig& c) {
                         : r.positive_number("partial_rotary_factor", 0.25);
   CENSUS_TRY(stated);
   const double factor = *stated;
+  // A share of head_dim: refused past 1 before the product is cast (1e300 would not fit 64 bits).
+  if (factor > 1)
+    return refuse(in_rope ? "rope_parameters.partial_rotary_factor" : "partial_rotary_factor",
+                  "must be at most 1 (the share of head_dim rotated), not " + shown(factor) + "; fix the config");
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
   if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
     return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +

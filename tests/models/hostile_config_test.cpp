@@ -115,6 +115,9 @@ TEST(HostilePresentButWrong, TextFieldsAndSections) {
                              {"rope_parameters", {{"partial_rotary_factor", 1.0}}}});
   ASSERT_TRUE(config) << config.refusal().message();
   EXPECT_EQ(config->rotary_dim, config->head_dim);
+  for (const double factor : {1e300, 1.5})
+    EXPECT_NE(refusal({{"model_type", "qwen3_next"}, {"partial_rotary_factor", factor}}).find("must be at most 1"),
+              std::string::npos);
   EXPECT_NE(refusal({{"model_type", "qwen3"}, {"text_config", 3}}).find("text_config: must be an object"), std::string::npos);
 }
 

@@ -6,7 +6,7 @@ import json
 import numbers
 import os
 import stat
-from typing import Any, Dict, Iterable, Mapping, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, Iterable, Mapping, MutableMapping, NamedTuple, Sequence, Tuple
 
 from census import _census
 from census._records import KindActivations
@@ -152,6 +152,7 @@ def replacement_specs(train_yaml: Any) -> Tuple[ReplacementSpec, ...]:
 def _priced(config: Any, replacements: Sequence[Any] = ()) -> Any:
     """*config* with HyperParallel's fused modules where *replacements* select them (specs with
     ``match``, ``factory`` and ``module_type``, strings or the objects themselves)."""
+    replacements = _items("replacements", replacements)
     if not replacements:
         return config if isinstance(config, Config) else _mapping(config)
     specs = []
@@ -178,6 +179,8 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
     bytes kept are its input and the outputs the policy saves. Where *ops* is given (and the layer
     runs without checkpointing), it takes the bytes saved by the op whose backward takes them.
     """
+    if ops is not None and not isinstance(ops, MutableMapping):
+        raise ValueError(f"ops: must be a dict to fill with bytes by op, not {_shown(ops)}")
     _refuse_unpriced(replacements, gdn_backend)
     priced = _priced(config, replacements)
     if selective:
@@ -288,13 +291,14 @@ def tp_config(config: Any, tp: int) -> Any:
 
 
 def _items(name: str, values: Any) -> list:
-    """*values* as a list, or ValueError naming *name* where it is not iterable (a mapping is not a list)."""
+    """*values* as a list, or ValueError naming *name* where it is not iterable (a mapping or a string
+    is not a list)."""
     if isinstance(values, (Mapping, str, bytes)):
-        raise ValueError(f"{name}: must be a list of groups, not {_shown(values)}")
+        raise ValueError(f"{name}: must be a list, not {_shown(values)}")
     try:
         return list(values)
     except TypeError as exc:
-        raise ValueError(f"{name}: must be a list of groups, not {_shown(values)}") from exc
+        raise ValueError(f"{name}: must be a list, not {_shown(values)}") from exc
 
 
 def _group(index: int, group: Any) -> Tuple[str, int, bool]:

@@ -68,7 +68,12 @@ nlohmann::json to_json(const py::handle& value, const std::string& field, int de
     for (const auto& item : value) array.push_back(to_json(item, field + "[" + std::to_string(index++) + "]", depth + 1));
     return array;
   }
-  return py::str(value).cast<std::string>();  // a field the census does not read
+  try {
+    return py::str(value).cast<std::string>();  // a field the census does not read
+  } catch (py::error_already_set&) {
+    throw py::value_error("config field " + echoed(field) + ": holds a " + std::string(Py_TYPE(value.ptr())->tp_name) +
+                          " that cannot be shown as text; give a config.json's values");
+  }
 }
 
 // The ModelConfig of a mapping, or ValueError with the census's one-line refusal.
@@ -327,7 +332,7 @@ PYBIND11_MODULE(_census, m) {
   m.doc() = "Census: the C++ layer census. Use the census package's functions, not these.";
   py::register_exception<Unavailable>(m, "CensusUnavailable", PyExc_RuntimeError);
   py::class_<census::ModelConfig>(m, "Config", "a config parsed once, for calls that must not parse it again")
-      .def(py::init([](const py::dict& mapping) { return config_of(mapping); }))
+      .def(py::init([](const py::object& mapping) { return config_of(mapping); }))
       .def_readonly("model_type", &census::ModelConfig::model_type)
       .def_readonly("num_hidden_layers", &census::ModelConfig::num_hidden_layers)
       .def("with_replacements", &with_replacements, "the config with fused modules where (match, module_type, factory) specs select them")

@@ -112,6 +112,20 @@ def test_an_int_past_64_bits_anywhere_names_its_field(model_type, field):
     refused(lambda: census.load_config({"model_type": model_type, field: [1, {"x": -2 ** 64}]}), field)
 
 
+def test_misused_keyword_arguments():
+    refused(lambda: census.census_layer(TOY, 0, 64, replacements=5), "replacements")
+    refused(lambda: census.census_layer(TOY, 0, 64, replacements=[None]), "replacement")
+    refused(lambda: census.census_layer(TOY, 0, 64, ops=5), "ops")
+    refused(lambda: census.census_layer(TOY, 0, 64, gdn_backend=None))
+    refused(lambda: census.Config(5), "config")
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no")
+
+    refused(lambda: census.load_config({**TOY, "extra": Unprintable()}), "extra")
+
+
 def test_tp_config_of_an_object_that_is_not_a_config():
     refused(lambda: census.tp_config(5, 2), "config")
     refused(lambda: census.tp_config(object(), 2), "config")

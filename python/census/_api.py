@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import copy
 import json
+import numbers
 import os
-from typing import Any, Dict, Iterable, Mapping, NamedTuple, Sequence, Tuple
+import stat
+from typing import Any, Dict, Iterable, Mapping, MutableMapping, NamedTuple, Sequence, Tuple
 
 from census import _census
 from census._records import KindActivations
@@ -43,13 +45,13 @@ def _mapping(config: Any) -> Any:
     if isinstance(config, Mapping):
         return dict(config)
     if isinstance(config, (str, os.PathLike)):
+        text = _read_regular_file(config, "give a config.json path")
         try:
-            with open(config, encoding="utf-8") as file:
-                return json.load(file)
-        except OSError as exc:
-            raise ValueError(f"{config}: cannot be read ({exc.strerror}); give a config.json path") from exc
+            return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{config}: is not valid JSON ({exc.msg}); give a Transformers config.json") from exc
+            raise ValueError(f"{_shown(config)}: is not valid JSON ({exc.msg}); give a Transformers config.json") from exc
+        except RecursionError as exc:
+            raise ValueError(f"{_shown(config)}: nests its values too deep; give a Transformers config.json") from exc
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict):
         out = dict(to_dict())
@@ -59,6 +61,53 @@ def _mapping(config: Any) -> Any:
             out["_experts_implementation"] = experts
         return out
     raise ValueError(f"a config must be a mapping, a config.json path or have to_dict(), not {type(config).__name__}")
+
+
+# The largest file read, as the command line reads files: far above any config.json.
+_LARGEST_FILE = 16 << 20
+
+
+def _shown(value: Any) -> str:
+    """A user's value as a refusal shows it: its repr, cut, on one line (repr escapes control characters)."""
+    text = repr(os.fspath(value) if isinstance(value, os.PathLike) else value)
+    return text if len(text) <= 66 else text[:63] + "..."
+
+
+def _read_regular_file(path: Any, advice: str) -> str:
+    """The text of the regular file at *path*; a directory, device, FIFO or socket is refused unread."""
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise ValueError(f"{_shown(path)}: is a directory, not a file; {advice}")
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{_shown(path)}: is not a regular file (a device, FIFO or socket); {advice}")
+        if info.st_size > _LARGEST_FILE:
+            raise ValueError(f"{_shown(path)}: is larger than 16 MiB; {advice}")
+        # O_NONBLOCK: should the path become a FIFO after the stat, opening it does not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ValueError(f"{_shown(path)}: is not a regular file; {advice}")
+            data = file.read(_LARGEST_FILE + 1)
+    except OSError as exc:
+        raise ValueError(f"{_shown(path)}: cannot be read ({exc.strerror}); {advice}") from exc
+    if len(data) > _LARGEST_FILE:
+        raise ValueError(f"{_shown(path)}: is larger than 16 MiB; {advice}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{_shown(path)}: is not UTF-8 text; {advice}") from exc
+
+
+def _integer(name: str, value: Any, positive: bool = False) -> int:
+    """*value* as an int, or ValueError naming *name*: a bool, float or str is refused, not converted."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: must be an integer, not {_shown(value)}")
+    if positive and value <= 0:
+        raise ValueError(f"{name}: must be a positive integer, not {_shown(value)}")
+    if not -(1 << 63) <= value < (1 << 63):
+        raise ValueError(f"{name}: {_shown(value)} is beyond 64-bit integers")
+    return int(value)
 
 
 def _refuse_unpriced(replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
@@ -88,22 +137,31 @@ def replacement_specs(train_yaml: Any) -> Tuple[ReplacementSpec, ...]:
     Entries with only a sharding action, or a ``when`` condition, are skipped; an entry the census
     cannot install (no module_type, a match of another type, an unknown factory) raises ValueError.
     """
+    if not isinstance(train_yaml, (str, os.PathLike)):
+        raise ValueError(f"train_yaml: must be the path of a train.yaml, not {_shown(train_yaml)}")
+    path = os.fspath(train_yaml)
+    if not isinstance(path, str):
+        raise ValueError(f"train_yaml: must be a path as text, not {_shown(path)}")
     return tuple(ReplacementSpec(tuple(match), factory, module_type)
-                 for match, module_type, factory in _census.replacement_specs(os.fspath(train_yaml)))
+                 for match, module_type, factory in _census.replacement_specs(path))
 
 
 def _priced(config: Any, replacements: Sequence[Any] = ()) -> Any:
     """*config* with HyperParallel's fused modules where *replacements* select them (specs with
     ``match``, ``factory`` and ``module_type``, strings or the objects themselves)."""
+    replacements = _items("replacements", replacements)
     if not replacements:
         return config if isinstance(config, Config) else _mapping(config)
     specs = []
     for spec in replacements:
         try:
             match = spec.match if isinstance(spec.match, (list, tuple)) else (spec.match,)
-            specs.append((list(match), _dotted(spec.module_type), _dotted(spec.factory)))
+            module_type, factory = _dotted(spec.module_type), _dotted(spec.factory)
         except AttributeError as exc:
-            raise ValueError(f"a replacement needs match, factory and module_type, not {spec!r}") from exc
+            raise ValueError(f"a replacement needs match, factory and module_type, not {_shown(spec)}") from exc
+        if not all(isinstance(pattern, str) for pattern in match):
+            raise ValueError(f"a replacement's match must be module-name patterns (strings), not {_shown(spec.match)}")
+        specs.append((list(match), module_type, factory))
     # A module the census cannot build here (a factory it does not model, a family whose layers take no
     # replacement yet) raises CensusUnavailable.
     return load_config(config).with_replacements(specs)
@@ -118,11 +176,13 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
     bytes kept are its input and the outputs the policy saves. Where *ops* is given (and the layer
     runs without checkpointing), it takes the bytes saved by the op whose backward takes them.
     """
+    if ops is not None and not isinstance(ops, MutableMapping):
+        raise ValueError(f"ops: must be a dict to fill with bytes by op, not {_shown(ops)}")
     _refuse_unpriced(replacements, gdn_backend)
     priced = _priced(config, replacements)
     if selective:
-        return _census.selective(priced, int(layer_index), int(seq_length), gdn_backend)
-    saved, working, by_op = _census.layer(priced, int(layer_index), int(seq_length), 1, gdn_backend)
+        return _census.selective(priced, layer_index, seq_length, gdn_backend)
+    saved, working, by_op = _census.layer(priced, layer_index, seq_length, 1, gdn_backend)
     if ops is not None:
         ops.update(by_op)
     return saved, working
@@ -159,25 +219,25 @@ def census_saved_ops(config: Any, layer_index: int, seq_length: int,
 
 def census_recomputed(config: Any, layer_index: int, seq_length: int) -> Tuple[float, float]:
     """The shares of the layer's attention-projection and other matmul FLOPs its selective backward runs again."""
-    return _census.recomputed(_mapping(config), int(layer_index), int(seq_length))
+    return _census.recomputed(_mapping(config), layer_index, seq_length)
 
 
 def census_flops(config: Any, layer_index: int, seq_length: int) -> Dict[str, int]:
     """Forward FLOPs of the layer on one sequence, by part."""
-    return dict(_census.flops(_mapping(config), int(layer_index), int(seq_length)))
+    return dict(_census.flops(_mapping(config), layer_index, seq_length))
 
 
 def census_traffic(config: Any, layer_index: int, seq_length: int, gdn_backend: str = "eager") -> LayerTraffic:
     """Bytes one forward of the layer moves by part, the parameters' among them, and its ops launched."""
     _refuse_unpriced(gdn_backend=gdn_backend)
-    moved, parameter, launches = _census.traffic(_mapping(config), int(layer_index), int(seq_length), gdn_backend)
+    moved, parameter, launches = _census.traffic(_mapping(config), layer_index, seq_length, gdn_backend)
     return LayerTraffic({k: float(v) for k, v in moved.items()}, {k: float(v) for k, v in parameter.items()},
                         dict(launches))
 
 
 def census_parameters(config: Any, layer_index: int, replacements: Sequence[Any] = ()) -> Dict[str, int]:
     """The layer's parameters by part."""
-    parts, _ = _census.parameters(_priced(config, replacements), int(layer_index))
+    parts, _ = _census.parameters(_priced(config, replacements), layer_index)
     return dict(parts)
 
 
@@ -191,14 +251,14 @@ def census_output(config: Any, seq_length: int, replacements: Sequence[Any] = ()
     """Bytes the output layer (final norm, LM head, causal-LM loss) keeps for its backward, and the most its backward holds."""
     handle = load_config(_priced(config, replacements))
     vocab = _census.resolved(handle)["vocab_size"]
-    return _census.output(handle, int(seq_length), vocab)
+    return _census.output(handle, seq_length, vocab)
 
 
 def census_output_activations(config: Any, seq_length: int = 4096,
                               replacements: Sequence[Any] = ()) -> KindActivations:
     """The output layer's record per token, with its vocabulary and half of it (a vocabulary-parallel loss's split)."""
     return KindActivations.from_dict(_census.output_activations(load_config(_priced(config, replacements)),
-                                                                int(seq_length)))
+                                                                seq_length))
 
 
 def tp_config(config: Any, tp: int) -> Any:
@@ -207,11 +267,14 @@ def tp_config(config: Any, tp: int) -> Any:
     Each underlying attribute is divided once, aliases of a config class's ``attribute_map`` included.
     A mapping gives a mapping; a config object a deep copy of it.
     """
+    tp = _integer("tp", tp, positive=True)
     if isinstance(config, Config):
         return config.tp(tp)
     if isinstance(config, (str, os.PathLike)):
         config = _mapping(config)
     mapping = isinstance(config, Mapping)
+    if not mapping and not hasattr(config, "num_attention_heads"):
+        raise ValueError(f"a config must be a mapping, a config.json path or a config object, not {type(config).__name__}")
     if mapping and isinstance(config.get("text_config"), Mapping):
         return {**copy.deepcopy(dict(config)), "text_config": tp_config(config["text_config"], tp)}
     out = dict(copy.deepcopy(config)) if mapping else copy.deepcopy(config)
@@ -229,7 +292,9 @@ def tp_config(config: Any, tp: int) -> Any:
         else:
             setattr(out, name, value)
 
-    put("head_dim", get("head_dim") or get("hidden_size") // get("num_attention_heads"))
+    if not get("head_dim"):
+        heads = _integer("num_attention_heads", get("num_attention_heads"), positive=True)
+        put("head_dim", _integer("hidden_size", get("hidden_size"), positive=True) // heads)
     aliases = {} if mapping else (getattr(type(config), "attribute_map", None) or {})
     divided = set()
     for name in _TP_FIELDS:
@@ -243,6 +308,34 @@ def tp_config(config: Any, tp: int) -> Any:
     return out
 
 
+def _items(name: str, values: Any) -> list:
+    """*values* as a list, or ValueError naming *name* where it is not iterable (a mapping or a string
+    is not a list)."""
+    if isinstance(values, (Mapping, str, bytes)):
+        raise ValueError(f"{name}: must be a list, not {_shown(values)}")
+    try:
+        return list(values)
+    except TypeError as exc:
+        raise ValueError(f"{name}: must be a list, not {_shown(values)}") from exc
+
+
+def _group(index: int, group: Any) -> Tuple[str, int, bool]:
+    """One ``{"kind", "count", "mtp"}`` group of a stack, each key checked."""
+    where = f"layers[{index}]"
+    if not isinstance(group, Mapping):
+        raise ValueError(f"{where}: must be a mapping {{kind, count, mtp}}, not {_shown(group)}")
+    unknown = sorted(str(key) for key in group if key not in ("kind", "count", "mtp"))
+    if unknown:
+        raise ValueError(f"{where}: has unknown keys {unknown}; a group has kind, count and mtp")
+    if not isinstance(group.get("kind"), str):
+        raise ValueError(f"{where}.kind: must be a layer kind (a string), not {_shown(group.get('kind'))}")
+    count = _integer(f"{where}.count", group.get("count"), positive=True)
+    mtp = group.get("mtp", False)
+    if not isinstance(mtp, bool):
+        raise ValueError(f"{where}.mtp: must be True or False, not {_shown(mtp)}")
+    return group["kind"], count, mtp
+
+
 def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_length: int = 4096,
                        replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> Dict[str, KindActivations]:
     """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2, plain and selective.
@@ -251,8 +344,8 @@ def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_len
     out, and each kind is censused on its first layer.
     """
     _refuse_unpriced(replacements=replacements, gdn_backend=gdn_backend)
-    groups = [(str(group["kind"]), int(group["count"]), bool(group.get("mtp", False))) for group in layers]
-    records = _census.activations(load_config(_priced(config, replacements)), groups, int(seq_length), gdn_backend)
+    groups = [_group(i, group) for i, group in enumerate(_items("layers", layers))]
+    records = _census.activations(load_config(_priced(config, replacements)), groups, seq_length, gdn_backend)
     return {kind: KindActivations.from_dict(record) for kind, record in records.items()}
 
 

@@ -42,7 +42,7 @@ class KindActivations:
             value = getattr(self, field.name)
             if field.name in ("seq_length", "ops", "ops_tp") or value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
                 raise ValueError(f"KindActivations.{field.name} must be a number, not {value!r}")
             if value < 0:
                 raise ValueError(f"KindActivations.{field.name}: bytes per token cannot be negative ({value})")
@@ -52,11 +52,15 @@ class KindActivations:
             ops = getattr(self, name)
             if ops is None:
                 continue
-            unknown = sorted(set(ops) - set(OPS))
+            if not isinstance(ops, Mapping):
+                raise ValueError(f"KindActivations.{name} must map ops to bytes per token, not {type(ops).__name__}")
+            unknown = sorted(str(op) for op in set(ops) - set(OPS))
             if unknown:
                 raise ValueError(f"KindActivations.{name} has unknown ops {unknown}; known: {list(OPS)}")
             for op, value in ops.items():
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
+                    raise ValueError(f"KindActivations.{name}[{op!r}] must be a finite number, not {value!r}")
+                if value < 0:
                     raise ValueError(f"KindActivations.{name}[{op!r}]: bytes per token cannot be negative ({value!r})")
 
     def to_dict(self) -> Dict[str, Any]:
@@ -75,10 +79,10 @@ class KindActivations:
             raise ValueError(f"a KindActivations record must be a mapping, not {type(data).__name__}")
         names = {field.name for field in dataclasses.fields(cls)}
         required = {field.name for field in dataclasses.fields(cls) if field.default is dataclasses.MISSING}
-        unknown, missing = sorted(set(data) - names), sorted(required - set(data))
+        unknown, missing = sorted(str(key) for key in set(data) - names), sorted(required - set(data))
         if unknown or missing:
             raise ValueError(f"a KindActivations record has unknown keys {unknown} and lacks {missing}")
-        return cls(**{name: dict(value) if name in ("ops", "ops_tp") and value is not None else value
+        return cls(**{name: dict(value) if name in ("ops", "ops_tp") and isinstance(value, Mapping) else value
                       for name, value in data.items()})
 
 

@@ -7,6 +7,7 @@
 #include "cli/report.h"
 #include "cli/request.h"
 #include "cli/stack_file.h"
+#include "util/escape.h"
 
 namespace census::cli {
 namespace {
@@ -26,10 +27,18 @@ constexpr const char* kCommands[][2] = {
     {"layers", "the model's layer stack, as groups of one kind"},
 }; 
 
+// Every refusal leaves here: one line, whatever user text it echoes (escaped again, for CLI11's own).
 int refuse_line(std::ostream& err, const std::string& message) {
-  err << "census: " << message << '\n';
+  err << "census: " << escaped(message) << '\n';
   return 2;
 }
+
+// An option given with an empty value (--kernels ""): refused, not read as the option left out.
+struct TextOption {
+  CLI::Option* option;
+  const std::string* value;
+  const char* advice;
+};
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -46,6 +55,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::string model;
   std::string layers_file;
   std::string gdn_backend = "eager";
+  std::vector<TextOption> text_options;
 
   for (const auto& [name, description] : kCommands) {
     CLI::App* sub = app.add_subcommand(name, description);
@@ -54,16 +64,22 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
     sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank censused (default 1)");
     sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
-    sub->add_option("--experts-implementation", request.experts_implementation,
-                    "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)");
+    text_options.push_back(
+        {sub->add_option("--experts-implementation", request.experts_implementation,
+                         "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)"),
+         &request.experts_implementation, "give grouped_mm or eager, or leave the option out"});
     const std::string_view command(name);
     if (command != "tp-config" && command != "layers" && command != "parameters")
-      sub->add_option("--kernels", request.kernels,
-                      "the kernel profile: npu (the default, the reference's flash contract) or cuda (FlashAttention-2/3)");
+      text_options.push_back(
+          {sub->add_option("--kernels", request.kernels,
+                           "the kernel profile: npu (the default, the reference's flash contract) or cuda (FlashAttention-2/3)"),
+           &request.kernels, "give npu or cuda, or leave the option out"});
     if (command == "layer" || command == "saved-ops" || command == "explain" || command == "activations" ||
         command == "output" || command == "parameters")
-      sub->add_option("--train-yaml", request.train_yaml,
-                      "a HyperParallel train.yaml: its plan_overrides' fused modules replace Transformers' own");
+      text_options.push_back(
+          {sub->add_option("--train-yaml", request.train_yaml,
+                           "a HyperParallel train.yaml: its plan_overrides' fused modules replace Transformers' own"),
+           &request.train_yaml, "give the path of a train.yaml, or leave the option out"});
     if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
       sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
     if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&
@@ -74,7 +90,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
           ->check(CLI::IsMember({"eager", "triton"}));
     if (std::string_view(name) == "activations") {
       sub->add_flag("--output", request.output, "the output layer's record too (at the vocabulary and half of it)");
-      sub->add_option("--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups");
+      text_options.push_back(
+          {sub->add_option("--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups"),
+           &layers_file, "give the path of a stack file, or leave the option out"});
     }
   }
   ReportOptions report_options;
@@ -93,6 +111,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   } catch (const CLI::ParseError& e) {
     return refuse_line(err, first_line(e.what()) + "; see census --help");
   }
+  for (const TextOption& text : text_options)
+    if (text.option->count() > 0 && text.value->empty())
+      return refuse_line(err, text.option->get_name() + ": is empty; " + text.advice);
   request.format = format == "json" ? Format::kJson : Format::kTable;
 
   if (models->parsed()) {

@@ -2,9 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
 #include "models/registry.h"
+#include "util/checked.h"
+#include "util/escape.h"
 
 namespace census::cli {
 
@@ -17,6 +21,75 @@ Result<ModelConfig> resolve_model(const std::string& source) {
   }
   return read_config_file(source);
 }
+
+namespace {
+
+// Refuse a config and sequence whose counts could pass 64 bits. Every width a layer's matmuls, buffers
+// and parameters take is formed with Checked (util/checked.h), so a product of stated sizes cannot wrap
+// unseen; the counts a census forms are bounded by these: the scores' FLOPs (every pair of tokens,
+// each head), a matmul's FLOPs (tokens x width x width), a layer's bytes, the experts' parameters.
+Status check_sizes(const ModelConfig& c, int64_t seq_length) {
+  const MlaConfig& mla = c.mla;
+  const MoeConfig& moe = c.moe;
+  const Checked heads = c.num_attention_heads;
+  const Checked qk_head = max(Checked{c.head_dim}, Checked{mla.qk_nope_head_dim} + mla.qk_rope_head_dim);
+  const Checked head = max(qk_head, Checked{mla.v_head_dim});
+  const Checked linear_keys = Checked{c.linear_num_key_heads} * c.linear_key_head_dim;
+  const Checked linear_values = Checked{c.linear_num_value_heads} * c.linear_value_head_dim;
+  const std::pair<const char*, Checked> widths[] = {
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_attention_heads x head_dim", heads * head},
+      {"num_key_value_heads x head_dim", Checked{c.num_key_value_heads} * head},
+      {"num_attention_heads x (qk_nope_head_dim + v_head_dim)",
+       heads * (Checked{mla.qk_nope_head_dim} + mla.v_head_dim)},
+      {"kv_lora_rank + qk_rope_head_dim", Checked{mla.kv_lora_rank} + mla.qk_rope_head_dim},
+      {"q_lora_rank", mla.q_lora_rank},
+      {"linear_num_key_heads x linear_key_head_dim", linear_keys},
+      {"linear_num_value_heads x linear_value_head_dim", linear_values},
+      {"the linear attention's convolution (2 x keys + values) x linear_conv_kernel_dim",
+       (Checked{2} * linear_keys + linear_values) * std::max<int64_t>(c.linear_conv_kernel_dim, 1)},
+      {"linear_num_value_heads x linear_key_head_dim x linear_value_head_dim (its state)",
+       linear_values * c.linear_key_head_dim},
+      {"num_experts x num_experts_per_tok", Checked{moe.num_experts} * std::max<int64_t>(moe.num_experts_per_tok, 1)},
+      {"moe_intermediate_size x num_experts_per_tok", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.num_experts_per_tok, 1)},
+      {"moe_intermediate_size x n_shared_experts", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.n_shared_experts, 1)},
+      {"shared_expert_intermediate_size", moe.shared_expert_intermediate_size},
+  };
+  // Each count below is at most a census's largest times a small constant (bytes per element, FLOPs
+  // per multiply-add, the ops of a layer): a sixteenth of 64 bits leaves room for them.
+  constexpr int64_t kLimit = INT64_MAX / 16;
+  Checked width = 1;
+  const char* widest = "hidden_size";
+  for (const auto& [what, each] : widths) {
+    if (each.overflows(kLimit / 1024))
+      return refuse("config", std::string(what) + " overflows 64-bit FLOP or byte counts; fix the config");
+    if (each.value() > width.value()) {
+      width = each;
+      widest = what;
+    }
+  }
+  const Checked experts_parameters =
+      Checked{3} * std::max<int64_t>(moe.num_experts, 1) * c.hidden_size * std::max(moe.moe_intermediate_size, c.intermediate_size);
+  if ((Checked{4} * width * width).overflows(kLimit))
+    return refuse("config", std::string("a layer's parameters overflow 64-bit byte counts (its widest width is ") + widest +
+                                ", " + std::to_string(width.value()) + "); fix the config");
+  if (experts_parameters.overflows(kLimit))
+    return refuse("config", "the experts' parameters (num_experts x hidden_size x their width) overflow 64-bit byte "
+                            "counts; fix the config");
+  const Checked s = seq_length;
+  const Checked scores = Checked{4} * heads * s * s * head;
+  const Checked matmul = Checked{2} * s * width * width;
+  // The output layer's logits: tokens x vocabulary, in bytes and in the LM head's FLOPs.
+  const Checked bytes = Checked{64} * s * max(width, Checked{c.vocab_size}) * 4;
+  const Checked logits = Checked{2} * s * c.hidden_size * c.vocab_size;
+  if (scores.overflows(kLimit) || matmul.overflows(kLimit) || bytes.overflows(kLimit) || logits.overflows(kLimit))
+    return refuse("--seq-length", std::to_string(seq_length) +
+                                      " tokens on this model overflow 64-bit FLOP or byte counts; give fewer tokens");
+  return {};
+}
+
+}  // namespace
 
 Status check_request(const Request& r) {
   const ModelConfig& c = r.config;
@@ -41,26 +114,13 @@ Status check_request(const Request& r) {
   }
   if (r.command == "output" && r.tp != 1)
     return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");
-  // The largest counts a census forms: the scores' FLOPs (every pair of tokens) and a layer's bytes.
-  __extension__ using Wide = __int128;  // exact products of sizes that may not fit 64 bits
-  const Wide s = r.seq_length;
-  const Wide width = std::max({c.hidden_size, c.intermediate_size, c.num_attention_heads * c.head_dim,
-                               c.moe.moe_intermediate_size * c.moe.num_experts_per_tok,
-                               c.moe.num_experts * c.moe.num_experts_per_tok});
-  const Wide scores = Wide{4} * c.num_attention_heads * s * s * c.head_dim;
-  const Wide matmul = Wide{2} * s * width * width;
-  const Wide bytes = Wide{64} * s * std::max<Wide>(width, c.vocab_size) * 4;
-  const Wide limit = static_cast<Wide>(INT64_MAX) / 16;
-  if (scores > limit || matmul > limit || bytes > limit)
-    return refuse("--seq-length", std::to_string(r.seq_length) +
-                                      " tokens on this model overflow 64-bit FLOP or byte counts; give fewer tokens");
-  return {};
+  return check_sizes(c, r.seq_length);
 }
 
 Status apply_options(Request& r) {
   if (!r.kernels.empty()) {
     const std::optional<nn::KernelProfile> profile = nn::parse_kernel_profile(r.kernels);
-    if (!profile) return refuse("--kernels", "'" + r.kernels + "' is not a kernel profile; use npu (the default) or cuda");
+    if (!profile) return refuse("--kernels", echoed(r.kernels) + " is not a kernel profile; use npu (the default) or cuda");
     r.config.kernels = *profile;
   }
   if (!r.train_yaml.empty()) {
@@ -79,10 +139,10 @@ Status apply_options(Request& r) {
   }
   if (r.experts_implementation.empty()) return {};
   if (r.experts_implementation != "grouped_mm" && r.experts_implementation != "eager")
-    return refuse("--experts-implementation", "'" + r.experts_implementation +
-                                                  "' is not known; use grouped_mm (Transformers' default) or eager");
+    return refuse("--experts-implementation", echoed(r.experts_implementation) +
+                                                  " is not known; use grouped_mm (Transformers' default) or eager");
   if (r.config.moe.num_experts == 0)
-    return refuse("--experts-implementation", r.model_name + " (" + r.config.model_type +
+    return refuse("--experts-implementation", escaped(r.model_name) + " (" + r.config.model_type +
                                                   ") has no experts; drop the option for a dense model");
   r.config.moe.experts_implementation = r.experts_implementation == "eager" ? nn::ExpertsImplementation::kEager
                                                                            : nn::ExpertsImplementation::kGroupedMm;

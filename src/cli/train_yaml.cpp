@@ -2,6 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "cli/yaml_text.h"
+#include "util/escape.h"
+#include "util/read_file.h"
+
 namespace census::cli {
 namespace {
 
@@ -41,7 +45,7 @@ Result<std::optional<ReplacementSpec>> read_entry(const YAML::Node& entry, size_
   std::string why;
   const std::optional<FusedModule> module = known_factory(spec.factory, why);
   if (!module)
-    return refuse(where, "factory " + spec.factory + (why.empty() ? " is not known to the census (it prices: " +
+    return refuse(where, "factory " + echoed(spec.factory) + (why.empty() ? " is not known to the census (it prices: " +
                                                                        known_factories() + ")"
                                                                  : " " + why) +
                              "; the census never guesses a module it has not modelled");
@@ -52,11 +56,15 @@ Result<std::optional<ReplacementSpec>> read_entry(const YAML::Node& entry, size_
 }  // namespace
 
 Result<std::vector<ReplacementSpec>> read_train_yaml(const std::string& path) {
+  auto text = read_regular_file(path, "give a HyperParallel train.yaml");
+  CENSUS_TRY(text);
+  return read_train_yaml_text(*text, path);
+}
+
+Result<std::vector<ReplacementSpec>> read_train_yaml_text(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return refuse(path, "cannot be read; give a HyperParallel train.yaml");
+    root = load_yaml(text);
   } catch (const YAML::Exception& e) {
     return refuse(path, "is not valid YAML (line " + std::to_string(e.mark.line + 1) + "); fix the file");
   }

@@ -8,7 +8,8 @@ bool is_moe_layer(const ModelConfig& c, int64_t index) {
   const MoeConfig& moe = c.moe;
   if (moe.num_experts == 0 || index < moe.first_k_dense_replace) return false;
   if ((index + 1) % moe.decoder_sparse_step != 0) return false;
-  return std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), index) == moe.mlp_only_layers.end();
+  // mlp_only_layers is read sorted (ConfigReader::layer_indices).
+  return !std::binary_search(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), index);
 }
 
 std::vector<std::string> layer_kinds(const ModelConfig& config) {

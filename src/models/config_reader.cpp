@@ -1,60 +1,130 @@
 #include "models/config_reader.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "util/escape.h"
+
 namespace census {
 namespace {
 
 // Sizes beyond this cannot be priced: byte and FLOP counts must stay exact in 64-bit integers.
 constexpr int64_t kLargestSize = int64_t{1} << 32;
+// The longest name a text field holds (model types, activations and implementations are short).
+constexpr size_t kLargestText = 256;
+// How deep shown() opens nested arrays and objects; deeper ones show as [...] or {...}.
+constexpr int kShownDepth = 2;
+constexpr size_t kShownChars = 40;
 
-std::string shown(const nlohmann::json& value) {
-  std::string text = value.dump();
-  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+// A string as JSON shows it, quoted and escaped; bytes that are not UTF-8 (a string cut mid-character,
+// or one from Python) shown as U+FFFD rather than thrown.
+std::string dumped(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// `value` appended to `out`, containers opened `depth` more levels. The recursion is bounded by
+// kShownDepth, not by the value, and stops once `out` is long enough to be cut.
+void append_shown(const nlohmann::json& value, int depth, std::string& out) {
+  if (value.is_array() || value.is_object()) {
+    const bool array = value.is_array();
+    if (value.empty() || depth == 0) {
+      out += array ? (value.empty() ? "[]" : "[...]") : (value.empty() ? "{}" : "{...}");
+      return;
+    }
+    out += array ? '[' : '{';
+    bool first = true;
+    for (auto item = value.begin(); item != value.end() && out.size() <= kShownChars; ++item) {
+      out += first ? "" : ",";
+      first = false;
+      if (!array) out += dumped(item.key()) + ":";
+      append_shown(item.value(), depth - 1, out);
+    }
+    out += array ? ']' : '}';
+    return;
+  }
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) {
+    const double number = value.get<double>();
+    out += std::isnan(number) ? "NaN" : number > 0 ? "Infinity" : "-Infinity";
+    return;
+  }
+  if (value.is_string()) {
+    // A scalar's dump escapes its control characters; cut a long string before dumping all of it.
+    const std::string& text = value.get_ref<const std::string&>();
+    out += dumped(text.substr(0, std::min(text.size(), kShownChars + 1)));
+    return;
+  }
+  out += value.dump();
+}
+
+// Whether `value` is an integer, stated as one or as a float with no fraction (4096.0), and which.
+std::optional<int64_t> integer_of(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t n = value.get<uint64_t>();
+    return n > static_cast<uint64_t>(INT64_MAX) ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(n));
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (!value.is_number_float()) return std::nullopt;
+  const double number = value.get<double>();
+  // Past 2^53 a double no longer holds every integer; past 2^63 the cast is undefined.
+  if (!std::isfinite(number) || std::fabs(number) > 9007199254740992.0 || number != std::floor(number))
+    return std::nullopt;
+  return static_cast<int64_t>(number);
 }
 
 }  // namespace
 
+std::string shown(const nlohmann::json& value) {
+  std::string text;
+  append_shown(value, kShownDepth, text);
+  return escaped(text.size() > kShownChars ? text.substr(0, kShownChars - 3) + "..." : text);
+}
+
 Result<int64_t> ConfigReader::size(const char* name, std::optional<int64_t> fallback) const {
   if (!has(name)) {
     if (fallback) return *fallback;
-    return refuse(name, "missing from the config; add it (a positive integer)");
+    return wrong(name, "missing from the config; add it (a positive integer)");
   }
   const nlohmann::json& value = json_.at(name);
-  if (!value.is_number_integer() && !(value.is_number_float() && value.get<double>() == static_cast<int64_t>(value.get<double>())))
-    return refuse(name, "must be a positive integer, not " + shown(value) + "; fix the config");
-  const int64_t n = value.is_number_integer() ? value.get<int64_t>() : static_cast<int64_t>(value.get<double>());
-  if (n <= 0) return refuse(name, "must be a positive integer, not " + shown(value) + "; fix the config");
-  if (n > kLargestSize)
-    return refuse(name, std::to_string(n) + " is too large for exact 64-bit byte counts (at most 2^32); fix the config");
-  return n;
+  const std::optional<int64_t> n = integer_of(value);
+  if (!n && value.is_number_unsigned())
+    return wrong(name, shown(value) + " is too large for exact 64-bit byte counts (at most 2^32); fix the config");
+  if (!n || *n <= 0) return wrong(name, "must be a positive integer, not " + shown(value) + "; fix the config");
+  if (*n > kLargestSize)
+    return wrong(name, std::to_string(*n) + " is too large for exact 64-bit byte counts (at most 2^32); fix the config");
+  return *n;
 }
 
 Result<int64_t> ConfigReader::count(const char* name, int64_t fallback) const {
   if (!has(name)) return fallback;
   const nlohmann::json& value = json_.at(name);
-  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > kLargestSize)
-    return refuse(name, "must be a non-negative integer, not " + shown(value) + "; fix the config");
-  return value.get<int64_t>();
+  const std::optional<int64_t> n = value.is_number_float() ? std::nullopt : integer_of(value);
+  if (!n || *n < 0 || *n > kLargestSize)
+    return wrong(name, "must be a non-negative integer, not " + shown(value) + "; fix the config");
+  return *n;
 }
 
 Result<std::vector<int64_t>> ConfigReader::layer_indices(const char* name, int64_t num_layers) const {
   std::vector<int64_t> out;
   if (!has(name)) return out;
   const nlohmann::json& value = json_.at(name);
-  if (!value.is_array()) return refuse(name, "must be a list of layer indices, not " + shown(value) + "; fix the config");
+  if (!value.is_array()) return wrong(name, "must be a list of layer indices, not " + shown(value) + "; fix the config");
   for (const nlohmann::json& entry : value) {
-    if (!entry.is_number_integer() || entry.get<int64_t>() < 0 || entry.get<int64_t>() >= num_layers)
-      return refuse(name, "has " + shown(entry) + ", not a layer index in [0, " + std::to_string(num_layers) +
-                              "); fix the config");
-    out.push_back(entry.get<int64_t>());
+    const std::optional<int64_t> index = entry.is_number_float() ? std::nullopt : integer_of(entry);
+    if (!index || *index < 0 || *index >= num_layers)
+      return wrong(name, "has " + shown(entry) + ", not a layer index in [0, " + std::to_string(num_layers) +
+                             "); fix the config");
+    out.push_back(*index);
   }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
 Result<double> ConfigReader::positive_number(const char* name, double fallback) const {
   if (!has(name)) return fallback;
   const nlohmann::json& value = json_.at(name);
-  if (!value.is_number() || value.get<double>() <= 0)
-    return refuse(name, "must be a positive number, not " + shown(value) + "; fix the config");
+  if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0)
+    return wrong(name, "must be a finite positive number, not " + shown(value) + "; fix the config");
   return value.get<double>();
 }
 
@@ -69,15 +139,29 @@ Result<double> ConfigReader::probability(const char* name, double fallback) cons
 Result<bool> ConfigReader::flag(const char* name, bool fallback) const {
   if (!has(name)) return fallback;
   const nlohmann::json& value = json_.at(name);
-  if (!value.is_boolean()) return refuse(name, "must be true or false, not " + shown(value) + "; fix the config");
+  if (!value.is_boolean()) return wrong(name, "must be true or false, not " + shown(value) + "; fix the config");
   return value.get<bool>();
 }
 
 Result<std::string> ConfigReader::text(const char* name, const std::string& fallback) const {
   if (!has(name)) return fallback;
   const nlohmann::json& value = json_.at(name);
-  if (!value.is_string()) return refuse(name, "must be a string, not " + shown(value) + "; fix the config");
-  return value.get<std::string>();
+  if (!value.is_string()) return wrong(name, "must be a string, not " + shown(value) + "; fix the config");
+  const std::string& text = value.get_ref<const std::string&>();
+  const bool control = std::any_of(text.begin(), text.end(), [](char ch) {
+    return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+  });
+  if (control || text.size() > kLargestText)
+    return wrong(name, "must be a name (no control characters, at most 256 long), not " + echoed(text) +
+                           "; fix the config");
+  return text;
+}
+
+Result<std::optional<ConfigReader>> ConfigReader::section(const char* name) const {
+  if (!has(name)) return std::optional<ConfigReader>();
+  const nlohmann::json& value = json_.at(name);
+  if (!value.is_object()) return wrong(name, "must be an object, not " + shown(value) + "; fix the config");
+  return std::optional<ConfigReader>(ConfigReader(value, prefix_ + name + "."));
 }
 
 }  // namespace census

@@ -108,12 +108,15 @@ CENSUS_FAMILY(kGlm4MoeFamily) = {"glm4_moe", read_glm4_moe, build_glm4_moe_layer
 
 namespace {
 
-// Glm4MoeConfig: no head_dim field (hidden / heads unless the config states it, as checkpoints do);
+// Glm4MoeConfig: no head_dim field (hidden // heads, floored as Glm4MoeAttention floors it, unless the
+// config states it, as checkpoints do: the defaults' 4096 // 96 is 42);
 // attention_bias biases q, k and v only; use_qk_norm; partial_rotary_factor 0.5 unless stated;
 // 128 routed experts of 1408, top 8, one shared expert, one dense layer, one group; the MTP layers
 // (num_nextn_predict_layers, which attribute_map also names num_mtp_layers).
 Result<ModelConfig> read_glm4_moe(const ConfigReader& r) {
-  CENSUS_ASSIGN(ModelConfig c, read_llama_like(r, kGlm4MoeFamily, {151552, 4096, 10944, 46, 96, 8, std::nullopt}));
+  CENSUS_ASSIGN(const int64_t hidden, r.size("hidden_size", 4096));
+  CENSUS_ASSIGN(const int64_t heads, r.size("num_attention_heads", 96));
+  CENSUS_ASSIGN(ModelConfig c, read_llama_like(r, kGlm4MoeFamily, {151552, 4096, 10944, 46, 96, 8, hidden / heads}));
   CENSUS_ASSIGN(c.qkv_bias, r.flag("attention_bias", false));
   c.o_bias = false;
   CENSUS_ASSIGN(c.qk_norm, r.flag("use_qk_norm", false));

@@ -159,25 +159,29 @@ Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
   c.layer_types.clear();
   for (const auto& type : types) {
     if (!type.is_string() || (type != "full_attention" && type != "sliding_attention"))
-      return refuse("layer_types", "has " + type.dump() + "; known kinds: full_attention, sliding_attention");
+      return refuse("layer_types", "has " + shown(type) + "; known kinds: full_attention, sliding_attention");
     c.layer_types.push_back(type.get<std::string>());
   }
   return {};
 }
 
 Status read_rotary_dim(const ConfigReader& r, ModelConfig& c, double default_factor) {
-  double factor = default_factor;
-  const nlohmann::json* rope = r.has("rope_parameters") ? &r.json().at("rope_parameters") : nullptr;
-  if (rope != nullptr && rope->is_object() && rope->contains("partial_rotary_factor") &&
-      rope->at("partial_rotary_factor").is_number()) {
-    factor = rope->at("partial_rotary_factor").get<double>();
-  } else {
-    CENSUS_ASSIGN(factor, r.positive_number("partial_rotary_factor", default_factor));
-  }
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
-  if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
-    return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +
-                                               std::to_string(c.head_dim) + "; it must be even and positive, fix the config");
+  // Stated in rope_parameters, that value is read (and refused where wrong); else the top level's.
+  CENSUS_ASSIGN(const auto rope, r.section("rope_parameters"));
+  const bool in_rope = rope && rope->has("partial_rotary_factor");
+  CENSUS_ASSIGN(const double factor, in_rope ? rope->positive_number("partial_rotary_factor", default_factor)
+                                             : r.positive_number("partial_rotary_factor", default_factor));
+  // A share of head_dim: refused past 1 before the product is cast (1e300 would not fit 64 bits).
+  if (factor > 1)
+    return refuse(in_rope ? "rope_parameters.partial_rotary_factor" : "partial_rotary_factor",
+                  "must be at most 1 (the share of head_dim rotated), not " + shown(factor) + "; fix the config");
+  // dim = int(head_dim * factor); the rotary's inv_freq is arange(0, dim, 2), ceil(dim / 2) frequencies,
+  // so cos and sin (and the channels rotated) are 2 * ceil(dim / 2) wide, an odd dim rounded up.
+  const auto dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
+  c.rotary_dim = 2 * ((dim + 1) / 2);
+  if (factor <= 0 || dim < 1)
+    return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(dim) + " of head_dim " +
+                                               std::to_string(c.head_dim) + "; it must be positive, fix the config");
   return {};
 }
 

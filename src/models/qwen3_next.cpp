@@ -163,7 +163,7 @@ Status read_layer_types(const ConfigReader& r, ModelConfig& c) {
   for (const auto& type : types) {
     const std::string kind = type.is_string() ? current_layer_type(type.get<std::string>()) : std::string();
     if (kind != "linear_attention" && kind != "full_attention")
-      return refuse("layer_types", "has " + type.dump() + "; known kinds: linear_attention, full_attention");
+      return refuse("layer_types", "has " + shown(type) + "; known kinds: linear_attention, full_attention");
     c.layer_types.push_back(kind);
   }
   return {};

@@ -1,8 +1,8 @@
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "models/registry.h"
+#include "util/escape.h"
+#include "util/read_file.h"
 
 namespace census {
 
@@ -10,25 +10,38 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
   if (!json.is_object()) return refuse("config", "is not a JSON object; give a Transformers config.json");
   const nlohmann::json* fields = &json;
   // A multimodal model's config holds its language model's under text_config.
-  if (json.contains("text_config") && json.at("text_config").is_object()) fields = &json.at("text_config");
-  if (!fields->contains("model_type") || !fields->at("model_type").is_string())
+  if (json.contains("text_config") && !json.at("text_config").is_null()) {
+    if (!json.at("text_config").is_object())
+      return refuse("text_config", "must be an object (the language model's config), not " + shown(json.at("text_config")) +
+                                       "; fix the config");
+    fields = &json.at("text_config");
+  }
+  if (!fields->contains("model_type") || fields->at("model_type").is_null())
     return refuse("model_type", "missing from the config; add the Transformers model_type (e.g. \"llama\")");
-  const std::string model_type = fields->at("model_type").get<std::string>();
+  if (!fields->at("model_type").is_string())
+    return refuse("model_type", "must be a string, not " + shown(fields->at("model_type")) +
+                                    "; give the Transformers model_type (e.g. \"llama\")");
+  const ConfigReader reader(*fields);
+  // Every family builds per-layer kinds: refuse a layer count no census could build before any family does.
+  auto layers = reader.size("num_hidden_layers", 1);
+  CENSUS_TRY(layers);
+  if (*layers > kLargestLayerCount)
+    return refuse("num_hidden_layers", std::to_string(*layers) +
+                                           " layers are more than a census prices (at most 2^20 = 1048576); fix the config");
+  const std::string& model_type = fields->at("model_type").get_ref<const std::string&>();
   std::string known;
   for (const Family* family : families()) {
-    if (model_type == family->model_type) return family->read(ConfigReader(*fields));
+    if (model_type == family->model_type) return family->read(reader);
     known += known.empty() ? "" : ", ";
     known += family->model_type;
   }
-  return refuse("model_type", "'" + model_type + "' is not priced by this Census; known: " + known);
+  return refuse("model_type", echoed(model_type) + " is not priced by this Census; known: " + known);
 }
 
 Result<ModelConfig> read_config_file(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return refuse(path, "cannot be read; give the path of a config.json or a shipped model name (census models)");
-  std::stringstream text;
-  text << file.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto text = read_regular_file(path, "give the path of a config.json or a shipped model name (census models)");
+  CENSUS_TRY(text);
+  nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return refuse(path, "is not valid JSON; give a Transformers config.json");
   return read_config(json);
 }

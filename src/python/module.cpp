@@ -1,6 +1,7 @@
 // The census Python extension (_census): the C++ census, called with a config as a Python mapping.
 // python/census/__init__.py builds the reference's public functions on top of it.
 #include <pybind11/pybind11.h>
+#include <algorithm>
 #include <sstream>
 #include <tuple>
 #include <pybind11/stl.h>
@@ -17,58 +18,132 @@
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
 #include "models/registry.h"
+#include "util/checked.h"
+#include "util/escape.h"
 
 namespace py = pybind11;
 
 namespace census::python {
 namespace {
 
-// A Python value of a config.json (mapping, sequence, str, bool, int, float, None) as JSON.
-nlohmann::json to_json(const py::handle& value) {
+// How deep a config's values may nest: a config.json's nest two or three levels; a deeper value (or
+// a mapping that holds itself) is refused before it could exhaust the stack converting it.
+constexpr int kDeepestConfigValue = 64;
+
+// A Python value as a refusal shows it: its repr, escaped and cut (util/escape.h).
+std::string shown(const py::handle& value) { return echoed(py::repr(value).cast<std::string>()); }
+
+// `field`'s Python int as JSON, or ValueError naming the field: past 64 bits no size can be exact.
+nlohmann::json integer_json(const py::handle& value, const std::string& field) {
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0)
+    throw py::value_error("config field " + echoed(field) + ": " + shown(value) +
+                          " is beyond 64-bit integers; give the size the model has");
+  if (n == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<int64_t>(n);
+}
+
+// A Python value of a config.json (mapping, sequence, str, bool, int, float, None) as JSON; `field`
+// is where it sits in the config ("rope_parameters.factor"), for a refusal to name.
+nlohmann::json to_json(const py::handle& value, const std::string& field, int depth) {
+  if (depth > kDeepestConfigValue)
+    throw py::value_error("config field " + echoed(field) + ": nests values more than 64 levels deep (or holds itself); " +
+                          "give a config.json's values");
   if (value.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
-  if (py::isinstance<py::int_>(value)) return value.cast<int64_t>();
+  if (py::isinstance<py::int_>(value)) return integer_json(value, field);
   if (py::isinstance<py::float_>(value)) return value.cast<double>();
   if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  const std::string prefix = field.empty() ? "" : field + ".";
   if (py::isinstance<py::dict>(value)) {
     nlohmann::json object = nlohmann::json::object();
-    for (const auto& [key, item] : value.cast<py::dict>()) object[py::str(key).cast<std::string>()] = to_json(item);
+    for (const auto& [key, item] : value.cast<py::dict>()) {
+      const std::string name = py::str(key).cast<std::string>();
+      object[name] = to_json(item, prefix + name, depth + 1);
+    }
     return object;
   }
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     nlohmann::json array = nlohmann::json::array();
-    for (const auto& item : value) array.push_back(to_json(item));
+    size_t index = 0;
+    for (const auto& item : value) array.push_back(to_json(item, field + "[" + std::to_string(index++) + "]", depth + 1));
     return array;
   }
-  return py::str(value).cast<std::string>();  // a field the census does not read
+  try {
+    return py::str(value).cast<std::string>();  // a field the census does not read
+  } catch (py::error_already_set&) {
+    throw py::value_error("config field " + echoed(field) + ": holds a " + std::string(Py_TYPE(value.ptr())->tp_name) +
+                          " that cannot be shown as text; give a config.json's values");
+  }
 }
 
 // The ModelConfig of a mapping, or ValueError with the census's one-line refusal.
 ModelConfig config_of(const py::dict& mapping) {
-  auto config = read_config(to_json(mapping));
+  auto config = read_config(to_json(mapping, "", 0));
   if (!config) throw py::value_error(config.refusal().message());
   return config.take();
+}
+
+// A Python integer argument, or ValueError naming it: a bool, float, str or None is refused, never
+// truncated or converted, and so is an int past 64 bits.
+int64_t integer(const py::handle& value, const char* name) {
+  if (py::isinstance<py::bool_>(value) || !PyIndex_Check(value.ptr()))
+    throw py::value_error(std::string(name) + ": must be an integer, not " + shown(value));
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0) throw py::value_error(std::string(name) + ": " + shown(value) + " is beyond 64-bit integers");
+  return static_cast<int64_t>(n);
+}
+
+// A tensor-parallel degree: a positive integer.
+int64_t tp_degree(const py::handle& value) {
+  const int64_t tp = integer(value, "tp");
+  if (tp <= 0) throw py::value_error("tp: " + std::to_string(tp) + " is not a positive degree; give one");
+  return tp;
 }
 
 // A config handle parsed once (census.load_config), or a mapping parsed now.
 ModelConfig config_of(const py::object& config) {
   if (py::isinstance<ModelConfig>(config)) return config.cast<ModelConfig>();
+  if (!py::isinstance<py::dict>(config))
+    throw py::value_error("config: must be a mapping or a census.Config, not " + shown(config));
   return config_of(config.cast<py::dict>());
 }
 
+// The request's checks, refusals naming the Python argument (seq_length) where the command line's
+// name its option (--seq-length).
 void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
   cli::Request request;
   request.config = config;
   request.layer_index = layer_index;
   request.seq_length = seq_length;
-  if (Status status = cli::check_request(request); !status) throw py::value_error(status.refusal().message());
+  Status status = cli::check_request(request);
+  if (status) return;
+  Refusal refusal = status.refusal();
+  if (refusal.field.rfind("--", 0) == 0) {
+    refusal.field.erase(0, 2);
+    std::replace(refusal.field.begin(), refusal.field.end(), '-', '_');
+  }
+  throw py::value_error(refusal.message());
+}
+
+// The layer index and sequence length of a call, each an integer the config can take, or ValueError.
+std::pair<int64_t, int64_t> checked(const ModelConfig& config, const py::handle& layer_index_arg,
+                                    const py::handle& seq_length_arg) {
+  const int64_t layer_index = integer(layer_index_arg, "layer_index");
+  const int64_t seq_length = integer(seq_length_arg, "seq_length");
+  check(config, layer_index, seq_length);
+  return {layer_index, seq_length};
 }
 
 // The config with the gated delta rule `gdn_backend` names (eager or triton), or ValueError.
 ModelConfig with_backend(ModelConfig config, const std::string& gdn_backend) {
   const std::optional<nn::GdnBackend> backend = nn::parse_gdn_backend(gdn_backend);
   if (!backend)
-    throw py::value_error("gdn_backend: '" + gdn_backend + "' is not a gated delta rule backend; give eager or triton");
+    throw py::value_error("gdn_backend: " + echoed(gdn_backend) + " is not a gated delta rule backend; give eager or triton");
   config.gdn_backend = *backend;
   return config;
 }
@@ -86,8 +161,8 @@ ModelConfig with_replacements(ModelConfig config, const std::vector<SpecTuple>& 
   for (const auto& [match, module_type, factory] : specs) {
     std::string why;
     const std::optional<FusedModule> module = known_factory(factory, why);
-    if (!module) throw Unavailable("replacement factory " + factory + (why.empty() ? " is not known to the census" : " " + why));
-    if (match.empty()) throw py::value_error("replacement for " + factory + " matches no module name pattern");
+    if (!module) throw Unavailable("replacement factory " + echoed(factory) + (why.empty() ? " is not known to the census" : " " + why));
+    if (match.empty()) throw py::value_error("replacement for " + echoed(factory) + " matches no module name pattern");
     config.replacements.push_back({match, module_type, factory, *module});
   }
   if (!config.replacements.empty() && config.family->class_prefix == nullptr)
@@ -96,8 +171,10 @@ ModelConfig with_replacements(ModelConfig config, const std::vector<SpecTuple>& 
 }
 
 // A train.yaml's replacements, as (match, module_type, factory), or ValueError.
-std::vector<SpecTuple> replacement_specs(const std::string& path) {
-  auto specs = cli::read_train_yaml(path);
+std::vector<SpecTuple> replacement_specs(const py::object& path_arg) {
+  if (!py::isinstance<py::str>(path_arg))
+    throw py::value_error("train_yaml: must be the path of a train.yaml, not " + shown(path_arg));
+  auto specs = cli::read_train_yaml(path_arg.cast<std::string>());
   if (!specs) throw py::value_error(specs.refusal().message());
   std::vector<SpecTuple> out;
   for (const ReplacementSpec& spec : *specs) out.emplace_back(spec.match, spec.module_type, spec.factory);
@@ -111,55 +188,60 @@ py::dict ops_of(const LayerCensus& c) {
   return ops;
 }
 
-py::tuple layer(const py::object& mapping, int64_t layer_index, int64_t seq_length, int64_t tp,
-                const std::string& gdn_backend) {
+py::tuple layer(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg,
+                const py::object& tp_arg, const std::string& gdn_backend) {
+  const int64_t tp = tp_degree(tp_arg);
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
-  check(config, layer_index, seq_length);
+  const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
   const LayerCensus c = census_layer(tp_config(config, tp), layer_index, seq_length);
   return py::make_tuple(c.saved_bytes, c.working_bytes, ops_of(c));
 }
 
-PartCounts flops(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
+PartCounts flops(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg) {
   const ModelConfig config = config_of(mapping);
-  check(config, layer_index, seq_length);
+  const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
   return census_flops(config, layer_index, seq_length);
 }
 
-py::tuple traffic(const py::object& mapping, int64_t layer_index, int64_t seq_length, const std::string& gdn_backend) {
+py::tuple traffic(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg, const std::string& gdn_backend) {
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
-  check(config, layer_index, seq_length);
+  const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
   const LayerTraffic t = census_traffic(config, layer_index, seq_length);
   return py::make_tuple(t.moved, t.parameter, t.launches);
 }
 
-py::tuple selective(const py::object& mapping, int64_t layer_index, int64_t seq_length, const std::string& gdn_backend) {
+py::tuple selective(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg, const std::string& gdn_backend) {
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
-  check(config, layer_index, seq_length);
+  const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
   const SelectiveCensus c = census_selective(config, layer_index, seq_length);
   return py::make_tuple(c.kept_bytes, c.working_bytes);
 }
 
-py::tuple recomputed(const py::object& mapping, int64_t layer_index, int64_t seq_length) {
+py::tuple recomputed(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg) {
   const ModelConfig config = config_of(mapping);
-  check(config, layer_index, seq_length);
+  const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
   const RecomputeShares shares = census_recomputed(config, layer_index, seq_length);
   return py::make_tuple(shares.attention_mm, shares.ffn_mm);
 }
 
 // Each kind's record as a mapping, the kinds and their first layers taken from `groups`.
 py::dict activations(const py::object& mapping, const std::vector<std::tuple<std::string, int64_t, bool>>& groups,
-                     int64_t seq_length, const std::string& gdn_backend) {
+                     const py::object& seq_length_arg, const std::string& gdn_backend) {
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
-  check(config, 0, seq_length);
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+  // Each group's first layer is censused: the counts must be positive and stay within the model.
   std::vector<LayerGroup> stack;
-  int64_t layers = 0;
+  Checked layers = 0;
   for (const auto& [kind, count, mtp] : groups) {
+    if (count <= 0)
+      throw py::value_error("layers[" + std::to_string(stack.size()) + "].count: " + std::to_string(count) +
+                            " is not a positive number of layers; give one");
     stack.push_back({kind, count, mtp});
-    if (!mtp) layers += count;
+    if (!mtp) layers = layers + count;
   }
-  if (layers > config.num_hidden_layers)
-    throw py::value_error("layers: the groups count " + std::to_string(layers) + " layers, the model has " +
-                          std::to_string(config.num_hidden_layers));
+  if (layers.overflows(config.num_hidden_layers))
+    throw py::value_error("layers: the groups count " + (layers.overflows() ? "more than 2^63" : std::to_string(layers.value())) +
+                          " layers, the model has " + std::to_string(config.num_hidden_layers));
   py::dict out;
   for (const auto& [kind, k] : census_activations(config, seq_length, stack)) {
     py::dict record;
@@ -179,18 +261,20 @@ py::dict activations(const py::object& mapping, const std::vector<std::tuple<std
   return out;
 }
 
-py::tuple output(const py::object& mapping, int64_t seq_length, int64_t vocab_size) {
+py::tuple output(const py::object& mapping, const py::object& seq_length_arg, const py::object& vocab_size_arg) {
   const ModelConfig config = config_of(mapping);
-  check(config, 0, seq_length);
-  if (vocab_size <= 0) throw py::value_error("vocab_size: must be a positive integer");
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+  const int64_t vocab_size = integer(vocab_size_arg, "vocab_size");
+  if (vocab_size <= 0 || vocab_size > config.vocab_size)
+    throw py::value_error("vocab_size: must be a positive integer, at most the model's vocabulary");
   const OutputCensus c = census_output(config, seq_length, vocab_size);
   return py::make_tuple(c.saved_bytes, c.working_bytes);
 }
 
 // The output layer's record at the vocabulary and half of it, as a mapping.
-py::dict output_activations(const py::object& mapping, int64_t seq_length) {
+py::dict output_activations(const py::object& mapping, const py::object& seq_length_arg) {
   const ModelConfig config = config_of(mapping);
-  check(config, 0, seq_length);
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
   const KindActivations k = census_output_activations(config, seq_length);
   py::dict record;
   record["saved"] = k.saved;
@@ -201,9 +285,9 @@ py::dict output_activations(const py::object& mapping, int64_t seq_length) {
   return record;
 }
 
-py::tuple parameters(const py::object& mapping, int64_t layer_index) {
+py::tuple parameters(const py::object& mapping, const py::object& layer_index_arg) {
   const ModelConfig config = config_of(mapping);
-  check(config, layer_index, 1);
+  const int64_t layer_index = checked(config, layer_index_arg, py::int_(1)).first;
   const LayerParameters p = census_parameters(config, layer_index);
   return py::make_tuple(p.parts, p.final_norm);
 }
@@ -273,11 +357,11 @@ PYBIND11_MODULE(_census, m) {
   m.doc() = "Census: the C++ layer census. Use the census package's functions, not these.";
   py::register_exception<Unavailable>(m, "CensusUnavailable", PyExc_RuntimeError);
   py::class_<census::ModelConfig>(m, "Config", "a config parsed once, for calls that must not parse it again")
-      .def(py::init([](const py::dict& mapping) { return config_of(mapping); }))
+      .def(py::init([](const py::object& mapping) { return config_of(mapping); }))
       .def_readonly("model_type", &census::ModelConfig::model_type)
       .def_readonly("num_hidden_layers", &census::ModelConfig::num_hidden_layers)
       .def("with_replacements", &with_replacements, "the config with fused modules where (match, module_type, factory) specs select them")
-      .def("tp", [](const census::ModelConfig& c, int64_t tp) { return census::tp_config(c, tp); },
+      .def("tp", [](const census::ModelConfig& c, const py::object& tp) { return census::tp_config(c, tp_degree(tp)); },
            "the config as one of `tp` tensor-parallel ranks holds its layers");
   m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it",
         py::arg("config"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("gdn_backend") = "eager");

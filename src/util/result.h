@@ -13,6 +13,8 @@
 #include <utility>
 #include <variant>
 
+#include "util/escape.h"
+
 namespace census {
 
 // Refusal: why a census cannot run. `field` names what is wrong (a config field, an option, a file);
@@ -21,7 +23,8 @@ struct Refusal {
   std::string field;
   std::string advice;
 
-  std::string message() const { return field.empty() ? advice : field + ": " + advice; }
+  // The refusal as one line: a value echoed without echoed() (util/escape.h) still cannot break it.
+  std::string message() const { return escaped(field.empty() ? advice : field + ": " + advice); }
 };
 
 // Result<T>: a T, or the Refusal that stopped it.

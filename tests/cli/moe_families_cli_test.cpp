@@ -75,8 +75,9 @@ TEST(MoeFamiliesCliRefuses, ConfigsTheseFamiliesCannotPrice) {
     "num_hidden_layers": 2, "num_experts": 8, "moe_topk": [2, 4]})")}), "moe_topk");
   expect_refused(census({"layer", write_config("lite.json", R"({"model_type": "glm4_moe_lite",
     "num_hidden_layers": 2, "mlp_layer_types": ["dense", "moe"]})")}), "mlp_layer_types");
+  // int(128 * 0.001) = 0 channels: no rotary at all.
   expect_refused(census({"layer", write_config("glm.json", R"({"model_type": "glm4_moe", "head_dim": 128,
-    "partial_rotary_factor": 0.01})")}), "partial_rotary_factor");
+    "partial_rotary_factor": 0.001})")}), "partial_rotary_factor");
 }
 
 }  // namespace

@@ -138,7 +138,7 @@ def test_refusals_are_the_command_lines():
         census.census_layer({"model_type": "gpt2"}, 0, 128)
     with pytest.raises(ValueError, match="num_key_value_heads"):
         census.census_layer({"model_type": "llama", "num_attention_heads": 8, "num_key_value_heads": 3}, 0, 128)
-    with pytest.raises(ValueError, match="layer-index"):
+    with pytest.raises(ValueError, match="layer_index"):  # the Python argument, not the option
         census.census_layer(census.shipped_config("llama-3.1-8b"), 32, 128)
     with pytest.raises(ValueError, match="cannot be read"):
         census.census_layer("/no/such/config.json", 0, 128)

@@ -1,0 +1,305 @@
+// Hostile input on the command line: whatever a config, an option, a stack file or a recipe holds,
+// the census answers with its numbers or refuses in one line on stderr with exit code 2. It never
+// crashes, never hangs, never reads a device or a FIFO, and never prints a count that wrapped.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli.h"
+#include "models/registry.h"
+
+namespace census {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun census(std::vector<std::string> args) {
+  args.insert(args.begin(), "census");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out, err;
+  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/hostile_" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string write_json(const std::string& name, const nlohmann::json& json) { return write_file(name, json.dump()); }
+
+// One line on stderr, exit code 2, nothing on stdout, naming `mentions`; no raw control character.
+void expect_refused(const CliRun& run, const std::string& mentions) {
+  EXPECT_EQ(run.code, 2) << run.out;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  ASSERT_FALSE(run.err.empty());
+  EXPECT_EQ(run.err.back(), '\n');
+  for (size_t i = 0; i + 1 < run.err.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(run.err[i]);
+    EXPECT_TRUE(byte >= 0x20 && byte != 0x7f) << "control character " << int(byte) << " in: " << run.err;
+  }
+  EXPECT_NE(run.err.find(mentions), std::string::npos) << run.err;
+}
+
+const nlohmann::json kToyLlama = {{"model_type", "llama"}, {"hidden_size", 256}, {"num_attention_heads", 8},
+                                  {"num_key_value_heads", 2}, {"head_dim", 32}, {"intermediate_size", 512},
+                                  {"num_hidden_layers", 2}, {"vocab_size", 4096}};
+
+std::vector<std::string> model_types() {
+  std::vector<std::string> out;
+  for (const Family* family : families()) out.emplace_back(family->model_type);
+  return out;
+}
+
+// 1. User text is echoed escaped: a refusal stays one line.
+TEST(HostileEcho, ModelTypeWithNewlineCrOrNul) {
+  for (const std::string& type : {std::string("llama\nfalcon"), std::string("llama\rfalcon"), std::string("lla\0ma", 6),
+                                 std::string("\x1b[31mred")}) {
+    expect_refused(census({"layer", write_json("type.json", {{"model_type", type}})}), "model_type");
+  }
+  const CliRun run = census({"layer", write_json("type.json", {{"model_type", "llama\nfalcon"}})});
+  EXPECT_NE(run.err.find("'llama\\nfalcon'"), std::string::npos) << run.err;
+}
+
+TEST(HostileEcho, LongValuesAreCut) {
+  const CliRun run = census({"layer", write_json("long.json", {{"model_type", std::string(100000, 'x')}})});
+  expect_refused(run, "model_type");
+  EXPECT_LT(run.err.size(), 1000u);
+}
+
+TEST(HostileEcho, TextFieldsOfEveryFamily) {
+  for (const std::string& type : model_types()) {
+    for (const char* field : {"hidden_act", "hidden_activation", "_experts_implementation"}) {
+      const CliRun run = census({"layer", write_json("act.json", {{"model_type", type}, {field, "silu\nevil"}})});
+      if (run.code == 0) continue;  // a field this family does not read
+      expect_refused(run, "");
+    }
+    expect_refused(census({"layer", write_json("act.json", {{"model_type", type}, {"hidden_act", "silu\nevil"},
+                                                            {"hidden_activation", "silu\nevil"}})}),
+                   "must be a name");
+  }
+}
+
+TEST(HostileEcho, OptionsPathsAndFileContents) {
+  const std::string toy = write_json("toy.json", kToyLlama);
+  expect_refused(census({"layer", toy, "--kernels", "npu\ncuda"}), "--kernels");
+  expect_refused(census({"layer", write_json("moe.json", {{"model_type", "qwen3_moe"}}), "--experts-implementation",
+                         "eager\r\nx"}),
+                 "--experts-implementation");
+  expect_refused(census({"layer", "/no/such\ndir/config.json"}), "cannot be read");
+  expect_refused(census({"layer", toy, "--format", "json\nx"}), "census --help");
+  expect_refused(census({"activations", toy, "--layers", write_file("k.yaml", "- {\"ki\\nnd\": decoder, count: 2}\n")}),
+                 "unknown key");
+  expect_refused(census({"activations", toy, "--layers", write_file("k.yaml", "- {kind: \"deco\\nder\", count: 2}\n")}),
+                 "not a layer kind");
+  expect_refused(census({"activations", toy, "--layers", write_file("k.yaml", "- {kind: decoder, count: \"2\\n3\"}\n")}),
+                 "count");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml",
+                         write_file("t.yaml", "plan_overrides:\n  - match: \"*.mlp\"\n    module_type: a.B\n"
+                                              "    replace_module: \"evil\\nfactory\"\n")}),
+                 "is not known");
+}
+
+// 2. A deeply nested value is refused; formatting it for the refusal does not recurse into it.
+TEST(HostileNesting, DeepValueInAReadFieldOfEveryFamily) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& type : model_types()) {
+    for (const char* field : {"hidden_size", "hidden_act", "layer_types", "rope_parameters", "mlp_only_layers"}) {
+      const std::string text = R"({"model_type": ")" + type + R"(", ")" + field + R"(": )" + deep + "}";
+      const CliRun run = census({"layer", write_file("deep.json", text)});
+      if (run.code == 0) continue;  // a field this family does not read
+      expect_refused(run, "");
+    }
+  }
+  const std::string text = R"({"model_type": "llama", "hidden_size": )" + deep + "}";
+  expect_refused(census({"layer", write_file("deep.json", text)}), "hidden_size");
+}
+
+// 3. A layer count no census could build is refused before any per-layer data is built.
+TEST(HostileLayers, HugeLayerCountsOfEveryFamily) {
+  for (const std::string& type : model_types())
+    for (const int64_t layers : {int64_t{1} << 21, int64_t{1} << 32, (int64_t{1} << 32) + 1})
+      expect_refused(census({"layers", write_json("layers.json", {{"model_type", type}, {"num_hidden_layers", layers}})}),
+                     "num_hidden_layers");
+}
+
+TEST(HostileLayers, ManyLayersAndMlpOnlyLayersStayFast) {
+  nlohmann::json config = {{"model_type", "qwen3_moe"}, {"num_hidden_layers", 1 << 17}};
+  nlohmann::json dense = nlohmann::json::array();
+  for (int i = 0; i < (1 << 17); i += 2) dense.push_back(i);
+  config["mlp_only_layers"] = dense;
+  const CliRun run = census({"layers", write_json("many.json", config), "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto stack = nlohmann::json::parse(run.out);
+  ASSERT_EQ(stack.size(), size_t{1} << 17);  // dense, moe, dense, moe, ...
+  EXPECT_EQ(stack[0], (nlohmann::json{{"kind", "dense"}, {"count", 1}}));
+  EXPECT_EQ(stack[1], (nlohmann::json{{"kind", "moe"}, {"count", 1}}));
+}
+
+// 4. Products past 2^63 are weighed, never printed wrapped.
+TEST(HostileProducts, DeepseekV3WithHugeHeadDims) {
+  for (const char* field : {"v_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "kv_lora_rank", "q_lora_rank"}) {
+    const CliRun run = census({"flops", "deepseek-v3", "--format", "json"});
+    ASSERT_EQ(run.code, 0);
+    nlohmann::json config = {{"model_type", "deepseek_v3"}, {field, int64_t{1} << 32}};
+    expect_refused(census({"flops", write_json("mla.json", config), "--layer-index", "5"}), "overflow");
+  }
+}
+
+TEST(HostileProducts, LinearAttentionExpertsAndHeads) {
+  const std::pair<const char*, nlohmann::json> cases[] = {
+      {"qwen3_next", {{"linear_num_value_heads", 1 << 30}, {"linear_value_head_dim", 1 << 30}}},
+      {"qwen3_next", {{"linear_key_head_dim", int64_t{1} << 32}, {"linear_num_key_heads", 1 << 16},
+                      {"linear_num_value_heads", 1 << 16}}},
+      {"qwen3_moe", {{"num_experts", int64_t{1} << 32}, {"num_experts_per_tok", 1 << 30}}},
+      {"qwen3_moe", {{"moe_intermediate_size", int64_t{1} << 32}, {"num_experts", 1 << 20}, {"num_experts_per_tok", 1 << 16}}},
+      {"llama", {{"num_attention_heads", int64_t{1} << 32}, {"num_key_value_heads", 1}, {"head_dim", int64_t{1} << 32}}},
+      {"mixtral", {{"num_local_experts", int64_t{1} << 32}, {"intermediate_size", int64_t{1} << 32}}},
+  };
+  for (const auto& [type, fields] : cases) {
+    nlohmann::json config = fields;
+    config["model_type"] = type;
+    for (const char* command : {"flops", "layer", "parameters", "traffic"}) {
+      const CliRun run = census({command, write_json("wide.json", config), "--seq-length", "1"});
+      expect_refused(run, "overflow");
+    }
+  }
+}
+
+TEST(HostileProducts, NoPrintedCountIsNegative) {
+  for (const char* command : {"flops", "traffic", "parameters"}) {
+    const CliRun run = census({command, "deepseek-v3", "--layer-index", "5", "--format", "json"});
+    ASSERT_EQ(run.code, 0) << run.err;
+    EXPECT_EQ(run.out.find('-'), std::string::npos) << run.out;
+  }
+}
+
+// 5, 6, 9. Stack files: sums that wrap, keys that are not names, keys twice, groups out of model order.
+TEST(HostileStack, CountsWhoseSumWraps) {
+  const std::string toy = write_json("toy.json", kToyLlama);
+  const std::string wraps = "- {kind: decoder, count: 9223372036854775807}\n- {kind: decoder, count: 3}\n";
+  expect_refused(census({"activations", toy, "--layers", write_file("wrap.yaml", wraps)}), "count more than 2^63");
+  expect_refused(census({"activations", toy, "--layers", write_file("big.yaml", "- {kind: decoder, count: 99999999999999999999}\n")}),
+                 "count must be a positive integer");
+}
+
+TEST(HostileStack, KeysThatAreSequencesOrMappings) {
+  const std::string toy = write_json("toy.json", kToyLlama);
+  expect_refused(census({"activations", toy, "--layers", write_file("seq.yaml", "- {[a, b]: decoder, count: 2}\n")}),
+                 "key that is a list or mapping");
+  expect_refused(census({"activations", toy, "--layers", write_file("map.yaml", "- {{a: 1}: decoder, count: 2}\n")}),
+                 "key that is a list or mapping");
+  expect_refused(census({"activations", toy, "--layers", write_file("val.yaml", "- {kind: [decoder], count: 2}\n")}),
+                 "lacks its kind");
+  expect_refused(census({"activations", toy, "--layers", write_file("mtp.yaml", "- {kind: decoder, count: 2, mtp: [1]}\n")}),
+                 "mtp must be true or false");
+}
+
+TEST(HostileStack, CountStatedTwice) {
+  const std::string toy = write_json("toy.json", kToyLlama);
+  expect_refused(census({"activations", toy, "--layers", write_file("twice.yaml", "- {kind: decoder, count: 1, count: 2}\n")}),
+                 "states a key twice");
+  expect_refused(census({"activations", toy, "--layers",
+                         write_file("twice.json", R"([{"kind": "decoder", "kind": "decoder", "count": 2}])")}),
+                 "states a key twice");
+}
+
+TEST(HostileStack, GroupsMustFollowTheModelsLayerOrder) {
+  expect_refused(census({"activations", "deepseek-v3", "--layers",
+                         write_file("order.yaml", "- {kind: moe, count: 3}\n- {kind: dense, count: 58}\n")}),
+                 "at layer 0, where this deepseek_v3 model has dense");
+  expect_refused(census({"activations", "deepseek-v3", "--layers",
+                         write_file("cross.yaml", "- {kind: dense, count: 4}\n- {kind: moe, count: 57}\n")}),
+                 "at layer 3");
+  // A group may split one of the model's runs.
+  const CliRun split = census({"activations", "deepseek-v3", "--seq-length", "64", "--layers",
+                               write_file("split.yaml", "- {kind: dense, count: 1}\n- {kind: dense, count: 2}\n"
+                                                        "- {kind: moe, count: 58}\n- {kind: moe, count: 1, mtp: true}\n")});
+  EXPECT_EQ(split.code, 0) << split.err;
+}
+
+// 7, 8. Directories and special files are refused unread; a FIFO without a writer does not block.
+TEST(HostileFiles, DirectoriesAsConfigStackAndRecipe) {
+  const std::string dir = ::testing::TempDir();
+  expect_refused(census({"layer", dir}), "is a directory");
+  expect_refused(census({"activations", "llama-3.1-8b", "--layers", dir}), "is a directory");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml", dir}), "is a directory");
+}
+
+TEST(HostileFiles, DevicesAndFifos) {
+  const std::string fifo = ::testing::TempDir() + "/hostile_fifo";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : std::vector<std::string>{"/dev/zero", "/dev/urandom", "/dev/null", fifo}) {
+    expect_refused(census({"layer", path}), "not a regular file");
+    expect_refused(census({"activations", "llama-3.1-8b", "--layers", path}), "not a regular file");
+    expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml", path}), "not a regular file");
+  }
+  ::unlink(fifo.c_str());
+}
+
+// 10. An empty enum value is refused, not read as the default.
+TEST(HostileOptions, EmptyValues) {
+  const std::string toy = write_json("toy.json", kToyLlama);
+  expect_refused(census({"layer", toy, "--kernels", ""}), "--kernels: is empty");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--experts-implementation", ""}), "--experts-implementation: is empty");
+  expect_refused(census({"layer", toy, "--train-yaml", ""}), "--train-yaml: is empty");
+  expect_refused(census({"activations", toy, "--layers", ""}), "--layers: is empty");
+  expect_refused(census({"layer", toy, "--format", ""}), "census --help");
+  expect_refused(census({"layer", toy, "--gdn-backend", ""}), "census --help");
+  expect_refused(census({"layer", ""}), "cannot be read");
+}
+
+// 11. A value that is present and wrong is refused, not read as absent.
+TEST(HostilePresentButWrong, RopeParametersAndTextConfig) {
+  for (const char* type : {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}) {
+    for (const nlohmann::json& rope : {nlohmann::json{{"partial_rotary_factor", "0.25"}},
+                                       nlohmann::json{{"partial_rotary_factor", {0.25}}},
+                                       nlohmann::json{{"partial_rotary_factor", nullptr}, {"x", 1}}}) {
+      const CliRun run = census({"layer", write_json("rope.json", {{"model_type", type}, {"rope_parameters", rope}})});
+      if (rope.at("partial_rotary_factor").is_null()) {
+        EXPECT_EQ(run.code, 0) << run.err;  // null is absent: the default
+      } else {
+        expect_refused(run, "rope_parameters.partial_rotary_factor");
+      }
+    }
+    expect_refused(census({"layer", write_json("rope.json", {{"model_type", type}, {"rope_parameters", "linear"}})}),
+                   "rope_parameters: must be an object");
+    expect_refused(census({"layer", write_json("rope.json", {{"model_type", type}, {"rope_parameters", {1, 2}}})}),
+                   "rope_parameters: must be an object");
+  }
+  expect_refused(census({"layer", write_json("text.json", {{"model_type", "llama"}, {"text_config", "qwen3"}})}),
+                 "text_config: must be an object");
+  expect_refused(census({"layer", write_json("type.json", {{"model_type", 5}})}), "model_type: must be a string");
+}
+
+TEST(HostilePresentButWrong, UnclosedQuoteInARecipe) {
+  const std::string recipe = write_file("quote.yaml", "plan_overrides:\n  - match: \"*.mlp\n    module_type: a.B\n"
+                                                      "    replace_module: x.y\n");
+  expect_refused(census({"layer", "qwen3-30b-a3b", "--train-yaml", recipe}), "is not valid YAML");
+  expect_refused(census({"activations", "llama-3.1-8b", "--layers", write_file("quote2.yaml", "- {kind: \"decoder, count: 32}\n")}),
+                 "is not valid JSON or YAML");
+}
+
+TEST(HostilePresentButWrong, NonFiniteAndFractionalNumbers) {
+  for (const char* text : {R"({"model_type": "llama", "hidden_size": 1e400})", R"({"model_type": "llama", "hidden_size": -1e400})",
+                           R"({"model_type": "llama", "hidden_size": 1e300})", R"({"model_type": "llama", "hidden_size": 9.3e18})",
+                           R"({"model_type": "llama", "num_hidden_layers": 18446744073709551615})",
+                           R"({"model_type": "llama", "rms_norm_eps": 1e400})"}) {
+    const CliRun run = census({"layer", write_file("inf.json", text)});
+    expect_refused(run, "");
+  }
+}
+
+}  // namespace
+}  // namespace census

@@ -49,6 +49,8 @@ enum class Op : uint8_t {
   kNpuFusionAttention,
   // Attention kernel contracts
   kFlashAttention, kCudaFlashAttention,
+  // The model around its layers (the stack census): the token embedding, the sum a backward starts at
+  kEmbedding, kEmbeddingDenseBackward, kSum,
   kCount,
 };
 

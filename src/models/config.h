@@ -105,6 +105,12 @@ struct ModelConfig {
   int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); 0: the whole head_dim
   // A run option, not a config field (--gdn-backend): the gated delta rule the layers run.
   nn::GdnBackend gdn_backend = nn::GdnBackend::kEager;
+
+  // DeepSeek Sparse Attention's Lightning indexer (DeepSeek-V3.2, GLM-5): its heads, head width and
+  // top-k; 0 heads where the model has none.
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;
 };
 
 // Whether layer `index` builds a mixture of experts rather than a dense MLP.

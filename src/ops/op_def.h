@@ -51,6 +51,8 @@ enum class Op : uint8_t {
   kFlashAttention, kCudaFlashAttention,
   // The model around its layers (the stack census): the token embedding, the sum a backward starts at
   kEmbedding, kEmbeddingDenseBackward, kSum,
+  // DeepSeek-V3.2's Lightning indexer: its key's LayerNorm, its causal mask's comparison
+  kNativeLayerNorm, kNativeLayerNormBackward, kGtTensor,
   kCount,
 };
 

@@ -118,11 +118,12 @@ std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t se
     Tensor hidden_states = ops::embedding(embed_tokens, input_ids);
     input_ids = Tensor();
     const nn::PositionEmbeddings positions = layers.front()->embed_positions(hidden_states);
+    LayerCarry carry;
     for (int64_t i = 0; i < count; ++i) {
       Tensor input = hook(hidden_states, windows, i, BackwardHookNode::Side::kInput);
       hidden_states = Tensor();
       saves.running = i;
-      Tensor output = layers[static_cast<size_t>(i)]->forward(input, positions);
+      Tensor output = layers[static_cast<size_t>(i)]->forward_in_model(input, positions, carry);
       saves.running = -1;
       input = Tensor();
       hidden_states = hook(output, windows, i, BackwardHookNode::Side::kOutput);

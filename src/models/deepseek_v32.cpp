@@ -124,10 +124,6 @@ Result<ModelConfig> read_deepseek_v32_config(const ConfigReader& r, const Family
   return c;
 }
 
-namespace {
-
-// DeepseekV32MoE where mlp_layer_types makes the layer sparse (its router's correction bias a float32
-// buffer), else the dense MLP.
 std::unique_ptr<nn::FeedForward> build_deepseek_v32_mlp(const ModelConfig& c, int64_t index, nn::ParameterList& params) {
   if (!is_moe_layer(c, index)) return build_dense_mlp(c, index, params);
   nn::GroupLimitedRouting routing = group_limited_routing(c.moe);
@@ -139,6 +135,8 @@ std::unique_ptr<nn::FeedForward> build_deepseek_v32_mlp(const ModelConfig& c, in
                                c.moe.experts_implementation},
       params);
 }
+
+namespace {
 
 class DeepseekV32DecoderLayer final : public DecoderLayer {
  public:

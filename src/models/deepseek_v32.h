@@ -45,6 +45,10 @@ class DeepseekV32Attention {
   std::optional<nn::LightningIndexer> indexer;
 };
 
+// DeepseekV32MoE where mlp_layer_types makes layer `index` sparse (its router's correction bias a
+// float32 buffer), else the dense MLP; GLM-5's GlmMoeDsaMoE is the same block.
+std::unique_ptr<nn::FeedForward> build_deepseek_v32_mlp(const ModelConfig& config, int64_t index, nn::ParameterList& params);
+
 // DeepseekV32Config on DeepseekV3Config's fields: the indexer's (index_n_heads, index_head_dim,
 // index_topk) and mlp_layer_types, which names each layer's feed-forward ("dense" or "sparse").
 Result<ModelConfig> read_deepseek_v32_config(const ConfigReader& reader, const Family& family);

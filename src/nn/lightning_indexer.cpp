@@ -42,12 +42,14 @@ Tensor LightningIndexer::forward(const Tensor& hidden_states, const Tensor& q_re
     k_rot = parts[0];
     k_pass = parts[1];
   }
-  {
-    // Rotary with cos and sin unsqueezed on dim 2, the heads of (B, S, heads, Dr).
+  if (sizes_.rope_interleave) {
+    auto [q_embed, k_embed] = apply_rotary_pos_emb_interleave(q_rot, k_rot, positions.cos, positions.sin, 2);
+    q_rot = q_embed;
+    k_rot = k_embed;
+  } else {
+    // apply_rotary_pos_emb(..., unsqueeze_dim=2): cos and sin gain the heads' dim of (B, S, heads, Dr).
     const Tensor cos = ops::unsqueeze(positions.cos, 2), sin = ops::unsqueeze(positions.sin, 2);
-    auto rotate = [&](const Tensor& x) {
-      return ops::add(ops::mul(x, cos), ops::mul(rotate_half(x), sin));
-    };
+    auto rotate = [&](const Tensor& x) { return ops::add(ops::mul(x, cos), ops::mul(rotate_half(x), sin)); };
     q_rot = rotate(q_rot);
     k_rot = rotate(k_rot);
   }

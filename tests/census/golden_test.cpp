@@ -143,7 +143,9 @@ INSTANTIATE_TEST_SUITE_P(MoeCheckpoints, OracleCase,
 // the flash contract.
 INSTANTIATE_TEST_SUITE_P(SparseAttentionFamilies, OracleCase,
                          ::testing::Values("deepseek_v32_h256_s64_dense0", "deepseek_v32_h256_s64_moe1",
-                                           "deepseek_v32_h256_s128_dense0", "deepseek_v32_h256_s128_moe1"));
+                                           "deepseek_v32_h256_s128_dense0", "deepseek_v32_h256_s128_moe1",
+                                           "glm_moe_dsa_h256_s64_dense_full0", "glm_moe_dsa_h256_s64_moe_full1",
+                                           "glm_moe_dsa_h256_s128_dense_full0", "glm_moe_dsa_h256_s128_moe_full1"));
 
 // Every storage the oracle lists as saved, with its bytes, dtype, shape, module and op class.
 TEST(Explain, ListsTheStoragesTheOracleLists) {

@@ -2,6 +2,8 @@
 // TP 2, to the byte, and each kind's record (the mean of its layers, split) exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "census/layer_census.h"
 #include "census/stack_census.h"
 #include "oracle_cases.h"
@@ -37,9 +39,12 @@ TEST_P(StackCase, KindRecords) {
   const auto kinds = stack_activations(config, seq);
   const nlohmann::json& expected = oracle.at("census_activations");
   ASSERT_EQ(kinds.size(), expected.size());
-  for (const auto& [kind, record] : kinds) {
-    ASSERT_TRUE(expected.contains(kind)) << kind;
-    const nlohmann::json& e = expected.at(kind);
+  // The oracle names its kinds its own way: a kind is matched by its first layer.
+  for (const auto& [oracle_kind, e] : expected.items()) {
+    const std::string kind = layer_kind(config, e.at("layers")[0].get<int64_t>());
+    const auto found = std::find_if(kinds.begin(), kinds.end(), [&](const auto& each) { return each.first == kind; });
+    ASSERT_NE(found, kinds.end()) << oracle_kind;
+    const KindActivations& record = found->second;
     EXPECT_EQ(record.saved, e.at("saved").get<double>()) << kind;
     EXPECT_EQ(record.saved_tp, e.at("saved_tp").get<double>()) << kind;
     EXPECT_EQ(record.working, e.at("working").get<double>()) << kind;
@@ -49,7 +54,7 @@ TEST_P(StackCase, KindRecords) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stack, StackCase, ::testing::Values("llama_stack_h256_s64"));
+INSTANTIATE_TEST_SUITE_P(Stack, StackCase, ::testing::Values("llama_stack_h256_s64", "glm_moe_dsa_stack_h256_s64"));
 
 // The control: a Llama stack's first layer keeps what the layer census saves, and every later layer
 // less by the rotary cos and sin (1, S, D) bf16 each, which the model makes once and the first

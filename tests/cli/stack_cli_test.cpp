@@ -70,3 +70,45 @@ TEST(StackCli, RefusesABadSequenceInOneLine) {
 
 }  // namespace
 }  // namespace census
+
+namespace census {
+namespace {
+
+std::string glm_stack_config() {
+  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/oracle/glm_moe_dsa_stack_h256_s64.json");
+  const nlohmann::json oracle = nlohmann::json::parse(file);
+  const std::string path = ::testing::TempDir() + "/glm_stack_config.json";
+  std::ofstream(path) << oracle.at("config").dump();
+  return path;
+}
+
+// GLM-5's shared-indexer layer reads the layer before's top-k: no single-layer command runs it.
+TEST(StackOnlyLayers, ASingleLayerCommandIsRefusedInOneLine) {
+  for (const char* command : {"layer", "saved-ops", "flops", "traffic", "explain"}) {
+    const CliRun r = run({command, glm_stack_config(), "--layer-index", "2", "--seq-length", "64"});
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_TRUE(r.out.empty()) << command;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("census stack"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("shared"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(run({"layer", glm_stack_config(), "--layer-index", "1", "--seq-length", "64"}).code, 0);
+}
+
+// activations prices the shared layers' kind through the stack (the oracle's stack record), and the
+// other kinds on their first layer as ever.
+TEST(StackOnlyLayers, ActivationsTakesTheirKindFromTheStack) {
+  const CliRun r = run({"activations", glm_stack_config(), "--seq-length", "64", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  const nlohmann::json& shared = json.at("shared_moe");
+  EXPECT_EQ(shared.at("saved").get<double>(), 8966.5);
+  EXPECT_EQ(shared.at("saved_tp").get<double>(), 10240.0);
+  EXPECT_EQ(shared.at("working").get<double>(), 17679.0625);
+  EXPECT_EQ(shared.at("working_tp").get<double>(), 10240.0);
+  EXPECT_FALSE(shared.contains("selective"));
+  EXPECT_TRUE(json.at("full_moe").contains("selective"));
+}
+
+}  // namespace
+}  // namespace census

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
@@ -88,7 +89,19 @@ std::pair<double, double> split(double one, double two, int64_t seq_length) {
   return {std::max(0.0, 2.0 * two - one) / s, std::max(0.0, 2.0 * (one - two)) / s};
 }
 
+// The families whose model forward is the plain one the stack census runs (check_stack).
+constexpr std::string_view kPlainModelForward[] = {"deepseek_v3", "deepseek_v32", "glm_moe_dsa", "llama", "mistral",
+                                                   "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
+
 }  // namespace
+
+Status check_stack(const ModelConfig& config) {
+  for (std::string_view family : kPlainModelForward)
+    if (config.model_type == family) return {};
+  return refuse("model_type", "the stack census does not build " + config.model_type +
+                                  "'s model forward yet (it builds " + std::string(kPlainModelForward[0]) +
+                                  ", ..., qwen3_moe); its layers run alone: use census layer or census activations");
+}
 
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length) {
   Session session;  // first: every tensor of the census dies before it

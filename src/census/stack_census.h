@@ -22,6 +22,7 @@
 
 #include "census/activations.h"
 #include "models/config.h"
+#include "util/result.h"
 
 namespace census {
 
@@ -29,6 +30,12 @@ struct StackLayerCensus {
   int64_t kept = 0;
   int64_t held = 0;
 };
+
+// Whether the stack census builds `config`'s model as Transformers runs it: a model whose forward is the
+// embedding, the rotary computed once, the layers in order and the final norm. A model that scales its
+// embeddings (Gemma's), builds several rotary flavours or masks per layer kind (Gemma 3, gpt-oss, the
+// gated delta nets) or multi-axis positions (Qwen3-VL) is refused, naming what to run instead.
+Status check_stack(const ModelConfig& config);
 
 // Each decoder layer's (kept, held), in model order.
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length);

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/request.h"
+#include "census/stack_census.h"
 #include "cli/stack_command.h"
 #include "cli/stack_file.h"
 
@@ -113,6 +114,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   request.config.gdn_backend = *nn::parse_gdn_backend(gdn_backend);
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
   if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
+  if (request.command == "stack")
+    if (Status stacked = check_stack(request.config); !stacked) return refuse_line(err, stacked.refusal().message());
   if (!layers_file.empty()) {
     auto stack = read_stack_file(layers_file, request.config);
     if (!stack) return refuse_line(err, stack.refusal().message());

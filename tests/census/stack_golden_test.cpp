@@ -71,3 +71,21 @@ TEST(StackControl, LaterLayersKeepLessByTheRotary) {
 
 }  // namespace
 }  // namespace census
+
+namespace census {
+namespace {
+
+// DeepSeek-V3.2's layers read nothing an earlier layer wrote: through the stack, each keeps what its
+// layer census saves, the layers after the first less by the rotary cos and sin (1, S, Dr) bf16 each.
+TEST(StackControl, DeepseekV32LayersKeepWhatTheyKeepAlone) {
+  const ModelConfig config = testing::oracle_config(testing::oracle_case("deepseek_v32_h256_s64_dense0"));
+  const int64_t seq = 64;
+  const std::vector<StackLayerCensus> stack = census_stack(config, seq);
+  ASSERT_EQ(stack.size(), 2u);
+  const int64_t cos_and_sin = 2 * seq * config.mla.qk_rope_head_dim * 2;
+  EXPECT_EQ(stack[0].kept, census_layer(config, 0, seq).saved_bytes);
+  EXPECT_EQ(stack[1].kept, census_layer(config, 1, seq).saved_bytes - cos_and_sin);
+}
+
+}  // namespace
+}  // namespace census

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "census/layer_census.h"
+#include "census/parts.h"
 #include "census/selective_census.h"
 #include "models/registry.h"
 
@@ -40,6 +41,22 @@ TEST(DeepseekV32Anchor, DenseLayerKeeps1192192BytesATokenSelective) {
   const SelectiveCensus v3 = census_selective(defaults("deepseek_v3"), 0, kTokens);
   EXPECT_EQ(v3.kept_bytes, 110720 * kTokens);
   EXPECT_EQ(v32.kept_bytes - v3.kept_bytes, (64 * 4096 * 4 + 4096 * 4 + 64 * 128 * 2 + 64 * 2) * kTokens);
+}
+
+// The indexer's FLOPs at that shape, beyond DeepSeek-V3's layer (S = 4096, H = 7168, Rq = 1536,
+// Hi = 64, Di = 128):
+//   attention (its projections): wq_b 2 S Rq Hi Di + wk 2 S H Di + weights_proj 2 S H Hi
+//   linrec (its weightless bmm):  scores 2 S Hi Di S + index 2 S Hi S
+// The scores the attention kernel runs stay dense (the flash contract takes no top-k).
+TEST(DeepseekV32Anchor, IndexerFlopsByPart) {
+  const PartCounts v32 = census_flops(defaults("deepseek_v32"), 0, kTokens);
+  const PartCounts v3 = census_flops(defaults("deepseek_v3"), 0, kTokens);
+  const int64_t s = kTokens, h = 7168, rq = 1536, hi = 64, di = 128;
+  EXPECT_EQ(v32.at("attention") - v3.at("attention"), 2 * s * rq * hi * di + 2 * s * h * di + 2 * s * h * hi);
+  EXPECT_EQ(v32.at("linrec"), 2 * s * hi * di * s + 2 * s * hi * s);
+  EXPECT_EQ(v3.count("linrec"), 0u);
+  EXPECT_EQ(v32.at("scores"), v3.at("scores"));
+  EXPECT_EQ(v32.at("ffn"), v3.at("ffn"));
 }
 
 }  // namespace

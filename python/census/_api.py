@@ -6,7 +6,7 @@ import json
 import numbers
 import os
 import stat
-from typing import Any, Dict, Iterable, Mapping, MutableMapping, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, MutableMapping, NamedTuple, Sequence, Tuple
 
 from census import _census
 from census._records import KindActivations
@@ -252,6 +252,17 @@ def census_output(config: Any, seq_length: int, replacements: Sequence[Any] = ()
     handle = load_config(_priced(config, replacements))
     vocab = _census.resolved(handle)["vocab_size"]
     return _census.output(handle, seq_length, vocab)
+
+
+def census_stack(config: Any, seq_length: int, replacements: Sequence[Any] = ()) -> List[Tuple[int, int]]:
+    """What each decoder layer keeps for its backward, and the most its backward holds, from one pass of the whole stack.
+
+    The embedding, every layer in model order and the final norm run forward on one sequence, then
+    backward from the last hidden state; each save counts toward the layer whose forward makes it
+    first. Layers that read what an earlier layer wrote (GLM-5's shared-indexer layers) run as the
+    model runs them. Raises CensusUnavailable for a model forward the stack census does not build.
+    """
+    return [tuple(pair) for pair in _census.stack_census(load_config(_priced(config, replacements)), int(seq_length))]
 
 
 def census_output_activations(config: Any, seq_length: int = 4096,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "census/selective_census.h"
+#include "census/stack_census.h"
 
 namespace census {
 namespace {
@@ -41,10 +42,20 @@ std::vector<std::pair<std::string, KindActivations>> census_activations(const Mo
   std::vector<std::pair<std::string, KindActivations>> out;
   int64_t first_layer = 0;
   const ModelConfig tp2 = tp_config(config, 2);
+  // The records of a kind whose first layer cannot run alone (Family::stack_only): from the stack,
+  // measured once.
+  std::vector<std::pair<std::string, KindActivations>> stacked;
   for (const LayerGroup& group : stack.empty() ? layer_stack(config) : stack) {
     if (group.mtp) continue;
     const bool seen = std::any_of(out.begin(), out.end(), [&](const auto& kind) { return kind.first == group.kind; });
-    if (!seen) {
+    const bool alone = config.family->stack_only == nullptr || first_layer >= config.num_hidden_layers ||
+                       config.family->stack_only(config, first_layer) == nullptr;
+    if (!seen && !alone) {
+      if (stacked.empty()) stacked = stack_activations(config, seq_length);
+      const std::string model_kind = layer_kind(config, first_layer);
+      for (const auto& [kind, record] : stacked)
+        if (kind == model_kind) out.emplace_back(group.kind, record);
+    } else if (!seen) {
       const LayerCensus one = census_layer(config, first_layer, seq_length);
       const LayerCensus two = census_layer(tp2, first_layer, seq_length);
       KindActivations record = kind_activations(one, two, seq_length);

@@ -40,7 +40,9 @@ KindActivations split_record(int64_t saved_1, int64_t saved_2, int64_t working_1
 KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length);
 
 // Every layer kind of `stack` (the model's own where empty), in stack order, each censused on its
-// first layer, plain and selective.
+// first layer, plain and selective. A kind whose first layer cannot run alone (it reads an earlier
+// layer's output: Family::stack_only) takes its record from the stack census instead: the mean of its
+// layers as the model runs them, with no selective part and no bytes by op.
 std::vector<std::pair<std::string, KindActivations>> census_activations(const ModelConfig& config,
                                                                          int64_t seq_length,
                                                                          const std::vector<LayerGroup>& stack = {});

@@ -6,6 +6,8 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "cli/request.h"
+#include "census/stack_census.h"
+#include "cli/stack_command.h"
 #include "cli/stack_file.h"
 #include "util/escape.h"
 
@@ -25,6 +27,7 @@ constexpr const char* kCommands[][2] = {
     {"tp-config", "heads and widths as one tensor-parallel rank holds them"},
     {"output", "the output layer (final norm, LM head, loss) at the vocabulary and half of it"},
     {"layers", "the model's layer stack, as groups of one kind"},
+    {"stack", "the whole decoder forward and backward: each layer's kept and held bytes, each kind's mean"},
 }; 
 
 // Every refusal leaves here: one line, whatever user text it echoes (escaped again, for CLI11's own).
@@ -60,7 +63,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   for (const auto& [name, description] : kCommands) {
     CLI::App* sub = app.add_subcommand(name, description);
     sub->add_option("config", model, "a config.json path, or a shipped model name (census models)")->required();
-    sub->add_option("--layer-index", request.layer_index, "the layer to census (default 0)");
+    if (std::string_view(name) != "stack")
+      sub->add_option("--layer-index", request.layer_index, "the layer to census (default 0)");
     sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
     sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank censused (default 1)");
     sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
@@ -135,6 +139,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
   if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
   if (report->parsed()) return run_report(request, report_options, out, err);
+  if (request.command == "stack")
+    if (Status stacked = check_stack(request.config); !stacked) return refuse_line(err, stacked.refusal().message());
   if (!layers_file.empty()) {
     auto stack = read_stack_file(layers_file, request.config);
     if (!stack) return refuse_line(err, stack.refusal().message());
@@ -142,7 +148,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
 
   std::ostringstream answer;  // printed whole or not at all
-  run_command(request, answer);
+  if (request.command == "stack") command_stack(request, answer);
+  else run_command(request, answer);
   out << answer.str();
   return 0;
 }

@@ -99,6 +99,15 @@ Status check_request(const Request& r) {
     return refuse("--layer-index", std::to_string(r.layer_index) + " is out of range: the model has " +
                                        std::to_string(c.num_hidden_layers) + " layers (0.." +
                                        std::to_string(c.num_hidden_layers - 1) + ")");
+  // A layer that reads what an earlier layer wrote in the same forward has no census of its own.
+  const bool single_layer = r.command == "layer" || r.command == "saved-ops" || r.command == "flops" ||
+                            r.command == "traffic" || r.command == "explain";
+  if (single_layer && c.family->stack_only != nullptr) {
+    if (const char* why = c.family->stack_only(c, r.layer_index))
+      return refuse("--layer-index", "layer " + std::to_string(r.layer_index) + " of this " + c.model_type +
+                                         " model cannot be priced alone: " + why +
+                                         "; use census stack, or census activations (which prices it through the stack)");
+  }
   if (r.tp <= 0) return refuse("--tp", std::to_string(r.tp) + " is not a positive degree; give one");
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +

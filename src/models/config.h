@@ -25,6 +25,12 @@ namespace census {
 
 struct Family;
 
+// What a layer hands on to the layers after it in the model's forward, beyond the hidden states:
+// GLM-5's top-k indices, which its "shared" layers reuse.
+struct LayerCarry {
+  Tensor topk_indices;
+};
+
 // One decoder layer built for a census: its forward as the model calls it, and its parameters.
 class DecoderLayer {
  public:
@@ -32,6 +38,12 @@ class DecoderLayer {
   // The model's rotary embedding of the positions of `hidden`, computed once for all layers.
   virtual nn::PositionEmbeddings embed_positions(const Tensor& hidden) const = 0;
   virtual Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const = 0;
+  // The forward as the model's loop calls it (the stack census), reading and writing `carry`; a layer
+  // that reads nothing an earlier layer wrote runs its plain forward.
+  virtual Tensor forward_in_model(const Tensor& hidden_states, const nn::PositionEmbeddings& positions,
+                                  LayerCarry& /*carry*/) const {
+    return forward(hidden_states, positions);
+  }
   const nn::ParameterList& parameters() const { return parameters_; }
   // The final norm, of the class of the layer's input norm: its parameter count.
   virtual int64_t final_norm_parameters() const = 0;
@@ -117,6 +129,12 @@ struct ModelConfig {
   int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); 0: the whole head_dim
   // A run option, not a config field (--gdn-backend): the gated delta rule the layers run.
   nn::GdnBackend gdn_backend = nn::GdnBackend::kEager;
+
+  // DeepSeek Sparse Attention's Lightning indexer (DeepSeek-V3.2, GLM-5): its heads, head width and
+  // top-k; 0 heads where the model has none.
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;
 };
 
 // Whether layer `index` builds a mixture of experts rather than a dense MLP.
@@ -141,6 +159,10 @@ struct Family {
   // The prefix of the family's Transformers classes ("Qwen3Moe" for Qwen3MoeRMSNorm), where its
   // layers take module replacements; nullptr where they do not yet.
   const char* class_prefix = nullptr;
+  // Why layer `index` cannot run alone, because it reads what an earlier layer wrote in the same
+  // forward (GLM-5's shared-indexer layers); nullptr where it can. Such a layer is priced by the stack
+  // census only (census/stack_census.h).
+  const char* (*stack_only)(const ModelConfig& config, int64_t index) = nullptr;
 };
 
 // Defines a family's registry entry in its own file:

@@ -18,8 +18,8 @@ struct GroupLimitedRouting {
   int64_t topk_group = 1;
   bool norm_topk_prob = true;
   double routed_scaling_factor = 1.0;
-  // e_score_correction_bias's dtype as the layer is built: DeepSeek-V3 makes it in the default dtype
-  // (bf16); GLM-4.5's router makes it fp32 explicitly.
+  // The dtype of the e_score_correction_bias buffer: the default dtype (bf16) where the class makes it
+  // plainly (DeepSeek-V3), fp32 where it states float32 (GLM-4.5, DeepSeek-V3.2, GLM-5).
   DType correction_bias_dtype = DType::kBFloat16;
 };
 

@@ -82,10 +82,10 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb_halves(const Tensor& q, const Ten
 }
 
 std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos_in,
-                                                          const Tensor& sin_in) {
+                                                          const Tensor& sin_in, int64_t unsqueeze_dim) {
   const int64_t half = cos_in.size(-1) / 2;
-  const Tensor cos = ops::unsqueeze(ops::slice(cos_in, -1, 0, half), 1);
-  const Tensor sin = ops::unsqueeze(ops::slice(sin_in, -1, 0, half), 1);
+  const Tensor cos = ops::unsqueeze(ops::slice(cos_in, -1, 0, half), unsqueeze_dim);
+  const Tensor sin = ops::unsqueeze(ops::slice(sin_in, -1, 0, half), unsqueeze_dim);
   // The even and odd elements (strided views), the queries' and keys' taken before either rotates.
   const Tensor q1 = ops::slice(q, -1, 0, q.size(-1), 2);
   const Tensor q2 = ops::slice(q, -1, 1, q.size(-1), 2);

@@ -40,8 +40,9 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb(const Tensor& q, const Tensor& k,
 // cos and sin D/2 wide.
 std::pair<Tensor, Tensor> apply_rotary_pos_emb_halves(const Tensor& q, const Tensor& k, const Tensor& cos,
                                                       const Tensor& sin);
+// `unsqueeze_dim`: where cos and sin gain the heads' dim (1 for (B, N, S, D), 2 for (B, S, N, D)).
 std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos,
-                                                          const Tensor& sin);
+                                                          const Tensor& sin, int64_t unsqueeze_dim = 1);
 
 // apply_rotary_pos_emb with a partial rotary: the first rotary_dim channels of each head (cos's
 // width) rotate, the rest pass through, and the two are concatenated back.

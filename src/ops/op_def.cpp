@@ -139,6 +139,12 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kRepeat, "aten.repeat.default", OpKind::kCompute},
     {Op::kFullLike, "aten.full_like.default", OpKind::kFactory},
     {Op::kScatterSrcInplace, "aten.scatter_.src", OpKind::kInPlace},
+    {Op::kEmbedding, "aten.embedding.default", OpKind::kCompute},
+    {Op::kEmbeddingDenseBackward, "aten.embedding_dense_backward.default", OpKind::kCompute},
+    {Op::kSum, "aten.sum.default", OpKind::kCompute},
+    {Op::kNativeLayerNorm, "aten.native_layer_norm.default", OpKind::kCompute},
+    {Op::kNativeLayerNormBackward, "aten.native_layer_norm_backward.default", OpKind::kCompute},
+    {Op::kGtTensor, "aten.gt.Tensor", OpKind::kCompute},
 }};
 
 constexpr bool catalogue_in_order() {

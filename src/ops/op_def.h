@@ -79,6 +79,10 @@ enum class Op : uint8_t {
   kBernoulliInplace, kDivInplaceScalar,
   // Llama 4 (ops/complex.cpp, ops/llama4.cpp): its complex rotary, attention temperature and router
   kViewAsComplex, kViewAsReal, kPolar, kLog1p, kFloor, kRepeat, kFullLike, kScatterSrcInplace,
+  // The model around its layers (the stack census): the token embedding, the sum a backward starts at
+  kEmbedding, kEmbeddingDenseBackward, kSum,
+  // DeepSeek-V3.2's Lightning indexer: its key's LayerNorm, its causal mask's comparison
+  kNativeLayerNorm, kNativeLayerNormBackward, kGtTensor,
   kCount,
 };
 

@@ -12,6 +12,7 @@
 #include "census/layer_census.h"
 #include "census/output_census.h"
 #include "census/selective_census.h"
+#include "census/stack_census.h"
 #include "census/parts.h"
 #include "cli/report.h"
 #include "cli/request.h"
@@ -113,6 +114,11 @@ ModelConfig config_of(const py::object& config) {
   return config_of(config.cast<py::dict>());
 }
 
+// What the census cannot build here (census.CensusUnavailable in Python), as against a bad argument.
+struct Unavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The request's checks, refusals naming the Python argument (seq_length) where the command line's
 // name its option (--seq-length).
 void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
@@ -120,6 +126,11 @@ void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
   request.config = config;
   request.layer_index = layer_index;
   request.seq_length = seq_length;
+  // A layer that reads what an earlier layer wrote in the same forward has no census of its own.
+  if (config.family->stack_only != nullptr && layer_index >= 0 && layer_index < config.num_hidden_layers)
+    if (const char* why = config.family->stack_only(config, layer_index))
+      throw Unavailable("no census of layer " + std::to_string(layer_index) + " of this " + config.model_type +
+                        " model alone: " + why + ". census_stack and census_activations price it through the stack");
   Status status = cli::check_request(request);
   if (status) return;
   Refusal refusal = status.refusal();
@@ -147,11 +158,6 @@ ModelConfig with_backend(ModelConfig config, const std::string& gdn_backend) {
   config.gdn_backend = *backend;
   return config;
 }
-
-// What the census cannot build here (census.CensusUnavailable in Python), as against a bad argument.
-struct Unavailable : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 using SpecTuple = std::tuple<std::vector<std::string>, std::string, std::string>;  // match, module_type, factory
 
@@ -250,10 +256,12 @@ py::dict activations(const py::object& mapping, const std::vector<std::tuple<std
     record["working"] = k.working;
     record["working_tp"] = k.working_tp;
     record["seq_length"] = k.seq_length;
-    record["selective"] = *k.selective;
-    record["selective_tp"] = *k.selective_tp;
-    record["selective_attention_mm"] = *k.selective_attention_mm;
-    record["selective_ffn_mm"] = *k.selective_ffn_mm;
+    // None where the kind has no selective part (a kind priced through the stack).
+    auto optional = [](const std::optional<double>& value) { return value ? py::object(py::float_(*value)) : py::object(py::none()); };
+    record["selective"] = optional(k.selective);
+    record["selective_tp"] = optional(k.selective_tp);
+    record["selective_attention_mm"] = optional(k.selective_attention_mm);
+    record["selective_ffn_mm"] = optional(k.selective_ffn_mm);
     record["ops"] = k.ops;
     record["ops_tp"] = k.ops_tp;
     out[py::str(kind)] = record;
@@ -349,6 +357,16 @@ std::vector<std::pair<std::string, std::string>> shipped() {
   return models;
 }
 
+// Each decoder layer's (kept, held) from one pass of the whole stack (census/stack_census.h).
+std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping, int64_t seq_length, int64_t tp) {
+  const ModelConfig config = config_of(mapping);
+  check(config, 0, seq_length);
+  if (Status status = check_stack(config); !status) throw Unavailable(status.refusal().message());
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const StackLayerCensus& layer : census_stack(tp_config(config, tp), seq_length)) out.emplace_back(layer.kept, layer.held);
+  return out;
+}
+
 }  // namespace
 }  // namespace census::python
 
@@ -378,6 +396,8 @@ PYBIND11_MODULE(_census, m) {
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
   m.def("tp_fields", &tp_fields, "the config fields a tensor-parallel rank holds a share of");
+  m.def("stack_census", &stack_census, "(kept, held) of each decoder layer from one pass of the whole stack",
+        py::arg("config"), py::arg("seq_length"), py::arg("tp") = 1);
   m.def("stack", &stack, "the layer stack as (kind, count, mtp) groups");
   m.def("report", &report, "write `census report`'s page (and charts into svg_dir, where not empty)", py::arg("config"),
         py::arg("path"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("selective"),

@@ -139,12 +139,20 @@ INSTANTIATE_TEST_SUITE_P(MoeCheckpoints, OracleCase,
                                            "gpt_oss_h2880_s4096", "qwen3_moe_h512_s128", "deepseek_v3_h512_s128_moe1",
                                            "gpt_oss_h512_s128"));
 
+// DeepSeek-V3.2: the sparse attention's Lightning indexer under no_grad, the attention dense under
+// the flash contract.
+INSTANTIATE_TEST_SUITE_P(SparseAttentionFamilies, OracleCase,
+                         ::testing::Values("deepseek_v32_h256_s64_dense0", "deepseek_v32_h256_s64_moe1",
+                                           "deepseek_v32_h256_s128_dense0", "deepseek_v32_h256_s128_moe1",
+                                           "glm_moe_dsa_h256_s64_dense_full0", "glm_moe_dsa_h256_s64_moe_full1",
+                                           "glm_moe_dsa_h256_s128_dense_full0", "glm_moe_dsa_h256_s128_moe_full1"));
+
 // Every storage the oracle lists as saved, with its bytes, dtype, shape, module and op class.
 TEST(Explain, ListsTheStoragesTheOracleLists) {
   for (const char* name : {"llama_h256_s128", "qwen2_h256_s128", "qwen3_h256_s128", "gemma2_h256_s128",
                            "gemma3_h256_s128", "qwen3_moe_h256_s128", "qwen2_moe_h256_s128", "mixtral_h256_s128",
                            "deepseek_v3_h256_s128_dense0", "deepseek_v3_h256_s128_moe1", "gpt_oss_h256_s128",
-                           "qwen3_moe_h256_s128_eager"}) {
+                           "qwen3_moe_h256_s128_eager", "deepseek_v32_h256_s128_dense0", "deepseek_v32_h256_s128_moe1"}) {
     const nlohmann::json oracle = oracle_case(name);
     const LayerCensus c = census_layer(oracle_config(oracle), oracle.at("layer_index"), 128, /*explain=*/true);
     std::multiset<std::string> ours, theirs;

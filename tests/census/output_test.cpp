@@ -45,6 +45,11 @@ INSTANTIATE_TEST_SUITE_P(MoeFamilies, OutputOracleCase,
                                            "deepseek_v3_h256_s128_moe1", "gpt_oss_h256_s64", "gpt_oss_h256_s128",
                                            "gpt_oss_h256_s256"));
 
+// The sparse-attention families' final norm: DeepSeek-V3's RMSNorm.
+INSTANTIATE_TEST_SUITE_P(SparseAttentionFamilies, OutputOracleCase,
+                         ::testing::Values("deepseek_v32_h256_s64_dense0", "deepseek_v32_h256_s128_moe1",
+                                           "glm_moe_dsa_h256_s64_dense_full0", "glm_moe_dsa_h256_s128_moe_full1"));
+
 // Per token and per vocabulary entry V, what halving the vocabulary splits:
 //   saved_tp = 4 V: the loss keeps the fp32 log-softmax of the logits, (S, V) fp32, for its backward
 //     (log_softmax and nll_loss both save that one storage).

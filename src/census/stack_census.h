@@ -1,0 +1,49 @@
+// File: stack_census.h
+// The census of a whole decoder: the model's embedding, every decoder layer in model order (the
+// multi-token-prediction layers left out, as Transformers builds none) and its final norm run their
+// forward on one sequence of S tokens, then the backward from the last hidden state
+// (out.sum().backward()). It prices layers that cannot run alone, since each layer is called as the
+// model calls it, with what earlier layers wrote.
+//
+//   kept   the bytes of the storages autograd saves first while layer i's forward runs (its own
+//          saves, and what the model made before and hands it, such as the rotary cos and sin the
+//          first layer saves), still live once the whole forward has returned
+//   held   kept, plus the most the heap holds beyond every layer's saves, the parameters and their
+//          gradients, while layer i's backward runs (Note [Stack windows])
+//
+// The embedding's and the final norm's saves count toward no layer: the output census prices the end
+// of the model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "census/activations.h"
+#include "models/config.h"
+#include "util/result.h"
+
+namespace census {
+
+struct StackLayerCensus {
+  int64_t kept = 0;
+  int64_t held = 0;
+};
+
+// Whether the stack census builds `config`'s model as Transformers runs it: a model whose forward is the
+// embedding, the rotary computed once, the layers in order and the final norm. A model that scales its
+// embeddings (Gemma's), builds several rotary flavours or masks per layer kind (Gemma 3, gpt-oss, the
+// gated delta nets) or multi-axis positions (Qwen3-VL) is refused, naming what to run instead.
+Status check_stack(const ModelConfig& config);
+
+// Each decoder layer's (kept, held), in model order.
+std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length);
+
+// Each layer kind's record from the stack at TP 1 and TP 2: the mean of its layers' kept and held
+// bytes, split as census_activations splits a layer's (saved from kept, working from held); no
+// selective part and no bytes by op. Kinds in stack order.
+std::vector<std::pair<std::string, KindActivations>> stack_activations(const ModelConfig& config,
+                                                                       int64_t seq_length);
+
+}  // namespace census

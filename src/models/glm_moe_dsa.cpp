@@ -1,0 +1,137 @@
+// GLM-5 (glm_moe_dsa: transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py, Transformers 5): DeepSeek-V3.2's
+// layer (deepseek_v32.h) with the indexer's rotary on interleaved pairs, and cross-layer top-k sharing:
+// indexer_types names each layer "full" (its own indexer) or "shared" (no indexer: it attends with the
+// top-k indices the layer before handed on, GlmMoeDsaModel's prev_topk_indices).
+//
+// Stack-only layers: a "shared" layer reads the top-k an earlier layer chose in the same forward, and
+// Transformers refuses to run it without them, so no census runs it alone; `census stack` and
+// `census activations` price it inside the model's forward.
+#include <stdexcept>
+
+#include "models/deepseek_v3.h"
+#include "models/deepseek_v32.h"
+#include "nn/pre_norm_layer.h"
+
+namespace census {
+namespace {
+
+constexpr const char* kShared = "shared";
+
+bool shared_indexer(const ModelConfig& c, int64_t index) {
+  return static_cast<size_t>(index) < c.layer_types.size() && c.layer_types[static_cast<size_t>(index)] == kShared;
+}
+
+const char* stack_only(const ModelConfig& c, int64_t index) {
+  return shared_indexer(c, index)
+             ? "its indexer_types entry is \"shared\": it attends with the top-k indices the layer before chose in the "
+               "same forward, and cannot run without them"
+             : nullptr;
+}
+
+class GlmMoeDsaDecoderLayer final : public DecoderLayer {
+ public:
+  GlmMoeDsaDecoderLayer(const ModelConfig& c, int64_t index)
+      : hidden_size_(c.hidden_size),
+        shared_(shared_indexer(c, index)),
+        self_attn(c, /*indexer=*/!shared_, /*indexer_rope_interleave=*/true, parameters_),
+        mlp(build_deepseek_v32_mlp(c, index, parameters_)),
+        input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+        post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+        rotary_emb(c.mla.qk_rope_head_dim) {}
+  nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
+  Tensor forward(const Tensor& input, const nn::PositionEmbeddings& positions) const override {
+    // The commands refuse a shared layer alone (Family::stack_only) before building it.
+    if (shared_) throw std::logic_error("a shared-indexer layer runs only inside the model's forward");
+    LayerCarry none;
+    return forward_in_model(input, positions, none);
+  }
+  // forward(hidden_states, ..., prev_topk_indices) -> (hidden_states, topk_indices)
+  Tensor forward_in_model(const Tensor& input, const nn::PositionEmbeddings& positions, LayerCarry& carry) const override {
+    Tensor topk_indices;
+    Tensor out = nn::pre_norm_layer_forward(
+        input, input_layernorm,
+        [&](const Tensor& normed) {
+          auto [attn_output, chosen] = self_attn.forward(normed, positions, carry.topk_indices);
+          topk_indices = chosen;
+          return attn_output;
+        },
+        post_attention_layernorm, *mlp);
+    carry.topk_indices = topk_indices;
+    return out;
+  }
+  int64_t final_norm_parameters() const override { return hidden_size_; }
+
+ private:
+  int64_t hidden_size_;
+  bool shared_;
+  DeepseekV32Attention self_attn;
+  std::unique_ptr<nn::FeedForward> mlp;
+  nn::LlamaRMSNorm input_layernorm;
+  nn::LlamaRMSNorm post_attention_layernorm;
+  nn::RotaryEmbedding rotary_emb;  // Dr wide
+};
+
+Result<ModelConfig> read_glm_moe_dsa(const ConfigReader& r);
+
+std::unique_ptr<DecoderLayer> build_glm_moe_dsa_layer(const ModelConfig& config, int64_t index) {
+  return std::make_unique<GlmMoeDsaDecoderLayer>(config, index);
+}
+
+}  // namespace
+
+CENSUS_FAMILY(kGlmMoeDsaFamily) = {"glm_moe_dsa", read_glm_moe_dsa, build_glm_moe_dsa_layer, build_llama_final_norm,
+                                   nullptr, stack_only};
+
+namespace {
+
+// GlmMoeDsaConfig's defaults where they differ from DeepseekV32Config's (GLM-5's shape).
+const nlohmann::json& glm_defaults() {
+  static const nlohmann::json defaults = {
+      {"vocab_size", 154880}, {"hidden_size", 6144}, {"intermediate_size", 12288}, {"moe_intermediate_size", 2048},
+      {"num_hidden_layers", 78}, {"num_attention_heads", 64}, {"num_key_value_heads", 64}, {"q_lora_rank", 2048},
+      {"v_head_dim", 256}, {"qk_nope_head_dim", 192}, {"n_group", 1}, {"topk_group", 1}, {"rms_norm_eps", 1e-5},
+      {"index_n_heads", 32}};
+  return defaults;
+}
+
+Result<ModelConfig> read_glm_moe_dsa(const ConfigReader& r) {
+  nlohmann::json fields = glm_defaults();
+  fields.update(r.json());
+  const ConfigReader reader(fields);
+  CENSUS_ASSIGN(ModelConfig c, read_deepseek_v32_config(reader, kGlmMoeDsaFamily));
+  const int64_t layers = c.num_hidden_layers;
+  std::vector<std::string> types;
+  if (reader.has("indexer_types")) {
+    const nlohmann::json& stated = fields.at("indexer_types");
+    if (!stated.is_array() || static_cast<int64_t>(stated.size()) != layers)
+      return refuse("indexer_types", "must name one indexer per layer (" + std::to_string(layers) + " of them); fix the config");
+    for (const auto& type : stated) {
+      if (type != "full" && type != kShared)
+        return refuse("indexer_types", "has " + type.dump() + "; known kinds: full, shared");
+      types.push_back(type.get<std::string>());
+    }
+  } else if (reader.has("index_topk_pattern") && fields.at("index_topk_pattern").is_string()) {
+    const std::string pattern = fields.at("index_topk_pattern").get<std::string>();
+    if (static_cast<int64_t>(pattern.size()) != layers)
+      return refuse("index_topk_pattern", "must have one letter per layer (" + std::to_string(layers) + "); fix the config");
+    for (char letter : pattern) {
+      if (letter != 'F' && letter != 'S') return refuse("index_topk_pattern", "may hold only F (full) and S (shared)");
+      types.push_back(letter == 'F' ? "full" : kShared);
+    }
+  } else {
+    // index_topk_freq / index_skip_topk_offset: from the offset on, every freq-th layer runs its own indexer.
+    CENSUS_ASSIGN(const int64_t freq_stated, reader.count("index_topk_freq", 1));
+    CENSUS_ASSIGN(const int64_t offset, reader.count("index_skip_topk_offset", 2));
+    const int64_t freq = std::max<int64_t>(freq_stated, 1);
+    for (int64_t i = 0; i < layers; ++i)
+      types.push_back(std::max<int64_t>(i - offset + 1, 0) % freq == 0 ? "full" : kShared);
+  }
+  if (!types.empty() && types.front() == kShared)
+    return refuse("indexer_types", "starts with a shared layer, which has no earlier top-k to reuse; make layer 0 full");
+  c.layer_types = std::move(types);
+  return c;
+}
+
+}  // namespace
+
+}  // namespace census

@@ -4,6 +4,7 @@
 
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
+#include "models/python_json.h"
 #include "models/registry.h"
 
 namespace census::cli {
@@ -11,7 +12,7 @@ namespace census::cli {
 Result<ModelConfig> resolve_model(const std::string& source) {
   for (const ShippedModel& model : shipped_models()) {
     if (model.name == source) {
-      nlohmann::json json = nlohmann::json::parse(model.json, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json json = parse_python_json(model.json);
       return read_config(json);
     }
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "nn/attention_kernel.h"
 #include "nn/gated_delta_rule.h"
 #include "nn/latent_attention.h"
+#include "nn/mamba2_mixer.h"
 #include "nn/module.h"
 #include "nn/mlp.h"
 #include "nn/moe.h"
@@ -105,6 +107,12 @@ struct ModelConfig {
   int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor); 0: the whole head_dim
   // A run option, not a config field (--gdn-backend): the gated delta rule the layers run.
   nn::GdnBackend gdn_backend = nn::GdnBackend::kEager;
+
+  // Mamba-2 hybrids (Nemotron-H, Granite-4.0-H): the Mamba-2 mixer's sizes, where the model has one.
+  std::optional<nn::Mamba2Sizes> mamba;
+  // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block
+  // types, which name the MoE blocks themselves).
+  bool kinds_from_layer_types = false;
 };
 
 // Whether layer `index` builds a mixture of experts rather than a dense MLP.

@@ -1,5 +1,7 @@
 #include "models/config_reader.h"
 
+#include <cmath>
+
 namespace census {
 namespace {
 
@@ -7,6 +9,9 @@ namespace {
 constexpr int64_t kLargestSize = int64_t{1} << 32;
 
 std::string shown(const nlohmann::json& value) {
+  // A non-finite double (Python's Infinity or NaN, models/python_json.h) as Python writes it, not null.
+  if (value.is_number_float() && !std::isfinite(value.get<double>()))
+    return std::isnan(value.get<double>()) ? "NaN" : value.get<double>() > 0 ? "Infinity" : "-Infinity";
   std::string text = value.dump();
   return text.size() > 40 ? text.substr(0, 37) + "..." : text;
 }
@@ -19,7 +24,8 @@ Result<int64_t> ConfigReader::size(const char* name, std::optional<int64_t> fall
     return refuse(name, "missing from the config; add it (a positive integer)");
   }
   const nlohmann::json& value = json_.at(name);
-  if (!value.is_number_integer() && !(value.is_number_float() && value.get<double>() == static_cast<int64_t>(value.get<double>())))
+  if (!value.is_number_integer() && !(value.is_number_float() && std::isfinite(value.get<double>()) &&
+                                      value.get<double>() == static_cast<int64_t>(value.get<double>())))
     return refuse(name, "must be a positive integer, not " + shown(value) + "; fix the config");
   const int64_t n = value.is_number_integer() ? value.get<int64_t>() : static_cast<int64_t>(value.get<double>());
   if (n <= 0) return refuse(name, "must be a positive integer, not " + shown(value) + "; fix the config");

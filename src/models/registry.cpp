@@ -4,6 +4,8 @@
 
 #include "models/registry.h"
 
+#include "models/python_json.h"
+
 namespace census {
 
 Result<ModelConfig> read_config(const nlohmann::json& json) {
@@ -28,7 +30,7 @@ Result<ModelConfig> read_config_file(const std::string& path) {
   if (!file) return refuse(path, "cannot be read; give the path of a config.json or a shipped model name (census models)");
   std::stringstream text;
   text << file.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json json = parse_python_json(text.str());
   if (json.is_discarded()) return refuse(path, "is not valid JSON; give a Transformers config.json");
   return read_config(json);
 }

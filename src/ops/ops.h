@@ -186,8 +186,9 @@ void assign_index(Tensor& base, std::initializer_list<IndexStep> index, const Te
 Tensor index_view(const Tensor& base, std::span<const IndexStep> index);
 // Batched products. matmul of two tensors of 3+ dims expands their batch dims, folds them and runs bmm.
 Tensor bmm(const Tensor& self, const Tensor& mat2);
-// F.conv1d(input (B, C, L), weight (C, 1, K), padding, groups=C): aten.convolution, depthwise.
-Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t padding);
+// F.conv1d(input (B, C, L), weight (C, 1, K), bias (C) or undefined, padding, groups=C): aten.convolution,
+// depthwise.
+Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t padding, const Tensor& bias = Tensor());
 // The gated delta rule kernel's contract (HyperParallel's chunked kernel, shapes only): saves q, k, v,
 // fp32 cumulated gates (B, S, H), beta and one (B, S, H, chunk) matrix in k's dtype; returns v's shape.
 Tensor gated_delta_rule_contract(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& g,

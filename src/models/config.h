@@ -63,6 +63,10 @@ struct MoeConfig {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
+  // Nemotron-H: its shared MLP's width (a field the reference's tensor-parallel split leaves whole) and
+  // its experts' latent width (moe_latent_size; 0: the experts take the hidden states).
+  int64_t moe_shared_expert_intermediate_size = 0;
+  int64_t moe_latent_size = 0;
   nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
 };
 

@@ -9,7 +9,9 @@
 #include <optional>
 
 #include "models/llama.h"
+#include "models/moe_layers.h"
 #include "nn/attention_kernel.h"
+#include "nn/deepseek_moe.h"
 #include "nn/linear.h"
 #include "nn/mamba2_mixer.h"
 #include "nn/rms_norm.h"
@@ -20,28 +22,14 @@ namespace {
 
 constexpr const char* kMixer = "mixer";
 
-// ACT2FN["relu2"], Transformers' ReLUSquaredActivation module: relu (keeps its result), then
-// torch.square, which is pow(x, 2) (keeps its input, the same storage).
-class ReLUSquaredActivation {
- public:
-  explicit ReLUSquaredActivation(std::string path) : path_(std::move(path)) {}
-  Tensor forward(const Tensor& input) const {
-    ModuleScope scope(path_, ModuleKind::kActivation);
-    return ops::pow(ops::relu(input), 2);
-  }
-
- private:
-  std::string path_;
-};
-
-// NemotronHMLP: down_proj(act_fn(up_proj(x))), no gate.
+// NemotronHMLP: down_proj(act_fn(up_proj(x))), no gate; act_fn is ACT2FN["relu2"].
 class NemotronHMLP {
  public:
   NemotronHMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias,
                nn::ParameterList& params)
       : path_(path), up_proj(nn::child_path(path, "up_proj"), hidden_size, intermediate_size, bias, params),
         down_proj(nn::child_path(path, "down_proj"), intermediate_size, hidden_size, bias, params),
-        act_fn(nn::child_path(path, "act_fn")) {}
+        act_fn(nn::child_path(path, "act_fn"), nn::HiddenAct::kRelu2) {}
   Tensor forward(const Tensor& x) const {
     ModuleScope scope(path_, ModuleKind::kOther);
     return down_proj.forward(act_fn.forward(up_proj.forward(x)));
@@ -51,7 +39,56 @@ class NemotronHMLP {
   std::string path_;
   nn::Linear up_proj;
   nn::Linear down_proj;
-  ReLUSquaredActivation act_fn;
+  nn::Activation act_fn;
+};
+
+// NemotronHMoE: DeepSeek-V3's group-limited sigmoid router (NemotronHTopkRouter, the same statements)
+// on the block's input; the ungated relu² experts (NemotronHExperts, has_gate=False) on its (T, H)
+// view, or on its moe_latent_size projection (fc1_latent_proj, then fc2_latent_proj back) where the
+// config has one; the shared NemotronHMLP of moe_shared_expert_intermediate_size on the input, added.
+// Registered as the module registers them: experts, gate, shared_experts, the latent projections.
+class NemotronHMoE {
+ public:
+  NemotronHMoE(const ModelConfig& c, nn::ParameterList& params)
+      : experts("mixer.experts", c.moe.num_experts, c.moe.moe_latent_size > 0 ? c.moe.moe_latent_size : c.hidden_size,
+                c.moe.moe_intermediate_size, nn::HiddenAct::kRelu2, c.moe.experts_implementation, params,
+                ungated()),
+        gate("mixer.gate", routing(c), c.hidden_size, params),
+        shared_experts("mixer.shared_experts", c.hidden_size, c.moe.moe_shared_expert_intermediate_size, c.mlp_bias,
+                       params) {
+    if (c.moe.moe_latent_size > 0) {
+      fc1_latent_proj.emplace("mixer.fc1_latent_proj", c.hidden_size, c.moe.moe_latent_size, c.mlp_bias, params);
+      fc2_latent_proj.emplace("mixer.fc2_latent_proj", c.moe.moe_latent_size, c.hidden_size, c.mlp_bias, params);
+    }
+  }
+  Tensor forward(const Tensor& input) const {
+    ModuleScope scope(kMixer, ModuleKind::kOther);
+    const Tensor residuals = input;
+    const Dims orig_shape = input.sizes();
+    nn::Routing routed = gate.forward(input);  // router_logits bound to `_`, alive until the return
+    Tensor hidden_states = ops::view(input, Dims{input.numel() / input.size(-1), input.size(-1)});
+    if (fc1_latent_proj) hidden_states = fc1_latent_proj->forward(hidden_states);
+    hidden_states = experts.forward(hidden_states, routed.indices, routed.weights);
+    if (fc2_latent_proj) hidden_states = fc2_latent_proj->forward(hidden_states);
+    hidden_states = ops::view(hidden_states, orig_shape);
+    return ops::add(hidden_states, shared_experts.forward(residuals));
+  }
+
+ private:
+  static nn::ExpertsLayout ungated() {
+    nn::ExpertsLayout layout;
+    layout.has_gate = false;
+    return layout;
+  }
+  static nn::GroupLimitedRouting routing(const ModelConfig& c) {
+    return {c.moe.num_experts, c.moe.num_experts_per_tok, c.moe.n_group, c.moe.topk_group, c.moe.norm_topk_prob,
+            c.moe.routed_scaling_factor};
+  }
+  nn::Experts experts;
+  nn::DeepseekV3TopkRouter gate;
+  NemotronHMLP shared_experts;
+  std::optional<nn::Linear> fc1_latent_proj;
+  std::optional<nn::Linear> fc2_latent_proj;
 };
 
 // NemotronHAttention: q, k, v and o without bias, no rotary, the flash contract.
@@ -96,6 +133,7 @@ class NemotronHBlock final : public DecoderLayer {
     const std::string& type = c.layer_types[static_cast<size_t>(index)];
     if (type == "mamba") mamba_.emplace(kMixer, mamba, parameters_);
     else if (type == "attention") attention_.emplace(c, parameters_);
+    else if (type == "moe") moe_.emplace(c, parameters_);
     else mlp_.emplace(kMixer, c.hidden_size, c.intermediate_size, c.mlp_bias, parameters_);
   }
   nn::PositionEmbeddings embed_positions(const Tensor& /*hidden*/) const override { return {}; }
@@ -104,6 +142,7 @@ class NemotronHBlock final : public DecoderLayer {
     Tensor hidden_states = norm.forward(input);  // .to(norm.weight.dtype): bf16 already, no op
     if (mamba_) hidden_states = mamba_->forward(hidden_states);
     else if (attention_) hidden_states = attention_->forward(hidden_states);
+    else if (moe_) hidden_states = moe_->forward(hidden_states);
     else hidden_states = mlp_->forward(hidden_states);
     return ops::add(residual, hidden_states);
   }
@@ -114,6 +153,7 @@ class NemotronHBlock final : public DecoderLayer {
   nn::LlamaRMSNorm norm;  // NemotronHRMSNorm: Llama's
   std::optional<nn::Mamba2Mixer> mamba_;
   std::optional<NemotronHAttention> attention_;
+  std::optional<NemotronHMoE> moe_;
   std::optional<NemotronHMLP> mlp_;
 };
 
@@ -213,6 +253,28 @@ Result<nn::Mamba2Sizes> read_mamba_sizes(const ConfigReader& r, const ModelConfi
   return m;
 }
 
+// The MoE blocks' fields (NemotronHConfig's defaults: 8 experts of 7688, top 2, one shared MLP of
+// 7688, routing as DeepSeek-V3's in one group). The MoE layers are the "moe" blocks: the others are
+// listed as mlp_only_layers, so that is_moe_layer says which they are.
+Status read_moe(const ConfigReader& r, ModelConfig& c) {
+  CENSUS_TRY(read_routed_experts(r, "n_routed_experts", "num_local_experts", 8, 2, c.moe));
+  CENSUS_ASSIGN(c.moe.moe_intermediate_size, r.size("moe_intermediate_size", 7688));
+  CENSUS_ASSIGN(c.moe.moe_shared_expert_intermediate_size, r.size("moe_shared_expert_intermediate_size", 7688));
+  CENSUS_ASSIGN(c.moe.moe_latent_size, r.count("moe_latent_size", 0));
+  CENSUS_ASSIGN(c.moe.n_group, r.size("n_group", 1));
+  CENSUS_ASSIGN(c.moe.topk_group, r.size("topk_group", 1));
+  CENSUS_ASSIGN(c.moe.norm_topk_prob, r.flag("norm_topk_prob", true));
+  CENSUS_ASSIGN(c.moe.routed_scaling_factor, r.positive_number("routed_scaling_factor", 1.0));
+  if (c.moe.num_experts % c.moe.n_group != 0)
+    return refuse("n_routed_experts", std::to_string(c.moe.num_experts) + " experts cannot be routed in " +
+                                          std::to_string(c.moe.n_group) + " groups to " +
+                                          std::to_string(c.moe.num_experts_per_tok) + " per token; fix the config");
+  c.moe.mlp_only_layers.clear();
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    if (c.layer_types[static_cast<size_t>(i)] != "moe") c.moe.mlp_only_layers.push_back(i);
+  return {};
+}
+
 // NemotronHConfig: hidden 4096, 32 heads of 128, 8 KV heads, relu² MLP of 21504, Mamba-2 of 128
 // heads of 64 with 8 groups of state 128, the four block types in turn; layer_norm_epsilon 1e-5.
 Result<ModelConfig> read_nemotron_h(const ConfigReader& r) {
@@ -236,6 +298,7 @@ Result<ModelConfig> read_nemotron_h(const ConfigReader& r) {
   CENSUS_TRY(act);
   if (*act != "relu2") return refuse("mlp_hidden_act", "'" + *act + "' is not priced (relu2 is); use relu2");
   CENSUS_ASSIGN(c.mamba, read_mamba_sizes(r, c));
+  CENSUS_TRY(read_moe(r, c));
   return c;
 }
 

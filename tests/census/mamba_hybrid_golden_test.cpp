@@ -126,7 +126,8 @@ TEST_P(MambaHybridCase, ActivationsRecordOfTheLayersKind) {
 INSTANTIATE_TEST_SUITE_P(NemotronH, MambaHybridCase,
                          ::testing::Values("nemotron_h_h256_s64_mamba0", "nemotron_h_h256_s128_mamba0",
                                            "nemotron_h_h256_s64_attention2", "nemotron_h_h256_s128_attention2",
-                                           "nemotron_h_h256_s64_mlp3", "nemotron_h_h256_s128_mlp3"));
+                                           "nemotron_h_h256_s64_mlp3", "nemotron_h_h256_s128_mlp3",
+                                           "nemotron_h_h256_s64_moe1", "nemotron_h_h256_s128_moe1"));
 
 }  // namespace
 }  // namespace census

@@ -63,8 +63,9 @@ struct MoeConfig {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
-  // Nemotron-H: its shared MLP's width (a field the reference's tensor-parallel split leaves whole) and
-  // its experts' latent width (moe_latent_size; 0: the experts take the hidden states).
+  // Nemotron-H's moe_shared_expert_intermediate_size, Granite-4.0-H's shared_intermediate_size: the
+  // shared MLP's width, which the reference's tensor-parallel split leaves whole. Nemotron-H's experts'
+  // latent width (moe_latent_size; 0: the experts take the hidden states).
   int64_t moe_shared_expert_intermediate_size = 0;
   int64_t moe_latent_size = 0;
   nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
@@ -114,6 +115,8 @@ struct ModelConfig {
 
   // Mamba-2 hybrids (Nemotron-H, Granite-4.0-H): the Mamba-2 mixer's sizes, where the model has one.
   std::optional<nn::Mamba2Sizes> mamba;
+  // Granite-4.0-H: each residual branch is scaled by it (a multiply by a Python number).
+  double residual_multiplier = 1.0;
   // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block
   // types, which name the MoE blocks themselves).
   bool kinds_from_layer_types = false;

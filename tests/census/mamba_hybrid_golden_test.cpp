@@ -7,6 +7,7 @@
 
 #include "census/activations.h"
 #include "census/layer_census.h"
+#include "census/output_census.h"
 #include "census/parts.h"
 #include "census/selective_census.h"
 #include "oracle_cases.h"
@@ -123,11 +124,42 @@ TEST_P(MambaHybridCase, ActivationsRecordOfTheLayersKind) {
   ADD_FAILURE() << "no record of kind " << kind;
 }
 
+// The output layer (final norm, LM head, loss), where the oracle could build it: not for Nemotron-H,
+// whose block has no input_layernorm for the reference's method to take the final norm's class from.
+class MambaHybridOutput : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MambaHybridOutput, SavedWorkingKeptAndRecord) {
+  const Case c = load(GetParam());
+  for (const char* key : {"output_vocab", "output_half_vocab"}) {
+    const nlohmann::json& expected = c.oracle.at(key);
+    const OutputCensus got = census_output(c.config, c.seq, expected.at("vocab_size").get<int64_t>());
+    EXPECT_EQ(got.saved_bytes, expected.at("saved_bytes").get<int64_t>()) << key;
+    EXPECT_EQ(got.working_bytes, expected.at("peak_backward_bytes").get<int64_t>()) << key;
+    EXPECT_EQ(got.kept_bytes, expected.at("kept_bytes").get<int64_t>()) << key;
+  }
+  const KindActivations record = census_output_activations(c.config, c.seq);
+  const nlohmann::json& expected = c.oracle.at("census_output_activations");
+  EXPECT_EQ(record.saved, expected.at("saved").get<double>());
+  EXPECT_EQ(record.saved_tp, expected.at("saved_tp").get<double>());
+  EXPECT_EQ(record.working, expected.at("working").get<double>());
+  EXPECT_EQ(record.working_tp, expected.at("working_tp").get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(GraniteMoeHybrid, MambaHybridOutput,
+                         ::testing::Values("granitemoehybrid_h256_s64_mamba0", "granitemoehybrid_h256_s128_mamba0",
+                                           "granitemoehybrid_h256_s64_attention1",
+                                           "granitemoehybrid_h256_s128_attention1"));
+
 INSTANTIATE_TEST_SUITE_P(NemotronH, MambaHybridCase,
                          ::testing::Values("nemotron_h_h256_s64_mamba0", "nemotron_h_h256_s128_mamba0",
                                            "nemotron_h_h256_s64_attention2", "nemotron_h_h256_s128_attention2",
                                            "nemotron_h_h256_s64_mlp3", "nemotron_h_h256_s128_mlp3",
                                            "nemotron_h_h256_s64_moe1", "nemotron_h_h256_s128_moe1"));
+
+INSTANTIATE_TEST_SUITE_P(GraniteMoeHybrid, MambaHybridCase,
+                         ::testing::Values("granitemoehybrid_h256_s64_mamba0", "granitemoehybrid_h256_s128_mamba0",
+                                           "granitemoehybrid_h256_s64_attention1",
+                                           "granitemoehybrid_h256_s128_attention1"));
 
 }  // namespace
 }  // namespace census

@@ -40,6 +40,9 @@ class DecoderLayer {
   // Whether the layer's attention has a recurrence (a linear attention's): its weightless ops are then
   // the recurrence's (linrec), not the attention's own.
   virtual bool has_recurrence() const { return false; }
+  // Tensors the model registers on the layer's modules as buffers that the layer's ops save (Falcon-H1's
+  // mup_vector): live before the forward, as the input is, and counted from the start.
+  virtual std::vector<Tensor> buffers() const { return {}; }
 
  protected:
   nn::ParameterList parameters_;
@@ -69,6 +72,16 @@ struct MoeConfig {
   int64_t moe_shared_expert_intermediate_size = 0;
   int64_t moe_latent_size = 0;
   nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
+};
+
+// Falcon-H1's μP multipliers, each a multiply by a Python number (no save).
+struct FalconMultipliers {
+  double key_multiplier = 1.0;
+  double attention_in_multiplier = 1.0;
+  double attention_out_multiplier = 1.0;
+  double ssm_out_multiplier = 1.0;
+  double gate_multiplier = 1.0;  // mlp_multipliers[0]
+  double down_multiplier = 1.0;  // mlp_multipliers[1]
 };
 
 // DeepSeek-V3's multi-head latent attention (nn/latent_attention.h).
@@ -115,6 +128,7 @@ struct ModelConfig {
 
   // Mamba-2 hybrids (Nemotron-H, Granite-4.0-H): the Mamba-2 mixer's sizes, where the model has one.
   std::optional<nn::Mamba2Sizes> mamba;
+  FalconMultipliers falcon;  // Falcon-H1
   // Granite-4.0-H: each residual branch is scaled by it (a multiply by a Python number).
   double residual_multiplier = 1.0;
   // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block

@@ -201,6 +201,7 @@ Result<nn::Mamba2Sizes> read_granite_mamba(const ConfigReader& r, const ModelCon
       return refuse("time_step_limit", "must be two numbers [min, max]; fix the config");
     m.time_step_min = limit.at(0).get<double>();
   }
+  m.out_proj_bias = m.use_bias;
   m.norm_eps = c.rms_norm_eps;
   return m;
 }

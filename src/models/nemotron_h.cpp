@@ -241,6 +241,7 @@ Result<nn::Mamba2Sizes> read_mamba_sizes(const ConfigReader& r, const ModelConfi
   CENSUS_ASSIGN(m.use_bias, r.flag("use_bias", false));
   const char* dt_min = r.has("mamba_dt_min") ? "mamba_dt_min" : "time_step_min";
   CENSUS_ASSIGN(m.time_step_min, r.positive_number(dt_min, 0.001));
+  m.out_proj_bias = m.use_bias;
   m.norm_eps = c.rms_norm_eps;
   m.intermediate_size = m.num_heads * m.head_dim;
   if (m.num_heads % m.n_groups != 0 || m.intermediate_size % m.n_groups != 0)

@@ -51,15 +51,21 @@ Mamba2Mixer::Mamba2Mixer(std::string path, const Mamba2Sizes& sizes, ParameterLi
                                        : Tensor()),
       in_proj(child_path(path_, "in_proj"), sizes.hidden_size, sizes.intermediate_size + conv_dim_ + sizes.num_heads,
               sizes.use_bias, params),
-      norm_weight_(register_parameter(params, norm_path_, "weight", Dims{sizes.intermediate_size})),
-      out_proj(child_path(path_, "out_proj"), sizes.intermediate_size, sizes.hidden_size, sizes.use_bias, params) {}
+      norm_weight_(sizes.rms_norm ? register_parameter(params, norm_path_, "weight", Dims{sizes.intermediate_size})
+                                  : Tensor()),
+      out_proj(child_path(path_, "out_proj"), sizes.intermediate_size, sizes.hidden_size, sizes.out_proj_bias, params) {
+  if (sizes.mup)
+    mup_vector_ = make_tensor(Dims{1, 1, sizes.intermediate_size + conv_dim_ + sizes.num_heads}, DType::kBFloat16);
+}
 
 Tensor Mamba2Mixer::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);
   const int64_t batch = input.size(0), seq_len = input.size(1);
   const DType dtype = input.dtype();
   // 1. apply_mask_to_padding_states (no mask: no op), the projection, A.
-  Tensor projected_states = in_proj.forward(input);  // (B, S, I + conv_dim + Nh) bf16
+  // Falcon-H1's μP: the input scaled (no save), the projection times the buffer (which its mul keeps).
+  Tensor projected_states = in_proj.forward(s_.mup ? ops::mul_number(input, s_.ssm_in_multiplier) : input);
+  if (s_.mup) projected_states = ops::mul(projected_states, mup_vector_);  // (B, S, I + conv_dim + Nh) bf16
   Tensor A = ops::neg(ops::exp(ops::to(A_log_, DType::kFloat32)));  // (Nh) fp32
   // mamba2_split_conv1d_scan_combined returns None without mamba_ssm: the torch path follows.
   std::vector<Tensor> parts = ops::split_with_sizes(projected_states, {s_.intermediate_size, conv_dim_, s_.num_heads}, -1);
@@ -82,7 +88,8 @@ Tensor Mamba2Mixer::forward(const Tensor& input) const {
   xbc.clear();
   Tensor scan_output = chunk_scan(std::move(x), dt, std::move(A), std::move(B), std::move(C));
   scan_output = ops::reshape(scan_output, Dims{batch, seq_len, s_.intermediate_size});
-  scan_output = gated_norm(scan_output, gate);
+  // The gated norm, or (Falcon-H1 without mamba_rms_norm) the gate alone: silu of the bf16 gate.
+  scan_output = s_.rms_norm ? gated_norm(scan_output, gate) : ops::mul(scan_output, ops::silu(gate));
 
   // 4. The output projection, from the norm's fp32 back to the input's dtype.
   return out_proj.forward(ops::to(scan_output, dtype));

@@ -1,6 +1,6 @@
 // File: mamba2_mixer.h
 // The Mamba-2 mixer of the hybrid families (Nemotron-H's NemotronHMamba2Mixer, Granite-4.0-H's
-// GraniteMoeHybridMambaLayer), as Transformers 5 runs it in training where the hub kernels and
+// GraniteMoeHybridMambaLayer, Falcon-H1's FalconH1Mixer), as Transformers 5 runs it in training where the hub kernels and
 // mamba_ssm are absent: mamba2_split_conv1d_scan_combined returns None, then causal_conv1d_fn and the
 // torch body of mamba2_chunk_scan run, op by op.
 //
@@ -15,8 +15,11 @@
 //     the count of ops does not grow with the tokens.
 //   gated RMSNorm in fp32 (x * silu(gate), then the RMS over groups of group_size), out_proj
 //
-// Its module is kOther under its path ("mixer" in Nemotron-H, "mamba" in Granite): the reference's
-// rules read its saves as the path's first name says (ffMM for both), the norm's as normOp.
+// Falcon-H1's adds its μP multipliers (the input times ssm_in_multiplier, the projection times the
+// mup_vector buffer the model registers) and, where mamba_rms_norm is false, gates with no norm.
+//
+// Its module is kOther under its path ("mixer" in Nemotron-H, "mamba" in Granite and Falcon-H1): the
+// reference's rules read its saves as the path's first name says (ffMM for all), the norm's as normOp.
 //
 // Legend: B = batch (1), S = seq_length, Nh = heads, P = head_dim, G = n_groups, N = ssm_state_size,
 // I = Nh * P, L = chunk_size, C = chunks.
@@ -41,18 +44,25 @@ struct Mamba2Sizes {
   int64_t conv_kernel;
   int64_t chunk_size;
   bool use_conv_bias;
-  bool use_bias;             // in_proj and out_proj
+  bool use_bias;             // in_proj (and out_proj but in Falcon-H1)
+  bool out_proj_bias;
   double time_step_min;      // the clamp's bounds on dt (its max is always inf in these families)
   double norm_eps;
   // Nemotron-H's norm (Zamba2RMSNormGated) normalises groups of this size through a view; Granite's
   // normalises the whole width with no view (nullopt).
   std::optional<int64_t> norm_group_size;
+  // Falcon-H1: the gated RMSNorm or, where mamba_rms_norm is false, x * silu(gate) alone; the μP
+  // multipliers (ssm_multipliers make the buffer's values, which a census does not need).
+  bool rms_norm = true;
+  bool mup = false;
+  double ssm_in_multiplier = 1.0;
 };
 
 class Mamba2Mixer {
  public:
   Mamba2Mixer(std::string path, const Mamba2Sizes& sizes, ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const;
+  const Tensor& mup_vector() const { return mup_vector_; }
 
  private:
   Tensor chunk_scan(Tensor hidden_states, Tensor dt, Tensor A, Tensor B, Tensor C) const;
@@ -72,6 +82,7 @@ class Mamba2Mixer {
   Linear in_proj;         // H -> I + conv_dim + Nh
   Tensor norm_weight_;    // (I)
   Linear out_proj;        // I -> H
+  Tensor mup_vector_;     // (1, 1, I + conv_dim + Nh) bf16, a buffer (Falcon-H1)
 };
 
 }  // namespace census::nn

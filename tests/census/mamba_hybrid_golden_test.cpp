@@ -145,6 +145,8 @@ TEST_P(MambaHybridOutput, SavedWorkingKeptAndRecord) {
   EXPECT_EQ(record.working_tp, expected.at("working_tp").get<double>());
 }
 
+INSTANTIATE_TEST_SUITE_P(FalconH1, MambaHybridOutput, ::testing::Values("falcon_h1_h256_s64", "falcon_h1_h256_s128"));
+
 INSTANTIATE_TEST_SUITE_P(GraniteMoeHybrid, MambaHybridOutput,
                          ::testing::Values("granitemoehybrid_h256_s64_mamba0", "granitemoehybrid_h256_s128_mamba0",
                                            "granitemoehybrid_h256_s64_attention1",
@@ -155,6 +157,8 @@ INSTANTIATE_TEST_SUITE_P(NemotronH, MambaHybridCase,
                                            "nemotron_h_h256_s64_attention2", "nemotron_h_h256_s128_attention2",
                                            "nemotron_h_h256_s64_mlp3", "nemotron_h_h256_s128_mlp3",
                                            "nemotron_h_h256_s64_moe1", "nemotron_h_h256_s128_moe1"));
+
+INSTANTIATE_TEST_SUITE_P(FalconH1, MambaHybridCase, ::testing::Values("falcon_h1_h256_s64", "falcon_h1_h256_s128"));
 
 INSTANTIATE_TEST_SUITE_P(GraniteMoeHybrid, MambaHybridCase,
                          ::testing::Values("granitemoehybrid_h256_s64_mamba0", "granitemoehybrid_h256_s128_mamba0",

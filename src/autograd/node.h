@@ -20,7 +20,7 @@ class Node;
 
 // The gradients flowing into or out of a node: one per forward output, or one per input (at most six:
 // the gated delta rule kernel's contract takes five tensors).
-using GradList = SmallVector<Tensor, 6>;
+using GradList = SmallVector<Tensor, 8>;
 
 // Where a gradient goes: input `input_nr` of node `fn`, with the metadata of the forward tensor it
 // belongs to, which the engine's validate_outputs uses to reduce and cast the gradient.
@@ -81,8 +81,8 @@ class Node {
 
   std::string_view name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
-  const SmallVector<Edge, 6>& next_edges() const { return next_edges_; }
-  SmallVector<Edge, 6>& next_edges() { return next_edges_; }
+  const SmallVector<Edge, 8>& next_edges() const { return next_edges_; }
+  SmallVector<Edge, 8>& next_edges() { return next_edges_; }
   // How many gradients flow into this node: its forward outputs.
   uint32_t num_inputs() const { return num_inputs_; }
   void set_num_inputs(uint32_t n) { num_inputs_ = n; }
@@ -91,7 +91,7 @@ class Node {
  private:
   std::string_view name_;
   uint64_t sequence_nr_;
-  SmallVector<Edge, 6> next_edges_;
+  SmallVector<Edge, 8> next_edges_;
   uint32_t num_inputs_ = 1;
 
  public:

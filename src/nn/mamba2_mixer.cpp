@@ -40,6 +40,12 @@ Tensor segment_sum(Tensor input) {
 
 }  // namespace
 
+std::optional<MambaBackend> parse_mamba_backend(std::string_view name) {
+  if (name == "torch") return MambaBackend::kTorch;
+  if (name == "kernel") return MambaBackend::kKernel;
+  return std::nullopt;
+}
+
 Mamba2Mixer::Mamba2Mixer(std::string path, const Mamba2Sizes& sizes, ParameterList& params)
     : path_(std::move(path)), norm_path_(child_path(path_, "norm")), s_(sizes),
       conv_dim_(sizes.intermediate_size + 2 * sizes.n_groups * sizes.ssm_state_size),
@@ -67,6 +73,12 @@ Tensor Mamba2Mixer::forward(const Tensor& input) const {
   Tensor projected_states = in_proj.forward(s_.mup ? ops::mul_number(input, s_.ssm_in_multiplier) : input);
   if (s_.mup) projected_states = ops::mul(projected_states, mup_vector_);  // (B, S, I + conv_dim + Nh) bf16
   Tensor A = ops::neg(ops::exp(ops::to(A_log_, DType::kFloat32)));  // (Nh) fp32
+  if (s_.backend == MambaBackend::kKernel) {
+    // mamba_ssm's fused Function: the conv weight handed over squeezed, as the mixer calls it.
+    return ops::mamba_split_conv1d_scan_combined(projected_states, ops::squeeze(conv1d_weight_, 1), conv1d_bias_,
+                                                 dt_bias_, A, D_, norm_weight_, out_proj.weight(), s_.num_heads,
+                                                 s_.head_dim, s_.n_groups);
+  }
   // mamba2_split_conv1d_scan_combined returns None without mamba_ssm: the torch path follows.
   std::vector<Tensor> parts = ops::split_with_sizes(projected_states, {s_.intermediate_size, conv_dim_, s_.num_heads}, -1);
   const Tensor gate = parts[0];

@@ -27,12 +27,18 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "nn/linear.h"
 #include "nn/mlp.h"
 #include "nn/module.h"
 
 namespace census::nn {
+
+// How the mixer runs (--mamba-backend): Transformers' torch path, or the fused kernel's contract
+// (mamba_ssm's mamba_split_conv1d_scan_combined, which a GPU with mamba-ssm installed takes).
+enum class MambaBackend : uint8_t { kTorch, kKernel };
+std::optional<MambaBackend> parse_mamba_backend(std::string_view name);
 
 struct Mamba2Sizes {
   int64_t hidden_size;
@@ -56,6 +62,8 @@ struct Mamba2Sizes {
   bool rms_norm = true;
   bool mup = false;
   double ssm_in_multiplier = 1.0;
+  // A run option, not a config field (--mamba-backend), carried with the sizes the layers build from.
+  MambaBackend backend = MambaBackend::kTorch;
 };
 
 class Mamba2Mixer {

@@ -194,6 +194,15 @@ Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t paddi
 Tensor gated_delta_rule_contract(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& g,
                                  const Tensor& beta, int64_t chunk_size);
 
+// --- Mamba-2 fused kernel contract (ops/mamba_split_conv1d_scan_combined.cpp) ---
+// mamba_ssm's mamba_split_conv1d_scan_combined, shapes only: returns (B, S, out_proj rows) in zxbcdt's
+// dtype; saves zxbcdt, the scan's (B, S, Nh, P) output before the norm, A, the norm's fp32 rstd
+// (B * S * G) where rmsnorm_weight is defined, and the parameters.
+Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv1d_weight, const Tensor& conv1d_bias,
+                                        const Tensor& dt_bias, const Tensor& A, const Tensor& D,
+                                        const Tensor& rmsnorm_weight, const Tensor& outproj_weight,
+                                        int64_t num_heads, int64_t head_dim, int64_t n_groups);
+
 // --- Attention kernel contract ---
 struct FlashOutputs {
   Tensor out;        // (B, Nh, S, Dv) in q's dtype

@@ -53,6 +53,29 @@ TEST(MambaDerivation, NemotronH8BMixerLayer) {
   EXPECT_EQ(flops, (PartCounts{{"ffn", 897648164864}}));
 }
 
+// The same layer under --mamba-backend kernel: mamba_ssm's MambaSplitConv1dScanCombinedFn runs from
+// the projection to out_proj and its save_for_backward keeps (zxbcdt, conv1d_weight, conv1d_bias,
+// out_x, A, D, dt_bias, rmsnorm_weight, rstd, outproj_weight, outproj_bias); the parameters aside:
+//   zxbcdt, the projection                    S*18560*2 = 152043520
+//   out_x, the scan's output before the norm  S*I*2     =  67108864 (bf16, x's dtype)
+//   A, and exp's result inside -exp(A_log)    2 * Nh*4  =      1024
+//   rstd, the grouped norm's                  S*G*4     =    131072
+// with the norm's 100679680 and in_proj's input 33554432 unchanged: saved = 353518592 bytes, 0.0998 of
+// the torch path's 3543940738 (the torch path keeps 10.0 times more).
+TEST(MambaDerivation, NemotronH8BMixerLayerUnderTheKernelContract) {
+  auto config = read_config(parse_python_json(R"({"model_type": "nemotron_h", "hidden_size": 4096,
+      "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+      "chunk_size": 128, "hybrid_override_pattern": "M-M-M*-"})"));
+  ASSERT_TRUE(config) << config.refusal().message();
+  config->mamba->backend = nn::MambaBackend::kKernel;
+  const LayerCensus got = census_layer(*config, 0, 4096);
+  EXPECT_EQ(got.saved_bytes, 353518592);
+  EXPECT_EQ(got.saved_by_op[static_cast<size_t>(SavedOp::kFfMM)], 33554432 + 219284480);
+  EXPECT_EQ(got.saved_by_op[static_cast<size_t>(SavedOp::kNormOp)], 100679680);
+  // FLOPs are the torch path's either way (the kernel's projection runs inside its Function).
+  EXPECT_EQ(census_flops(*config, 0, 4096), (PartCounts{{"ffn", 897648164864}}));
+}
+
 // The chunk loop has no cost per token: the scan is a fixed number of ops over all chunks at once, so
 // the op count of a Mamba-2 layer is the same at 4k and 128k tokens.
 TEST(MambaDerivation, TheScanRunsTheSameOpsAtAnyLength) {

@@ -43,7 +43,7 @@ void accumulate(Tensor& slot, Tensor&& incoming) {
 
 // validate_outputs: a gradient of another shape is summed to its input's shape; one of another dtype
 // is cast to the input's dtype. Each replaces the gradient (the former one is freed if unreferenced).
-void validate_outputs(const SmallVector<Edge, 6>& edges, GradList& grads) {
+void validate_outputs(const SmallVector<Edge, 8>& edges, GradList& grads) {
   for (size_t i = 0; i < grads.size() && i < edges.size(); ++i) {
     if (!edges[i].valid() || !grads[i].defined()) continue;
     if (grads[i].sizes() != edges[i].sizes) grads[i] = ops::sum_to(grads[i], edges[i].sizes);

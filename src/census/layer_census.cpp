@@ -11,6 +11,7 @@ LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t
   const Dims shape{1, seq_length, config.hidden_size};
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
   measurement.track(hidden);
+  for (const Tensor& buffer : layer->buffers()) measurement.track(buffer);
   // The positions are embedded inside the measured forward, as the reference runs it: cos and sin
   // are the layer's to keep.
   const Measured measured = measurement.run(

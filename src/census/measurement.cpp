@@ -26,7 +26,9 @@ Measured Measurement::run(const std::function<Tensor()>& forward, const nn::Para
   StorageSet excluded;
   excluded.insert(out.storage_id());
   StorageSet not_kept = excluded;
-  for (const Tensor& tensor : shared) not_kept.insert(tensor.storage_id());
+  // A model without rotary (Nemotron-H) shares no positions: undefined tensors.
+  for (const Tensor& tensor : shared)
+    if (tensor.defined()) not_kept.insert(tensor.storage_id());
 
   Measured result;
   result.kept_bytes = live_.live_bytes(not_kept);

@@ -113,6 +113,8 @@ PartCounts census_flops(const ModelConfig& config, int64_t layer_index, int64_t 
   // the kernel runs the same matmuls, which its contract does not dispatch.
   ModelConfig eager = config;
   eager.gdn_backend = nn::GdnBackend::kEager;
+  // Likewise a Mamba-2 mixer's: the fused kernel runs the output projection inside its Function.
+  if (eager.mamba) eager.mamba->backend = nn::MambaBackend::kTorch;
   PartFlops counter;
   run_forward(eager, layer_index, seq_length, counter);
   return counter.flops;

@@ -59,6 +59,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::string layers_file;
   std::string gdn_backend = "eager";
   std::vector<TextOption> text_options;
+  std::string mamba_backend = "torch";
 
   for (const auto& [name, description] : kCommands) {
     CLI::App* sub = app.add_subcommand(name, description);
@@ -92,6 +93,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                       "gated delta rule of linear-attention layers: eager (Transformers' chunked rule, the "
                       "default) or triton (the chunked kernel's contract)")
           ->check(CLI::IsMember({"eager", "triton"}));
+    if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&
+        std::string_view(name) != "tp-config" && std::string_view(name) != "layers")
+      sub->add_option("--mamba-backend", mamba_backend,
+                      "Mamba-2 mixer: torch (Transformers' torch path, the default) or kernel (mamba_ssm's fused "
+                      "mamba_split_conv1d_scan_combined contract)")
+          ->check(CLI::IsMember({"torch", "kernel"}));
     if (std::string_view(name) == "activations") {
       sub->add_flag("--output", request.output, "the output layer's record too (at the vocabulary and half of it)");
       text_options.push_back(
@@ -136,6 +143,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (!config) return refuse_line(err, config.refusal().message());
   request.config = config.take();
   request.config.gdn_backend = *nn::parse_gdn_backend(gdn_backend);
+  if (request.config.mamba) request.config.mamba->backend = *nn::parse_mamba_backend(mamba_backend);
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
   if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
   if (report->parsed()) return run_report(request, report_options, out, err);

@@ -6,6 +6,7 @@
 
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
+#include "models/python_json.h"
 #include "models/registry.h"
 #include "util/checked.h"
 #include "util/escape.h"
@@ -15,7 +16,7 @@ namespace census::cli {
 Result<ModelConfig> resolve_model(const std::string& source) {
   for (const ShippedModel& model : shipped_models()) {
     if (model.name == source) {
-      nlohmann::json json = nlohmann::json::parse(model.json, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json json = parse_python_json(model.json);
       return read_config(json);
     }
   }

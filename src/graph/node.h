@@ -23,7 +23,7 @@ class Node;
 
 // The gradients flowing into or out of a node: one per forward output, or one per input (at most six:
 // the gated delta rule kernel's contract takes five tensors).
-using GradList = SmallVector<Tensor, 6>;
+using GradList = SmallVector<Tensor, 8>;
 
 // Where a gradient goes: input `input_nr` of node `fn`, with the metadata of the forward tensor it
 // belongs to, which the engine's validate_outputs uses to reduce and cast the gradient.
@@ -58,8 +58,8 @@ class Node {
   uint64_t sequence_nr() const { return sequence_nr_; }
   // A leaf's accumulator (accumulate_grad.h), which the engine runs itself.
   bool is_accumulate_grad() const { return sequence_nr_ == kAccumulateGradSequenceNr; }
-  const SmallVector<Edge, 6>& next_edges() const { return next_edges_; }
-  SmallVector<Edge, 6>& next_edges() { return next_edges_; }
+  const SmallVector<Edge, 8>& next_edges() const { return next_edges_; }
+  SmallVector<Edge, 8>& next_edges() { return next_edges_; }
   // How many gradients flow into this node: its forward outputs.
   uint32_t num_inputs() const { return num_inputs_; }
   void set_num_inputs(uint32_t n) { num_inputs_ = n; }
@@ -69,7 +69,7 @@ class Node {
   std::string_view name_;
   uint64_t sequence_nr_;
   friend class SavedVariable;
-  SmallVector<Edge, 6> next_edges_;
+  SmallVector<Edge, 8> next_edges_;
   uint32_t num_inputs_ = 1;
   SavedVariable* first_saved_ = nullptr;  // the variables it owns, a list in declaration order
   SavedVariable* last_saved_ = nullptr;

@@ -13,6 +13,7 @@ bool is_moe_layer(const ModelConfig& c, int64_t index) {
 }
 
 std::vector<std::string> layer_kinds(const ModelConfig& config) {
+  if (config.kinds_from_layer_types) return config.layer_types;
   const int64_t layers = config.num_hidden_layers;
   std::vector<bool> moe(static_cast<size_t>(layers));
   for (int64_t i = 0; i < layers; ++i) moe[static_cast<size_t>(i)] = is_moe_layer(config, i);

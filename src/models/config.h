@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "nn/attention_kernel.h"
 #include "nn/gated_delta_rule.h"
 #include "nn/latent_attention.h"
+#include "nn/mamba2_mixer.h"
 #include "nn/module.h"
 #include "nn/mlp.h"
 #include "nn/moe.h"
@@ -50,6 +52,9 @@ class DecoderLayer {
   // Whether the layer's attention has a recurrence (a linear attention's): its weightless ops are then
   // the recurrence's (linrec), not the attention's own.
   virtual bool has_recurrence() const { return false; }
+  // Tensors the model registers on the layer's modules as buffers that the layer's ops save (Falcon-H1's
+  // mup_vector): live before the forward, as the input is, and counted from the start.
+  virtual std::vector<Tensor> buffers() const { return {}; }
 
  protected:
   nn::ParameterList parameters_;
@@ -74,7 +79,22 @@ struct MoeConfig {
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
   double norm_min = 0;  // ERNIE-4.5: the floor its router clamps the top-k sum to (moe_norm_min)
+  // Nemotron-H's moe_shared_expert_intermediate_size, Granite-4.0-H's shared_intermediate_size: the
+  // shared MLP's width, which the reference's tensor-parallel split leaves whole. Nemotron-H's experts'
+  // latent width (moe_latent_size; 0: the experts take the hidden states).
+  int64_t moe_shared_expert_intermediate_size = 0;
+  int64_t moe_latent_size = 0;
   nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
+};
+
+// Falcon-H1's μP multipliers, each a multiply by a Python number (no save).
+struct FalconMultipliers {
+  double key_multiplier = 1.0;
+  double attention_in_multiplier = 1.0;
+  double attention_out_multiplier = 1.0;
+  double ssm_out_multiplier = 1.0;
+  double gate_multiplier = 1.0;  // mlp_multipliers[0]
+  double down_multiplier = 1.0;  // mlp_multipliers[1]
 };
 
 // DeepSeek-V3's multi-head latent attention (nn/latent_attention.h).
@@ -135,6 +155,14 @@ struct ModelConfig {
   int64_t index_n_heads = 0;
   int64_t index_head_dim = 0;
   int64_t index_topk = 0;
+  // Mamba-2 hybrids (Nemotron-H, Granite-4.0-H): the Mamba-2 mixer's sizes, where the model has one.
+  std::optional<nn::Mamba2Sizes> mamba;
+  FalconMultipliers falcon;  // Falcon-H1
+  // Granite-4.0-H: each residual branch is scaled by it (a multiply by a Python number).
+  double residual_multiplier = 1.0;
+  // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block
+  // types, which name the MoE blocks themselves).
+  bool kinds_from_layer_types = false;
 };
 
 // Whether layer `index` builds a mixture of experts rather than a dense MLP.

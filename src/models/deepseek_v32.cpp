@@ -118,7 +118,7 @@ Result<ModelConfig> read_deepseek_v32_config(const ConfigReader& r, const Family
     for (size_t i = 0; i < types.size(); ++i) {
       if (types[i] == "dense") c.moe.mlp_only_layers.push_back(static_cast<int64_t>(i));
       else if (types[i] != "sparse")
-        return refuse("mlp_layer_types", "has " + types[i].dump() + "; known kinds: dense, sparse");
+        return refuse("mlp_layer_types", "has " + shown(types[i]) + "; known kinds: dense, sparse");
     }
   }
   return c;

@@ -107,7 +107,7 @@ Result<ModelConfig> read_glm_moe_dsa(const ConfigReader& r) {
       return refuse("indexer_types", "must name one indexer per layer (" + std::to_string(layers) + " of them); fix the config");
     for (const auto& type : stated) {
       if (type != "full" && type != kShared)
-        return refuse("indexer_types", "has " + type.dump() + "; known kinds: full, shared");
+        return refuse("indexer_types", "has " + shown(type) + "; known kinds: full, shared");
       types.push_back(type.get<std::string>());
     }
   } else if (reader.has("index_topk_pattern") && fields.at("index_topk_pattern").is_string()) {

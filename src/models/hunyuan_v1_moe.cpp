@@ -110,7 +110,7 @@ Result<int64_t> read_uniform_size(const ConfigReader& r, const char* field, int6
     return refuse(field, "must be a positive integer or a list of them; fix the config");
   for (const auto& value : values)
     if (value != values.front())
-      return refuse(field, "differs across layers (" + values.dump() +
+      return refuse(field, "differs across layers (" + shown(values) +
                                "); Census prices one value for every layer: state one integer");
   return values.front().get<int64_t>();
 }

@@ -1,3 +1,4 @@
+#include "util/escape.h"
 #include "models/llama.h"
 
 #include "nn/attention_kernel.h"
@@ -147,7 +148,7 @@ Result<nn::HiddenAct> read_hidden_act(const ConfigReader& r, const char* field, 
   CENSUS_TRY(act);
   if (*act == "silu") return nn::HiddenAct::kSilu;
   if (*act == "gelu_pytorch_tanh") return nn::HiddenAct::kGeluTanh;
-  return refuse(field, "'" + *act + "' is not priced yet (silu and gelu_pytorch_tanh are); use a model with one of them");
+  return refuse(field, echoed(*act) + " is not priced yet (silu and gelu_pytorch_tanh are); use a model with one of them");
 }
 
 Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {

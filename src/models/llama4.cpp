@@ -306,7 +306,7 @@ Result<std::vector<bool>> read_flags(const ConfigReader& r, const char* name, st
   std::vector<bool> flags;
   for (const auto& each : stated) {
     if (!each.is_number_integer() || (each != 0 && each != 1))
-      return refuse(name, "has " + each.dump() + "; each entry is 0 or 1");
+      return refuse(name, "has " + shown(each) + "; each entry is 0 or 1");
     flags.push_back(each == 1);
   }
   return flags;
@@ -328,7 +328,7 @@ Status read_llama4_layer_types(const ConfigReader& r, ModelConfig& c) {
                                      " of them); fix the config");
   for (size_t i = 0; i < stated.size(); ++i)
     if (stated[i] != c.layer_types[i])
-      return refuse("layer_types", "has " + stated[i].dump() + " at layer " + std::to_string(i) + ", where no_rope_layers makes it " +
+      return refuse("layer_types", "has " + shown(stated[i]) + " at layer " + std::to_string(i) + ", where no_rope_layers makes it " +
                                        c.layer_types[i] + " (chunked layers rotate, full layers do not); fix the config");
   return {};
 }

@@ -165,7 +165,7 @@ Status read_mlp_layer_types(const ConfigReader& r, ModelConfig& c) {
                                          " of them); fix the config");
   for (size_t i = 0; i < types.size(); ++i) {
     if (types[i] != "dense" && types[i] != "sparse")
-      return refuse("mlp_layer_types", "has " + types[i].dump() + "; known kinds: dense, sparse");
+      return refuse("mlp_layer_types", "has " + shown(types[i]) + "; known kinds: dense, sparse");
     if (types[i] == "dense") c.moe.mlp_only_layers.push_back(static_cast<int64_t>(i));
   }
   return {};

@@ -4,6 +4,8 @@
 #include "util/escape.h"
 #include "util/read_file.h"
 
+#include "models/python_json.h"
+
 namespace census {
 
 Result<ModelConfig> read_config(const nlohmann::json& json) {
@@ -41,7 +43,7 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
 Result<ModelConfig> read_config_file(const std::string& path) {
   auto text = read_regular_file(path, "give the path of a config.json or a shipped model name (census models)");
   CENSUS_TRY(text);
-  nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json json = parse_python_json(*text);
   if (json.is_discarded()) return refuse(path, "is not valid JSON; give a Transformers config.json");
   return read_config(json);
 }

@@ -7,7 +7,7 @@ Result<double> read_partial_rotary_factor(const ConfigReader& r, const nlohmann:
       !rope->at("partial_rotary_factor").is_null()) {
     const nlohmann::json& factor = rope->at("partial_rotary_factor");
     if (!factor.is_number() || factor.get<double>() <= 0 || factor.get<double>() > 1)
-      return refuse("partial_rotary_factor", "must be a number in (0, 1], not " + factor.dump() + "; fix the config");
+      return refuse("partial_rotary_factor", "must be a number in (0, 1], not " + shown(factor) + "; fix the config");
     return factor.get<double>();
   }
   return r.positive_number("partial_rotary_factor", fallback);

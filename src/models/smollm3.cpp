@@ -29,7 +29,7 @@ Status read_no_rope_layers(const ConfigReader& r, ModelConfig& c) {
                                         " of them); fix the config");
   for (const auto& use_rope : stated) {
     if (!use_rope.is_number_integer() || (use_rope != 0 && use_rope != 1))
-      return refuse("no_rope_layers", "has " + use_rope.dump() + "; each entry is 1 (rotary) or 0 (none)");
+      return refuse("no_rope_layers", "has " + shown(use_rope) + "; each entry is 1 (rotary) or 0 (none)");
     c.layer_types.push_back(use_rope == 1 ? "rope" : "nope");
   }
   return {};

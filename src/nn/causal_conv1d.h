@@ -12,7 +12,9 @@
 
 namespace census::nn {
 
-// `weight` is the conv's weight squeezed to (C, K), as the gated delta net hands it over.
-Tensor causal_conv1d_fn(const Tensor& hidden_states, const Tensor& weight, HiddenAct activation);
+// `weight` is the conv's weight squeezed to (C, K), as the gated delta net hands it over; `bias` the
+// conv's bias (C), which a Mamba-2 mixer's conv has (use_conv_bias) and the gated delta net's has not.
+Tensor causal_conv1d_fn(const Tensor& hidden_states, const Tensor& weight, HiddenAct activation,
+                        const Tensor& bias = Tensor());
 
 }  // namespace census::nn

@@ -13,6 +13,7 @@ class Linear {
          DType dtype = DType::kBFloat16);
   Tensor forward(const Tensor& input) const;
   const std::string& path() const { return path_; }
+  const Tensor& weight() const { return weight_; }
 
  private:
   std::string path_;

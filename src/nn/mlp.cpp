@@ -6,6 +6,7 @@ namespace census::nn {
 
 Tensor Activation::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kActivation);
+  if (act_ == HiddenAct::kRelu2) return ops::pow(ops::relu(input), 2);
   return act_ == HiddenAct::kSilu ? ops::silu(input) : ops::gelu_tanh(input);
 }
 

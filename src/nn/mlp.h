@@ -10,8 +10,9 @@
 namespace census::nn {
 
 // ACT2FN[hidden_act]: Transformers' SiLUActivation ("silu", F.silu) or GELUTanh ("gelu_pytorch_tanh",
-// F.gelu with the tanh approximation); each saves its input.
-enum class HiddenAct : uint8_t { kSilu, kGeluTanh };
+// F.gelu with the tanh approximation), each saving its input; or ReLUSquaredActivation ("relu2",
+// Nemotron-H's: relu, which keeps its result, then torch.square, pow(x, 2), which keeps that again).
+enum class HiddenAct : uint8_t { kSilu, kGeluTanh, kRelu2 };
 
 class Activation {
  public:

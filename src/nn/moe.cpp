@@ -33,7 +33,9 @@ Experts::Experts(std::string path, int64_t num_experts, int64_t hidden_size, int
       layout_(layout),
       act_fn_(child_path(path_, "act_fn"), act) {
   const int64_t E = num_experts, H = hidden_size, I = intermediate_size;
-  gate_up_proj_ = register_parameter(params, path_, "gate_up_proj", layout.transposed ? Dims{E, H, 2 * I} : Dims{E, 2 * I, H});
+  const int64_t up = layout.has_gate ? 2 * I : I;
+  gate_up_proj_ = register_parameter(params, path_, layout.has_gate ? "gate_up_proj" : "up_proj",
+                                     layout.transposed ? Dims{E, H, up} : Dims{E, up, H});
   if (layout.has_bias) gate_up_proj_bias_ = register_parameter(params, path_, "gate_up_proj_bias", Dims{E, 2 * I});
   down_proj_ = register_parameter(params, path_, "down_proj", layout.transposed ? Dims{E, I, H} : Dims{E, H, I});
   if (layout.has_bias) down_proj_bias_ = register_parameter(params, path_, "down_proj_bias", Dims{E, H});
@@ -132,7 +134,10 @@ Tensor Experts::eager_forward(const Tensor& hidden_states, const Tensor& top_k_i
       ops::item(expert_idx);
       gate_up = ops::add(gate_up, ops::select(gate_up_proj_bias_, 0, e));
     }
-    if (!layout_.gpt_oss_gate) {
+    if (!layout_.has_gate) {
+      current_hidden_states = act_fn_.forward(gate_up);
+      gate_up = Tensor();
+    } else if (!layout_.gpt_oss_gate) {
       const std::vector<Tensor> halves = ops::split(gate_up, gate_up.size(-1) / 2, -1);
       gate = halves[0];
       up = halves[1];
@@ -164,6 +169,7 @@ Tensor Experts::grouped_linear(const Tensor& input, const Tensor& weight, const 
 }
 
 Tensor Experts::apply_gate(const Tensor& gate_up) const {
+  if (!layout_.has_gate) return act_fn_.forward(gate_up);  // self.act_fn(proj_out)
   if (!layout_.gpt_oss_gate) {
     // _default_apply_gate: act(gate) * up on the two halves (views of one storage).
     std::vector<Tensor> halves = ops::split(gate_up, gate_up.size(-1) / 2, -1);

@@ -70,6 +70,8 @@ struct ExpertsLayout {
   bool gpt_oss_gate = false;
   double limit = 7.0;
   double alpha = 1.702;
+  // has_gate=False (NemotronHExperts): up_proj (E, I, H) in place of gate_up_proj, the activation alone.
+  bool has_gate = true;
 };
 
 // The experts of a MoE block (Qwen3MoeExperts and its copies): gate_up_proj (E, 2I, H) with the gate

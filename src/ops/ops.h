@@ -185,12 +185,22 @@ void assign_index(Tensor& base, std::initializer_list<IndexStep> index, const Te
 Tensor index_view(const Tensor& base, std::span<const IndexStep> index);
 // Batched products. matmul of two tensors of 3+ dims expands their batch dims, folds them and runs bmm.
 Tensor bmm(const Tensor& self, const Tensor& mat2);
-// F.conv1d(input (B, C, L), weight (C, 1, K), padding, groups=C): aten.convolution, depthwise.
-Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t padding);
+// F.conv1d(input (B, C, L), weight (C, 1, K), bias (C) or undefined, padding, groups=C): aten.convolution,
+// depthwise.
+Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t padding, const Tensor& bias = Tensor());
 // The gated delta rule kernel's contract (HyperParallel's chunked kernel, shapes only): saves q, k, v,
 // fp32 cumulated gates (B, S, H), beta and one (B, S, H, chunk) matrix in k's dtype; returns v's shape.
 Tensor gated_delta_rule_contract(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& g,
                                  const Tensor& beta, int64_t chunk_size);
+
+// --- Mamba-2 fused kernel contract (ops/mamba_split_conv1d_scan_combined.cpp) ---
+// mamba_ssm's mamba_split_conv1d_scan_combined, shapes only: returns (B, S, out_proj rows) in zxbcdt's
+// dtype; saves zxbcdt, the scan's (B, S, Nh, P) output before the norm, A, the norm's fp32 rstd
+// (B * S * G) where rmsnorm_weight is defined, and the parameters.
+Tensor mamba_split_conv1d_scan_combined(const Tensor& zxbcdt, const Tensor& conv1d_weight, const Tensor& conv1d_bias,
+                                        const Tensor& dt_bias, const Tensor& A, const Tensor& D,
+                                        const Tensor& rmsnorm_weight, const Tensor& outproj_weight,
+                                        int64_t num_heads, int64_t head_dim, int64_t n_groups);
 
 // --- Attention kernel contract ---
 struct FlashOutputs {

@@ -69,14 +69,38 @@ Tensor one_hot(const Tensor& self, int64_t num_classes) {
   return out;
 }
 
+namespace {
+
+// permute(Tensor(a) self, int[] dims)  self: permute_backwards(grad, dims)
+// = the gradient permuted back by the inverse dims: a view, no allocation. (The routing mask's permute
+// is of integer tensors and records none.)
+class PermuteBackward0 final : public Node {
+ public:
+  PermuteBackward0(uint64_t seq, std::vector<int> dims) : Node("PermuteBackward0", seq), dims_(std::move(dims)) {}
+  GradList apply(GradList& grads) override {
+    std::vector<int> inverse(dims_.size());
+    for (size_t i = 0; i < dims_.size(); ++i) inverse[static_cast<size_t>(dims_[i])] = static_cast<int>(i);
+    return {permute(grads[0], inverse)};
+  }
+
+ private:
+  std::vector<int> dims_;
+};
+
+}  // namespace
+
 Tensor permute(const Tensor& self, const std::vector<int>& dims) {
+  std::vector<int> wrapped;
+  for (int d : dims) wrapped.push_back(wrap_dim(d, self.dim()));
+  auto node = make_node<PermuteBackward0>({&self}, wrapped);
   Dims sizes, strides;
-  for (int d : dims) {
+  for (int d : wrapped) {
     sizes.push_back(self.sizes()[d]);
     strides.push_back(self.strides()[d]);
   }
   Tensor out = alias(self, sizes, strides);
   dispatch<1, 1>(Op::kPermute, {self}, {out});
+  set_history(out, node);
   return out;
 }
 

@@ -84,8 +84,11 @@ TEST(HostileEcho, TextFieldsOfEveryFamily) {
       if (run.code == 0) continue;  // a field this family does not read
       expect_refused(run, "");
     }
+    // Every family reads its activation under one of these names (Nemotron-H: mlp_ and mamba_hidden_act).
     expect_refused(census({"layer", write_json("act.json", {{"model_type", type}, {"hidden_act", "silu\nevil"},
-                                                            {"hidden_activation", "silu\nevil"}})}),
+                                                            {"hidden_activation", "silu\nevil"},
+                                                            {"mlp_hidden_act", "silu\nevil"},
+                                                            {"mamba_hidden_act", "silu\nevil"}})}),
                    "must be a name");
   }
 }

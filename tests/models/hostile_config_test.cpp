@@ -63,8 +63,10 @@ TEST(HostileShown, DeepValuesAreShownTwoLevelsDeep) {
 TEST(HostileNumbers, NanAndInfinityAreRefusedForEveryFamily) {
   for (const Family* family : families()) {
     const std::string type = family->model_type;
+    // NemotronHConfig names its norms' epsilon layer_norm_epsilon.
+    const char* eps = type == "nemotron_h" ? "layer_norm_epsilon" : "rms_norm_eps";
     for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
-      EXPECT_NE(refusal({{"model_type", type}, {"rms_norm_eps", bad}}).find("rms_norm_eps"), std::string::npos) << type;
+      EXPECT_NE(refusal({{"model_type", type}, {eps, bad}}).find(eps), std::string::npos) << type;
       EXPECT_NE(refusal({{"model_type", type}, {"hidden_size", bad}}).find("hidden_size"), std::string::npos) << type;
     }
     EXPECT_NE(refusal({{"model_type", type}, {"hidden_size", 1e300}}).find("hidden_size"), std::string::npos) << type;

@@ -43,11 +43,14 @@ void CheckpointFrame::recompute() {
   recomputed_done = true;
 }
 
-Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
-                  RecomputeLedger* ledger, const std::vector<int64_t>* attention_parameters,
-                  std::vector<CachedOutput>* cached_log) {
+namespace {
+
+Tensor run_checkpointed(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input, bool selective,
+                        RecomputeLedger* ledger, const std::vector<int64_t>* attention_parameters,
+                        std::vector<CachedOutput>* cached_log) {
   Session& session = Session::current();
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
+  frame->selective = selective;
   // _NoopSaveInputs: the region's input is saved outside the region's hooks.
   session.notify_save(input);
   frame->input = input;
@@ -61,6 +64,18 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Ten
   Tensor out = forward(input);
   session.set_checkpoint(previous);
   return out;
+}
+
+}  // namespace
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
+                  RecomputeLedger* ledger, const std::vector<int64_t>* attention_parameters,
+                  std::vector<CachedOutput>* cached_log) {
+  return run_checkpointed(forward, input, /*selective=*/true, ledger, attention_parameters, cached_log);
+}
+
+Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {
+  return run_checkpointed(forward, input, /*selective=*/false, nullptr, nullptr, nullptr);
 }
 
 }  // namespace census

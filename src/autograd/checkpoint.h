@@ -63,6 +63,8 @@ class CheckpointFrame {
   int64_t recomputed_count = 0;
   bool recomputed_done = false;
   Phase phase = Phase::kForward;
+  // False under full checkpointing (no policy): nothing is cached, every save is recomputed.
+  bool selective = true;
   SelectivePolicy policy;
   std::map<Op, std::vector<std::vector<Tensor>>> cache;  // outputs of saved ops, in call order
   std::map<Op, size_t> cache_next;                        // the next entry the recompute pops
@@ -83,5 +85,9 @@ struct StopRecomputation {};
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
                   RecomputeLedger* ledger = nullptr, const std::vector<int64_t>* attention_parameters = nullptr,
                   std::vector<CachedOutput>* cached_log = nullptr);
+
+// Run `forward(input)` as a checkpointed region with no policy (torch.utils.checkpoint.checkpoint with
+// use_reentrant=False and no context_fn): every tensor the region saves is recomputed in the backward.
+Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);
 
 }  // namespace census

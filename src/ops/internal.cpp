@@ -104,7 +104,7 @@ std::optional<Dims> view_strides(const Tensor& self, const Dims& sizes) {
 
 SacAction sac_action(Op op, std::span<const Tensor> inputs) {
   CheckpointFrame* frame = Session::current().checkpoint();
-  if (frame == nullptr) return SacAction::kRun;
+  if (frame == nullptr || !frame->selective) return SacAction::kRun;  // full checkpointing caches nothing
   const bool recompute = frame->phase == CheckpointFrame::Phase::kRecompute;
   const bool saves = frame->policy.saves(op, recompute);
   if (!recompute && frame->ledger != nullptr &&

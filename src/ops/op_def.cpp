@@ -120,6 +120,18 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNpuFusionAttention, "nd_census_npu.fusion_attention.default", OpKind::kAttentionKernel},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
     {Op::kCudaFlashAttention, "nd_census.cuda_flash_attention.default", OpKind::kAttentionKernel},
+    // A training step's own ops
+    {Op::kEmbedding, "aten.embedding.default", OpKind::kCompute},
+    {Op::kEmbeddingDenseBackward, "aten.embedding_dense_backward.default", OpKind::kCompute},
+    {Op::kRandintLow, "aten.randint.low", OpKind::kFactory},
+    {Op::kRandn, "aten.randn.default", OpKind::kFactory},
+    // torch.tensor(0.0): the new tensor reaches a dispatch mode as lift_fresh of itself.
+    {Op::kLiftFresh, "aten.lift_fresh.default", OpKind::kFactory},
+    {Op::kSqrt, "aten.sqrt.default", OpKind::kCompute},
+    {Op::kMulInplace, "aten.mul_.Tensor", OpKind::kInPlace},
+    {Op::kLerpInplace, "aten.lerp_.Scalar", OpKind::kInPlace},
+    {Op::kAddcmulInplace, "aten.addcmul_.default", OpKind::kInPlace},
+    {Op::kAddcdivInplace, "aten.addcdiv_.default", OpKind::kInPlace},
 }};
 
 constexpr bool catalogue_in_order() {

@@ -49,6 +49,10 @@ enum class Op : uint8_t {
   kNpuFusionAttention,
   // Attention kernel contracts
   kFlashAttention, kCudaFlashAttention,
+  // A training step's own ops (census step): the token embedding, the step's random inputs, AdamW's
+  // update (torch.optim.AdamW with foreach=False) and its scalar state
+  kEmbedding, kEmbeddingDenseBackward, kRandintLow, kRandn, kLiftFresh, kSqrt, kMulInplace, kLerpInplace,
+  kAddcmulInplace, kAddcdivInplace,
   kCount,
 };
 

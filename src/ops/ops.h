@@ -236,4 +236,24 @@ Tensor npu_moe_token_unpermute(const Tensor& permuted, const Tensor& sorted_indi
 // (E, K, N); saves x, weight and the int64 group_list (its backward's dx, then the grouped dW).
 Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& group_list);
 
+// --- A training step's own ops (ops/embedding.cpp, ops/optimizer.cpp) ---
+// F.embedding(input (..) int64, weight (V, H)): (.., H) in weight's dtype; its node keeps the indices,
+// and its backward's embedding_dense_backward allocates a whole (V, H) gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// torch.randint(low, high, sizes): int64. torch.randn(sizes, dtype, requires_grad): a leaf.
+Tensor randint(const Dims& sizes);
+Tensor randn(const Dims& sizes, DType dtype, bool requires_grad = false);
+// self / number written in Python: div.Tensor with a wrapped number, which autograd keeps no tensor
+// for; its backward is grad / number, one allocation.
+Tensor div_number(const Tensor& self, double other);
+// torch.tensor(0.0): a 0-d fp32 tensor, lift_fresh as a dispatch mode sees it.
+Tensor scalar_tensor_fresh();
+Tensor sqrt(const Tensor& self);
+// In place, on tensors autograd does not track (the optimizer runs under no_grad).
+Tensor& add_(Tensor& self, double other);                  // add_.Tensor with a wrapped number
+Tensor& mul_(Tensor& self, double other);                  // mul_.Tensor with a wrapped number
+Tensor& lerp_(Tensor& self, const Tensor& end, double weight);
+Tensor& addcmul_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
+Tensor& addcdiv_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
+
 }  // namespace census::ops

@@ -1,0 +1,315 @@
+#include "census/step_census.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+#include "autograd/checkpoint.h"
+#include "autograd/engine.h"
+#include "models/llama.h"
+#include "nn/adamw.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "ops/ops.h"
+
+namespace census {
+
+std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches) {
+  std::vector<StepPass> order;
+  if (schedule == PipelineSchedule::kGPipe) {
+    for (int64_t i = 0; i < micro_batches; ++i) order.push_back({'F', i});
+    for (int64_t i = 0; i < micro_batches; ++i) order.push_back({'B', i});
+    return order;
+  }
+  if (stages == 1) {  // no pipeline: each micro-batch's backward right after its forward
+    for (int64_t i = 0; i < micro_batches; ++i) {
+      order.push_back({'F', i});
+      order.push_back({'B', i});
+    }
+    return order;
+  }
+  const int64_t warm_up = std::min(stages - stage - 1, micro_batches);
+  for (int64_t i = 0; i < warm_up; ++i) order.push_back({'F', i});
+  for (int64_t i = 0; i < micro_batches - warm_up; ++i) {
+    order.push_back({'F', warm_up + i});
+    order.push_back({'B', i});
+  }
+  for (int64_t i = micro_batches - warm_up; i < micro_batches; ++i) order.push_back({'B', i});
+  return order;
+}
+
+Status check_step_options(const ModelConfig& config, const StepOptions& o) {
+  if (config.family == nullptr || config.family->build_layer != build_llama_layer)
+    return refuse("model_type " + config.model_type,
+                  "census step models the Llama-like causal LMs (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
+                  "mixtral); this family's model forward is not priced yet");
+  if (!config.replacements.empty())
+    return refuse("--train-yaml", "census step runs Transformers' own modules; module replacements are not priced yet");
+  if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
+  if (o.micro_batches < 1) return refuse("--micro-batches", "must be at least 1");
+  if (o.pipeline_stages < 1) return refuse("--pp", "must be at least 1");
+  if (config.num_hidden_layers % o.pipeline_stages != 0)
+    return refuse("--pp " + std::to_string(o.pipeline_stages),
+                  "must divide num_hidden_layers (" + std::to_string(config.num_hidden_layers) +
+                      "): every stage holds the same number of layers");
+  if (o.stage < 0 || o.stage >= o.pipeline_stages)
+    return refuse("--stage " + std::to_string(o.stage),
+                  "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
+  return {};
+}
+
+namespace {
+
+// The buffers the model's rotary module holds: the layer's rotary embedding reads its inv_freq when it
+// runs; what it reads is found by running it once before the step (a view of a storage made before).
+class BufferProbe final : public Observer {
+ public:
+  explicit BufferProbe(int64_t first_new_id) : Observer(kOnOp), first_new_id_(first_new_id) {}
+  void on_op(const OpCall& call) override {
+    for (const Tensor& out : call.outputs)
+      if (out.storage_id() < first_new_id_ && !out.is_parameter() && !found.defined()) found = out;
+  }
+  Tensor found;
+
+ private:
+  int64_t first_new_id_;
+};
+
+// One micro-batch's graph between its forward and its backward, and what the stage holds with it.
+struct Held {
+  Tensor loss;  // last stage: the (scaled) loss
+  Tensor out;   // another stage: its output, sent on
+  Tensor x;     // a stage that is not first: the received hidden state, a leaf
+};
+
+class StepRunner {
+ public:
+  StepRunner(const ModelConfig& config, const StepOptions& options)
+      : c_(config), o_(options), first_(options.stage == 0), last_(options.stage == options.pipeline_stages - 1) {
+    const int64_t per_stage = c_.num_hidden_layers / o_.pipeline_stages;
+    begin_ = o_.stage * per_stage;
+    end_ = begin_ + per_stage;
+  }
+
+  StepCensus run();
+
+ private:
+  void build();
+  Held forward();
+  void backward(Held held);
+  Tensor run_layers(Tensor hidden, const nn::PositionEmbeddings& positions);
+  void note_gradients();
+  int64_t gradient_bytes() const;
+
+  const ModelConfig& c_;
+  const StepOptions& o_;
+  bool first_, last_;
+  int64_t begin_ = 0, end_ = 0;
+  Session session_;  // first: every tensor of the step dies before it
+  StepBytes bytes_;
+  nn::ParameterList embedding_params_, head_params_;
+  std::optional<nn::Embedding> embed_tokens_;
+  std::vector<std::unique_ptr<DecoderLayer>> layers_;
+  std::unique_ptr<nn::Norm> norm_;
+  std::optional<nn::Linear> lm_head_;
+  std::vector<Tensor> params_;   // the stage's, in the model's order
+  std::vector<Tensor> buffers_;  // the rotary module's inv_freq and original_inv_freq
+};
+
+void StepRunner::build() {
+  if (first_) embed_tokens_.emplace("model.embed_tokens", c_.vocab_size, c_.hidden_size, embedding_params_);
+  for (int64_t i = begin_; i < end_; ++i) layers_.push_back(c_.family->build_layer(c_, i));
+  if (last_) {
+    norm_ = c_.family->build_final_norm(c_, head_params_);
+    lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
+  }
+  for (const Tensor& p : embedding_params_) params_.push_back(p);
+  for (const auto& layer : layers_)
+    for (const Tensor& p : layer->parameters()) params_.push_back(p);
+  for (const Tensor& p : head_params_) params_.push_back(p);
+
+  // The rotary module's buffers: inv_freq (which the stage's rotary embedding reads) and
+  // original_inv_freq, its copy of the same size, which no op reads.
+  const Tensor marker = make_tensor(Dims{1}, DType::kFloat32);
+  BufferProbe probe(marker.storage_id());
+  session_.add_observer(&probe);
+  {
+    const Tensor hidden = make_tensor(Dims{1, 1, c_.hidden_size}, DType::kBFloat16);
+    NoGradGuard no_grad;
+    layers_.front()->embed_positions(hidden);
+  }
+  session_.remove_observer(&probe);
+  if (probe.found.defined()) {
+    buffers_.push_back(probe.found);
+    buffers_.push_back(make_tensor(probe.found.sizes(), probe.found.dtype()));
+  }
+}
+
+Tensor StepRunner::run_layers(Tensor hidden, const nn::PositionEmbeddings& positions) {
+  for (const auto& layer_ptr : layers_) {
+    const DecoderLayer* layer = layer_ptr.get();
+    // By value, as the checkpoint's partial binds its keyword arguments: under checkpointing the
+    // position ids, cos and sin live as long as a layer's frame can recompute it.
+    auto forward = [layer, positions](const Tensor& input) { return layer->forward(input, positions); };
+    switch (o_.recompute) {
+      case Recompute::kNone: hidden = forward(hidden); break;
+      case Recompute::kSelective: hidden = checkpoint(forward, hidden); break;
+      case Recompute::kFull: hidden = checkpoint_full(forward, hidden); break;
+    }
+  }
+  return hidden;
+}
+
+Held StepRunner::forward() {
+  Held held;
+  const int64_t seq = o_.seq_length;
+  Tensor labels;
+  if (last_) {
+    labels = ops::randint(Dims{1, seq});
+    bytes_.note(labels, StepCategory::kInputs);
+  }
+  Tensor model_out;
+  {
+    // The decoder model's forward: its locals (the embeddings, the positions) die when it returns.
+    Tensor inputs_embeds;
+    if (first_) {
+      const Tensor input_ids = ops::randint(Dims{1, seq});
+      bytes_.note(input_ids, StepCategory::kInputs);
+      inputs_embeds = embed_tokens_->forward(input_ids);
+    } else {
+      held.x = ops::randn(Dims{1, seq, c_.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+      bytes_.note(held.x, StepCategory::kInputs);
+      inputs_embeds = held.x;
+    }
+    nn::PositionEmbeddings positions;
+    {
+      // position_ids = torch.arange(S) + past_seen_tokens: the arange is a temporary; the rotary
+      // embedding's own arange stands for the sum.
+      const Tensor arange = ops::arange(seq);
+      positions = layers_.front()->embed_positions(inputs_embeds);
+    }
+    Tensor hidden_states = run_layers(inputs_embeds, positions);
+    if (last_) hidden_states = norm_->forward(hidden_states);  // a stage that is not last: nn.Identity
+    model_out = std::move(hidden_states);
+  }
+  if (!last_) {
+    held.out = std::move(model_out);
+    return held;
+  }
+  // The causal LM's forward: logits = lm_head(hidden_states[:, -0:, :]); the loss; the output object
+  // (loss and logits) returned, then dropped with its logits; the loss kept, scaled by 1/M.
+  Tensor logits = lm_head_->forward(ops::slice(model_out, 1, 0, seq));
+  model_out = Tensor();
+  Tensor loss = nn::for_causal_lm_loss(logits, labels, c_.vocab_size);
+  logits = Tensor();
+  held.loss = o_.micro_batches > 1 ? ops::div_number(loss, static_cast<double>(o_.micro_batches)) : loss;
+  return held;
+}
+
+void StepRunner::backward(Held held) {
+  if (held.loss.defined()) {
+    Tensor loss = std::move(held.loss);
+    run_backward(loss, ops::ones_like(loss));  // loss.backward(): the root gradient is ones_like(loss)
+  } else {
+    Tensor out = std::move(held.out);
+    Tensor grad = ops::randn(out.sizes(), out.dtype());
+    bytes_.note(grad, StepCategory::kInputs);
+    run_backward(out, grad);
+  }
+  if (held.x.defined() && held.x.impl()->grad) bytes_.note(held.x.grad(), StepCategory::kInputs);  // sent on
+  held = Held();
+  note_gradients();
+}
+
+void StepRunner::note_gradients() {
+  for (const Tensor& p : params_)
+    if (p.impl()->grad) bytes_.note(p.grad(), StepCategory::kGradients);
+}
+
+int64_t StepRunner::gradient_bytes() const {
+  int64_t total = 0;
+  for (const Tensor& p : params_)
+    if (p.impl()->grad && bytes_.is_live(p.grad())) total += p.impl()->grad->storage->nbytes;
+  return total;
+}
+
+StepCensus StepRunner::run() {
+  build();
+  session_.add_observer(&bytes_);
+  StepCensus result;
+  result.first_layer = begin_;
+  result.end_layer = end_;
+  bytes_.mark_phase("setup");
+  for (const Tensor& p : params_) {
+    bytes_.track(p);
+    bytes_.note(p, StepCategory::kParameters);
+    result.parameter_count += p.numel();
+    result.parameter_bytes += p.storage()->nbytes;
+  }
+  result.parameter_tensors = static_cast<int64_t>(params_.size());
+  for (const Tensor& b : buffers_) {
+    bytes_.track(b);
+    bytes_.note(b, StepCategory::kBuffers);
+    result.buffer_bytes += b.storage()->nbytes;
+  }
+
+  std::vector<std::optional<Held>> graphs(static_cast<size_t>(o_.micro_batches));
+  bool first_backward = true;
+  for (const StepPass& pass : pipeline_order(o_.schedule, o_.pipeline_stages, o_.stage, o_.micro_batches)) {
+    const std::string name = std::string(1, pass.pass) + std::to_string(pass.micro_batch);
+    result.schedule.push_back(name);
+    bytes_.mark_phase(name);
+    auto& slot = graphs[static_cast<size_t>(pass.micro_batch)];
+    if (pass.pass == 'F') {
+      slot = forward();
+    } else {
+      backward(std::move(*slot));
+      slot.reset();
+      result.gradient_bytes_after_last_backward = gradient_bytes();
+      if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
+      first_backward = false;
+    }
+  }
+  if (o_.optimizer == StepOptimizer::kAdamW) {
+    nn::AdamW adamw(params_);
+    bytes_.mark_phase("optimizer_step");
+    adamw.step([&](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); });
+    result.optimizer_state_bytes = adamw.state_bytes();
+    bytes_.mark_phase("zero_grad");
+    adamw.zero_grad();
+    bytes_.mark_phase("end");
+    result.gradient_bytes_at_end = gradient_bytes();
+    result.analysis = bytes_.analyse();
+  } else {
+    bytes_.mark_phase("end");
+    result.gradient_bytes_at_end = gradient_bytes();
+    result.analysis = bytes_.analyse();
+  }
+  auto highest = [&](char prefix) {
+    StepMoment best;
+    best.bytes = -1;
+    for (const StepPhase& phase : result.analysis.phases) {
+      const bool match = prefix == 'O' ? phase.name == "optimizer_step"
+                                       : phase.name.size() > 1 && phase.name[0] == prefix &&
+                                             std::isdigit(static_cast<unsigned char>(phase.name[1]));
+      if (match && phase.peak.bytes > best.bytes) best = phase.peak;
+    }
+    return best;
+  };
+  result.forward_peak = highest('F');
+  result.backward_peak = highest('B');
+  result.optimizer_step_peak = highest('O');
+  session_.remove_observer(&bytes_);
+  return result;
+}
+
+}  // namespace
+
+Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
+  CENSUS_TRY(check_step_options(config, options));
+  StepRunner runner(config, options);
+  return runner.run();
+}
+
+}  // namespace census

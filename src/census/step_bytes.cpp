@@ -60,16 +60,34 @@ void StepBytes::on_free(const Storage& storage) {
   s.live_bytes = 0;
 }
 
-StepAnalysis StepBytes::analyse() const {
+StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
   StepAnalysis out;
   out.events = static_cast<int64_t>(events_.size());
   StepSplit split;
   int64_t total = 0;
   out.peak.bytes = -1;
   out.other_peak.bytes = -1;
+  // The bytes an event moves under `weights`: its storage's share; a storage's death moves what its
+  // birth did.
+  auto weighted = [&](const Event& e) {
+    if (weights.identity()) return e.delta_bytes;
+    const StorageInfo& s = storages_[static_cast<size_t>(e.storage_id)];
+    const bool optimizer_temporary = s.category == StepCategory::kActivations && s.phase >= 0 &&
+                                     phases_[static_cast<size_t>(s.phase)].first == "optimizer_step";
+    const Share share = optimizer_temporary ? weights.optimizer_temporaries
+                                            : weights.by_category[static_cast<size_t>(s.category)];
+    const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
+    return e.delta_bytes > 0 ? bytes : -bytes;
+  };
   for (size_t p = 0; p < phases_.size(); ++p) {
     StepPhase phase;
     phase.name = phases_[p].first;
+    // Bytes present through a forward or backward pass only (composed), at its start and its end.
+    const bool pass = phase.name.size() > 1 && (phase.name[0] == 'F' || phase.name[0] == 'B') &&
+                      phase.name[1] >= '0' && phase.name[1] <= '9';
+    const int64_t extra = pass ? weights.during_passes : 0;
+    split.bytes[static_cast<size_t>(StepCategory::kActivations)] += extra;
+    total += extra;
     phase.events_from = phases_[p].second;
     phase.events_to = p + 1 < phases_.size() ? phases_[p + 1].second : out.events;
     phase.live_at_start = total;
@@ -77,14 +95,17 @@ StepAnalysis StepBytes::analyse() const {
     phase.peak = StepMoment{total, phase.name, {}, phase.events_from - 1, split};
     for (int64_t i = phase.events_from; i < phase.events_to; ++i) {
       const Event& e = events_[static_cast<size_t>(i)];
-      split.bytes[static_cast<size_t>(storages_[static_cast<size_t>(e.storage_id)].category)] += e.delta_bytes;
-      total += e.delta_bytes;
+      const int64_t delta = weighted(e);
+      split.bytes[static_cast<size_t>(storages_[static_cast<size_t>(e.storage_id)].category)] += delta;
+      total += delta;
       if (total > phase.peak.bytes) phase.peak = StepMoment{total, phase.name, e.op, i, split};
       if (total > out.peak.bytes) out.peak = StepMoment{total, phase.name, e.op, i, split};
       if (split.other() > out.other_peak.bytes) out.other_peak = StepMoment{split.other(), phase.name, e.op, i, split};
     }
     phase.live_at_end = total;
     phase.split_at_end = split;
+    split.bytes[static_cast<size_t>(StepCategory::kActivations)] -= extra;
+    total -= extra;
     out.phases.push_back(std::move(phase));
   }
   // What else is live at the peak, by allocating op and phase.

@@ -80,6 +80,29 @@ struct StepAnalysis {
   int64_t events = 0;
 };
 
+// A share of a storage's bytes: bytes * num / den, rounded down.
+struct Share {
+  int64_t num = 1;
+  int64_t den = 1;
+  int64_t of(int64_t bytes) const { return static_cast<int64_t>(static_cast<__int128>(bytes) * num / den); }
+  bool identity() const { return num == den; }
+};
+
+// How the composed terms reweigh the simulated step (census/step_compose.h): each category's storages
+// counted at a share of their bytes; the optimizer step's temporaries at their own share; and bytes
+// added to every moment of a forward or backward pass (ZeRO-3's gathered parameters).
+struct StepWeights {
+  std::array<Share, static_cast<size_t>(StepCategory::kCount)> by_category{};
+  Share optimizer_temporaries;
+  int64_t during_passes = 0;
+
+  bool identity() const {
+    for (const Share& s : by_category)
+      if (!s.identity()) return false;
+    return optimizer_temporaries.identity() && during_passes == 0;
+  }
+};
+
 class StepBytes final : public Observer {
  public:
   StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
@@ -96,7 +119,7 @@ class StepBytes final : public Observer {
 
   int64_t live_bytes() const { return live_; }
   bool is_live(const Tensor& tensor) const;
-  StepAnalysis analyse() const;
+  StepAnalysis analyse(const StepWeights& weights = {}) const;
 
  private:
   struct Event {

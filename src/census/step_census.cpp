@@ -53,6 +53,11 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--pp " + std::to_string(o.pipeline_stages),
                   "must divide num_hidden_layers (" + std::to_string(config.num_hidden_layers) +
                       "): every stage holds the same number of layers");
+  if (o.tensor_parallel < 1) return refuse("--tp", "must be at least 1");
+  if (o.composition.data_parallel < 1) return refuse("--dp", "must be at least 1");
+  if (o.composition.zero > 0 && o.composition.data_parallel == 1)
+    return refuse("--zero " + std::to_string(o.composition.zero), "shards over data parallelism; give --dp D > 1");
+  if (o.composition.zero < 0 || o.composition.zero > 3) return refuse("--zero", "must be 0, 1, 2 or 3");
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
@@ -86,7 +91,11 @@ struct Held {
 class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options)
-      : c_(config), o_(options), first_(options.stage == 0), last_(options.stage == options.pipeline_stages - 1) {
+      : c_(config),
+        o_(options),
+        layer_config_(tp_config(config, options.tensor_parallel)),
+        first_(options.stage == 0),
+        last_(options.stage == options.pipeline_stages - 1) {
     const int64_t per_stage = c_.num_hidden_layers / o_.pipeline_stages;
     begin_ = o_.stage * per_stage;
     end_ = begin_ + per_stage;
@@ -104,6 +113,7 @@ class StepRunner {
 
   const ModelConfig& c_;
   const StepOptions& o_;
+  ModelConfig layer_config_;  // as one tensor-parallel rank builds its layers
   bool first_, last_;
   int64_t begin_ = 0, end_ = 0;
   Session session_;  // first: every tensor of the step dies before it
@@ -115,18 +125,25 @@ class StepRunner {
   std::optional<nn::Linear> lm_head_;
   std::vector<Tensor> params_;   // the stage's, in the model's order
   std::vector<Tensor> buffers_;  // the rotary module's inv_freq and original_inv_freq
+  int64_t largest_layer_bytes_ = 0;
 };
 
 void StepRunner::build() {
   if (first_) embed_tokens_.emplace("model.embed_tokens", c_.vocab_size, c_.hidden_size, embedding_params_);
-  for (int64_t i = begin_; i < end_; ++i) layers_.push_back(c_.family->build_layer(c_, i));
+  for (int64_t i = begin_; i < end_; ++i) layers_.push_back(c_.family->build_layer(layer_config_, i));
   if (last_) {
     norm_ = c_.family->build_final_norm(c_, head_params_);
     lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
   }
   for (const Tensor& p : embedding_params_) params_.push_back(p);
-  for (const auto& layer : layers_)
-    for (const Tensor& p : layer->parameters()) params_.push_back(p);
+  for (const auto& layer : layers_) {
+    int64_t layer_bytes = 0;
+    for (const Tensor& p : layer->parameters()) {
+      params_.push_back(p);
+      layer_bytes += p.storage()->nbytes;
+    }
+    largest_layer_bytes_ = std::max(largest_layer_bytes_, layer_bytes);
+  }
   for (const Tensor& p : head_params_) params_.push_back(p);
 
   // The rotary module's buffers: inv_freq (which the stage's rotary embedding reads) and
@@ -278,13 +295,18 @@ StepCensus StepRunner::run() {
     result.optimizer_state_bytes = adamw.state_bytes();
     bytes_.mark_phase("zero_grad");
     adamw.zero_grad();
-    bytes_.mark_phase("end");
-    result.gradient_bytes_at_end = gradient_bytes();
-    result.analysis = bytes_.analyse();
-  } else {
-    bytes_.mark_phase("end");
-    result.gradient_bytes_at_end = gradient_bytes();
-    result.analysis = bytes_.analyse();
+  }
+  bytes_.mark_phase("end");
+  result.gradient_bytes_at_end = gradient_bytes();
+  result.analysis = bytes_.analyse();
+  result.largest_layer_parameter_bytes = largest_layer_bytes_;
+  if (o_.composition.composes()) {
+    StepComposition composition = o_.composition;
+    composition.largest_layer_parameter_bytes = largest_layer_bytes_;
+    result.composed = bytes_.analyse(step_weights(composition));
+    result.composed_peak.bytes = -1;
+    for (const StepPhase& phase : result.composed.phases)
+      if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
   }
   auto highest = [&](char prefix) {
     StepMoment best;

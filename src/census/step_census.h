@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "census/step_bytes.h"
+#include "census/step_compose.h"
 #include "models/config.h"
 #include "util/result.h"
 
@@ -43,6 +44,9 @@ struct StepOptions {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   Recompute recompute = Recompute::kNone;
   StepOptimizer optimizer = StepOptimizer::kNone;
+  // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
+  int64_t tensor_parallel = 1;
+  StepComposition composition;  // composed onto the simulated step (census/step_compose.h)
 };
 
 struct StepPass {
@@ -70,10 +74,16 @@ struct StepCensus {
   StepMoment forward_peak;
   StepMoment backward_peak;
   StepMoment optimizer_step_peak;
+  // With a composition: the step reweighed by it, and its peak (the highest phase peak), before the
+  // user's overheads.
+  StepAnalysis composed;
+  StepMoment composed_peak;
+  int64_t largest_layer_parameter_bytes = 0;
 };
 
 // Refuse what the simulation cannot run: a family whose model forward it has not modelled, layers that
-// the stages do not divide, a stage out of range, a sequence or micro-batch count below 1.
+// the stages do not divide, a stage out of range, a sequence or micro-batch count below 1, a data-
+// parallel degree below 1 or a ZeRO stage other than 0-3.
 Status check_step_options(const ModelConfig& config, const StepOptions& options);
 
 // Run the step (options checked first).

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/request.h"
 #include "cli/stack_file.h"
+#include "cli/step_command.h"
 
 namespace census::cli {
 namespace {
@@ -76,6 +77,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       sub->add_option("--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups");
     }
   }
+  StepArgs step_args;
+  CLI::App* step = add_step_command(app, step_args);
   CLI::App* models = app.add_subcommand("models", "the model configs shipped with Census");
   models->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
 
@@ -92,6 +95,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   request.format = format == "json" ? Format::kJson : Format::kTable;
 
+  if (step->parsed()) return run_step_command(step_args, out, err);
   if (models->parsed()) {
     list_models(request.format, out);
     return 0;

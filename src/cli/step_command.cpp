@@ -1,0 +1,296 @@
+#include "cli/step_command.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "census/step_census.h"
+#include "cli/request.h"
+#include "cli/table.h"
+
+namespace census::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+int refuse_line(std::ostream& err, const std::string& message) {
+  err << "census: " << message << '\n';
+  return 2;
+}
+
+ordered_json split_json(const StepSplit& s) {
+  return {{"parameters", s.parameters()},
+          {"gradients", s.gradients()},
+          {"optimizer_states", s.optimizer_states()},
+          {"other", s.other()},
+          {"other_detail",
+           {{"buffers", s[StepCategory::kBuffers]},
+            {"inputs", s[StepCategory::kInputs]},
+            {"param_grad_inflight", s[StepCategory::kParamGradInflight]},
+            {"activations", s[StepCategory::kActivations]}}}};
+}
+
+ordered_json op_json(std::string_view op) { return op.empty() ? ordered_json(nullptr) : ordered_json(std::string(op)); }
+
+ordered_json moment_json(const StepMoment& m) {
+  if (m.bytes < 0) return nullptr;
+  return {{"bytes", m.bytes}, {"phase", m.phase}, {"op", op_json(m.op)}, {"split", split_json(m.split)}};
+}
+
+// "F3" -> micro-batch 3, forward; "optimizer_step" -> no micro-batch.
+ordered_json peak_json(const StepMoment& m) {
+  ordered_json j = moment_json(m);
+  const bool pass = m.phase.size() > 1 && (m.phase[0] == 'F' || m.phase[0] == 'B') && std::isdigit(m.phase[1]);
+  j["micro_batch"] = pass ? ordered_json(std::stoll(m.phase.substr(1))) : ordered_json(nullptr);
+  j["pass"] = pass ? ordered_json(m.phase[0] == 'F' ? "forward" : "backward") : ordered_json(m.phase);
+  return j;
+}
+
+std::string schedule_name(const StepArgs& a) { return a.pp > 1 ? a.schedule : std::string("none"); }
+
+struct StageRun {
+  int64_t stage;
+  StepCensus step;
+};
+
+int64_t total_of(const StepCensus& s, const StepComposition& c) {
+  const int64_t peak = c.composes() ? s.composed_peak.bytes : s.analysis.peak.bytes;
+  return peak + overhead_bytes(c);
+}
+
+const StepMoment& reported_peak(const StepCensus& s, const StepComposition& c) {
+  return c.composes() ? s.composed_peak : s.analysis.peak;
+}
+
+ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepComposition& c) {
+  const StepCensus& s = run.step;
+  ordered_json j;
+  j["stage"] = {{"index", run.stage},
+                {"layers", {s.first_layer, s.end_layer}},
+                {"first", run.stage == 0},
+                {"last", run.stage == a.pp - 1}};
+  j["schedule"] = s.schedule;
+  j["peak"] = peak_json(s.analysis.peak);
+  ordered_json other = moment_json(s.analysis.other_peak);
+  other["live_total"] = s.analysis.other_peak.split.total();
+  j["other_peak"] = other;
+  j["forward_peak"] = moment_json(s.forward_peak);
+  j["backward_peak"] = moment_json(s.backward_peak);
+  j["optimizer_step_peak"] = moment_json(s.optimizer_step_peak);
+  j["parameters"] = {{"count", s.parameter_count}, {"tensors", s.parameter_tensors}, {"bytes", s.parameter_bytes},
+                     {"buffers_bytes", s.buffer_bytes}};
+  j["gradients"] = {{"bytes_after_first_backward", s.gradient_bytes_after_first_backward},
+                    {"bytes_after_last_backward", s.gradient_bytes_after_last_backward},
+                    {"bytes_live_at_end", s.gradient_bytes_at_end}};
+  j["optimizer"] = a.optimizer == "adamw" ? ordered_json{{"state_bytes", s.optimizer_state_bytes}} : ordered_json(nullptr);
+  ordered_json phases = ordered_json::array();
+  for (const StepPhase& p : s.analysis.phases)
+    phases.push_back({{"name", p.name},
+                      {"live_at_start", p.live_at_start},
+                      {"peak_bytes", p.peak.bytes},
+                      {"peak_op", op_json(p.peak.op)},
+                      {"split_at_peak", split_json(p.peak.split)},
+                      {"live_at_end", p.live_at_end}});
+  j["phases"] = phases;
+  if (c.composes()) {
+    ordered_json terms = ordered_json::array();
+    for (const ComposedTerm& t : composed_terms(c, s.composed_peak))
+      terms.push_back({{"name", t.name}, {"bytes", t.bytes}, {"formula", t.formula}});
+    j["composed"] = {{"peak", peak_json(s.composed_peak)}, {"terms", terms}};
+  }
+  j["overheads"] = {{"cuda_context", c.cuda_context}, {"nccl_buffers", c.nccl_buffers},
+                    {"fragmentation", c.fragmentation}};
+  j["total_bytes"] = total_of(s, c);
+  return j;
+}
+
+std::string bytes_cell(int64_t bytes) { return grouped(bytes) + "  " + human_bytes(static_cast<double>(bytes)); }
+
+void print_split(Table& table, const StepSplit& split, bool detail) {
+  table.add({"  parameters", grouped(split.parameters()), human_bytes(split.parameters()), ""});
+  table.add({"  gradients", grouped(split.gradients()), human_bytes(split.gradients()), ""});
+  table.add({"  optimizer_states", grouped(split.optimizer_states()), human_bytes(split.optimizer_states()), ""});
+  table.add({"  other", grouped(split.other()), human_bytes(split.other()), ""});
+  if (!detail) return;
+  for (StepCategory c : {StepCategory::kActivations, StepCategory::kInputs, StepCategory::kParamGradInflight,
+                         StepCategory::kBuffers})
+    table.add({"    " + std::string(step_category_name(c)), grouped(split[c]), human_bytes(split[c]), ""});
+}
+
+std::string where(const StepMoment& m) {
+  return "at " + m.phase + (m.op.empty() ? std::string() : ", " + std::string(m.op));
+}
+
+void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& c, std::ostream& out) {
+  const StepCensus& s = run.step;
+  out << "stage " << run.stage << " of " << a.pp << ": layers " << s.first_layer << "-" << s.end_layer - 1
+      << (run.stage == 0 ? ", the embedding" : "") << (run.stage == a.pp - 1 ? ", final norm, LM head and loss" : "")
+      << "\nschedule:";
+  for (const std::string& pass : s.schedule) out << ' ' << pass;
+  out << '\n';
+  Table table({"", "bytes", "", "where"});
+  table.add({"peak (simulated)", grouped(s.analysis.peak.bytes), human_bytes(s.analysis.peak.bytes), where(s.analysis.peak)});
+  print_split(table, s.analysis.peak.split, true);
+  table.add({"other_peak", grouped(s.analysis.other_peak.bytes), human_bytes(s.analysis.other_peak.bytes),
+             where(s.analysis.other_peak)});
+  for (const auto& [name, m] : {std::pair{"forward_peak", &s.forward_peak}, std::pair{"backward_peak", &s.backward_peak},
+                                std::pair{"optimizer_step_peak", &s.optimizer_step_peak}})
+    if (m->bytes >= 0) table.add({name, grouped(m->bytes), human_bytes(m->bytes), "at " + m->phase});
+  table.add({"parameters", grouped(s.parameter_bytes), human_bytes(s.parameter_bytes),
+             grouped(s.parameter_count) + " in " + std::to_string(s.parameter_tensors) + " tensors"});
+  if (a.optimizer == "adamw")
+    table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes), "AdamW"});
+  if (c.composes()) {
+    table.add({"peak (composed)", grouped(s.composed_peak.bytes), human_bytes(s.composed_peak.bytes), where(s.composed_peak)});
+    for (const ComposedTerm& t : composed_terms(c, s.composed_peak)) {
+      if (t.name == "cuda_context") break;
+      table.add({"  " + t.name, grouped(t.bytes), human_bytes(t.bytes), a.explain ? t.formula : ""});
+    }
+  }
+  for (const auto& [name, bytes, flag] : {std::tuple{"cuda_context", c.cuda_context, "--cuda-context"},
+                                          std::tuple{"nccl_buffers", c.nccl_buffers, "--nccl-buffers"},
+                                          std::tuple{"fragmentation", c.fragmentation, "--fragmentation"}})
+    table.add({std::string("+ ") + name, grouped(bytes), human_bytes(bytes), std::string("set by ") + flag});
+  table.add({"total", grouped(total_of(s, c)), human_bytes(total_of(s, c)), ""});
+  table.print(out);
+  if (a.explain) {
+    out << "\nat the simulated peak, what is not a parameter, gradient, optimizer state or buffer (op@phase):\n";
+    Table held({"category:op@phase", "bytes", ""});
+    for (const StepHolder& h : s.analysis.peak_other_by_op) held.add({h.label, grouped(h.bytes), human_bytes(h.bytes)});
+    held.print(out);
+  }
+  out << '\n';
+  Table phases({"phase", "live_at_start", "peak", "peak_op", "live_at_end"});
+  for (const StepPhase& p : s.analysis.phases)
+    phases.add({p.name, grouped(p.live_at_start), grouped(p.peak.bytes), std::string(p.peak.op), grouped(p.live_at_end)});
+  phases.print(out);
+}
+
+}  // namespace
+
+CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
+  CLI::App* sub = app.add_subcommand("step", "one rank's whole training step: peak memory, where, and its split");
+  sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
+  sub->add_option("--seq-length", a.seq_length, "tokens of each micro-batch's one sequence (default 4096)");
+  sub->add_option("--micro-batches", a.micro_batches, "micro-batches accumulated per step (default 1)");
+  sub->add_option("--pp", a.pp, "pipeline stages (default 1)");
+  sub->add_option("--stage", a.stage, "the pipeline stage to run (default: every stage)");
+  sub->add_option("--schedule", a.schedule, "pipeline schedule: 1f1b (default) or gpipe")
+      ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}));
+  sub->add_option("--virtual-stages", a.virtual_stages, "model chunks per stage (interleaved 1F1B)");
+  sub->add_option("--recompute", a.recompute, "activation checkpointing of every layer: none, selective, full")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  sub->add_option("--optimizer", a.optimizer, "adamw (default: its first step and zero_grad) or none")
+      ->check(CLI::IsMember({"adamw", "none"}));
+  sub->add_option("--tp", a.tp, "tensor-parallel degree: the rank's layers as tp_config holds them (default 1)");
+  sub->add_option("--dp", a.dp, "data-parallel degree, for --zero (default 1)");
+  sub->add_option("--zero", a.zero, "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)")
+      ->check(CLI::IsMember({0, 1, 2, 3}));
+  sub->add_option("--cp", a.cp, "context-parallel degree (not priced yet)");
+  sub->add_option("--ep", a.ep, "expert-parallel degree (not priced yet)");
+  sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32 (fp32 master copy and moments)")
+      ->check(CLI::IsMember({"bf16", "fp32"}));
+  sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32 (Megatron's main_grad)")
+      ->check(CLI::IsMember({"bf16", "fp32"}));
+  sub->add_option("--experts-implementation", a.experts_implementation, "grouped_mm (default) or eager");
+  sub->add_option("--cuda-context", a.cuda_context, "bytes of the CUDA context, added to the peak (default 0)");
+  sub->add_option("--nccl-buffers", a.nccl_buffers, "bytes of NCCL's communicator buffers, added (default 0)");
+  sub->add_option("--fragmentation", a.fragmentation, "bytes the allocator loses to fragmentation, added (default 0)");
+  sub->add_option("--format", a.format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+  sub->add_flag("--explain", a.explain, "each composed term's formula, and what the peak holds by op");
+  return sub;
+}
+
+int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.schedule == "interleaved" || a.virtual_stages != 1)
+    return refuse_line(err, "--schedule interleaved: interleaved 1F1B over virtual stages is not priced yet; use 1f1b or gpipe");
+  if (a.cp != 1) return refuse_line(err, "--cp: context parallelism is not priced yet; drop the option");
+  if (a.ep != 1) return refuse_line(err, "--ep: expert parallelism is not priced yet; drop the option");
+  if (a.pp < 1) return refuse_line(err, "--pp: " + std::to_string(a.pp) + " is not a positive degree; give one");
+  for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
+                                    std::pair{"--fragmentation", a.fragmentation}})
+    if (value < 0) return refuse_line(err, std::string(flag) + ": " + std::to_string(value) + " bytes is negative; give 0 or more");
+  auto config = resolve_model(a.model);
+  if (!config) return refuse_line(err, config.refusal().message());
+  Request request;
+  request.command = "step";
+  request.model_name = a.model;
+  request.config = config.take();
+  request.seq_length = a.seq_length;
+  request.tp = a.tp;
+  request.experts_implementation = a.experts_implementation;
+  if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
+  if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
+
+  StepOptions o;
+  o.seq_length = a.seq_length;
+  o.micro_batches = a.micro_batches;
+  o.pipeline_stages = a.pp;
+  o.schedule = a.schedule == "gpipe" ? PipelineSchedule::kGPipe : PipelineSchedule::k1F1B;
+  o.recompute = a.recompute == "selective" ? Recompute::kSelective
+                : a.recompute == "full"    ? Recompute::kFull
+                                           : Recompute::kNone;
+  o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
+  o.tensor_parallel = a.tp;
+  o.composition.data_parallel = a.dp;
+  o.composition.zero = static_cast<int>(a.zero);
+  o.composition.fp32_master_weights = a.master_weights == "fp32";
+  o.composition.fp32_gradients = a.grad_dtype == "fp32";
+  o.composition.cuda_context = a.cuda_context;
+  o.composition.nccl_buffers = a.nccl_buffers;
+  o.composition.fragmentation = a.fragmentation;
+
+  std::vector<int64_t> stages;  // --stage's, else every stage
+  if (a.stage != -1) stages.push_back(a.stage);
+  for (int64_t r = 0; a.stage == -1 && r < a.pp; ++r) stages.push_back(r);
+  std::vector<StageRun> runs;
+  for (int64_t stage : stages) {
+    o.stage = stage;
+    auto step = census_step(request.config, o);
+    if (!step) return refuse_line(err, step.refusal().message());
+    runs.push_back({stage, step.take()});
+  }
+  size_t worst = 0;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (total_of(runs[i].step, o.composition) > total_of(runs[worst].step, o.composition)) worst = i;
+
+  std::ostringstream answer;  // printed whole or not at all
+  if (a.format == "json") {
+    if (runs.size() == 1) {
+      answer << stage_json(runs.front(), a, o.composition).dump(2) << '\n';
+    } else {
+      ordered_json all = ordered_json::array();
+      for (const StageRun& run : runs) all.push_back(stage_json(run, a, o.composition));
+      answer << ordered_json{{"stages", all}, {"worst_stage", runs[worst].stage},
+                             {"total_bytes", total_of(runs[worst].step, o.composition)}}.dump(2)
+             << '\n';
+    }
+    out << answer.str();
+    return 0;
+  }
+  const ModelConfig& c = request.config;
+  answer << a.model << " (" << c.model_type << "): one rank's training step, " << a.seq_length << " tokens x "
+         << a.micro_batches << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
+         << schedule_name(a) << "), TP " << a.tp << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
+  if (o.composition.composes())
+    answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
+           << a.grad_dtype;
+  answer << ", bf16 parameters\n";
+  if (runs.size() > 1) {
+    Table summary({"stage", "layers", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"});
+    for (const StageRun& run : runs) {
+      const StepMoment& m = reported_peak(run.step, o.composition);
+      summary.add({std::to_string(run.stage),
+                   std::to_string(run.step.first_layer) + "-" + std::to_string(run.step.end_layer - 1), grouped(m.bytes),
+                   m.phase, grouped(m.split.parameters()), grouped(m.split.gradients()),
+                   grouped(m.split.optimizer_states()), grouped(m.split.other()),
+                   grouped(total_of(run.step, o.composition))});
+    }
+    summary.print(answer);
+    answer << "\nthe stage that needs the most:\n";
+  }
+  print_stage(runs[worst], a, o.composition, answer);
+  out << answer.str();
+  return 0;
+}
+
+}  // namespace census::cli

@@ -6,6 +6,7 @@
 #include "census/step_census.h"
 #include "cli/request.h"
 #include "cli/table.h"
+#include "models/config.h"
 
 namespace census::cli {
 namespace {
@@ -275,6 +276,25 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
     answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
            << a.grad_dtype;
   answer << ", bf16 parameters\n";
+  if (a.explain) {
+    // The terms that shape what is simulated, by name.
+    const ModelConfig rank = tp_config(c, a.tp);
+    answer << "tensor_parallel: the rank's layers as tp_config holds them at TP " << a.tp << ": attention heads "
+           << c.num_attention_heads << " / " << a.tp << " = " << rank.num_attention_heads << ", KV heads "
+           << c.num_key_value_heads << " -> " << rank.num_key_value_heads << ", intermediate " << c.intermediate_size
+           << " / " << a.tp << " = " << rank.intermediate_size;
+    if (c.moe.moe_intermediate_size > 0)
+      answer << ", expert width " << c.moe.moe_intermediate_size << " / " << a.tp << " = " << rank.moe.moe_intermediate_size
+             << " (all " << c.moe.num_experts << " experts)";
+    answer << "; the norms, the router, the embedding, the final norm, the LM head and the loss whole on every rank "
+              "(no sequence parallelism, no vocabulary-parallel head)\n";
+    answer << "pipeline: " << c.num_hidden_layers << " layers / " << a.pp << " stages = " << c.num_hidden_layers / a.pp
+           << " per stage; stage 0 holds the embedding, the last the final norm, head and loss\n";
+    if (o.composition.composes())
+      answer << "data_parallel: DP " << a.dp << ", ZeRO-" << a.zero
+             << ": the simulated step's storages counted at their category's share and its peak found again "
+                "(the terms below)\n";
+  }
   if (runs.size() > 1) {
     Table summary({"stage", "layers", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"});
     for (const StageRun& run : runs) {

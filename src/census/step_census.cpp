@@ -288,13 +288,14 @@ StepCensus StepRunner::run() {
       first_backward = false;
     }
   }
+  std::optional<nn::AdamW> adamw;  // its states live on after the step, as the optimizer's do
   if (o_.optimizer == StepOptimizer::kAdamW) {
-    nn::AdamW adamw(params_);
+    adamw.emplace(params_);
     bytes_.mark_phase("optimizer_step");
-    adamw.step([&](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); });
-    result.optimizer_state_bytes = adamw.state_bytes();
+    adamw->step([&](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); });
+    result.optimizer_state_bytes = adamw->state_bytes();
     bytes_.mark_phase("zero_grad");
-    adamw.zero_grad();
+    adamw->zero_grad();
   }
   bytes_.mark_phase("end");
   result.gradient_bytes_at_end = gradient_bytes();

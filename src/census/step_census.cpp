@@ -39,8 +39,12 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
   return order;
 }
 
+bool step_models_family(const ModelConfig& config) {
+  return config.family != nullptr && config.family->build_layer == build_llama_layer;
+}
+
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
-  if (config.family == nullptr || config.family->build_layer != build_llama_layer)
+  if (!step_models_family(config))
     return refuse("model_type " + config.model_type,
                   "census step models the Llama-like causal LMs (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
                   "mixtral); this family's model forward is not priced yet");

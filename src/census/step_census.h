@@ -81,6 +81,9 @@ struct StepCensus {
   int64_t largest_layer_parameter_bytes = 0;
 };
 
+// Whether the step models this family's causal-LM forward (the Llama-like families).
+bool step_models_family(const ModelConfig& config);
+
 // Refuse what the simulation cannot run: a family whose model forward it has not modelled, layers that
 // the stages do not divide, a stage out of range, a sequence or micro-batch count below 1, a data-
 // parallel degree below 1 or a ZeRO stage other than 0-3.

@@ -201,26 +201,51 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   return sub;
 }
 
-int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
+namespace {
+
+struct StepRuns {
+  ModelConfig config;
+  StepComposition composition;
+  std::vector<StageRun> runs;
+  size_t worst = 0;
+};
+
+Status check_names(const StepArgs& a) {
+  auto one_of = [](const std::string& flag, const std::string& value, std::initializer_list<const char*> names) -> Status {
+    std::string listed;
+    for (const char* name : names) {
+      if (value == name) return {};
+      listed += std::string(listed.empty() ? "" : ", ") + name;
+    }
+    return refuse(flag, "'" + value + "' is not known; use " + listed);
+  };
+  CENSUS_TRY(one_of("--schedule", a.schedule, {"1f1b", "gpipe", "interleaved"}));
+  CENSUS_TRY(one_of("--recompute", a.recompute, {"none", "selective", "full"}));
+  CENSUS_TRY(one_of("--optimizer", a.optimizer, {"adamw", "none"}));
+  CENSUS_TRY(one_of("--master-weights", a.master_weights, {"bf16", "fp32"}));
+  CENSUS_TRY(one_of("--grad-dtype", a.grad_dtype, {"bf16", "fp32"}));
   if (a.schedule == "interleaved" || a.virtual_stages != 1)
-    return refuse_line(err, "--schedule interleaved: interleaved 1F1B over virtual stages is not priced yet; use 1f1b or gpipe");
-  if (a.cp != 1) return refuse_line(err, "--cp: context parallelism is not priced yet; drop the option");
-  if (a.ep != 1) return refuse_line(err, "--ep: expert parallelism is not priced yet; drop the option");
-  if (a.pp < 1) return refuse_line(err, "--pp: " + std::to_string(a.pp) + " is not a positive degree; give one");
+    return refuse("--schedule interleaved", "interleaved 1F1B over virtual stages is not priced yet; use 1f1b or gpipe");
+  if (a.cp != 1) return refuse("--cp", "context parallelism is not priced yet; drop the option");
+  if (a.ep != 1) return refuse("--ep", "expert parallelism is not priced yet; drop the option");
+  if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
                                     std::pair{"--fragmentation", a.fragmentation}})
-    if (value < 0) return refuse_line(err, std::string(flag) + ": " + std::to_string(value) + " bytes is negative; give 0 or more");
-  auto config = resolve_model(a.model);
-  if (!config) return refuse_line(err, config.refusal().message());
+    if (value < 0) return refuse(flag, std::to_string(value) + " bytes is negative; give 0 or more");
+  return {};
+}
+
+Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
+  CENSUS_TRY(check_names(a));
   Request request;
   request.command = "step";
   request.model_name = a.model;
-  request.config = config.take();
+  request.config = model;
   request.seq_length = a.seq_length;
   request.tp = a.tp;
   request.experts_implementation = a.experts_implementation;
-  if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
-  if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
+  CENSUS_TRY(check_request(request));
+  CENSUS_TRY(apply_options(request));
 
   StepOptions o;
   o.seq_length = a.seq_length;
@@ -240,39 +265,59 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   o.composition.nccl_buffers = a.nccl_buffers;
   o.composition.fragmentation = a.fragmentation;
 
+  StepRuns result{request.config, o.composition, {}, 0};
   std::vector<int64_t> stages;  // --stage's, else every stage
   if (a.stage != -1) stages.push_back(a.stage);
   for (int64_t r = 0; a.stage == -1 && r < a.pp; ++r) stages.push_back(r);
-  std::vector<StageRun> runs;
   for (int64_t stage : stages) {
     o.stage = stage;
-    auto step = census_step(request.config, o);
-    if (!step) return refuse_line(err, step.refusal().message());
-    runs.push_back({stage, step.take()});
+    auto step = census_step(result.config, o);
+    CENSUS_TRY(step);
+    result.runs.push_back({stage, step.take()});
   }
-  size_t worst = 0;
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (total_of(runs[i].step, o.composition) > total_of(runs[worst].step, o.composition)) worst = i;
+  for (size_t i = 0; i < result.runs.size(); ++i)
+    if (total_of(result.runs[i].step, o.composition) > total_of(result.runs[result.worst].step, o.composition))
+      result.worst = i;
+  return result;
+}
+
+ordered_json runs_json(const StepRuns& r, const StepArgs& a) {
+  if (r.runs.size() == 1) return stage_json(r.runs.front(), a, r.composition);
+  ordered_json all = ordered_json::array();
+  for (const StageRun& run : r.runs) all.push_back(stage_json(run, a, r.composition));
+  return {{"stages", all}, {"worst_stage", r.runs[r.worst].stage},
+          {"total_bytes", total_of(r.runs[r.worst].step, r.composition)}};
+}
+
+}  // namespace
+
+Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& config) {
+  auto runs = run_step(a, config);
+  CENSUS_TRY(runs);
+  return runs_json(*runs, a);
+}
+
+int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
+  auto model = resolve_model(a.model);
+  if (!model) return refuse_line(err, model.refusal().message());
+  auto result = run_step(a, *model);
+  if (!result) return refuse_line(err, result.refusal().message());
+  const StepRuns& r = *result;
+  const std::vector<StageRun>& runs = r.runs;
+  const size_t worst = r.worst;
+  const StepComposition& composition = r.composition;
 
   std::ostringstream answer;  // printed whole or not at all
   if (a.format == "json") {
-    if (runs.size() == 1) {
-      answer << stage_json(runs.front(), a, o.composition).dump(2) << '\n';
-    } else {
-      ordered_json all = ordered_json::array();
-      for (const StageRun& run : runs) all.push_back(stage_json(run, a, o.composition));
-      answer << ordered_json{{"stages", all}, {"worst_stage", runs[worst].stage},
-                             {"total_bytes", total_of(runs[worst].step, o.composition)}}.dump(2)
-             << '\n';
-    }
+    answer << runs_json(r, a).dump(2) << '\n';
     out << answer.str();
     return 0;
   }
-  const ModelConfig& c = request.config;
+  const ModelConfig& c = r.config;
   answer << a.model << " (" << c.model_type << "): one rank's training step, " << a.seq_length << " tokens x "
          << a.micro_batches << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
          << schedule_name(a) << "), TP " << a.tp << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
-  if (o.composition.composes())
+  if (composition.composes())
     answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
            << a.grad_dtype;
   answer << ", bf16 parameters\n";
@@ -290,7 +335,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
               "(no sequence parallelism, no vocabulary-parallel head)\n";
     answer << "pipeline: " << c.num_hidden_layers << " layers / " << a.pp << " stages = " << c.num_hidden_layers / a.pp
            << " per stage; stage 0 holds the embedding, the last the final norm, head and loss\n";
-    if (o.composition.composes())
+    if (composition.composes())
       answer << "data_parallel: DP " << a.dp << ", ZeRO-" << a.zero
              << ": the simulated step's storages counted at their category's share and its peak found again "
                 "(the terms below)\n";
@@ -298,17 +343,17 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   if (runs.size() > 1) {
     Table summary({"stage", "layers", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"});
     for (const StageRun& run : runs) {
-      const StepMoment& m = reported_peak(run.step, o.composition);
+      const StepMoment& m = reported_peak(run.step, composition);
       summary.add({std::to_string(run.stage),
                    std::to_string(run.step.first_layer) + "-" + std::to_string(run.step.end_layer - 1), grouped(m.bytes),
                    m.phase, grouped(m.split.parameters()), grouped(m.split.gradients()),
                    grouped(m.split.optimizer_states()), grouped(m.split.other()),
-                   grouped(total_of(run.step, o.composition))});
+                   grouped(total_of(run.step, composition))});
     }
     summary.print(answer);
     answer << "\nthe stage that needs the most:\n";
   }
-  print_stage(runs[worst], a, o.composition, answer);
+  print_stage(runs[worst], a, composition, answer);
   out << answer.str();
   return 0;
 }

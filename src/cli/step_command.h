@@ -5,9 +5,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <ostream>
 #include <string>
+
+#include "models/config.h"
+#include "util/result.h"
 
 namespace census::cli {
 
@@ -39,5 +43,10 @@ struct StepArgs {
 CLI::App* add_step_command(CLI::App& app, StepArgs& args);
 // Run a parsed `census step`: 0, or 2 with one line on `err` for input it refuses.
 int run_step_command(const StepArgs& args, std::ostream& out, std::ostream& err);
+
+// The step of `config` as `args` ask (args.model only names it), as the JSON `--format json` prints:
+// one stage's object, or {"stages": [...], "worst_stage", "total_bytes"} for every stage. Refused: an
+// option value the step does not know, or what census_step refuses.
+Result<nlohmann::ordered_json> step_report_json(const StepArgs& args, const ModelConfig& config);
 
 }  // namespace census::cli

@@ -1,7 +1,11 @@
 #include "cli/step_command.h"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <atomic>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "census/step_census.h"
 #include "cli/request.h"
@@ -269,11 +273,25 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   std::vector<int64_t> stages;  // --stage's, else every stage
   if (a.stage != -1) stages.push_back(a.stage);
   for (int64_t r = 0; a.stage == -1 && r < a.pp; ++r) stages.push_back(r);
-  for (int64_t stage : stages) {
-    o.stage = stage;
-    auto step = census_step(result.config, o);
-    CENSUS_TRY(step);
-    result.runs.push_back({stage, step.take()});
+  // The stages are independent steps, each in its own Session: they run on as many threads as there
+  // are cores (a Session and its arena are the thread's own).
+  std::vector<std::optional<Result<StepCensus>>> steps(stages.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < stages.size(); i = next++) {
+      StepOptions mine = o;
+      mine.stage = stages[i];
+      steps[i].emplace(census_step(result.config, mine));
+    }
+  };
+  const size_t threads = std::min<size_t>(stages.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    CENSUS_TRY(*steps[i]);
+    result.runs.push_back({stages[i], steps[i]->take()});
   }
   for (size_t i = 0; i < result.runs.size(); ++i)
     if (total_of(result.runs[i].step, o.composition) > total_of(result.runs[result.worst].step, o.composition))

@@ -274,7 +274,11 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     buffers and fragmentation the caller states. ValueError for a value it refuses; CensusUnavailable for
     what is not priced yet (a family whose model forward the step does not model, the interleaved schedule).
     """
-    text = _census.step(load_config(config), int(seq_length), int(micro_batches), int(pp),
+    mapping = _mapping(config)
+    if isinstance(mapping, Mapping) and (mapping.get("tie_word_embeddings")
+                                         or (mapping.get("text_config") or {}).get("tie_word_embeddings")):
+        raise CensusUnavailable("tie_word_embeddings: an LM head tied to the embedding is not priced yet by census_step")
+    text = _census.step(load_config(mapping), int(seq_length), int(micro_batches), int(pp),
                         None if stage is None else int(stage), str(schedule), str(recompute), str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
                         int(nccl_buffers), int(fragmentation))

@@ -84,7 +84,10 @@ struct StepAnalysis {
 struct Share {
   int64_t num = 1;
   int64_t den = 1;
-  int64_t of(int64_t bytes) const { return static_cast<int64_t>(static_cast<__int128>(bytes) * num / den); }
+  int64_t of(int64_t bytes) const {
+    __extension__ using Wide = __int128;  // bytes * num may pass 64 bits
+    return static_cast<int64_t>(static_cast<Wide>(bytes) * num / den);
+  }
   bool identity() const { return num == den; }
 };
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
+#include <fstream>
 #include <atomic>
 #include <optional>
 #include <sstream>
@@ -9,6 +10,7 @@
 
 #include "census/step_census.h"
 #include "cli/request.h"
+#include "cli/shipped_models.h"
 #include "cli/table.h"
 #include "models/config.h"
 
@@ -107,8 +109,6 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["total_bytes"] = total_of(s, c);
   return j;
 }
-
-std::string bytes_cell(int64_t bytes) { return grouped(bytes) + "  " + human_bytes(static_cast<double>(bytes)); }
 
 void print_split(Table& table, const StepSplit& split, bool detail) {
   table.add({"  parameters", grouped(split.parameters()), human_bytes(split.parameters()), ""});
@@ -239,6 +239,20 @@ Status check_names(const StepArgs& a) {
   return {};
 }
 
+// Whether a config.json (a shipped model's or a file's) ties the LM head to the embedding.
+bool ties_embeddings(const std::string& source) {
+  nlohmann::json json;
+  for (const ShippedModel& model : shipped_models())
+    if (model.name == source) json = nlohmann::json::parse(model.json, nullptr, /*allow_exceptions=*/false);
+  if (json.is_null()) {
+    std::ifstream file(source);
+    if (file) json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  }
+  for (const nlohmann::json* c : {&json, json.is_object() && json.contains("text_config") ? &json["text_config"] : nullptr})
+    if (c != nullptr && c->is_object() && c->value("tie_word_embeddings", false)) return true;
+  return false;
+}
+
 Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   CENSUS_TRY(check_names(a));
   Request request;
@@ -318,6 +332,8 @@ Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& conf
 int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   auto model = resolve_model(a.model);
   if (!model) return refuse_line(err, model.refusal().message());
+  if (ties_embeddings(a.model))
+    return refuse_line(err, "tie_word_embeddings: an LM head tied to the embedding is not priced yet by census step");
   auto result = run_step(a, *model);
   if (!result) return refuse_line(err, result.refusal().message());
   const StepRuns& r = *result;

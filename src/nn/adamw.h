@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "ops/ops.h"
 
 namespace census::nn {
 
@@ -45,11 +46,6 @@ class AdamW {
   std::vector<State> states_;  // by parameter with a gradient, in order
 };
 
-}  // namespace census::nn
-
-#include "ops/ops.h"
-
-namespace census::nn {
 
 template <class OnState>
 void AdamW::step(OnState&& on_state) {

@@ -83,8 +83,9 @@ TEST_P(StepOracleCase, EveryNumberToTheByte) {
   EXPECT_EQ(step->gradient_bytes_after_first_backward, grads.at("bytes_after_first_backward").get<int64_t>());
   EXPECT_EQ(step->gradient_bytes_after_last_backward, grads.at("bytes_after_last_backward").get<int64_t>());
   EXPECT_EQ(step->gradient_bytes_at_end, grads.at("bytes_live_at_end").get<int64_t>());
-  if (!oracle.at("optimizer").is_null())
+  if (!oracle.at("optimizer").is_null()) {
     EXPECT_EQ(step->optimizer_state_bytes, oracle.at("optimizer").at("state_bytes").get<int64_t>());
+  }
 
   const auto& peak = oracle.at("peak");
   EXPECT_EQ(a.peak.bytes, peak.at("bytes").get<int64_t>());

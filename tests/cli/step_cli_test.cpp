@@ -105,5 +105,15 @@ TEST(StepCli, FamiliesWhoseModelForwardIsNotModelledAreRefused) {
   EXPECT_NE(run.err.find("not priced yet"), std::string::npos) << run.err;
 }
 
+TEST(StepCli, TiedEmbeddingsAreRefused) {
+  const std::string path = ::testing::TempDir() + "/step_toy_tied.json";
+  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 4096,
+    "tie_word_embeddings": true})";
+  const CliRun run = census({"step", path});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find("tie_word_embeddings"), std::string::npos) << run.err;
+}
+
 }  // namespace
 }  // namespace census

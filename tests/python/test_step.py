@@ -59,3 +59,6 @@ def test_what_is_not_priced_raises_census_unavailable():
     gemma = dict(config, model_type="gemma")
     with pytest.raises(census.CensusUnavailable):
         census.census_step(gemma, seq_length=128)
+    tied = dict(config, tie_word_embeddings=True)
+    with pytest.raises(census.CensusUnavailable):
+        census.census_step(tied, seq_length=128)

@@ -111,6 +111,31 @@ TEST_P(StepOracleCase, EveryNumberToTheByte) {
   }
 }
 
+// The Llama-3-8B shape with 2 layers at 8192 tokens (hidden 4096, 32 heads, 8 KV heads, head_dim 128,
+// intermediate 14336, vocab 128256): the step oracle's README states its fake-tensor peaks,
+// 19,310,846,472 B for one micro-batch and 22,284,648,968 B at B1 for 4 accumulated then AdamW, and
+// its 1,486,901,248 parameters.
+TEST(StepOracle, Llama3_8bShapeTwoLayersAt8192Tokens) {
+  auto config = read_config(nlohmann::json{{"model_type", "llama"}, {"hidden_size", 4096}, {"num_attention_heads", 32},
+                                           {"num_key_value_heads", 8}, {"head_dim", 128}, {"intermediate_size", 14336},
+                                           {"num_hidden_layers", 2}, {"vocab_size", 128256},
+                                           {"max_position_embeddings", 8192}});
+  ASSERT_TRUE(config);
+  StepOptions single;
+  single.seq_length = 8192;
+  auto one = census_step(*config, single);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->parameter_count, 1'486'901'248);
+  EXPECT_EQ(one->analysis.peak.bytes, 19'310'846'472);
+  StepOptions accumulated = single;
+  accumulated.micro_batches = 4;
+  accumulated.optimizer = StepOptimizer::kAdamW;
+  auto four = census_step(*config, accumulated);
+  ASSERT_TRUE(four);
+  EXPECT_EQ(four->analysis.peak.bytes, 22'284'648'968);
+  EXPECT_EQ(four->analysis.peak.phase, "B1");
+}
+
 INSTANTIATE_TEST_SUITE_P(Oracle, StepOracleCase, ::testing::ValuesIn(step_case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

@@ -15,8 +15,30 @@
 
 namespace census {
 
-std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches) {
+std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches,
+                                     int64_t virtual_stages) {
   std::vector<StepPass> order;
+  if (schedule == PipelineSchedule::kInterleaved) {
+    // Megatron's interleaved 1F1B: virtual micro-batch k (of M * V) is micro-batch
+    // (k / (P V)) P + k % P through chunk (k % (P V)) / P, the backwards' chunks counted from the
+    // last; warm-up 2 (P - r - 1) + (V - 1) P forwards (every one where M = P), then pairs.
+    const int64_t p = stages, v = virtual_stages, total = micro_batches * v;
+    auto pass = [&](char kind, int64_t k) {
+      const int64_t in_group = k % (p * v);
+      int64_t chunk = in_group / p;
+      if (kind == 'B') chunk = v - chunk - 1;
+      return StepPass{kind, (k / (p * v)) * p + k % p, chunk};
+    };
+    const int64_t warm_up =
+        micro_batches == p ? total : std::min(total, 2 * (p - stage - 1) + (v - 1) * p);
+    for (int64_t k = 0; k < warm_up; ++k) order.push_back(pass('F', k));
+    for (int64_t k = 0; k < total - warm_up; ++k) {
+      order.push_back(pass('F', k + warm_up));
+      order.push_back(pass('B', k));
+    }
+    for (int64_t k = total - warm_up; k < total; ++k) order.push_back(pass('B', k));
+    return order;
+  }
   if (schedule == PipelineSchedule::kGPipe) {
     for (int64_t i = 0; i < micro_batches; ++i) order.push_back({'F', i});
     for (int64_t i = 0; i < micro_batches; ++i) order.push_back({'B', i});
@@ -53,10 +75,20 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
   if (o.micro_batches < 1) return refuse("--micro-batches", "must be at least 1");
   if (o.pipeline_stages < 1) return refuse("--pp", "must be at least 1");
-  if (config.num_hidden_layers % o.pipeline_stages != 0)
-    return refuse("--pp " + std::to_string(o.pipeline_stages),
+  if (o.virtual_stages < 1) return refuse("--virtual-stages", "must be at least 1");
+  if (o.virtual_stages > 1 && o.schedule != PipelineSchedule::kInterleaved)
+    return refuse("--virtual-stages", "model chunks run under --schedule interleaved; give it, or drop the option");
+  if (o.schedule == PipelineSchedule::kInterleaved && (o.pipeline_stages < 2 || o.virtual_stages < 2))
+    return refuse("--schedule interleaved", "needs --pp 2 or more and --virtual-stages 2 or more");
+  if (config.num_hidden_layers % (o.pipeline_stages * o.virtual_stages) != 0)
+    return refuse("--pp " + std::to_string(o.pipeline_stages) +
+                      (o.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(o.virtual_stages) : ""),
                   "must divide num_hidden_layers (" + std::to_string(config.num_hidden_layers) +
-                      "): every stage holds the same number of layers");
+                      "): every stage (and model chunk) holds the same number of layers");
+  if (o.schedule == PipelineSchedule::kInterleaved && o.micro_batches % o.pipeline_stages != 0)
+    return refuse("--micro-batches " + std::to_string(o.micro_batches),
+                  "the interleaved schedule runs micro-batches in groups of --pp " +
+                      std::to_string(o.pipeline_stages) + "; give a multiple of it");
   if (o.tensor_parallel < 1) return refuse("--tp", "must be at least 1");
   if (o.composition.data_parallel < 1) return refuse("--dp", "must be at least 1");
   if (o.composition.zero > 0 && o.composition.data_parallel == 1)
@@ -95,52 +127,64 @@ struct Held {
 class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options)
-      : c_(config),
-        o_(options),
-        layer_config_(tp_config(config, options.tensor_parallel)),
-        first_(options.stage == 0),
-        last_(options.stage == options.pipeline_stages - 1) {
-    const int64_t per_stage = c_.num_hidden_layers / o_.pipeline_stages;
-    begin_ = o_.stage * per_stage;
-    end_ = begin_ + per_stage;
+      : c_(config), o_(options), layer_config_(tp_config(config, options.tensor_parallel)) {
+    // Chunk v of stage r holds the model's (v * P + r)-th run of L / (P * V) layers; the first chunk
+    // of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
+    const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
+    const int64_t per_chunk = c_.num_hidden_layers / (p * v);
+    for (int64_t chunk = 0; chunk < v; ++chunk) {
+      Chunk c;
+      c.begin = (chunk * p + o_.stage) * per_chunk;
+      c.end = c.begin + per_chunk;
+      c.first = o_.stage == 0 && chunk == 0;
+      c.last = o_.stage == p - 1 && chunk == v - 1;
+      chunks_.push_back(std::move(c));
+    }
   }
 
   StepCensus run();
 
  private:
+  // The layers a stage runs as one model chunk (all of them, but for the interleaved schedule).
+  struct Chunk {
+    int64_t begin = 0, end = 0;
+    bool first = false, last = false;
+    std::vector<std::unique_ptr<DecoderLayer>> layers;
+  };
+
   void build();
-  Held forward();
+  Held forward(const Chunk& chunk);
   void backward(Held held);
-  Tensor run_layers(Tensor hidden, const nn::PositionEmbeddings& positions);
+  Tensor run_layers(const Chunk& chunk, Tensor hidden, const nn::PositionEmbeddings& positions);
   void note_gradients();
   int64_t gradient_bytes() const;
 
   const ModelConfig& c_;
   const StepOptions& o_;
   ModelConfig layer_config_;  // as one tensor-parallel rank builds its layers
-  bool first_, last_;
-  int64_t begin_ = 0, end_ = 0;
   Session session_;  // first: every tensor of the step dies before it
   StepBytes bytes_;
   nn::ParameterList embedding_params_, head_params_;
   std::optional<nn::Embedding> embed_tokens_;
-  std::vector<std::unique_ptr<DecoderLayer>> layers_;
+  std::vector<Chunk> chunks_;
   std::unique_ptr<nn::Norm> norm_;
   std::optional<nn::Linear> lm_head_;
   std::vector<Tensor> params_;   // the stage's, in the model's order
-  std::vector<Tensor> buffers_;  // the rotary module's inv_freq and original_inv_freq
+  std::vector<Tensor> buffers_;  // each chunk's rotary module's inv_freq and original_inv_freq
   int64_t largest_layer_bytes_ = 0;
 };
 
 void StepRunner::build() {
-  if (first_) embed_tokens_.emplace("model.embed_tokens", c_.vocab_size, c_.hidden_size, embedding_params_);
-  for (int64_t i = begin_; i < end_; ++i) layers_.push_back(c_.family->build_layer(layer_config_, i));
-  if (last_) {
+  if (chunks_.front().first) embed_tokens_.emplace("model.embed_tokens", c_.vocab_size, c_.hidden_size, embedding_params_);
+  for (Chunk& chunk : chunks_)
+    for (int64_t i = chunk.begin; i < chunk.end; ++i) chunk.layers.push_back(c_.family->build_layer(layer_config_, i));
+  if (chunks_.back().last) {
     norm_ = c_.family->build_final_norm(c_, head_params_);
     lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
   }
   for (const Tensor& p : embedding_params_) params_.push_back(p);
-  for (const auto& layer : layers_) {
+  for (const Chunk& chunk : chunks_)
+  for (const auto& layer : chunk.layers) {
     int64_t layer_bytes = 0;
     for (const Tensor& p : layer->parameters()) {
       params_.push_back(p);
@@ -150,25 +194,27 @@ void StepRunner::build() {
   }
   for (const Tensor& p : head_params_) params_.push_back(p);
 
-  // The rotary module's buffers: inv_freq (which the stage's rotary embedding reads) and
+  // Each chunk's rotary module's buffers: inv_freq (which its rotary embedding reads) and
   // original_inv_freq, its copy of the same size, which no op reads.
-  const Tensor marker = make_tensor(Dims{1}, DType::kFloat32);
-  BufferProbe probe(marker.storage_id());
-  session_.add_observer(&probe);
-  {
-    const Tensor hidden = make_tensor(Dims{1, 1, c_.hidden_size}, DType::kBFloat16);
-    NoGradGuard no_grad;
-    layers_.front()->embed_positions(hidden);
-  }
-  session_.remove_observer(&probe);
-  if (probe.found.defined()) {
-    buffers_.push_back(probe.found);
-    buffers_.push_back(make_tensor(probe.found.sizes(), probe.found.dtype()));
+  for (const Chunk& chunk : chunks_) {
+    const Tensor marker = make_tensor(Dims{1}, DType::kFloat32);
+    BufferProbe probe(marker.storage_id());
+    session_.add_observer(&probe);
+    {
+      const Tensor hidden = make_tensor(Dims{1, 1, c_.hidden_size}, DType::kBFloat16);
+      NoGradGuard no_grad;
+      chunk.layers.front()->embed_positions(hidden);
+    }
+    session_.remove_observer(&probe);
+    if (probe.found.defined()) {
+      buffers_.push_back(probe.found);
+      buffers_.push_back(make_tensor(probe.found.sizes(), probe.found.dtype()));
+    }
   }
 }
 
-Tensor StepRunner::run_layers(Tensor hidden, const nn::PositionEmbeddings& positions) {
-  for (const auto& layer_ptr : layers_) {
+Tensor StepRunner::run_layers(const Chunk& chunk, Tensor hidden, const nn::PositionEmbeddings& positions) {
+  for (const auto& layer_ptr : chunk.layers) {
     const DecoderLayer* layer = layer_ptr.get();
     // By value, as the checkpoint's partial binds its keyword arguments: under checkpointing the
     // position ids, cos and sin live as long as a layer's frame can recompute it.
@@ -182,11 +228,11 @@ Tensor StepRunner::run_layers(Tensor hidden, const nn::PositionEmbeddings& posit
   return hidden;
 }
 
-Held StepRunner::forward() {
+Held StepRunner::forward(const Chunk& chunk) {
   Held held;
   const int64_t seq = o_.seq_length;
   Tensor labels;
-  if (last_) {
+  if (chunk.last) {
     labels = ops::randint(Dims{1, seq});
     bytes_.note(labels, StepCategory::kInputs);
   }
@@ -194,7 +240,7 @@ Held StepRunner::forward() {
   {
     // The decoder model's forward: its locals (the embeddings, the positions) die when it returns.
     Tensor inputs_embeds;
-    if (first_) {
+    if (chunk.first) {
       const Tensor input_ids = ops::randint(Dims{1, seq});
       bytes_.note(input_ids, StepCategory::kInputs);
       inputs_embeds = embed_tokens_->forward(input_ids);
@@ -208,13 +254,13 @@ Held StepRunner::forward() {
       // position_ids = torch.arange(S) + past_seen_tokens: the arange is a temporary; the rotary
       // embedding's own arange stands for the sum.
       const Tensor arange = ops::arange(seq);
-      positions = layers_.front()->embed_positions(inputs_embeds);
+      positions = chunk.layers.front()->embed_positions(inputs_embeds);
     }
-    Tensor hidden_states = run_layers(inputs_embeds, positions);
-    if (last_) hidden_states = norm_->forward(hidden_states);  // a stage that is not last: nn.Identity
+    Tensor hidden_states = run_layers(chunk, inputs_embeds, positions);
+    if (chunk.last) hidden_states = norm_->forward(hidden_states);  // a stage that is not last: nn.Identity
     model_out = std::move(hidden_states);
   }
-  if (!last_) {
+  if (!chunk.last) {
     held.out = std::move(model_out);
     return held;
   }
@@ -259,8 +305,8 @@ StepCensus StepRunner::run() {
   build();
   session_.add_observer(&bytes_);
   StepCensus result;
-  result.first_layer = begin_;
-  result.end_layer = end_;
+  result.first_layer = chunks_.front().begin;
+  result.end_layer = chunks_.back().end;
   bytes_.mark_phase("setup");
   for (const Tensor& p : params_) {
     bytes_.track(p);
@@ -275,15 +321,19 @@ StepCensus StepRunner::run() {
     result.buffer_bytes += b.storage()->nbytes;
   }
 
-  std::vector<std::optional<Held>> graphs(static_cast<size_t>(o_.micro_batches));
+  const int64_t v = o_.virtual_stages;
+  std::vector<std::optional<Held>> graphs(static_cast<size_t>(o_.micro_batches * v));
   bool first_backward = true;
-  for (const StepPass& pass : pipeline_order(o_.schedule, o_.pipeline_stages, o_.stage, o_.micro_batches)) {
-    const std::string name = std::string(1, pass.pass) + std::to_string(pass.micro_batch);
+  for (const StepPass& pass :
+       pipeline_order(o_.schedule, o_.pipeline_stages, o_.stage, o_.micro_batches, o_.virtual_stages)) {
+    // "F3", or with model chunks "F3.1" (micro-batch 3 through chunk 1).
+    std::string name = std::string(1, pass.pass) + std::to_string(pass.micro_batch);
+    if (v > 1) name += "." + std::to_string(pass.chunk);
     result.schedule.push_back(name);
     bytes_.mark_phase(name);
-    auto& slot = graphs[static_cast<size_t>(pass.micro_batch)];
+    auto& slot = graphs[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
     if (pass.pass == 'F') {
-      slot = forward();
+      slot = forward(chunks_[static_cast<size_t>(pass.chunk)]);
     } else {
       backward(std::move(*slot));
       slot.reset();

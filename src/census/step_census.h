@@ -18,6 +18,11 @@
 //   1f1b   stage r of P: warm-up min(P - r - 1, M) forwards, then M - warm-up steady pairs (the next
 //          forward, then the oldest backward), then the cool-down backwards
 //   gpipe  every forward, then every backward in the same order
+//   interleaved  Megatron's interleaved 1F1B over V model chunks per stage (chunk v of stage r holds
+//          the (v P + r)-th run of L / (P V) layers): virtual micro-batch k of M V is micro-batch
+//          (k / (P V)) P + k % P through chunk (k % (P V)) / P (a backward's chunk counted from the
+//          last); warm-up min(M V, 2 (P - r - 1) + (V - 1) P) forwards (all of them where M = P),
+//          then forward k + warm-up, backward k pairs, then the cool-down backwards
 // One stage and M = 1 with no pipeline is the plain step: F0 B0 (F1 B1 ... for M > 1).
 #pragma once
 
@@ -32,7 +37,7 @@
 
 namespace census {
 
-enum class PipelineSchedule : uint8_t { k1F1B, kGPipe };
+enum class PipelineSchedule : uint8_t { k1F1B, kGPipe, kInterleaved };
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class StepOptimizer : uint8_t { kNone, kAdamW };
 
@@ -42,6 +47,7 @@ struct StepOptions {
   int64_t pipeline_stages = 1;
   int64_t stage = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int64_t virtual_stages = 1;  // model chunks per stage (interleaved)
   Recompute recompute = Recompute::kNone;
   StepOptimizer optimizer = StepOptimizer::kNone;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
@@ -52,15 +58,17 @@ struct StepOptions {
 struct StepPass {
   char pass;  // 'F' or 'B'
   int64_t micro_batch;
+  int64_t chunk = 0;  // the stage's model chunk (interleaved)
 };
 
 // The order stage `stage` of `stages` runs its micro-batches' passes in.
-std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches);
+std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches,
+                                     int64_t virtual_stages = 1);
 
 struct StepCensus {
   StepAnalysis analysis;
   std::vector<std::string> schedule;  // "F0", "B0", ...
-  int64_t first_layer = 0;            // the stage's layers [first_layer, end_layer)
+  int64_t first_layer = 0;            // the stage's layers [first_layer, end_layer) (its first and last chunk's)
   int64_t end_layer = 0;
   int64_t parameter_count = 0;
   int64_t parameter_tensors = 0;

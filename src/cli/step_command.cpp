@@ -52,7 +52,10 @@ ordered_json peak_json(const StepMoment& m) {
   return j;
 }
 
-std::string schedule_name(const StepArgs& a) { return a.pp > 1 ? a.schedule : std::string("none"); }
+std::string schedule_name(const StepArgs& a) {
+  if (a.pp == 1) return "none";
+  return a.schedule == "interleaved" ? "interleaved, " + std::to_string(a.virtual_stages) + " chunks a stage" : a.schedule;
+}
 
 struct StageRun {
   int64_t stage;
@@ -121,13 +124,22 @@ void print_split(Table& table, const StepSplit& split, bool detail) {
     table.add({"    " + std::string(step_category_name(c)), grouped(split[c]), human_bytes(split[c]), ""});
 }
 
+// "0-9", or for model chunks "0-3 +4 chunks (to 67)": the first chunk's layers and how many follow.
+std::string layers_cell(const StepCensus& s, const StepArgs& a) {
+  if (a.schedule != "interleaved" || a.virtual_stages < 2)
+    return std::to_string(s.first_layer) + "-" + std::to_string(s.end_layer - 1);
+  const int64_t per_chunk = (s.end_layer - s.first_layer) / ((a.virtual_stages - 1) * a.pp + 1);
+  return std::to_string(s.first_layer) + "-" + std::to_string(s.first_layer + per_chunk - 1) + " +" +
+         std::to_string(a.virtual_stages - 1) + " chunks (to " + std::to_string(s.end_layer - 1) + ")";
+}
+
 std::string where(const StepMoment& m) {
   return "at " + m.phase + (m.op.empty() ? std::string() : ", " + std::string(m.op));
 }
 
 void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& c, std::ostream& out) {
   const StepCensus& s = run.step;
-  out << "stage " << run.stage << " of " << a.pp << ": layers " << s.first_layer << "-" << s.end_layer - 1
+  out << "stage " << run.stage << " of " << a.pp << ": layers " << layers_cell(s, a)
       << (run.stage == 0 ? ", the embedding" : "") << (run.stage == a.pp - 1 ? ", final norm, LM head and loss" : "")
       << "\nschedule:";
   for (const std::string& pass : s.schedule) out << ' ' << pass;
@@ -179,9 +191,9 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_option("--micro-batches", a.micro_batches, "micro-batches accumulated per step (default 1)");
   sub->add_option("--pp", a.pp, "pipeline stages (default 1)");
   sub->add_option("--stage", a.stage, "the pipeline stage to run (default: every stage)");
-  sub->add_option("--schedule", a.schedule, "pipeline schedule: 1f1b (default) or gpipe")
+  sub->add_option("--schedule", a.schedule, "pipeline schedule: 1f1b (default), gpipe, or interleaved (with --virtual-stages)")
       ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}));
-  sub->add_option("--virtual-stages", a.virtual_stages, "model chunks per stage (interleaved 1F1B)");
+  sub->add_option("--virtual-stages", a.virtual_stages, "model chunks per stage, for --schedule interleaved (Megatron's order)");
   sub->add_option("--recompute", a.recompute, "activation checkpointing of every layer: none, selective, full")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   sub->add_option("--optimizer", a.optimizer, "adamw (default: its first step and zero_grad) or none")
@@ -228,8 +240,6 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(one_of("--optimizer", a.optimizer, {"adamw", "none"}));
   CENSUS_TRY(one_of("--master-weights", a.master_weights, {"bf16", "fp32"}));
   CENSUS_TRY(one_of("--grad-dtype", a.grad_dtype, {"bf16", "fp32"}));
-  if (a.schedule == "interleaved" || a.virtual_stages != 1)
-    return refuse("--schedule interleaved", "interleaved 1F1B over virtual stages is not priced yet; use 1f1b or gpipe");
   if (a.cp != 1) return refuse("--cp", "context parallelism is not priced yet; drop the option");
   if (a.ep != 1) return refuse("--ep", "expert parallelism is not priced yet; drop the option");
   if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
@@ -269,7 +279,10 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.seq_length = a.seq_length;
   o.micro_batches = a.micro_batches;
   o.pipeline_stages = a.pp;
-  o.schedule = a.schedule == "gpipe" ? PipelineSchedule::kGPipe : PipelineSchedule::k1F1B;
+  o.schedule = a.schedule == "gpipe"         ? PipelineSchedule::kGPipe
+               : a.schedule == "interleaved" ? PipelineSchedule::kInterleaved
+                                             : PipelineSchedule::k1F1B;
+  o.virtual_stages = a.virtual_stages;
   o.recompute = a.recompute == "selective" ? Recompute::kSelective
                 : a.recompute == "full"    ? Recompute::kFull
                                            : Recompute::kNone;
@@ -379,7 +392,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
     for (const StageRun& run : runs) {
       const StepMoment& m = reported_peak(run.step, composition);
       summary.add({std::to_string(run.stage),
-                   std::to_string(run.step.first_layer) + "-" + std::to_string(run.step.end_layer - 1), grouped(m.bytes),
+                   layers_cell(run.step, a), grouped(m.bytes),
                    m.phase, grouped(m.split.parameters()), grouped(m.split.gradients()),
                    grouped(m.split.optimizer_states()), grouped(m.split.other()),
                    grouped(total_of(run.step, composition))});

@@ -245,14 +245,14 @@ std::vector<std::pair<std::string, std::string>> shipped() {
 
 // One rank's training step as `census step --format json` reports it, as JSON text.
 std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_batches, int64_t pp,
-                 std::optional<int64_t> stage, const std::string& schedule, const std::string& recompute,
+                 std::optional<int64_t> stage, const std::string& schedule, int64_t virtual_stages,
+                 const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation) {
   const ModelConfig config = config_of(config_in);
   if (!step_models_family(config))
     throw Unavailable("model_type " + config.model_type + ": census_step models the Llama-like causal LMs; this "
                       "family's model forward is not priced yet");
-  if (schedule == "interleaved") throw Unavailable("schedule: interleaved 1F1B is not priced yet; use 1f1b or gpipe");
   cli::StepArgs a;
   a.model = config.model_type;
   a.seq_length = seq_length;
@@ -261,6 +261,7 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.stage = stage.value_or(-1);
   if (stage && *stage == -1) a.stage = -2;  // refused as out of range, not read as every stage
   a.schedule = schedule;
+  a.virtual_stages = virtual_stages;
   a.recompute = recompute;
   a.optimizer = optimizer;
   a.tp = tp;
@@ -308,7 +309,7 @@ PYBIND11_MODULE(_census, m) {
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
   m.def("step", &step, "one rank's training step, as census step --format json reports it (JSON text)",
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
-        py::arg("schedule"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
+        py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
         py::arg("fragmentation"));
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");

@@ -187,5 +187,46 @@ TEST(StepCompose, OneFOneBOrders) {
   EXPECT_EQ(names(pipeline_order(PipelineSchedule::k1F1B, 4, 0, 2)), "F0 F1 B0 B1 ");
 }
 
+// Megatron's interleaved order for stage 0 of 2 with 2 chunks and 4 micro-batches, by its formula:
+// 8 virtual micro-batches; warm-up 2 (2 - 0 - 1) + (2 - 1) 2 = 4 forwards; virtual k is micro-batch
+// (k / 4) 2 + k % 2 through chunk (k % 4) / 2 (a backward's from the last).
+TEST(StepCompose, InterleavedOrderAsMegatronRunsIt) {
+  auto names = [](const std::vector<StepPass>& order) {
+    std::string text;
+    for (const StepPass& p : order)
+      text += std::string(1, p.pass) + std::to_string(p.micro_batch) + "." + std::to_string(p.chunk) + " ";
+    return text;
+  };
+  EXPECT_EQ(names(pipeline_order(PipelineSchedule::kInterleaved, 2, 0, 4, 2)),
+            "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0 ");
+  // The last stage's warm-up is (V - 1) P = 2: its last chunk's backward follows its forward.
+  EXPECT_EQ(names(pipeline_order(PipelineSchedule::kInterleaved, 2, 1, 4, 2)),
+            "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0 ");
+  // M = P: every forward first.
+  EXPECT_EQ(names(pipeline_order(PipelineSchedule::kInterleaved, 2, 1, 2, 2)), "F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0 ");
+}
+
+// With 2 chunks a stage of 2, stage 1 holds layers 1 and 3 (chunk v the (2 v + 1)-th layer), the final
+// norm and the head: 2 x 557,568 + 256 + 1,048,576 parameters; stage 0 the embedding and layers 0
+// and 2. Every parameter has its gradient after the last backward.
+TEST(StepCompose, InterleavedStagesHoldTheirChunks) {
+  StepOptions o;
+  o.seq_length = 128;
+  o.micro_batches = 4;
+  o.pipeline_stages = 2;
+  o.virtual_stages = 2;
+  o.schedule = PipelineSchedule::kInterleaved;
+  o.stage = 1;
+  const StepCensus last = run(o);
+  EXPECT_EQ(last.parameter_count, 2 * 557'568 + 256 + 1'048'576);
+  EXPECT_EQ(last.gradient_bytes_after_last_backward, last.parameter_bytes);
+  EXPECT_EQ(last.schedule.front(), "F0.0");
+  EXPECT_EQ(last.buffer_bytes, 2 * 128);  // each chunk's rotary module
+  o.stage = 0;
+  const StepCensus first = run(o);
+  EXPECT_EQ(first.parameter_count, 1'048'576 + 2 * 557'568);
+  EXPECT_EQ(first.gradient_bytes_after_last_backward, first.parameter_bytes);
+}
+
 }  // namespace
 }  // namespace census

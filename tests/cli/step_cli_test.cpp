@@ -83,7 +83,8 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
   const std::string toy = toy_llama();
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{"--pp", "3"}, {"--pp", "2", "--stage", "2"}, {"--stage", "-2"},
-        {"--schedule", "zigzag"}, {"--schedule", "interleaved"}, {"--recompute", "some"}, {"--optimizer", "sgd"},
+        {"--schedule", "zigzag"}, {"--schedule", "interleaved"}, {"--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2", "--micro-batches", "3"},
+        {"--pp", "4", "--schedule", "interleaved", "--virtual-stages", "2"}, {"--virtual-stages", "2"}, {"--recompute", "some"}, {"--optimizer", "sgd"},
         {"--zero", "4"}, {"--zero", "2"}, {"--dp", "0"}, {"--cp", "2"}, {"--ep", "2"}, {"--tp", "3"},
         {"--micro-batches", "0"}, {"--seq-length", "0"}, {"--master-weights", "fp8"}, {"--grad-dtype", "fp16"},
         {"--cuda-context", "-1"}, {"--format", "yaml"}}) {

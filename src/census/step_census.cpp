@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <string_view>
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
-#include "models/llama.h"
 #include "nn/adamw.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -62,7 +62,13 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
 }
 
 bool step_models_family(const ModelConfig& config) {
-  return config.family != nullptr && config.family->build_layer == build_llama_layer;
+  // The families whose causal LM is Llama's model forward around their own layers (Transformers'
+  // modular copies): the embedding, the rotary once, the layers, the final norm, the head.
+  static constexpr std::string_view kModelled[] = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
+                                                   "mixtral"};
+  for (std::string_view type : kModelled)
+    if (config.model_type == type) return config.family != nullptr;
+  return false;
 }
 
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {

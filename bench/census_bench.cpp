@@ -12,7 +12,7 @@
 #include "census/selective_census.h"
 #include "census/step_census.h"
 #include "cli/request.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace {
 

@@ -5,7 +5,8 @@ Usage: scripts/oracle_case.py CASE.json NAME   (writes tests/data/oracle/NAME.js
 
 Keeps the config's fields, the layer's saved/working/kept bytes and saves by op at TP 1 and TP 2,
 every saved storage (bytes, dtype, shape, module, op class), FLOPs, traffic and parameters by part,
-the selective census and the activations record, as the other cases there hold them.
+the selective census and the activations record, and the output layer's census where the case
+recorded it, as the other cases there hold them.
 """
 import json
 import pathlib
@@ -37,6 +38,11 @@ def main(source, name):
         "selective_tp2": {key: case["selective_tp2"][key] for key in ("kept_bytes", "peak_backward_bytes")},
         "recomputed": {key: case["recomputed"][key] for key in ("attention_mm_share", "ffn_mm_share")},
     }
+    for key in ("output_vocab", "output_half_vocab"):
+        if isinstance(case.get(key), dict) and "saved_bytes" in case[key]:
+            out[key] = {k: case[key][k] for k in ("saved_bytes", "peak_backward_bytes", "kept_bytes", "vocab_size")}
+    if isinstance(case.get("census_output_activations"), dict):
+        out["census_output_activations"] = case["census_output_activations"]
     target = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "oracle" / f"{name}.json"
     target.write_text(json.dumps(out, indent=1) + "\n")
 

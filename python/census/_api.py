@@ -12,11 +12,8 @@ from census._records import KindActivations
 # The gated delta rules a run can take; dense layers run neither, and either is accepted for them.
 _GDN_BACKENDS = ("eager", "triton")
 
-# The config fields a tensor-parallel rank holds a share of.
-_TP_FIELDS = (
-    "num_attention_heads", "num_key_value_heads", "intermediate_size", "moe_intermediate_size",
-    "shared_expert_intermediate_size", "linear_num_key_heads", "linear_num_value_heads",
-)
+# The config fields a tensor-parallel rank holds a share of, as the C++ census declares them.
+_TP_FIELDS = tuple(_census.tp_fields())
 
 
 # A census cannot price this here: an option or module Census does not model yet (a RuntimeError).

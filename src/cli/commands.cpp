@@ -10,7 +10,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/table.h"
-#include "models/families.h"
+#include "models/registry.h"
 #include "models/llama.h"
 
 namespace census::cli {
@@ -37,7 +37,7 @@ void command_layer_selective(const Request& r, std::ostream& out) {
   const SelectiveCensus c = census_selective(rank_config(r), r.layer_index, r.seq_length);
   const RecomputeShares shares = census_recomputed(rank_config(r), r.layer_index, r.seq_length);
   if (r.format == Format::kJson)
-    return print_json({{"saved", c.kept_bytes}, {"working", c.working_bytes},
+    return print_json({{"kept", c.kept_bytes}, {"working", c.working_bytes},
                        {"selective_attention_mm", shares.attention_mm}, {"selective_ffn_mm", shares.ffn_mm}},
                       out);
   out << heading(r, true) << ", under HyperParallel's selective checkpointing\n";
@@ -291,11 +291,20 @@ void command_tp_config(const Request& r, std::ostream& out) {
     json["linear_num_key_heads"] = c.linear_num_key_heads;
     json["linear_num_value_heads"] = c.linear_num_value_heads;
   }
+  // Whole-projection q/k norms (MiniMax-M2): the widths a rank's norms have, over its own heads.
+  if (c.qk_norm_over_heads) {
+    json["q_norm_width"] = c.num_attention_heads * c.head_dim;
+    json["k_norm_width"] = c.num_key_value_heads * c.head_dim;
+  }
   if (r.format == Format::kJson) return print_json(json, out);
   out << r.model_name << " as one rank of TP " << r.tp << " holds a layer\n";
   Table table({"field", "value"});
   for (const auto& [field, value] : json.items()) table.add({field, std::to_string(value.get<int64_t>())});
   table.print(out);
+  if (c.qk_norm_over_heads && r.tp > 1)
+    out << "q_norm and k_norm normalize over the whole projection in the model (" << r.config.num_attention_heads *
+           r.config.head_dim << " and " << r.config.num_key_value_heads * r.config.head_dim
+        << " wide); a rank is priced as the reference builds it, each norm over its own heads' slice\n";
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census::cli {
 
@@ -27,21 +27,18 @@ Status check_request(const Request& r) {
                                        std::to_string(c.num_hidden_layers) + " layers (0.." +
                                        std::to_string(c.num_hidden_layers - 1) + ")");
   if (r.tp <= 0) return refuse("--tp", std::to_string(r.tp) + " is not a positive degree; give one");
-  if (c.num_attention_heads % r.tp != 0)
-    return refuse("--tp", std::to_string(r.tp) + " does not divide num_attention_heads " +
-                              std::to_string(c.num_attention_heads) + "; choose a degree that does");
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
                               std::to_string(c.num_key_value_heads) + "; choose a degree that is");
-  // Every width and head count a rank holds a share of must split evenly.
-  for (const auto& [field, size] : {std::pair{"intermediate_size", c.intermediate_size},
-                                    std::pair{"moe_intermediate_size", c.moe.moe_intermediate_size},
-                                    std::pair{"shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size},
-                                    std::pair{"linear_num_key_heads", c.linear_num_key_heads},
-                                    std::pair{"linear_num_value_heads", c.linear_num_value_heads}})
-    if (size > 0 && size % r.tp != 0)
-      return refuse("--tp", std::to_string(r.tp) + " does not divide " + field + " " + std::to_string(size) +
+  // Every width and head count a rank holds a share of must split evenly (the key/value heads may be
+  // fewer than the ranks instead, each rank then holding one).
+  for (const TpDividedField& field : tp_divided_fields()) {
+    const int64_t size = field.get(c);
+    if (size <= 0 || std::string_view(field.name) == "num_key_value_heads") continue;
+    if (size % r.tp != 0)
+      return refuse("--tp", std::to_string(r.tp) + " does not divide " + field.name + " " + std::to_string(size) +
                                 "; choose a degree that does");
+  }
   if (r.command == "output" && r.tp != 1)
     return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");
   // The largest counts a census forms: the scores' FLOPs (every pair of tokens) and a layer's bytes.
@@ -84,7 +81,7 @@ Status apply_options(Request& r) {
   if (r.experts_implementation != "grouped_mm" && r.experts_implementation != "eager")
     return refuse("--experts-implementation", "'" + r.experts_implementation +
                                                   "' is not known; use grouped_mm (Transformers' default) or eager");
-  if (r.config.moe.block == MoeConfig::Block::kNone)
+  if (r.config.moe.num_experts == 0)
     return refuse("--experts-implementation", r.model_name + " (" + r.config.model_type +
                                                   ") has no experts; drop the option for a dense model");
   r.config.moe.experts_implementation = r.experts_implementation == "eager" ? nn::ExpertsImplementation::kEager

@@ -5,16 +5,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "nn/attention_kernel.h"
 #include "nn/gated_delta_rule.h"
+#include "nn/latent_attention.h"
 #include "nn/module.h"
 #include "nn/mlp.h"
 #include "nn/moe.h"
 #include "nn/rms_norm.h"
 #include "nn/rotary.h"
+#include "models/config_reader.h"
 #include "models/replacements.h"
 #include "util/result.h"
 
@@ -40,11 +43,10 @@ class DecoderLayer {
   nn::ParameterList parameters_;
 };
 
-// The mixture-of-experts fields of a config. With no experts every layer is dense.
+// The mixture-of-experts fields of a config. With no experts every layer is dense; with experts a
+// layer is sparse from first_k_dense_replace on, every decoder_sparse_step-th, unless listed in
+// mlp_only_layers (is_moe_layer). Which block a sparse layer builds is its family's choice.
 struct MoeConfig {
-  // Which family's block a MoE layer builds.
-  enum class Block : uint8_t { kNone, kQwen3Moe, kQwen2Moe, kMixtral, kDeepseekV3, kGptOss };
-  Block block = Block::kNone;
   int64_t num_experts = 0;
   int64_t num_experts_per_tok = 0;
   int64_t moe_intermediate_size = 0;            // an expert's width
@@ -59,18 +61,12 @@ struct MoeConfig {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
+  double norm_min = 0;  // ERNIE-4.5: the floor its router clamps the top-k sum to (moe_norm_min)
   nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
 };
 
-// DeepSeek-V3's multi-head latent attention.
-struct MlaConfig {
-  int64_t q_lora_rank = 0;  // 0: a plain q_proj
-  int64_t kv_lora_rank = 0;
-  int64_t qk_nope_head_dim = 0;
-  int64_t qk_rope_head_dim = 0;
-  int64_t v_head_dim = 0;
-  bool rope_interleave = true;
-};
+// DeepSeek-V3's multi-head latent attention (nn/latent_attention.h).
+using MlaConfig = nn::MlaSizes;
 
 struct ModelConfig {
   const Family* family = nullptr;
@@ -88,6 +84,9 @@ struct ModelConfig {
   bool o_bias = false;     // o_proj
   bool mlp_bias = false;
   bool qk_norm = false;    // per-head q_norm and k_norm (Qwen3)
+  // MiniMax-M2: q_norm and k_norm over the whole projection (Nh*D and Nkv*D), not per head; a TP rank
+  // normalizes its own heads' slice, as the reference's rank of Nh/t heads builds it.
+  bool qk_norm_over_heads = false;
   // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
   std::vector<std::string> layer_types;
   MoeConfig moe;
@@ -122,8 +121,12 @@ struct LayerGroup {
   bool mtp = false;  // multi-token-prediction layers: stacked last, not censused
 };
 
+// Family: one Transformers model_type, as its file in models/ defines it (CENSUS_FAMILY): its config
+// reader (the config class's defaults and attribute_map, the layer kinds), its decoder layer, and the
+// model's final norm.
 struct Family {
   const char* model_type;
+  Result<ModelConfig> (*read)(const ConfigReader& reader);
   std::unique_ptr<DecoderLayer> (*build_layer)(const ModelConfig& config, int64_t index);
   // The model's final norm, of the class of a layer's input norm.
   std::unique_ptr<nn::Norm> (*build_final_norm)(const ModelConfig& config, nn::ParameterList& params);
@@ -132,6 +135,15 @@ struct Family {
   const char* class_prefix = nullptr;
 };
 
+// Defines a family's registry entry in its own file:
+//   CENSUS_FAMILY(kQwen3Family) = {"qwen3", read_qwen3, build_qwen3_layer, build_llama_final_norm, "Qwen3"};
+// The build collects every CENSUS_FAMILY of models/*.cpp into the registry (models/registry.h), so
+// adding a family touches no other file.
+#define CENSUS_FAMILY(symbol) \
+  extern const ::census::Family symbol; \
+  const ::census::Family symbol
+
+
 // Each layer's kind, as the census names it: what varies across the stack, its attention (layer_types),
 // its feed-forward ("dense" or "moe"), both ("<type>_<ffn>"), or neither ("decoder").
 std::vector<std::string> layer_kinds(const ModelConfig& config);
@@ -139,6 +151,15 @@ std::string layer_kind(const ModelConfig& config, int64_t index);
 
 // The layer stack, run-length grouped by kind.
 std::vector<LayerGroup> layer_stack(const ModelConfig& config);
+
+// The fields a tensor-parallel rank holds a share of, declared once: tp_config divides them, the
+// command line and Python check a degree against them, Python's tp_config divides the same names.
+struct TpDividedField {
+  const char* name;  // as config.json names it
+  int64_t (*get)(const ModelConfig& config);
+  void (*set)(ModelConfig& config, int64_t value);
+};
+std::span<const TpDividedField> tp_divided_fields();
 
 // `config` as one of `tp` tensor-parallel ranks holds its layers: heads and widths divided (each at
 // least 1), head_dim kept.

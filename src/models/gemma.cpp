@@ -39,9 +39,9 @@ Tensor GemmaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   return o_proj.forward(attn_output);
 }
 
-GemmaDecoderLayer::GemmaDecoderLayer(const ModelConfig& c)
+GemmaDecoderLayer::GemmaDecoderLayer(const ModelConfig& c, bool sandwich)
     : hidden_size_(c.hidden_size),
-      sandwich_(c.model_type != "gemma"),
+      sandwich_(sandwich),
       self_attn(c, parameters_),
       mlp("mlp", c.hidden_size, c.intermediate_size, /*bias=*/false, parameters_, c.hidden_act),
       input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
@@ -72,10 +72,6 @@ Tensor GemmaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddi
   return ops::add(residual, hidden_states);
 }
 
-namespace {
-
-// Each family's default pattern of layer_types, sliding attention except every `period`-th layer,
-// unless the config states its own.
 Status read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t period) {
   c.layer_types.clear();
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
@@ -83,52 +79,37 @@ Status read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t per
   return read_stated_layer_types(r, c);
 }
 
-Result<ModelConfig> read_gemma_common(const ConfigReader& r, const Family& family, const LlamaLikeDefaults& d) {
-  auto c = read_llama_like(r, family, d);
-  CENSUS_TRY(c);
-  auto attention_bias = r.flag("attention_bias", false);
-  CENSUS_TRY(attention_bias);
-  c->qkv_bias = c->o_bias = *attention_bias;
+Result<ModelConfig> read_gemma_config(const ConfigReader& r, const Family& family, const LlamaLikeDefaults& d) {
+  CENSUS_ASSIGN(ModelConfig c, read_llama_like(r, family, d));
+  CENSUS_TRY(read_attention_bias(r, c));
   // Gemma2 and Gemma3 name the MLP's activation hidden_activation; Gemma reads hidden_act.
   const char* field = r.has("hidden_activation") ? "hidden_activation" : "hidden_act";
-  auto act = read_hidden_act(r, field, "gelu_pytorch_tanh");
-  CENSUS_TRY(act);
-  c->hidden_act = *act;
+  CENSUS_ASSIGN(c.hidden_act, read_hidden_act(r, field, "gelu_pytorch_tanh"));
   return c;
-}
-
-}  // namespace
-
-// GemmaConfig: head_dim 256, gelu-tanh, every layer alike.
-Result<ModelConfig> read_gemma(const ConfigReader& r, const Family& family) {
-  return read_gemma_common(r, family, {256000, 3072, 24576, 28, 16, 16, 256});
-}
-
-// Gemma2Config: sliding and full layers alternate by default.
-Result<ModelConfig> read_gemma2(const ConfigReader& r, const Family& family) {
-  auto c = read_gemma_common(r, family, {256000, 2304, 9216, 26, 8, 4, 256});
-  CENSUS_TRY(c);
-  CENSUS_TRY(read_gemma_layer_types(r, *c, 2));
-  return c;
-}
-
-// Gemma3TextConfig: per-head q/k norms; five sliding layers to one full by default.
-Result<ModelConfig> read_gemma3_text(const ConfigReader& r, const Family& family) {
-  auto c = read_gemma_common(r, family, {262208, 2304, 9216, 26, 8, 4, 256});
-  CENSUS_TRY(c);
-  c->qk_norm = true;
-  auto period = r.size("sliding_window_pattern", 6);
-  CENSUS_TRY(period);
-  CENSUS_TRY(read_gemma_layer_types(r, *c, *period));
-  return c;
-}
-
-std::unique_ptr<DecoderLayer> build_gemma_layer(const ModelConfig& config, int64_t /*index*/) {
-  return std::make_unique<GemmaDecoderLayer>(config);
 }
 
 std::unique_ptr<nn::Norm> build_gemma_final_norm(const ModelConfig& config, nn::ParameterList& params) {
   return std::make_unique<nn::GemmaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
 }
 
+namespace {
+
+Result<ModelConfig> read_gemma(const ConfigReader& r);
+
+std::unique_ptr<DecoderLayer> build_gemma_layer(const ModelConfig& config, int64_t /*index*/) {
+  return std::make_unique<GemmaDecoderLayer>(config, /*sandwich=*/false);
+}
+
+}  // namespace
+
+CENSUS_FAMILY(kGemmaFamily) = {"gemma", read_gemma, build_gemma_layer, build_gemma_final_norm};
+
+namespace {
+
+// GemmaConfig: head_dim 256, gelu-tanh, every layer alike.
+Result<ModelConfig> read_gemma(const ConfigReader& r) {
+  return read_gemma_config(r, kGemmaFamily, {256000, 3072, 24576, 28, 16, 16, 256});
+}
+
+}  // namespace
 }  // namespace census

@@ -1,5 +1,6 @@
 // File: gemma.h
-// Gemma's decoder layers (transformers/models/gemma{,2,3}/modeling_gemma{,2,3}.py, Transformers 5):
+// Gemma's decoder layer and config (transformers/models/gemma/modeling_gemma.py, Transformers 5),
+// which Gemma 2 and Gemma 3 (gemma2.cpp, gemma3.cpp) copy:
 // Llama's layer with GemmaRMSNorm ((1 + w) in fp32) and a gelu-tanh MLP (Gemma); with sandwich norms
 // around the attention and the MLP (Gemma2, Gemma3); with per-head q/k norms on the transposed
 // queries and keys (Gemma3). Sliding and full layers run the same ops under the flash contract and
@@ -12,6 +13,7 @@
 
 #include "models/config.h"
 #include "models/config_reader.h"
+#include "models/llama.h"
 #include "nn/attention_kernel.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -39,7 +41,8 @@ class GemmaAttention {
 
 class GemmaDecoderLayer final : public DecoderLayer {
  public:
-  explicit GemmaDecoderLayer(const ModelConfig& config);
+  // `sandwich`: Gemma2 and Gemma3's norms after the attention and around the MLP.
+  GemmaDecoderLayer(const ModelConfig& config, bool sandwich);
   nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const override;
   int64_t final_norm_parameters() const override { return hidden_size_; }
@@ -56,10 +59,11 @@ class GemmaDecoderLayer final : public DecoderLayer {
   nn::RotaryEmbedding rotary_emb;
 };
 
-Result<ModelConfig> read_gemma(const ConfigReader& reader, const Family& family);
-Result<ModelConfig> read_gemma2(const ConfigReader& reader, const Family& family);
-Result<ModelConfig> read_gemma3_text(const ConfigReader& reader, const Family& family);
-std::unique_ptr<DecoderLayer> build_gemma_layer(const ModelConfig& config, int64_t index);
+// The Gemma families' shared fields (Llama's sizes, attention_bias, the gelu-tanh activation under
+// hidden_act or hidden_activation), with `defaults`.
+Result<ModelConfig> read_gemma_config(const ConfigReader& reader, const Family& family, const LlamaLikeDefaults& defaults);
+// layer_types: sliding attention but for every `period`-th layer, unless the config states its own.
+Status read_gemma_layer_types(const ConfigReader& reader, ModelConfig& config, int64_t period);
 std::unique_ptr<nn::Norm> build_gemma_final_norm(const ModelConfig& config, nn::ParameterList& params);
 
 }  // namespace census

@@ -1,9 +1,9 @@
 #include "models/gpt_oss.h"
 
 #include "models/llama.h"
-#include "models/moe_families.h"
+#include "models/moe_layers.h"
 #include "nn/attention_kernel.h"
-#include "models/pre_norm_layer.h"
+#include "nn/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -77,29 +77,13 @@ GptOssDecoderLayer::GptOssDecoderLayer(const ModelConfig& c)
       rotary_emb(c.head_dim, /*halves=*/true) {}
 
 Tensor GptOssDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  return pre_norm_layer_forward(
+  return nn::pre_norm_layer_forward(
       input, input_layernorm, [&](const Tensor& normed) { return self_attn.forward(normed, positions); }, post_attention_layernorm, mlp);
 }
 
-// GptOssConfig: every layer MoE, the experts intermediate_size wide; attention_bias (default true)
-// biases q, k, v and o; layer_types alternate sliding and full from a sliding first layer.
-Result<ModelConfig> read_gpt_oss(const ConfigReader& r, const Family& family) {
-  auto c = read_llama_like(r, family, {201088, 2880, 2880, 36, 64, 8, 64});
-  CENSUS_TRY(c);
-  auto eps = r.positive_number("rms_norm_eps", 1e-5);
-  CENSUS_TRY(eps);
-  auto attention_bias = r.flag("attention_bias", true);
-  CENSUS_TRY(attention_bias);
-  c->rms_norm_eps = *eps;
-  c->qkv_bias = c->o_bias = *attention_bias;
-  c->moe.block = MoeConfig::Block::kGptOss;
-  CENSUS_TRY(read_routed_experts(r, "num_local_experts", "num_experts", 128, 4, c->moe));
-  c->layer_types.clear();
-  for (int64_t i = 0; i < c->num_hidden_layers; ++i)
-    c->layer_types.push_back((i + 1) % 2 != 0 ? "sliding_attention" : "full_attention");
-  CENSUS_TRY(read_stated_layer_types(r, *c));
-  return c;
-}
+namespace {
+Result<ModelConfig> read_gpt_oss(const ConfigReader& r);
+}  // namespace
 
 std::unique_ptr<DecoderLayer> build_gpt_oss_layer(const ModelConfig& config, int64_t /*index*/) {
   return std::make_unique<GptOssDecoderLayer>(config);
@@ -109,4 +93,28 @@ std::unique_ptr<nn::Norm> build_gpt_oss_final_norm(const ModelConfig& config, nn
   return std::make_unique<nn::GptOssRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
 }
 
+CENSUS_FAMILY(kGptOssFamily) = {"gpt_oss", read_gpt_oss, build_gpt_oss_layer, build_gpt_oss_final_norm};
+
+namespace {
+
+// GptOssConfig: every layer MoE, the experts intermediate_size wide; attention_bias (default true)
+// biases q, k, v and o; layer_types alternate sliding and full from a sliding first layer.
+Result<ModelConfig> read_gpt_oss(const ConfigReader& r) {
+  auto c = read_llama_like(r, kGptOssFamily, {201088, 2880, 2880, 36, 64, 8, 64});
+  CENSUS_TRY(c);
+  auto eps = r.positive_number("rms_norm_eps", 1e-5);
+  CENSUS_TRY(eps);
+  auto attention_bias = r.flag("attention_bias", true);
+  CENSUS_TRY(attention_bias);
+  c->rms_norm_eps = *eps;
+  c->qkv_bias = c->o_bias = *attention_bias;
+  CENSUS_TRY(read_routed_experts(r, "num_local_experts", "num_experts", 128, 4, c->moe));
+  c->layer_types.clear();
+  for (int64_t i = 0; i < c->num_hidden_layers; ++i)
+    c->layer_types.push_back((i + 1) % 2 != 0 ? "sliding_attention" : "full_attention");
+  CENSUS_TRY(read_stated_layer_types(r, *c));
+  return c;
+}
+
+}  // namespace
 }  // namespace census

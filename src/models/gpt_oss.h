@@ -78,7 +78,6 @@ class GptOssDecoderLayer final : public DecoderLayer {
   nn::RotaryEmbedding rotary_emb;  // cos and sin D/2 wide
 };
 
-Result<ModelConfig> read_gpt_oss(const ConfigReader& reader, const Family& family);
 std::unique_ptr<DecoderLayer> build_gpt_oss_layer(const ModelConfig& config, int64_t index);
 std::unique_ptr<nn::Norm> build_gpt_oss_final_norm(const ModelConfig& config, nn::ParameterList& params);
 

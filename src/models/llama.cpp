@@ -1,8 +1,7 @@
 #include "models/llama.h"
 
-#include "models/moe_blocks.h"
 #include "nn/attention_kernel.h"
-#include "models/pre_norm_layer.h"
+#include "nn/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -67,7 +66,11 @@ std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& c, std::optional<F
   return std::make_unique<nn::LlamaRMSNorm>(path, dim, c.rms_norm_eps, params);
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index)
+std::unique_ptr<nn::FeedForward> build_dense_mlp(const ModelConfig& c, int64_t /*index*/, nn::ParameterList& params) {
+  return std::make_unique<nn::GatedMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, params, c.hidden_act);
+}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index, FeedForwardBuilder build_mlp)
     : hidden_size_(c.hidden_size), rotary_emb(c.head_dim) {
   // Registered as Transformers registers them: self_attn, mlp, the two norms.
   if (layer_replacement(c, index, "self_attn", "Attention") == FusedModule::kGqaFlashAttention)
@@ -75,7 +78,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index)
                        c.qk_norm, c.rms_norm_eps, parameters_);
   else
     self_attn.emplace(c, parameters_);
-  mlp = build_feed_forward(c, index, parameters_);
+  mlp = build_mlp(c, index, parameters_);
   input_layernorm = build_llama_norm(c, layer_replacement(c, index, "input_layernorm", "RMSNorm"), "input_layernorm",
                                      c.hidden_size, parameters_);
   post_attention_layernorm = build_llama_norm(c, layer_replacement(c, index, "post_attention_layernorm", "RMSNorm"),
@@ -83,7 +86,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index)
 }
 
 Tensor LlamaDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  return pre_norm_layer_forward(
+  return nn::pre_norm_layer_forward(
       input, *input_layernorm,
       [&](const Tensor& normed) { return fused_attn ? fused_attn->forward(normed, positions) : self_attn->forward(normed, positions); },
       *post_attention_layernorm, *mlp);
@@ -158,12 +161,54 @@ Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
   return {};
 }
 
-std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index) {
-  return std::make_unique<LlamaDecoderLayer>(config, index);
+Status read_rotary_dim(const ConfigReader& r, ModelConfig& c, double default_factor) {
+  double factor = default_factor;
+  const nlohmann::json* rope = r.has("rope_parameters") ? &r.json().at("rope_parameters") : nullptr;
+  if (rope != nullptr && rope->is_object() && rope->contains("partial_rotary_factor") &&
+      rope->at("partial_rotary_factor").is_number()) {
+    factor = rope->at("partial_rotary_factor").get<double>();
+  } else {
+    CENSUS_ASSIGN(factor, r.positive_number("partial_rotary_factor", default_factor));
+  }
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
+  if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+    return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +
+                                               std::to_string(c.head_dim) + "; it must be even and positive, fix the config");
+  return {};
+}
+
+Status read_attention_bias(const ConfigReader& r, ModelConfig& c) {
+  CENSUS_ASSIGN(const bool attention_bias, r.flag("attention_bias", false));
+  c.qkv_bias = c.o_bias = attention_bias;
+  return {};
 }
 
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params) {
   return build_llama_norm(config, replacement(config, "model.norm", "RMSNorm"), "norm", config.hidden_size, params);
 }
+
+namespace {
+
+// LlamaConfig: attention_bias biases q, k, v and o; mlp_bias the MLP.
+Result<ModelConfig> read_llama(const ConfigReader& r);
+
+std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index) {
+  return std::make_unique<LlamaDecoderLayer>(config, index);
+}
+
+}  // namespace
+
+CENSUS_FAMILY(kLlamaFamily) = {"llama", read_llama, build_llama_layer, build_llama_final_norm, "Llama"};
+
+namespace {
+
+Result<ModelConfig> read_llama(const ConfigReader& r) {
+  CENSUS_ASSIGN(ModelConfig c, read_llama_like(r, kLlamaFamily, {32000, 4096, 11008, 32, 32, std::nullopt, std::nullopt}));
+  CENSUS_TRY(read_attention_bias(r, c));
+  CENSUS_ASSIGN(c.mlp_bias, r.flag("mlp_bias", false));
+  return c;
+}
+
+}  // namespace
 
 }  // namespace census

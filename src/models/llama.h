@@ -1,9 +1,9 @@
 // File: llama.h
-// Llama's decoder layer (transformers/models/llama/modeling_llama.py, Transformers 5), which Mistral,
-// Qwen2, Qwen3 and their MoE variants (Qwen2-MoE, Qwen3-MoE, Mixtral) copy through Transformers'
-// modular files: the same modules and statement order, with biased q/k/v projections (Qwen2) or
-// per-head q/k RMSNorm (Qwen3) as their configs state, and a MoE block as the MLP where the config
-// makes a layer sparse.
+// Llama (transformers/models/llama/modeling_llama.py, Transformers 5): its decoder layer, which
+// Mistral, Qwen2, Qwen3 and their MoE variants (Qwen2-MoE, Qwen3-MoE, Mixtral) copy through
+// Transformers' modular files: the same modules and statement order, with biased q/k/v projections
+// (Qwen2) or per-head q/k RMSNorm (Qwen3) as their configs state, and the family's feed-forward (a
+// MoE block where the config makes a layer sparse). Also what those families' config readers share.
 //
 // Legend: S = seq_length, H = hidden_size, Nh = heads, Nkv = key/value heads, D = head_dim, I = intermediate.
 #pragma once
@@ -38,9 +38,16 @@ class LlamaAttention {
   std::optional<nn::LlamaRMSNorm> k_norm;
 };
 
+// A layer's feed-forward ("mlp"), as its family builds it for layer `index`.
+using FeedForwardBuilder = std::unique_ptr<nn::FeedForward> (*)(const ModelConfig& config, int64_t index,
+                                                                nn::ParameterList& params);
+
+// LlamaMLP: the dense gated MLP of intermediate_size.
+std::unique_ptr<nn::FeedForward> build_dense_mlp(const ModelConfig& config, int64_t index, nn::ParameterList& params);
+
 class LlamaDecoderLayer final : public DecoderLayer {
  public:
-  LlamaDecoderLayer(const ModelConfig& config, int64_t index);
+  LlamaDecoderLayer(const ModelConfig& config, int64_t index, FeedForwardBuilder build_mlp = build_dense_mlp);
   nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const override;
   int64_t final_norm_parameters() const override { return hidden_size_; }
@@ -50,7 +57,7 @@ class LlamaDecoderLayer final : public DecoderLayer {
   // Transformers' attention, or HyperParallel's fused GQAAttention where a replacement selects it.
   std::optional<LlamaAttention> self_attn;
   std::optional<nn::GQAAttention> fused_attn;
-  std::unique_ptr<nn::FeedForward> mlp;  // dense, or the family's MoE block (models/moe_blocks.h)
+  std::unique_ptr<nn::FeedForward> mlp;  // dense, or the family's MoE block
   std::unique_ptr<nn::Norm> input_layernorm;  // LlamaRMSNorm, or the fused RMSNorm
   std::unique_ptr<nn::Norm> post_attention_layernorm;
   nn::RotaryEmbedding rotary_emb;  // the model's, held here so one layer can run alone
@@ -69,11 +76,15 @@ struct LlamaLikeDefaults {
 
 // Read the sizes shared by the Llama-like families (and Gemma's), refusing what cannot be priced.
 Result<ModelConfig> read_llama_like(const ConfigReader& reader, const Family& family, const LlamaLikeDefaults& defaults);
+// attention_bias (default false) biases q, k, v and o, as most Llama-like configs state it.
+Status read_attention_bias(const ConfigReader& reader, ModelConfig& config);
 // layer_types as the config states it, replacing the family's default: one known kind per layer.
 Status read_stated_layer_types(const ConfigReader& reader, ModelConfig& config);
+// partial_rotary_factor, in rope_parameters or at the top level (`default_factor` where neither
+// states it): rotary_dim = int(head_dim * factor), refused unless even and positive.
+Status read_rotary_dim(const ConfigReader& reader, ModelConfig& config, double default_factor);
 // The MLP's activation from `field` (hidden_act, or Gemma's hidden_activation): silu or gelu_pytorch_tanh.
 Result<nn::HiddenAct> read_hidden_act(const ConfigReader& reader, const char* field, const std::string& fallback);
-std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64_t index);
 std::unique_ptr<nn::Norm> build_llama_final_norm(const ModelConfig& config, nn::ParameterList& params);
 // The family's RMSNorm at `path`: Llama's, or the fused one where `replacement` says so.
 std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& config, std::optional<FusedModule> replacement,

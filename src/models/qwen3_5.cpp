@@ -1,12 +1,11 @@
 #include "models/qwen3_5.h"
 
-#include "models/moe_blocks.h"
-#include "models/moe_families.h"
-
+#include "models/moe_layers.h"
+#include "models/qwen2_moe.h"
 #include "models/llama.h"
 #include "nn/causal_conv1d.h"
 #include "nn/gated_delta_rule.h"
-#include "models/pre_norm_layer.h"
+#include "nn/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -72,12 +71,12 @@ Qwen3_5DecoderLayer::Qwen3_5DecoderLayer(const ModelConfig& c, int64_t layer_idx
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       rotary_emb(c.rotary_dim) {
   if (c.layer_types[layer_idx] == "linear_attention") linear_attn.emplace(c, parameters_);
-  else self_attn.emplace(c, parameters_);
-  mlp = build_feed_forward(c, layer_idx, parameters_);  // registered after the attention, as the module is
+  else self_attn.emplace(attention_sizes(c), c.kernels, parameters_);
+  mlp = build_qwen2_moe_mlp(c, layer_idx, parameters_);  // registered after the attention, as the module is
 }
 
 Tensor Qwen3_5DecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  return pre_norm_layer_forward(
+  return nn::pre_norm_layer_forward(
       input, input_layernorm, [&](const Tensor& normed) { return linear_attn ? linear_attn->forward(normed) : self_attn->forward(normed, positions); }, post_attention_layernorm, *mlp);
 }
 
@@ -85,26 +84,21 @@ std::unique_ptr<DecoderLayer> build_qwen3_5_layer(const ModelConfig& config, int
   return std::make_unique<Qwen3_5DecoderLayer>(config, index);
 }
 
+namespace {
+
+Result<ModelConfig> read_qwen3_5_text(const ConfigReader& r);
+
+}  // namespace
+
+CENSUS_FAMILY(kQwen3_5TextFamily) = {"qwen3_5_text", read_qwen3_5_text, build_qwen3_5_layer,
+                                     build_qwen3_next_final_norm};
+
+namespace {
+
 // Qwen3_5TextConfig: Qwen3-Next's fields less the experts; larger defaults.
-Result<ModelConfig> read_qwen3_5_text(const ConfigReader& r, const Family& family) {
-  return read_gated_delta_net_config(r, family, {248320, 4096, 12288, 32, 16, 4, 256});
+Result<ModelConfig> read_qwen3_5_text(const ConfigReader& r) {
+  return read_gated_delta_net_config(r, kQwen3_5TextFamily, {248320, 4096, 12288, 32, 16, 4, 256});
 }
 
-// Qwen3_5MoeTextConfig: 256 experts of width 512, top 8, a shared expert of 512; its router always
-// renormalizes; every layer's feed-forward is the MoE block (Qwen2-MoE's structure).
-Result<ModelConfig> read_qwen3_5_moe_text(const ConfigReader& r, const Family& family) {
-  auto c = read_gated_delta_net_config(r, family, {248320, 2048, 512, 40, 16, 2, 256});
-  CENSUS_TRY(c);
-  c->moe.block = MoeConfig::Block::kQwen2Moe;
-  CENSUS_TRY(read_routed_experts(r, "num_experts", "num_local_experts", 256, 8, c->moe));
-  auto width = r.size("moe_intermediate_size", 512);
-  CENSUS_TRY(width);
-  auto shared = r.size("shared_expert_intermediate_size", 512);
-  CENSUS_TRY(shared);
-  c->moe.moe_intermediate_size = *width;
-  c->moe.shared_expert_intermediate_size = *shared;
-  c->moe.norm_topk_prob = true;
-  return c;
-}
-
+}  // namespace
 }  // namespace census

@@ -47,7 +47,7 @@ class Qwen3_5DecoderLayer final : public DecoderLayer {
  private:
   int64_t hidden_size_;
   std::optional<Qwen3_5GatedDeltaNet> linear_attn;  // linear_attention layers
-  std::optional<Qwen3NextAttention> self_attn;      // full_attention layers: Qwen3_5Attention is its copy
+  std::optional<nn::Qwen3NextAttention> self_attn;      // full_attention layers: Qwen3_5Attention is its copy
   std::unique_ptr<nn::FeedForward> mlp;  // Qwen3_5MLP, or Qwen3_5MoeSparseMoeBlock (qwen3_5_moe_text)
   nn::GemmaRMSNorm input_layernorm;                 // Qwen3_5RMSNorm, (1 + w)
   nn::GemmaRMSNorm post_attention_layernorm;

@@ -3,12 +3,12 @@
 #include <cassert>
 
 #include "models/llama.h"
-#include "models/moe_blocks.h"
-#include "models/moe_families.h"
+#include "models/moe_layers.h"
+#include "models/qwen2_moe.h"
 #include "nn/attention_kernel.h"
 #include "nn/causal_conv1d.h"
 #include "nn/gated_delta_rule.h"
-#include "models/pre_norm_layer.h"
+#include "nn/pre_norm_layer.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -104,76 +104,6 @@ Tensor Qwen3NextGatedDeltaNet::forward(const Tensor& hidden_states) const {
   return out_proj.forward(core_attn_out);
 }
 
-// ---- Qwen3NextAttention ----
-
-Qwen3NextAttention::Qwen3NextAttention(const ModelConfig& c, nn::ParameterList& params)
-    : kernels_(c.kernels),
-      head_dim_(c.head_dim),
-      q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim * 2, c.qkv_bias, params),
-      k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
-      v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
-      o_proj("self_attn.o_proj", c.num_attention_heads * c.head_dim, c.hidden_size, c.o_bias, params),
-      q_norm("self_attn.q_norm", c.head_dim, c.rms_norm_eps, params),
-      k_norm("self_attn.k_norm", c.head_dim, c.rms_norm_eps, params) {}
-
-namespace {
-
-// apply_rotary_pos_emb with a partial rotary: the first rotary_dim channels of each head rotate, the
-// rest pass through, and the two are concatenated back.
-std::pair<Tensor, Tensor> apply_partial_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos_in,
-                                                       const Tensor& sin_in) {
-  const Tensor cos = ops::unsqueeze(cos_in, 1);
-  const Tensor sin = ops::unsqueeze(sin_in, 1);
-  const int64_t rotary_dim = cos.size(-1), head_dim = q.size(-1);
-  // q[..., :rotary_dim] of the whole width is q itself (no op); q[..., rotary_dim:] is a view, maybe empty.
-  auto rotated_part = [&](const Tensor& x) { return rotary_dim < head_dim ? ops::slice(x, -1, 0, rotary_dim) : x; };
-  const Tensor q_rot = rotated_part(q), q_pass = ops::slice(q, -1, rotary_dim, head_dim);
-  const Tensor k_rot = rotated_part(k), k_pass = ops::slice(k, -1, rotary_dim, head_dim);
-  auto embed = [&](const Tensor& x) {
-    Tensor rotated = ops::mul(x, cos);
-    Tensor half = ops::mul(nn::rotate_half(x), sin);
-    return ops::add(rotated, half);
-  };
-  Tensor q_embed = embed(q_rot);
-  Tensor k_embed = embed(k_rot);
-  q_embed = ops::cat({q_embed, q_pass}, -1);
-  k_embed = ops::cat({k_embed, k_pass}, -1);
-  return {q_embed, k_embed};
-}
-
-}  // namespace
-
-Tensor Qwen3NextAttention::forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const {
-  ModuleScope scope(path_, ModuleKind::kOther);
-  const int64_t batch = hidden_states.size(0), seq = hidden_states.size(1);
-  // query_states, gate = torch.chunk(q_proj(x).view(1, S, -1, 2D), 2, dim=-1): strided views
-  Tensor q = q_proj.forward(hidden_states);
-  q = ops::view(q, Dims{batch, seq, q.size(-1) / (2 * head_dim_), 2 * head_dim_});
-  std::vector<Tensor> query_gate = ops::chunk(q, 2, -1);
-  q = Tensor();
-  Tensor gate = ops::reshape(query_gate[1], Dims{batch, seq, query_gate[1].size(2) * head_dim_});  // a copy
-  Tensor query_states = ops::view(query_gate[0], query_gate[0].sizes());
-  query_gate.clear();
-  query_states = ops::transpose(q_norm.forward(query_states), 1, 2);  // (1, N, S, D)
-  Tensor k = k_proj.forward(hidden_states);
-  k = ops::view(k, Dims{batch, seq, k.size(-1) / head_dim_, head_dim_});
-  Tensor key_states = ops::transpose(k_norm.forward(k), 1, 2);  // (1, Nkv, S, D)
-  k = Tensor();
-  Tensor v = v_proj.forward(hidden_states);
-  Tensor value_states = ops::transpose(ops::view(v, Dims{batch, seq, v.size(-1) / head_dim_, head_dim_}), 1, 2);
-  v = Tensor();
-
-  auto [q_embed, k_embed] = apply_partial_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
-  query_states = q_embed;
-  key_states = k_embed;
-  Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states, kernels_);  // (1, S, N, D)
-  query_states = key_states = value_states = Tensor();
-  attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
-  attn_output = ops::mul(attn_output, ops::sigmoid(gate));  // the output gate: both operands saved
-  gate = Tensor();
-  return o_proj.forward(attn_output);
-}
-
 // ---- Qwen3NextDecoderLayer ----
 
 Qwen3NextDecoderLayer::Qwen3NextDecoderLayer(const ModelConfig& c, int64_t layer_idx)
@@ -182,19 +112,19 @@ Qwen3NextDecoderLayer::Qwen3NextDecoderLayer(const ModelConfig& c, int64_t layer
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
       rotary_emb(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) {
   if (c.layer_types[layer_idx] == "linear_attention") linear_attn.emplace(c, parameters_);
-  else self_attn.emplace(c, parameters_);
+  else self_attn.emplace(attention_sizes(c), c.kernels, parameters_);
   // The feed-forward, registered after the attention as the module is: Qwen3NextSparseMoeBlock (the
   // Qwen2-MoE block: router, experts, a sigmoid-gated shared expert) where the layer is sparse.
-  mlp = build_feed_forward(c, layer_idx, parameters_);
+  mlp = build_qwen2_moe_mlp(c, layer_idx, parameters_);
 }
 
 Tensor Qwen3NextDecoderLayer::forward(const Tensor& input, const nn::PositionEmbeddings& positions) const {
-  return pre_norm_layer_forward(
+  return nn::pre_norm_layer_forward(
       input, input_layernorm, [&](const Tensor& normed) { return linear_attn ? linear_attn->forward(normed) : self_attn->forward(normed, positions); }, post_attention_layernorm, *mlp);
 }
 
-std::unique_ptr<DecoderLayer> build_qwen3_next_layer(const ModelConfig& config, int64_t index) {
-  return std::make_unique<Qwen3NextDecoderLayer>(config, index);
+nn::AttentionSizes attention_sizes(const ModelConfig& c) {
+  return {c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.qkv_bias, c.o_bias, c.rms_norm_eps};
 }
 
 std::unique_ptr<nn::Norm> build_qwen3_next_final_norm(const ModelConfig& config, nn::ParameterList& params) {
@@ -243,31 +173,11 @@ Status read_layer_types(const ConfigReader& r, ModelConfig& c) {
 // top 10, renormalized, a shared expert of 512), sparse on every decoder_sparse_step-th layer not in
 // mlp_only_layers.
 Status read_moe_layers(const ConfigReader& r, ModelConfig& c) {
-  c.moe.block = MoeConfig::Block::kQwen2Moe;
   CENSUS_TRY(read_routed_experts(r, "num_experts", "num_local_experts", 512, 10, c.moe));
   CENSUS_TRY(read_qwen_sparse_layers(r, c, /*default_moe_width=*/512, /*default_norm_topk_prob=*/true));
   auto shared = r.size("shared_expert_intermediate_size", 512);
   CENSUS_TRY(shared);
   c.moe.shared_expert_intermediate_size = *shared;
-  return {};
-}
-
-// partial_rotary_factor, in rope_parameters or at the top level (0.25 by default): the rotary width.
-Status read_rotary_dim(const ConfigReader& r, ModelConfig& c) {
-  double factor = 0.25;
-  const nlohmann::json* rope = r.has("rope_parameters") ? &r.json().at("rope_parameters") : nullptr;
-  if (rope != nullptr && rope->is_object() && rope->contains("partial_rotary_factor") &&
-      rope->at("partial_rotary_factor").is_number()) {
-    factor = rope->at("partial_rotary_factor").get<double>();
-  } else {
-    auto stated = r.positive_number("partial_rotary_factor", 0.25);
-    CENSUS_TRY(stated);
-    factor = *stated;
-  }
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
-  if (factor <= 0 || factor > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
-    return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(c.rotary_dim) + " of head_dim " +
-                                               std::to_string(c.head_dim) + "; it must be even and positive, fix the config");
   return {};
 }
 
@@ -299,18 +209,33 @@ Result<ModelConfig> read_gated_delta_net_config(const ConfigReader& r, const Fam
   c->linear_value_head_dim = *value_head_dim;
   c->linear_num_key_heads = *key_heads;
   c->linear_num_value_heads = *value_heads;
-  CENSUS_TRY(read_rotary_dim(r, *c));
+  CENSUS_TRY(read_rotary_dim(r, *c, 0.25));
   CENSUS_TRY(read_layer_types(r, *c));
   return c;
 }
 
+namespace {
+
+Result<ModelConfig> read_qwen3_next(const ConfigReader& r);
+
+std::unique_ptr<DecoderLayer> build_qwen3_next_layer(const ModelConfig& config, int64_t index) {
+  return std::make_unique<Qwen3NextDecoderLayer>(config, index);
+}
+
+}  // namespace
+
+CENSUS_FAMILY(kQwen3NextFamily) = {"qwen3_next", read_qwen3_next, build_qwen3_next_layer, build_qwen3_next_final_norm};
+
+namespace {
+
 // Qwen3NextConfig: head_dim 256, two KV heads, a gated delta net on three layers of four, and 512
 // experts on every layer unless mlp_only_layers or decoder_sparse_step say otherwise.
-Result<ModelConfig> read_qwen3_next(const ConfigReader& r, const Family& family) {
-  auto c = read_gated_delta_net_config(r, family, {151936, 2048, 5632, 48, 16, 2, 256});
+Result<ModelConfig> read_qwen3_next(const ConfigReader& r) {
+  auto c = read_gated_delta_net_config(r, kQwen3NextFamily, {151936, 2048, 5632, 48, 16, 2, 256});
   CENSUS_TRY(c);
   CENSUS_TRY(read_moe_layers(r, *c));
   return c;
 }
 
+}  // namespace
 }  // namespace census

@@ -6,8 +6,8 @@
 //   Qwen3NextGatedDeltaNet: fused in_proj_qkvz / in_proj_ba, the causal depthwise conv with silu over
 //     q, k and v, l2-normalised q and k, beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias), the
 //     gated delta rule (nn/gated_delta_rule.h), the gated RMSNorm and out_proj.
-//   Qwen3NextAttention: q_proj doubled for an output gate, per-head (1 + w) q/k norms, partial rotary,
-//     flash attention, the output times sigmoid(gate), o_proj.
+//   Qwen3NextAttention (nn/gated_attention.h): q_proj doubled for an output gate, per-head (1 + w) q/k
+//     norms, partial rotary, flash attention, the output times sigmoid(gate), o_proj.
 //
 // Legend: S = seq_length, H = hidden_size, Nk / Nv = linear key / value heads, Dk / Dv = their head
 // dims, r = Nv / Nk, N = attention heads, Nkv = key/value heads, D = head_dim.
@@ -18,6 +18,7 @@
 #include "models/config.h"
 #include "models/config_reader.h"
 #include "nn/attention_kernel.h"
+#include "nn/gated_attention.h"
 #include "models/llama.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -49,23 +50,6 @@ class Qwen3NextGatedDeltaNet {
   nn::Linear out_proj;      // Nv*Dv -> H
 };
 
-class Qwen3NextAttention {
- public:
-  Qwen3NextAttention(const ModelConfig& config, nn::ParameterList& params);
-  Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const;
-
- private:
-  std::string path_ = "self_attn";
-  nn::KernelProfile kernels_;  // whose flash contract the attention runs
-  int64_t head_dim_;
-  nn::Linear q_proj;  // H -> 2*N*D: per head, the query then its gate
-  nn::Linear k_proj;
-  nn::Linear v_proj;
-  nn::Linear o_proj;
-  nn::GemmaRMSNorm q_norm;  // Qwen3NextRMSNorm, (1 + w), over D
-  nn::GemmaRMSNorm k_norm;
-};
-
 class Qwen3NextDecoderLayer final : public DecoderLayer {
  public:
   Qwen3NextDecoderLayer(const ModelConfig& config, int64_t layer_idx);
@@ -77,7 +61,7 @@ class Qwen3NextDecoderLayer final : public DecoderLayer {
  private:
   int64_t hidden_size_;
   std::optional<Qwen3NextGatedDeltaNet> linear_attn;  // linear_attention layers
-  std::optional<Qwen3NextAttention> self_attn;        // full_attention layers
+  std::optional<nn::Qwen3NextAttention> self_attn;    // full_attention layers (nn/gated_attention.h)
   std::unique_ptr<nn::FeedForward> mlp;  // Qwen3NextSparseMoeBlock where the config makes the layer sparse, else Qwen3NextMLP
   nn::GemmaRMSNorm input_layernorm;
   nn::GemmaRMSNorm post_attention_layernorm;
@@ -88,8 +72,8 @@ class Qwen3NextDecoderLayer final : public DecoderLayer {
 // for the attention sizes: linear heads and dims, conv kernel, partial rotary, layer_types.
 Result<ModelConfig> read_gated_delta_net_config(const ConfigReader& reader, const Family& family,
                                                 const LlamaLikeDefaults& defaults);
-Result<ModelConfig> read_qwen3_next(const ConfigReader& reader, const Family& family);
-std::unique_ptr<DecoderLayer> build_qwen3_next_layer(const ModelConfig& config, int64_t index);
+// The gated attention's sizes, as a config states them.
+nn::AttentionSizes attention_sizes(const ModelConfig& config);
 std::unique_ptr<nn::Norm> build_qwen3_next_final_norm(const ModelConfig& config, nn::ParameterList& params);
 
 }  // namespace census

@@ -2,7 +2,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census {
 
@@ -15,10 +15,10 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
     return refuse("model_type", "missing from the config; add the Transformers model_type (e.g. \"llama\")");
   const std::string model_type = fields->at("model_type").get<std::string>();
   std::string known;
-  for (const FamilyEntry& entry : families()) {
-    if (model_type == entry.family.model_type) return entry.read(ConfigReader(*fields));
+  for (const Family* family : families()) {
+    if (model_type == family->model_type) return family->read(ConfigReader(*fields));
     known += known.empty() ? "" : ", ";
-    known += entry.family.model_type;
+    known += family->model_type;
   }
   return refuse("model_type", "'" + model_type + "' is not priced by this Census; known: " + known);
 }
@@ -31,56 +31,6 @@ Result<ModelConfig> read_config_file(const std::string& path) {
   nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return refuse(path, "is not valid JSON; give a Transformers config.json");
   return read_config(json);
-}
-
-std::vector<std::string> layer_kinds(const ModelConfig& config) {
-  const int64_t layers = config.num_hidden_layers;
-  std::vector<bool> moe(static_cast<size_t>(layers));
-  for (int64_t i = 0; i < layers; ++i) moe[static_cast<size_t>(i)] = is_moe_layer(config, i);
-  const bool uniform_ffn = std::all_of(moe.begin(), moe.end(), [&](bool each) { return each == moe.front(); });
-  const std::vector<std::string>& types = config.layer_types;
-  const bool uniform_attention =
-      std::all_of(types.begin(), types.end(), [&](const std::string& type) { return type == types.front(); });
-  std::vector<std::string> kinds;
-  kinds.reserve(static_cast<size_t>(layers));
-  for (size_t i = 0; i < static_cast<size_t>(layers); ++i) {
-    const char* ffn = moe[i] ? "moe" : "dense";
-    if (uniform_attention && uniform_ffn) kinds.emplace_back("decoder");
-    else if (uniform_attention) kinds.emplace_back(ffn);
-    else if (uniform_ffn) kinds.push_back(types[i]);
-    else kinds.push_back(types[i] + "_" + ffn);
-  }
-  return kinds;
-}
-
-std::string layer_kind(const ModelConfig& config, int64_t index) {
-  return layer_kinds(config)[static_cast<size_t>(index)];
-}
-
-std::vector<LayerGroup> layer_stack(const ModelConfig& config) {
-  std::vector<LayerGroup> groups;
-  for (std::string& kind : layer_kinds(config)) {
-    if (!groups.empty() && groups.back().kind == kind) ++groups.back().count;
-    else groups.push_back({std::move(kind), 1});
-  }
-  // Multi-token-prediction layers repeat the last body kind, stacked after it.
-  if (config.num_mtp_layers > 0 && !groups.empty()) groups.push_back({groups.back().kind, config.num_mtp_layers, true});
-  return groups;
-}
-
-ModelConfig tp_config(const ModelConfig& config, int64_t tp) {
-  ModelConfig out = config;
-  auto divide = [tp](int64_t value) { return std::max<int64_t>(1, value / tp); };
-  out.num_attention_heads = divide(config.num_attention_heads);
-  out.num_key_value_heads = divide(config.num_key_value_heads);
-  out.intermediate_size = divide(config.intermediate_size);
-  // The experts' and shared experts' widths; the number of experts is expert parallelism's to divide.
-  if (config.moe.moe_intermediate_size > 0) out.moe.moe_intermediate_size = divide(config.moe.moe_intermediate_size);
-  if (config.moe.shared_expert_intermediate_size > 0)
-    out.moe.shared_expert_intermediate_size = divide(config.moe.shared_expert_intermediate_size);
-  if (config.linear_num_key_heads > 0) out.linear_num_key_heads = divide(config.linear_num_key_heads);
-  if (config.linear_num_value_heads > 0) out.linear_num_value_heads = divide(config.linear_num_value_heads);
-  return out;
 }
 
 }  // namespace census

@@ -4,10 +4,11 @@
 
 namespace census::nn {
 
-Linear::Linear(std::string path, int64_t in_features, int64_t out_features, bool bias, ParameterList& params)
+Linear::Linear(std::string path, int64_t in_features, int64_t out_features, bool bias, ParameterList& params,
+               DType dtype)
     : path_(std::move(path)) {
-  weight_ = register_parameter(params, path_, "weight", Dims{out_features, in_features});
-  if (bias) bias_ = register_parameter(params, path_, "bias", Dims{out_features});
+  weight_ = register_parameter(params, path_, "weight", Dims{out_features, in_features}, dtype);
+  if (bias) bias_ = register_parameter(params, path_, "bias", Dims{out_features}, dtype);
 }
 
 Tensor Linear::forward(const Tensor& input) const {

@@ -8,7 +8,9 @@ namespace census::nn {
 
 class Linear {
  public:
-  Linear(std::string path, int64_t in_features, int64_t out_features, bool bias, ParameterList& params);
+  // `dtype`: the weight's (and bias's) dtype; fp32 where the module is built so (HunYuan's router wg).
+  Linear(std::string path, int64_t in_features, int64_t out_features, bool bias, ParameterList& params,
+         DType dtype = DType::kBFloat16);
   Tensor forward(const Tensor& input) const;
   const std::string& path() const { return path_; }
 

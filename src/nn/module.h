@@ -17,8 +17,8 @@ namespace census::nn {
 using ParameterList = std::vector<Tensor>;
 
 inline Tensor register_parameter(ParameterList& list, const std::string& module_path, const char* name,
-                                 const Dims& sizes) {
-  list.push_back(make_parameter(sizes, module_path + "." + name));
+                                 const Dims& sizes, DType dtype = DType::kBFloat16) {
+  list.push_back(make_parameter(sizes, module_path + "." + name, dtype));
   return list.back();
 }
 

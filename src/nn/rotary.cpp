@@ -4,8 +4,8 @@
 
 namespace census::nn {
 
-RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, bool halves)
-    : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)), halves_(halves) {}
+RotaryEmbedding::RotaryEmbedding(int64_t rotary_dim, bool halves, bool fp32)
+    : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)), halves_(halves), fp32_(fp32) {}
 
 PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
   const int64_t seq = hidden.size(1);
@@ -21,8 +21,8 @@ PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
   const double attention_scaling = 1.0;       // scales values only, never shapes
   Tensor cos = ops::mul(ops::cos(emb), attention_scaling);
   Tensor sin = ops::mul(ops::sin(emb), attention_scaling);
-  out.cos = ops::to(cos, hidden.dtype());
-  out.sin = ops::to(sin, hidden.dtype());
+  out.cos = fp32_ ? cos : ops::to(cos, hidden.dtype());
+  out.sin = fp32_ ? sin : ops::to(sin, hidden.dtype());
   return out;
 }
 
@@ -93,6 +93,29 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const
   const Tensor k2 = ops::slice(k, -1, 1, k.size(-1), 2);
   Tensor q_embed = rotate_pairs(q1, q2, cos, sin);
   Tensor k_embed = rotate_pairs(k1, k2, cos, sin);
+  return {q_embed, k_embed};
+}
+
+// apply_rotary_pos_emb with a partial rotary: the first rotary_dim channels of each head rotate, the
+// rest pass through, and the two are concatenated back.
+std::pair<Tensor, Tensor> apply_partial_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos_in,
+                                                       const Tensor& sin_in) {
+  const Tensor cos = ops::unsqueeze(cos_in, 1);
+  const Tensor sin = ops::unsqueeze(sin_in, 1);
+  const int64_t rotary_dim = cos.size(-1), head_dim = q.size(-1);
+  // q[..., :rotary_dim] of the whole width is q itself (no op); q[..., rotary_dim:] is a view, maybe empty.
+  auto rotated_part = [&](const Tensor& x) { return rotary_dim < head_dim ? ops::slice(x, -1, 0, rotary_dim) : x; };
+  const Tensor q_rot = rotated_part(q), q_pass = ops::slice(q, -1, rotary_dim, head_dim);
+  const Tensor k_rot = rotated_part(k), k_pass = ops::slice(k, -1, rotary_dim, head_dim);
+  auto embed = [&](const Tensor& x) {
+    Tensor rotated = ops::mul(x, cos);
+    Tensor half = ops::mul(rotate_half(x), sin);
+    return ops::add(rotated, half);
+  };
+  Tensor q_embed = embed(q_rot);
+  Tensor k_embed = embed(k_rot);
+  q_embed = ops::cat({q_embed, q_pass}, -1);
+  k_embed = ops::cat({k_embed, k_pass}, -1);
   return {q_embed, k_embed};
 }
 

@@ -19,13 +19,15 @@ struct PositionEmbeddings {
 class RotaryEmbedding {
  public:
   // `halves`: cos and sin D/2 wide, the frequencies not repeated (GPT-OSS rotates the two halves).
-  explicit RotaryEmbedding(int64_t rotary_dim, bool halves = false);
+  // `fp32`: cos and sin kept in fp32, not cast to the activations' dtype (ERNIE-4.5).
+  explicit RotaryEmbedding(int64_t rotary_dim, bool halves = false, bool fp32 = false);
   // The embeddings of positions 0..S-1 for `hidden` (1, S, H), as the model computes them.
   PositionEmbeddings forward(const Tensor& hidden) const;
 
  private:
   Tensor inv_freq_;  // (D/2) fp32
   bool halves_;
+  bool fp32_;
 };
 
 // rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2])
@@ -40,5 +42,10 @@ std::pair<Tensor, Tensor> apply_rotary_pos_emb_halves(const Tensor& q, const Ten
                                                       const Tensor& sin);
 std::pair<Tensor, Tensor> apply_rotary_pos_emb_interleave(const Tensor& q, const Tensor& k, const Tensor& cos,
                                                           const Tensor& sin);
+
+// apply_rotary_pos_emb with a partial rotary: the first rotary_dim channels of each head (cos's
+// width) rotate, the rest pass through, and the two are concatenated back.
+std::pair<Tensor, Tensor> apply_partial_rotary_pos_emb(const Tensor& q, const Tensor& k, const Tensor& cos,
+                                                       const Tensor& sin);
 
 }  // namespace census::nn

@@ -120,6 +120,7 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNpuFusionAttention, "nd_census_npu.fusion_attention.default", OpKind::kAttentionKernel},
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
     {Op::kCudaFlashAttention, "nd_census.cuda_flash_attention.default", OpKind::kAttentionKernel},
+    {Op::kStack, "aten.stack.default", OpKind::kCompute},
     // A training step's own ops
     {Op::kEmbedding, "aten.embedding.default", OpKind::kCompute},
     {Op::kEmbeddingDenseBackward, "aten.embedding_dense_backward.default", OpKind::kCompute},

@@ -49,6 +49,8 @@ enum class Op : uint8_t {
   kNpuFusionAttention,
   // Attention kernel contracts
   kFlashAttention, kCudaFlashAttention,
+  // ERNIE-4.5's interleaved rotary (ops/stack.cpp)
+  kStack,
   // A training step's own ops (census step): the token embedding, the step's random inputs, AdamW's
   // update (torch.optim.AdamW with foreach=False) and its scalar state
   kEmbedding, kEmbeddingDenseBackward, kRandintLow, kRandn, kLiftFresh, kSqrt, kMulInplace, kLerpInplace,

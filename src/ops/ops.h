@@ -236,6 +236,11 @@ Tensor npu_moe_token_unpermute(const Tensor& permuted, const Tensor& sorted_indi
 // (E, K, N); saves x, weight and the int64 group_list (its backward's dx, then the grouped dW).
 Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& group_list);
 
+// --- stack (ops/stack.cpp) ---
+// stack(tensors, dim): the inputs (equal shapes) side by side along a new dim, one new allocation;
+// its node keeps no tensor, its backward unbinds the gradient (views).
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+
 // --- A training step's own ops (ops/embedding.cpp, ops/optimizer.cpp) ---
 // F.embedding(input (..) int64, weight (V, H)): (.., H) in weight's dtype; its node keeps the indices,
 // and its backward's embedding_dense_backward allocates a whole (V, H) gradient.

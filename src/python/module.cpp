@@ -17,7 +17,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace py = pybind11;
 
@@ -209,25 +209,24 @@ py::tuple parameters(const py::object& mapping, int64_t layer_index) {
   return py::make_tuple(p.parts, p.final_norm);
 }
 
-// The sizes the census reads, with the family's defaults filled in.
+// The sizes the census reads, with the family's defaults filled in: those a TP rank divides (where the
+// model has them), head_dim and the shape of the stack.
 py::dict resolved(const py::object& mapping) {
   const ModelConfig c = config_of(mapping);
   py::dict out;
   out["hidden_size"] = c.hidden_size;
-  out["intermediate_size"] = c.intermediate_size;
   out["num_hidden_layers"] = c.num_hidden_layers;
-  out["num_attention_heads"] = c.num_attention_heads;
-  out["num_key_value_heads"] = c.num_key_value_heads;
   out["head_dim"] = c.head_dim;
   out["vocab_size"] = c.vocab_size;
-  if (c.moe.moe_intermediate_size > 0) out["moe_intermediate_size"] = c.moe.moe_intermediate_size;
-  if (c.moe.shared_expert_intermediate_size > 0)
-    out["shared_expert_intermediate_size"] = c.moe.shared_expert_intermediate_size;
-  if (c.linear_num_key_heads > 0) {  // a gated delta net's heads, which tp_config divides too
-    out["linear_num_key_heads"] = c.linear_num_key_heads;
-    out["linear_num_value_heads"] = c.linear_num_value_heads;
-  }
+  for (const TpDividedField& field : tp_divided_fields())
+    if (const int64_t value = field.get(c); value > 0) out[field.name] = value;
   return out;
+}
+
+std::vector<std::string> tp_fields() {
+  std::vector<std::string> names;
+  for (const TpDividedField& field : tp_divided_fields()) names.emplace_back(field.name);
+  return names;
 }
 
 std::vector<std::tuple<std::string, int64_t, bool>> stack(const py::object& mapping) {
@@ -305,6 +304,7 @@ PYBIND11_MODULE(_census, m) {
   m.def("output_activations", &output_activations, "the output layer's record, per token");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
+  m.def("tp_fields", &tp_fields, "the config fields a tensor-parallel rank holds a share of");
   m.def("stack", &stack, "the layer stack as (kind, count, mtp) groups");
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
   m.def("step", &step, "one rank's training step, as census step --format json reports it (JSON text)",

@@ -5,6 +5,7 @@
 //   Result<int64_t> heads = read_positive(config, "num_attention_heads");
 //   CENSUS_TRY(heads);                       // returns the refusal to the caller
 //   int64_t n = *heads;
+//   CENSUS_ASSIGN(int64_t layers, r.size("num_hidden_layers", 32));   // the same in one line
 #pragma once
 
 #include <optional>
@@ -66,3 +67,14 @@ inline Refusal refuse(std::string field, std::string advice) { return Refusal{st
     auto&& census_try_value_ = (expr);                 \
     if (!census_try_value_.ok()) return census_try_value_.refusal(); \
   } while (0)
+
+// Read a value or pass its refusal up, in one line: CENSUS_ASSIGN(c.hidden_size, r.size("hidden_size",
+// 4096)) assigns the value; CENSUS_ASSIGN(const bool bias, r.flag(...)) declares it. A statement, not
+// an expression: never the body of a braceless if.
+#define CENSUS_ASSIGN(lhs, expr) CENSUS_ASSIGN_IMPL_(CENSUS_CONCAT_(census_result_, __LINE__), lhs, expr)
+#define CENSUS_CONCAT_(a, b) CENSUS_CONCAT_INNER_(a, b)
+#define CENSUS_CONCAT_INNER_(a, b) a##b
+#define CENSUS_ASSIGN_IMPL_(tmp, lhs, expr)          \
+  auto tmp = (expr);                                 \
+  if (!tmp.ok()) return tmp.refusal();               \
+  lhs = tmp.take()

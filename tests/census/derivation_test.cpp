@@ -8,7 +8,7 @@
 #include "census/layer_census.h"
 #include "census/parts.h"
 #include "cli/request.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "census/layer_census.h"
 #include "census/parts.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census {
 namespace {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census::testing {
 

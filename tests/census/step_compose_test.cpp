@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "census/step_census.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census {
 namespace {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "census/step_census.h"
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census {
 namespace {

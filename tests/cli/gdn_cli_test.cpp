@@ -1,6 +1,7 @@
 // The command line on Qwen3-Next configs: the gated delta rule's backend, and refusals of what the
 // census cannot price (one line on stderr, exit code 2, nothing on stdout).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,7 +37,8 @@ std::string toy_qwen3_next(const std::string& name, const nlohmann::json& extra 
                            {"linear_num_key_heads", 4}, {"linear_num_value_heads", 8}, {"linear_key_head_dim", 32},
                            {"linear_value_head_dim", 32}, {"linear_conv_kernel_dim", 4}};
   config.update(extra);
-  const std::string path = ::testing::TempDir() + "/" + name;
+  // Named for this process too: ctest may run two tests at once.
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
   std::ofstream(path) << config.dump();
   return path;
 }
@@ -94,10 +96,23 @@ TEST(GdnCli, RefusesHeadsThatDoNotDivide) {
                  "linear_num_key_heads");
 }
 
-// Until the MoE block is priced, a layer whose feed-forward is Qwen3NextSparseMoeBlock is refused.
-TEST(GdnCli, RefusesMixtureOfExpertsLayers) {
-  expect_refused(census({"layer", toy_qwen3_next("moe.json", {{"mlp_only_layers", {0}}, {"num_experts", 8}})}),
-                 "num_experts");
+// A sparse layer runs Qwen3NextSparseMoeBlock (layer 1 here, mlp_only_layers keeping layer 0 dense).
+TEST(GdnCli, MixtureOfExpertsLayersArePriced) {
+  const CliRun run = census({"layers", toy_qwen3_next("moe.json", {{"mlp_only_layers", {0}}, {"num_experts", 8},
+                                                                   {"num_experts_per_tok", 2}}),
+                             "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("full_attention_moe"), std::string::npos) << run.out;
+  const CliRun layer = census({"layer", toy_qwen3_next("moe1.json", {{"mlp_only_layers", {0}}, {"num_experts", 8},
+                                                                     {"num_experts_per_tok", 2}}),
+                               "--layer-index", "1", "--seq-length", "64"});
+  EXPECT_EQ(layer.code, 0) << layer.err;
+}
+
+// Qwen3-Next's experts default to a top 10: a config with fewer experts must say how many a token picks.
+TEST(GdnCli, RefusesATopKBeyondTheExperts) {
+  expect_refused(census({"layer", toy_qwen3_next("topk.json", {{"mlp_only_layers", {0}}, {"num_experts", 8}})}),
+                 "num_experts_per_tok");
 }
 
 TEST(GdnCli, LegacyLayerTypeNamesAreRemapped) {

@@ -1,7 +1,7 @@
 // Reading config.json: each family's defaults for absent fields, and refusals of what cannot be priced.
 #include <gtest/gtest.h>
 
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census {
 namespace {

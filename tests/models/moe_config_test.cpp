@@ -2,7 +2,7 @@
 // refusals of what no router can run (one line each, naming the field).
 #include <gtest/gtest.h>
 
-#include "models/families.h"
+#include "models/registry.h"
 
 namespace census {
 namespace {

@@ -1,6 +1,6 @@
 // File: pre_norm_layer.h
-// The residual structure of a pre-norm decoder layer, which Llama's layer and the families that copy
-// it run around their own attention and feed-forward:
+// The residual structure of a pre-norm decoder layer, which Llama's layer and every family that copies
+// it runs around its own attention and feed-forward:
 //
 //   h   = x + attention(input_layernorm(x))
 //   out = h + mlp(post_attention_layernorm(h))
@@ -13,11 +13,11 @@
 #include "nn/rms_norm.h"
 #include "ops/ops.h"
 
-namespace census {
+namespace census::nn {
 
 template <class Attention>
-Tensor pre_norm_layer_forward(const Tensor& input, const nn::Norm& input_layernorm, Attention&& attention,
-                              const nn::Norm& post_attention_layernorm, const nn::FeedForward& mlp) {
+Tensor pre_norm_layer_forward(const Tensor& input, const Norm& input_layernorm, Attention&& attention,
+                              const Norm& post_attention_layernorm, const FeedForward& mlp) {
   Tensor residual = input;
   Tensor hidden_states = input_layernorm.forward(input);
   hidden_states = attention(hidden_states);
@@ -28,4 +28,4 @@ Tensor pre_norm_layer_forward(const Tensor& input, const nn::Norm& input_layerno
   return ops::add(residual, hidden_states);
 }
 
-}  // namespace census
+}  // namespace census::nn

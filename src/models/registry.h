@@ -1,5 +1,6 @@
-// File: families.h
-// The registry of model families by model_type, and reading a config.json into a ModelConfig.
+// File: registry.h
+// The families Census prices, one per Transformers model_type (each defined by CENSUS_FAMILY in its
+// own file in models/), and reading a config.json into a ModelConfig.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -7,18 +8,14 @@
 #include <string>
 
 #include "models/config.h"
-#include "models/config_reader.h"
 
 namespace census {
 
-struct FamilyEntry {
-  Family family;
-  Result<ModelConfig> (*read)(const ConfigReader& reader);
-};
-
-std::span<const FamilyEntry> families();
+// Every family, sorted by model_type.
+std::span<const Family* const> families();
 
 // The ModelConfig of a parsed config.json (a composite config's text_config is read where present).
+// An unknown model_type is refused, naming the known ones.
 Result<ModelConfig> read_config(const nlohmann::json& json);
 // The same, from a file path.
 Result<ModelConfig> read_config_file(const std::string& path);

@@ -1,0 +1,28 @@
+// Gemma 2 (transformers/models/gemma2/modeling_gemma2.py, Transformers 5): Gemma's attention and MLP
+// with sandwich norms around the attention and the MLP; sliding and full layers alternate.
+#include "models/gemma.h"
+
+namespace census {
+namespace {
+
+Result<ModelConfig> read_gemma2(const ConfigReader& r);
+
+std::unique_ptr<DecoderLayer> build_gemma2_layer(const ModelConfig& config, int64_t /*index*/) {
+  return std::make_unique<GemmaDecoderLayer>(config, /*sandwich=*/true);
+}
+
+}  // namespace
+
+CENSUS_FAMILY(kGemma2Family) = {"gemma2", read_gemma2, build_gemma2_layer, build_gemma_final_norm};
+
+namespace {
+
+// Gemma2Config: sliding and full layers alternate by default.
+Result<ModelConfig> read_gemma2(const ConfigReader& r) {
+  CENSUS_ASSIGN(ModelConfig c, read_gemma_config(r, kGemma2Family, {256000, 2304, 9216, 26, 8, 4, 256}));
+  CENSUS_TRY(read_gemma_layer_types(r, c, 2));
+  return c;
+}
+
+}  // namespace
+}  // namespace census

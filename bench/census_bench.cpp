@@ -4,12 +4,15 @@
 // <= 1 ms per whole activations of a dense model, <= 2 ms for DeepSeek-V3 (a dense and a MoE kind).
 #include <benchmark/benchmark.h>
 
+#include <filesystem>
+#include <sstream>
 #include <stdexcept>
 
 #include "census/activations.h"
 #include "census/layer_census.h"
 #include "census/output_census.h"
 #include "census/selective_census.h"
+#include "cli/report.h"
 #include "census/step_census.h"
 #include "cli/request.h"
 #include "models/registry.h"
@@ -81,6 +84,24 @@ BENCHMARK_CAPTURE(BM_Activations, mixtral_8x7b, "mixtral-8x7b")->Arg(4096)->Unit
 BENCHMARK_CAPTURE(BM_Activations, gpt_oss_120b, "gpt-oss-120b")->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LayerCensusEagerExperts, qwen3_30b_a3b, "qwen3-30b-a3b")->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LayerCensusEagerExperts, deepseek_v3, "deepseek-v3")->Arg(4096)->Unit(benchmark::kMicrosecond);
+
+// `census report llama-3.1-8b`: every census the page draws (the timeline, the layer kinds at TP 1 and
+// 2, the output layer, the sweep from 1k to 128k tokens), the page rendered and written to a file.
+void BM_Report(benchmark::State& state, const char* model) {
+  census::cli::Request request;
+  request.command = "report";
+  request.model_name = model;
+  request.config = shipped(model);
+  request.seq_length = state.range(0);
+  census::cli::ReportOptions options;
+  options.output = (std::filesystem::temp_directory_path() / "census-bench-report.html").string();
+  for (auto _ : state) {
+    std::ostringstream out, err;
+    if (census::cli::run_report(request, options, out, err) != 0) state.SkipWithError(err.str().c_str());
+  }
+  std::filesystem::remove(options.output);
+}
+BENCHMARK_CAPTURE(BM_Report, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 packages=(g++ cmake make libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
-          python3-dev pybind11-dev python3-pytest python3-setuptools python3-pip python3-venv)
+          python3-dev pybind11-dev python3-pytest python3-setuptools python3-pip python3-venv chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -32,6 +32,7 @@ from census._api import (
     layer_stack,
     load_config,
     replacement_specs,
+    report,
     shipped_config,
     shipped_models,
     tp_config,
@@ -42,5 +43,5 @@ __all__ = [
     "CensusUnavailable", "Config", "KindActivations", "LayerTraffic", "ReplacementSpec", "replacement_specs", "OPS", "activations_from_dict",
     "census_activations", "census_final_norm", "census_flops", "census_layer", "census_output",
     "census_output_activations", "census_parameters", "census_recomputed",
-    "census_saved_ops", "census_step", "census_traffic", "layer_stack", "load_config", "shipped_config", "shipped_models", "tp_config",
+    "census_saved_ops", "census_step", "census_traffic", "layer_stack", "load_config", "report", "shipped_config", "shipped_models", "tp_config",
 ]

@@ -128,6 +128,27 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
     return saved, working
 
 
+def report(config: Any, path: Any = "report.html", layer_index: int = 0, seq_length: int = 4096, tp: int = 1,
+           selective: bool = False, replacements: Sequence[Any] = (), gdn_backend: str = "eager",
+           svg_dir: Any = None, name: str | None = None) -> str:
+    """Write ``census report``'s page for layer *layer_index* to *path* (and each chart as an SVG file into
+    *svg_dir*, where given); return *path*. *name* heads the page (a shipped model's name, say); by
+    default the config's path, or its ``_name_or_path`` or ``model_type``. A path that cannot be written
+    raises ValueError and leaves no file behind.
+    """
+    _refuse_unpriced(replacements, gdn_backend)
+    priced = _priced(config, replacements)
+    if name is None:
+        if isinstance(config, (str, os.PathLike)):
+            name = os.fspath(config)
+        elif isinstance(config, Mapping):
+            name = str(config.get("_name_or_path") or config.get("model_type") or "config")
+        else:
+            name = str(getattr(config, "_name_or_path", None) or getattr(config, "model_type", None) or "config")
+    return _census.report(priced, os.fspath(path), int(layer_index), int(seq_length), int(tp), bool(selective),
+                          gdn_backend, os.fspath(svg_dir) if svg_dir is not None else "", name)
+
+
 def census_saved_ops(config: Any, layer_index: int, seq_length: int,
                      replacements: Sequence[Any] = ()) -> Dict[str, float]:
     """``{op: bytes per token}`` the layer keeps, by the op saving them; they sum to what it keeps."""

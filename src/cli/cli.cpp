@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/report.h"
 #include "cli/request.h"
 #include "cli/stack_file.h"
 #include "cli/step_command.h"
@@ -77,6 +78,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       sub->add_option("--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups");
     }
   }
+  ReportOptions report_options;
+  CLI::App* report = add_report_command(app, request, model, gdn_backend, report_options);
   StepArgs step_args;
   CLI::App* step = add_step_command(app, step_args);
   CLI::App* models = app.add_subcommand("models", "the model configs shipped with Census");
@@ -114,6 +117,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   request.config.gdn_backend = *nn::parse_gdn_backend(gdn_backend);
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
   if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
+  if (report->parsed()) return run_report(request, report_options, out, err);
   if (!layers_file.empty()) {
     auto stack = read_stack_file(layers_file, request.config);
     if (!stack) return refuse_line(err, stack.refusal().message());

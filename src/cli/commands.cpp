@@ -120,6 +120,8 @@ void command_parameters(const Request& r, std::ostream& out) {
   out << "final norm: " << grouped(p.final_norm) << " parameters\n";
 }
 
+}  // namespace
+
 // The record as the reference's KindActivations.to_dict() gives it: fields that are None left out.
 ordered_json activations_json(const KindActivations& k) {
   ordered_json json = {{"saved", k.saved}, {"saved_tp", k.saved_tp}, {"working", k.working},
@@ -134,6 +136,8 @@ ordered_json activations_json(const KindActivations& k) {
   }
   return json;
 }
+
+namespace {
 
 void command_activations(const Request& r, std::ostream& out) {
   const auto kinds = census_activations(r.config, r.seq_length, r.stack);

@@ -87,6 +87,14 @@ struct ModelConfig {
   // MiniMax-M2: q_norm and k_norm over the whole projection (Nh*D and Nkv*D), not per head; a TP rank
   // normalizes its own heads' slice, as the reference's rank of Nh/t heads builds it.
   bool qk_norm_over_heads = false;
+  // Seed-OSS: dropout on the attention's and the MLP's outputs, which a training step runs (its
+  // attention_dropout changes nothing the flash contract saves).
+  double residual_dropout = 0.0;
+  // MiMo-V2-Flash: the value heads' width where it differs from head_dim (the queries' and keys'); 0:
+  // head_dim.
+  int64_t v_head_dim = 0;
+  // Llama 4: its NoPE layers scale the queries by a per-position attention temperature.
+  bool attn_temperature_tuning = false;
   // One entry per layer ("full_attention", "sliding_attention"), as the config states or derives it.
   std::vector<std::string> layer_types;
   MoeConfig moe;

@@ -58,6 +58,14 @@ Result<double> ConfigReader::positive_number(const char* name, double fallback) 
   return value.get<double>();
 }
 
+Result<double> ConfigReader::probability(const char* name, double fallback) const {
+  if (!has(name)) return fallback;
+  const nlohmann::json& value = json_.at(name);
+  if (!value.is_number() || value.get<double>() < 0 || value.get<double>() >= 1)
+    return refuse(name, "must be a probability in [0, 1), not " + shown(value) + "; fix the config");
+  return value.get<double>();
+}
+
 Result<bool> ConfigReader::flag(const char* name, bool fallback) const {
   if (!has(name)) return fallback;
   const nlohmann::json& value = json_.at(name);

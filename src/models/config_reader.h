@@ -23,6 +23,8 @@ class ConfigReader {
   // A list of layer indices, each in [0, num_layers); empty where absent or null.
   Result<std::vector<int64_t>> layer_indices(const char* name, int64_t num_layers) const;
   Result<double> positive_number(const char* name, double fallback) const;
+  // A dropout probability: a number in [0, 1).
+  Result<double> probability(const char* name, double fallback) const;
   Result<bool> flag(const char* name, bool fallback) const;
   Result<std::string> text(const char* name, const std::string& fallback) const;
   bool has(const char* name) const { return json_.contains(name) && !json_.at(name).is_null(); }

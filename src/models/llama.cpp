@@ -6,9 +6,11 @@
 
 namespace census {
 
-LlamaAttention::LlamaAttention(const ModelConfig& c, nn::ParameterList& params)
+LlamaAttention::LlamaAttention(const ModelConfig& c, nn::ParameterList& params, bool use_rope)
     : kernels_(c.kernels),
       head_dim_(c.head_dim),
+      residual_dropout_(c.residual_dropout),
+      use_rope_(use_rope),
       q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim, c.qkv_bias, params),
       k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
       v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
@@ -37,13 +39,15 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   k = Tensor();
   v = Tensor();
 
-  auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
-  query_states = q_embed;
-  key_states = k_embed;
+  if (use_rope_) {
+    auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
+    query_states = q_embed;
+    key_states = k_embed;
+  }
 
   Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states, kernels_);  // (1, S, Nh, D)
   attn_output = ops::contiguous(ops::reshape(attn_output, Dims{batch, seq, attn_output.size(2) * attn_output.size(3)}));
-  return o_proj.forward(attn_output);
+  return ops::dropout(o_proj.forward(attn_output), residual_dropout_);
 }
 
 namespace {
@@ -70,14 +74,14 @@ std::unique_ptr<nn::FeedForward> build_dense_mlp(const ModelConfig& c, int64_t /
   return std::make_unique<nn::GatedMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, params, c.hidden_act);
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index, FeedForwardBuilder build_mlp)
+LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index, FeedForwardBuilder build_mlp, bool use_rope)
     : hidden_size_(c.hidden_size), rotary_emb(c.head_dim) {
   // Registered as Transformers registers them: self_attn, mlp, the two norms.
   if (layer_replacement(c, index, "self_attn", "Attention") == FusedModule::kGqaFlashAttention)
     fused_attn.emplace(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.qkv_bias, c.o_bias,
                        c.qk_norm, c.rms_norm_eps, parameters_);
   else
-    self_attn.emplace(c, parameters_);
+    self_attn.emplace(c, parameters_, use_rope);
   mlp = build_mlp(c, index, parameters_);
   input_layernorm = build_llama_norm(c, layer_replacement(c, index, "input_layernorm", "RMSNorm"), "input_layernorm",
                                      c.hidden_size, parameters_);

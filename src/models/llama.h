@@ -23,13 +23,16 @@ namespace census {
 
 class LlamaAttention {
  public:
-  LlamaAttention(const ModelConfig& config, nn::ParameterList& params);
+  // `use_rope` false: a NoPE layer's attention, its queries and keys not rotated (SmolLM3).
+  LlamaAttention(const ModelConfig& config, nn::ParameterList& params, bool use_rope = true);
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const;
 
  private:
   std::string path_ = "self_attn";
   nn::KernelProfile kernels_;  // whose flash contract the attention runs
   int64_t head_dim_;
+  double residual_dropout_;  // on o_proj's output (Seed-OSS); 0 runs nothing
+  bool use_rope_;
   nn::Linear q_proj;  // H -> Nh*D
   nn::Linear k_proj;  // H -> Nkv*D
   nn::Linear v_proj;  // H -> Nkv*D
@@ -47,7 +50,8 @@ std::unique_ptr<nn::FeedForward> build_dense_mlp(const ModelConfig& config, int6
 
 class LlamaDecoderLayer final : public DecoderLayer {
  public:
-  LlamaDecoderLayer(const ModelConfig& config, int64_t index, FeedForwardBuilder build_mlp = build_dense_mlp);
+  LlamaDecoderLayer(const ModelConfig& config, int64_t index, FeedForwardBuilder build_mlp = build_dense_mlp,
+                    bool use_rope = true);
   nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const override;
   int64_t final_norm_parameters() const override { return hidden_size_; }

@@ -10,12 +10,12 @@ Tensor Activation::forward(const Tensor& input) const {
 }
 
 GatedMLP::GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias,
-                   ParameterList& params, HiddenAct act)
+                   ParameterList& params, HiddenAct act, const char* activation_name)
     : path_(path),
       gate_proj(child_path(path, "gate_proj"), hidden_size, intermediate_size, bias, params),
       up_proj(child_path(path, "up_proj"), hidden_size, intermediate_size, bias, params),
       down_proj(child_path(path, "down_proj"), intermediate_size, hidden_size, bias, params),
-      act_fn(child_path(path, "act_fn"), act) {}
+      act_fn(child_path(path, activation_name), act) {}
 
 Tensor GatedMLP::forward(const Tensor& x) const {
   ModuleScope scope(path_, ModuleKind::kOther);

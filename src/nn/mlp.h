@@ -32,8 +32,9 @@ class FeedForward {
 
 class GatedMLP final : public FeedForward {
  public:
+  // `activation_name`: the activation module's name in the MLP ("activation_fn" in Llama 4's).
   GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias, ParameterList& params,
-           HiddenAct act = HiddenAct::kSilu);
+           HiddenAct act = HiddenAct::kSilu, const char* activation_name = "act_fn");
   Tensor forward(const Tensor& x) const override;
 
  private:

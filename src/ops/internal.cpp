@@ -24,6 +24,15 @@ Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides) {
   return Tensor(std::move(impl));
 }
 
+Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides, DType dtype) {
+  auto impl = arena_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->dtype = dtype;
+  impl->storage = base.storage();
+  return Tensor(std::move(impl));
+}
+
 Dims dense_strides_like(const Tensor& like, const Dims& sizes) {
   const int rank = sizes.size();
   if (like.dim() != rank || like.is_contiguous() || !like.is_non_overlapping_and_dense())

@@ -20,6 +20,8 @@ Tensor alloc(const Dims& sizes, const Dims& strides, DType dtype);
 inline Tensor alloc(const Dims& sizes, DType dtype) { return alloc(sizes, contiguous_strides(sizes), dtype); }
 // A tensor on `base`'s storage (a view).
 Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides);
+// A view of `base`'s storage read as another dtype (view_as_complex, view_as_real).
+Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides, DType dtype);
 
 // Dense strides for `sizes` in the dimension order of `like` (outermost first), as TensorIterator and
 // preserve_format lay out a result next to a permuted input.

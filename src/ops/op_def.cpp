@@ -121,6 +121,18 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kFlashAttention, "nd_census.flash_attention.default", OpKind::kAttentionKernel},
     {Op::kCudaFlashAttention, "nd_census.cuda_flash_attention.default", OpKind::kAttentionKernel},
     {Op::kStack, "aten.stack.default", OpKind::kCompute},
+    // Dropout off CUDA
+    {Op::kBernoulliInplace, "aten.bernoulli_.float", OpKind::kInPlace},
+    {Op::kDivInplaceScalar, "aten.div_.Scalar", OpKind::kInPlace},
+    // Llama 4
+    {Op::kViewAsComplex, "aten.view_as_complex.default", OpKind::kView},
+    {Op::kViewAsReal, "aten.view_as_real.default", OpKind::kView},
+    {Op::kPolar, "aten.polar.default", OpKind::kCompute},
+    {Op::kLog1p, "aten.log1p.default", OpKind::kCompute},
+    {Op::kFloor, "aten.floor.default", OpKind::kCompute},
+    {Op::kRepeat, "aten.repeat.default", OpKind::kCompute},
+    {Op::kFullLike, "aten.full_like.default", OpKind::kFactory},
+    {Op::kScatterSrcInplace, "aten.scatter_.src", OpKind::kInPlace},
     // A training step's own ops
     {Op::kEmbedding, "aten.embedding.default", OpKind::kCompute},
     {Op::kEmbeddingDenseBackward, "aten.embedding_dense_backward.default", OpKind::kCompute},

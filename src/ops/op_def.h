@@ -51,6 +51,10 @@ enum class Op : uint8_t {
   kFlashAttention, kCudaFlashAttention,
   // ERNIE-4.5's interleaved rotary (ops/stack.cpp)
   kStack,
+  // Dropout off CUDA (ops/dropout.cpp): the noise tensor F.dropout draws and scales in place
+  kBernoulliInplace, kDivInplaceScalar,
+  // Llama 4 (ops/complex.cpp, ops/llama4.cpp): its complex rotary, attention temperature and router
+  kViewAsComplex, kViewAsReal, kPolar, kLog1p, kFloor, kRepeat, kFullLike, kScatterSrcInplace,
   // A training step's own ops (census step): the token embedding, the step's random inputs, AdamW's
   // update (torch.optim.AdamW with foreach=False) and its scalar state
   kEmbedding, kEmbeddingDenseBackward, kRandintLow, kRandn, kLiftFresh, kSqrt, kMulInplace, kLerpInplace,

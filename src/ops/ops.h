@@ -240,6 +240,29 @@ Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& g
 // stack(tensors, dim): the inputs (equal shapes) side by side along a new dim, one new allocation;
 // its node keeps no tensor, its backward unbinds the gradient (views).
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+// --- Dropout (ops/dropout.cpp) ---
+// F.dropout(self, p, training=True) as ATen's composite runs it where the fused kernel does not
+// (off CUDA): noise = empty_like(self).bernoulli_(1 - p); noise.div_(1 - p); self * noise, whose
+// MulBackward0 keeps the noise (self's dtype and size). p == 0 returns self, and runs nothing.
+Tensor dropout(const Tensor& self, double p);
+// noise.bernoulli_(p) and noise.div_(number) on a tensor autograd does not track: no node.
+Tensor& bernoulli_(Tensor& self, double p);
+Tensor& div_(Tensor& self, double other);
+
+// --- Llama 4 (ops/complex.cpp: its rotary; ops/llama4.cpp: its attention temperature and router) ---
+// torch.view_as_complex(self (..., 2) fp32): a complex64 view (...); torch.view_as_real, the reverse.
+Tensor view_as_complex(const Tensor& self);
+Tensor view_as_real(const Tensor& self);
+// torch.polar(abs, angle): complex64 of their size; under no_grad in the model (no node).
+Tensor polar(const Tensor& abs, const Tensor& angle);
+// log1p and floor on tensors autograd does not track (positions): no node.
+Tensor log1p(const Tensor& self);
+Tensor floor(const Tensor& self);
+// self.repeat(repeats): a new tensor, each dim times its repeat; its node keeps no tensor.
+Tensor repeat(const Tensor& self, const Dims& repeats);
+Tensor full_like(const Tensor& self, double value);
+// self.scatter_(dim, index, src): its node keeps the index (src's gradient gathers it).
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
 // --- A training step's own ops (ops/embedding.cpp, ops/optimizer.cpp) ---
 // F.embedding(input (..) int64, weight (V, H)): (.., H) in weight's dtype; its node keeps the indices,
@@ -249,7 +272,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor randint(const Dims& sizes);
 Tensor randn(const Dims& sizes, DType dtype, bool requires_grad = false);
 // self / number written in Python: div.Tensor with a wrapped number, which autograd keeps no tensor
-// for; its backward is grad / number, one allocation.
+// for; its backward is grad / number, one allocation (no node on an untracked tensor: Llama 4's
+// positions). Defined in ops/optimizer.cpp.
 Tensor div_number(const Tensor& self, double other);
 // torch.tensor(0.0): a 0-d fp32 tensor, lift_fresh as a dispatch mode sees it.
 Tensor scalar_tensor_fresh();

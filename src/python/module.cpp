@@ -1,6 +1,7 @@
 // The census Python extension (_census): the C++ census, called with a config as a Python mapping.
 // python/census/__init__.py builds the reference's public functions on top of it.
 #include <pybind11/pybind11.h>
+#include <sstream>
 #include <optional>
 #include <tuple>
 #include <pybind11/stl.h>
@@ -12,6 +13,7 @@
 #include "census/output_census.h"
 #include "census/selective_census.h"
 #include "census/parts.h"
+#include "cli/report.h"
 #include "census/step_census.h"
 #include "cli/step_command.h"
 #include "cli/request.h"
@@ -235,6 +237,30 @@ std::vector<std::tuple<std::string, int64_t, bool>> stack(const py::object& mapp
   return groups;
 }
 
+// `census report` from Python: the page at `path` (and each chart in `svg_dir`), or ValueError with the
+// command's one-line refusal. `name` is the model's name in the page's header.
+std::string report(const py::object& mapping, const std::string& path, int64_t layer_index, int64_t seq_length,
+                   int64_t tp, bool selective, const std::string& gdn_backend, const std::string& svg_dir,
+                   const std::string& name) {
+  cli::Request request;
+  request.command = "report";
+  request.model_name = name;
+  request.config = with_backend(config_of(mapping), gdn_backend);
+  request.layer_index = layer_index;
+  request.seq_length = seq_length;
+  request.tp = tp;
+  request.selective = selective;
+  if (Status status = cli::check_request(request); !status) throw py::value_error(status.refusal().message());
+  std::ostringstream out, err;
+  if (cli::run_report(request, cli::ReportOptions{path, svg_dir}, out, err) != 0) {
+    std::string line = err.str();
+    if (line.rfind("census: ", 0) == 0) line.erase(0, 8);
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    throw py::value_error(line);
+  }
+  return path;
+}
+
 std::vector<std::pair<std::string, std::string>> shipped() {
   std::vector<std::pair<std::string, std::string>> models;
   for (const cli::ShippedModel& model : cli::shipped_models())
@@ -306,6 +332,9 @@ PYBIND11_MODULE(_census, m) {
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
   m.def("tp_fields", &tp_fields, "the config fields a tensor-parallel rank holds a share of");
   m.def("stack", &stack, "the layer stack as (kind, count, mtp) groups");
+  m.def("report", &report, "write `census report`'s page (and charts into svg_dir, where not empty)", py::arg("config"),
+        py::arg("path"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("selective"),
+        py::arg("gdn_backend"), py::arg("svg_dir"), py::arg("name"));
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
   m.def("step", &step, "one rank's training step, as census step --format json reports it (JSON text)",
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),

@@ -1,6 +1,7 @@
 // File: dtype.h
 // The element types a census meets: bf16 activations and parameters, fp32 islands (norm upcasts,
-// softmax statistics, the loss), integer indices and boolean masks.
+// softmax statistics, the loss), integer indices and boolean masks; complex64 for Llama 4's rotary,
+// which multiplies queries and keys as complex numbers.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 
 namespace census {
 
-enum class DType : uint8_t { kBool, kInt32, kInt64, kBFloat16, kFloat32 };
+enum class DType : uint8_t { kBool, kInt32, kInt64, kBFloat16, kFloat32, kComplex64 };
 
 constexpr int64_t element_size(DType dtype) {
   switch (dtype) {
@@ -17,6 +18,7 @@ constexpr int64_t element_size(DType dtype) {
     case DType::kInt32: return 4;
     case DType::kFloat32: return 4;
     case DType::kInt64: return 8;
+    case DType::kComplex64: return 8;
   }
   return 0;
 }
@@ -28,15 +30,17 @@ constexpr std::string_view dtype_name(DType dtype) {
     case DType::kInt32: return "int32";
     case DType::kFloat32: return "float32";
     case DType::kInt64: return "int64";
+    case DType::kComplex64: return "complex64";
   }
   return "?";
 }
 
 constexpr bool is_floating(DType dtype) { return dtype == DType::kBFloat16 || dtype == DType::kFloat32; }
 
-// PyTorch's type promotion between two tensors of these types: the wider float wins.
+// PyTorch's type promotion between two tensors of these types: complex over real, the wider float wins.
 constexpr DType promote(DType a, DType b) {
   if (a == b) return a;
+  if (a == DType::kComplex64 || b == DType::kComplex64) return DType::kComplex64;
   if (a == DType::kFloat32 || b == DType::kFloat32) return DType::kFloat32;
   if (a == DType::kBFloat16 || b == DType::kBFloat16) return DType::kBFloat16;
   if (a == DType::kInt64 || b == DType::kInt64) return DType::kInt64;

@@ -13,6 +13,7 @@
 #include "census/output_census.h"
 #include "census/selective_census.h"
 #include "cli/report.h"
+#include "census/step_census.h"
 #include "cli/request.h"
 #include "models/registry.h"
 
@@ -103,5 +104,36 @@ void BM_Report(benchmark::State& state, const char* model) {
 BENCHMARK_CAPTURE(BM_Report, llama_3_1_8b, "llama-3.1-8b")->Arg(4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+// One rank's whole step, as `census step llama-3.1-70b --pp 8 --micro-batches 16 --tp 8` runs it:
+// every stage of the 1F1B pipeline (10 layers each, 16 micro-batches), AdamW.
+void BM_StepAllStages(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  census::StepOptions options;
+  options.seq_length = 4096;
+  options.micro_batches = 16;
+  options.pipeline_stages = 8;
+  options.tensor_parallel = 8;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  for (auto _ : state)
+    for (int64_t stage = 0; stage < options.pipeline_stages; ++stage) {
+      options.stage = stage;
+      benchmark::DoNotOptimize(census::census_step(config, options));
+    }
+}
+BENCHMARK_CAPTURE(BM_StepAllStages, llama_3_1_70b_pp8_m16_tp8, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
+
+// One stage of it: the first (10 layers, the embedding, 8 micro-batches in flight at its peak).
+void BM_StepFirstStage(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  census::StepOptions options;
+  options.seq_length = 4096;
+  options.micro_batches = 16;
+  options.pipeline_stages = 8;
+  options.tensor_parallel = 8;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepFirstStage, llama_3_1_70b_pp8_m16_tp8, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -34,9 +34,12 @@ void accumulate_grad(const AccumulateGrad& node, GradList& grads) {
       variable.grad = ops::clone(grad).impl_ptr();
     }
   } else {
-    // Under a dispatch mode (Note [Subclass-like under fake tensors]) the sum is out of place: a new
-    // tensor becomes .grad, and the old one and the incoming gradient are freed.
-    variable.grad = ops::add(Tensor(variable.grad), grad).impl_ptr();
+    // Note [Accumulating into an existing .grad] A later backward (the next micro-batch) finds .grad
+    // defined; with grad mode off AccumulateGrad runs `variable_grad += new_grad`: in place, no
+    // allocation, the incoming gradient freed once the node has run. The step oracle's op log shows
+    // it (one add_ per parameter per micro-batch after the first, .grad's storage unchanged).
+    Tensor existing(variable.grad);
+    ops::add_(existing, grad);
   }
 }
 

@@ -23,6 +23,8 @@ bool SelectivePolicy::saves(Op op, bool recompute) {
 
 ModeDecision CheckpointFrame::decide(const OpDef& def, std::span<const Tensor> /*inputs*/, std::span<Tensor> outputs) {
   const bool recompute = phase_ == Phase::kRecompute;
+  // Full checkpointing asks no policy: every op runs again in the recompute.
+  if (!selective) return recompute ? ModeDecision::kRerun : ModeDecision::kRecompute;
   const bool saves = policy_.saves(def.op, recompute);
   if (!recompute) return saves ? ModeDecision::kSave : ModeDecision::kRecompute;
   if (!saves) return ModeDecision::kRerun;
@@ -85,17 +87,31 @@ void CheckpointFrame::recompute() {
   recomputed_done_ = true;
 }
 
-Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
-                  std::vector<CachedOutput>* cached_log) {
+namespace {
+
+Tensor run_checkpointed(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input, bool selective,
+                        std::vector<CachedOutput>* cached_log) {
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
   // _NoopSaveInputs: the region's input is saved outside the region's hooks.
   Session::current().notify_save(input);
   frame->self = frame;
   frame->input = input;
   frame->cached_log = cached_log;
+  frame->selective = selective;
   CheckpointFrame* raw = frame.get();
   frame->recompute_fn = [raw, forward] { forward(raw->input); };
   return raw->run([&] { return forward(input); });
+}
+
+}  // namespace
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
+                  std::vector<CachedOutput>* cached_log) {
+  return run_checkpointed(forward, input, /*selective=*/true, cached_log);
+}
+
+Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {
+  return run_checkpointed(forward, input, /*selective=*/false, nullptr);
 }
 
 }  // namespace census

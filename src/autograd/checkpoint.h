@@ -64,6 +64,8 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks {
   std::function<void()> recompute_fn;  // re-runs the region's forward, its output dropped
   Tensor input;                        // kept by _NoopSaveInputs until the frame dies
   std::vector<CachedOutput>* cached_log = nullptr;
+  // False under full checkpointing (no policy): nothing is cached, every save is recomputed.
+  bool selective = true;
 
  private:
   // Run the recompute (at the first unpack of a holder).
@@ -89,6 +91,10 @@ struct StopRecomputation {};
 // `cached_log` takes every output the forward cached.
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input,
                   std::vector<CachedOutput>* cached_log = nullptr);
+
+// Run `forward(input)` as a checkpointed region with no policy (torch.utils.checkpoint.checkpoint with
+// use_reentrant=False and no context_fn): every tensor the region saves is recomputed in the backward.
+Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);
 
 template <class Forward>
 auto CheckpointFrame::run(Forward&& forward) -> decltype(forward()) {

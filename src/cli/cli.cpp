@@ -10,6 +10,7 @@
 #include "cli/stack_command.h"
 #include "cli/stack_file.h"
 #include "util/escape.h"
+#include "cli/step_command.h"
 
 namespace census::cli {
 namespace {
@@ -108,6 +109,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   ReportOptions report_options;
   CLI::App* report = add_report_command(app, request, model, gdn_backend, report_options);
+  StepArgs step_args;
+  CLI::App* step = add_step_command(app, step_args);
   CLI::App* models = app.add_subcommand("models", "the model configs shipped with Census");
   models->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
 
@@ -127,6 +130,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return refuse_line(err, text.option->get_name() + ": is empty; " + text.advice);
   request.format = format == "json" ? Format::kJson : Format::kTable;
 
+  if (step->parsed()) return run_step_command(step_args, out, err);
   if (models->parsed()) {
     list_models(request.format, out);
     return 0;

@@ -63,4 +63,19 @@ Tensor sum(const Tensor& self) {
   return out;
 }
 
+// The random inputs of a training step (torch.randint for the ids and labels, torch.randn for a
+// pipeline stage's received tensors): factories, no node.
+Tensor randint(const Dims& sizes) {
+  Tensor out = alloc(sizes, DType::kInt64);
+  dispatch<0, 1>(Op::kRandintLow, {}, {out});
+  return out;
+}
+
+Tensor randn(const Dims& sizes, DType dtype, bool requires_grad) {
+  Tensor out = alloc(sizes, dtype);
+  dispatch<0, 1>(Op::kRandn, {}, {out});
+  out.impl()->requires_grad = requires_grad;
+  return out;
+}
+
 }  // namespace census::ops

@@ -68,7 +68,6 @@ class ScatterBackward0 final : public Node {
 
 Tensor log1p(const Tensor& self) { return untracked_unary(Op::kLog1p, self); }
 Tensor floor(const Tensor& self) { return untracked_unary(Op::kFloor, self); }
-Tensor div_number(const Tensor& self, double /*other*/) { return untracked_unary(Op::kDivTensor, self); }
 
 Tensor full_like(const Tensor& self, double /*value*/) {
   Tensor out = internal::alloc_like(self, self.dtype());

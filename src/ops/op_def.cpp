@@ -145,6 +145,16 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNativeLayerNorm, "aten.native_layer_norm.default", OpKind::kCompute},
     {Op::kNativeLayerNormBackward, "aten.native_layer_norm_backward.default", OpKind::kCompute},
     {Op::kGtTensor, "aten.gt.Tensor", OpKind::kCompute},
+    // A training step's own ops
+    {Op::kRandintLow, "aten.randint.low", OpKind::kFactory},
+    {Op::kRandn, "aten.randn.default", OpKind::kFactory},
+    // torch.tensor(0.0): the new tensor reaches a dispatch mode as lift_fresh of itself.
+    {Op::kLiftFresh, "aten.lift_fresh.default", OpKind::kFactory},
+    {Op::kSqrt, "aten.sqrt.default", OpKind::kCompute},
+    {Op::kMulInplace, "aten.mul_.Tensor", OpKind::kInPlace},
+    {Op::kLerpInplace, "aten.lerp_.Scalar", OpKind::kInPlace},
+    {Op::kAddcmulInplace, "aten.addcmul_.default", OpKind::kInPlace},
+    {Op::kAddcdivInplace, "aten.addcdiv_.default", OpKind::kInPlace},
 }};
 
 constexpr bool catalogue_in_order() {

@@ -83,6 +83,10 @@ enum class Op : uint8_t {
   kEmbedding, kEmbeddingDenseBackward, kSum,
   // DeepSeek-V3.2's Lightning indexer: its key's LayerNorm, its causal mask's comparison
   kNativeLayerNorm, kNativeLayerNormBackward, kGtTensor,
+  // A training step's own ops (census step): the step's random inputs, AdamW's
+  // update (torch.optim.AdamW with foreach=False) and its scalar state
+  kRandintLow, kRandn, kLiftFresh, kSqrt, kMulInplace, kLerpInplace,
+  kAddcmulInplace, kAddcdivInplace,
   kCount,
 };
 

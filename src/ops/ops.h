@@ -267,12 +267,31 @@ Tensor polar(const Tensor& abs, const Tensor& angle);
 // log1p and floor on tensors autograd does not track (positions): no node.
 Tensor log1p(const Tensor& self);
 Tensor floor(const Tensor& self);
-// self / number written in Python: div.Tensor with a wrapped number, on an untracked tensor (no node).
-Tensor div_number(const Tensor& self, double other);
 // self.repeat(repeats): a new tensor, each dim times its repeat; its node keeps no tensor.
 Tensor repeat(const Tensor& self, const Dims& repeats);
 Tensor full_like(const Tensor& self, double value);
 // self.scatter_(dim, index, src): its node keeps the index (src's gradient gathers it).
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+// --- A training step's own ops (ops/embedding.cpp, ops/optimizer.cpp) ---
+// F.embedding(input (..) int64, weight (V, H)): (.., H) in weight's dtype; its node keeps the indices,
+// and its backward's embedding_dense_backward allocates a whole (V, H) gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// torch.randint(low, high, sizes): int64. torch.randn(sizes, dtype, requires_grad): a leaf.
+Tensor randint(const Dims& sizes);
+Tensor randn(const Dims& sizes, DType dtype, bool requires_grad = false);
+// self / number written in Python: div.Tensor with a wrapped number, which autograd keeps no tensor
+// for; its backward is grad / number, one allocation (no node on an untracked tensor: Llama 4's
+// positions). Defined in ops/optimizer.cpp.
+Tensor div_number(const Tensor& self, double other);
+// torch.tensor(0.0): a 0-d fp32 tensor, lift_fresh as a dispatch mode sees it.
+Tensor scalar_tensor_fresh();
+Tensor sqrt(const Tensor& self);
+// In place, on tensors autograd does not track (the optimizer runs under no_grad).
+Tensor& add_(Tensor& self, double other);                  // add_.Tensor with a wrapped number
+Tensor& mul_(Tensor& self, double other);                  // mul_.Tensor with a wrapped number
+Tensor& lerp_(Tensor& self, const Tensor& end, double weight);
+Tensor& addcmul_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
+Tensor& addcdiv_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
 
 }  // namespace census::ops

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <algorithm>
 #include <sstream>
+#include <optional>
 #include <tuple>
 #include <pybind11/stl.h>
 
@@ -15,6 +16,8 @@
 #include "census/stack_census.h"
 #include "census/parts.h"
 #include "cli/report.h"
+#include "census/step_census.h"
+#include "cli/step_command.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
@@ -367,6 +370,40 @@ std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping,
   return out;
 }
 
+// One rank's training step as `census step --format json` reports it, as JSON text.
+std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_batches, int64_t pp,
+                 std::optional<int64_t> stage, const std::string& schedule, int64_t virtual_stages,
+                 const std::string& recompute,
+                 const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
+                 const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation) {
+  const ModelConfig config = config_of(config_in);
+  if (!step_models_family(config))
+    throw Unavailable("model_type " + config.model_type + ": census_step models the Llama-like causal LMs; this "
+                      "family's model forward is not priced yet");
+  cli::StepArgs a;
+  a.model = config.model_type;
+  a.seq_length = seq_length;
+  a.micro_batches = micro_batches;
+  a.pp = pp;
+  a.stage = stage.value_or(-1);
+  if (stage && *stage == -1) a.stage = -2;  // refused as out of range, not read as every stage
+  a.schedule = schedule;
+  a.virtual_stages = virtual_stages;
+  a.recompute = recompute;
+  a.optimizer = optimizer;
+  a.tp = tp;
+  a.dp = dp;
+  a.zero = zero;
+  a.master_weights = master_weights;
+  a.grad_dtype = grad_dtype;
+  a.cuda_context = cuda_context;
+  a.nccl_buffers = nccl_buffers;
+  a.fragmentation = fragmentation;
+  auto report = cli::step_report_json(a, config);
+  if (!report) throw py::value_error(report.refusal().message());
+  return report->dump();
+}
+
 }  // namespace
 }  // namespace census::python
 
@@ -403,5 +440,10 @@ PYBIND11_MODULE(_census, m) {
         py::arg("path"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("selective"),
         py::arg("gdn_backend"), py::arg("svg_dir"), py::arg("name"));
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
+  m.def("step", &step, "one rank's training step, as census step --format json reports it (JSON text)",
+        py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
+        py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
+        py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
+        py::arg("fragmentation"));
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -1,0 +1,149 @@
+// File: step_bytes.h
+// StepBytes: the heap of one rank's whole training step. Unlike the layer census's LiveBytes it counts
+// everything: a storage from the moment an op hands it out (or the step tracks it: parameters and
+// buffers at the start, the step's inputs) until it is freed, each birth and death an event, each
+// event in a phase (setup, F<i>, B<i>, optimizer_step, zero_grad, end).
+//
+// Each storage is given a category for its whole life, by what it turned out to be over the step
+// (the strongest wins, in this order): activations (the default: saved tensors and temporaries),
+// param_grad_inflight (a gradient handed to a parameter that did not become its .grad), inputs,
+// buffers, optimizer_states, gradients (some parameter's .grad), parameters. The analysis walks the
+// events once: the peak (the running maximum of all live bytes, the first maximum wins), each
+// phase's peak, and other_peak (the running maximum of what is neither parameter, gradient nor
+// optimizer state), each with the live bytes split by category.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace census {
+
+enum class StepCategory : uint8_t {
+  kActivations, kParamGradInflight, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
+};
+
+// Live bytes by category.
+struct StepSplit {
+  std::array<int64_t, static_cast<size_t>(StepCategory::kCount)> bytes{};
+
+  int64_t operator[](StepCategory c) const { return bytes[static_cast<size_t>(c)]; }
+  int64_t parameters() const { return (*this)[StepCategory::kParameters]; }
+  int64_t gradients() const { return (*this)[StepCategory::kGradients]; }
+  int64_t optimizer_states() const { return (*this)[StepCategory::kOptimizerStates]; }
+  // Neither parameter, gradient nor optimizer state: buffers, inputs, in-flight gradients, activations.
+  int64_t other() const { return total() - parameters() - gradients() - optimizer_states(); }
+  int64_t total() const {
+    int64_t sum = 0;
+    for (int64_t b : bytes) sum += b;
+    return sum;
+  }
+};
+
+// A moment of the step: the live bytes then, where, and the op whose output made them.
+struct StepMoment {
+  int64_t bytes = 0;
+  std::string phase;
+  std::string_view op;  // empty where no event rose above the phase's start
+  int64_t event = -1;
+  StepSplit split;
+};
+
+struct StepPhase {
+  std::string name;
+  int64_t events_from = 0;
+  int64_t events_to = 0;
+  int64_t live_at_start = 0;
+  StepSplit split_at_start;
+  StepMoment peak;  // its start level included
+  int64_t live_at_end = 0;
+  StepSplit split_at_end;
+};
+
+// What is live at the peak that is not a parameter, gradient, optimizer state or buffer, by the op
+// that allocated it and its phase ("aten.mm.default@F0").
+struct StepHolder {
+  std::string label;
+  StepCategory category;
+  int64_t bytes;
+};
+
+struct StepAnalysis {
+  StepMoment peak;
+  StepMoment other_peak;  // `bytes` is the other bytes alone; split.total() the live bytes then
+  std::vector<StepPhase> phases;
+  std::vector<StepHolder> peak_other_by_op;  // largest first
+  int64_t events = 0;
+};
+
+// A share of a storage's bytes: bytes * num / den, rounded down.
+struct Share {
+  int64_t num = 1;
+  int64_t den = 1;
+  int64_t of(int64_t bytes) const {
+    __extension__ using Wide = __int128;  // bytes * num may pass 64 bits
+    return static_cast<int64_t>(static_cast<Wide>(bytes) * num / den);
+  }
+  bool identity() const { return num == den; }
+};
+
+// How the composed terms reweigh the simulated step (census/step_compose.h): each category's storages
+// counted at a share of their bytes; the optimizer step's temporaries at their own share; and bytes
+// added to every moment of a forward or backward pass (ZeRO-3's gathered parameters).
+struct StepWeights {
+  std::array<Share, static_cast<size_t>(StepCategory::kCount)> by_category{};
+  Share optimizer_temporaries;
+  int64_t during_passes = 0;
+
+  bool identity() const {
+    for (const Share& s : by_category)
+      if (!s.identity()) return false;
+    return optimizer_temporaries.identity() && during_passes == 0;
+  }
+};
+
+class StepBytes final : public Observer {
+ public:
+  StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
+
+  void mark_phase(std::string name);
+  // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`.
+  void track(const Tensor& tensor, std::string_view op = "input");
+  // `tensor`'s storage is (also) of `category`; the strongest category a storage is given wins.
+  void note(const Tensor& tensor, StepCategory category);
+
+  void on_op(const OpCall& call) override;
+  void on_free(const Storage& storage) override;
+  void on_parameter_grad(const Tensor& grad) override { note(grad, StepCategory::kParamGradInflight); }
+
+  int64_t live_bytes() const { return live_; }
+  bool is_live(const Tensor& tensor) const;
+  StepAnalysis analyse(const StepWeights& weights = {}) const;
+
+ private:
+  struct Event {
+    int64_t storage_id;
+    int64_t delta_bytes;
+    std::string_view op;  // the allocating op; "free" for a death
+  };
+  struct StorageInfo {
+    int64_t live_bytes = 0;  // while tracked and live
+    StepCategory category = StepCategory::kActivations;
+    std::string_view op;
+    int32_t phase = 0;
+  };
+  StorageInfo& info(int64_t id);
+
+  std::vector<StorageInfo> storages_;  // by storage id
+  std::vector<Event> events_;
+  std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
+  int64_t live_ = 0;
+};
+
+std::string_view step_category_name(StepCategory category);
+
+}  // namespace census

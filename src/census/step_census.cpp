@@ -1,0 +1,398 @@
+#include "census/step_census.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string_view>
+
+#include "autograd/checkpoint.h"
+#include "autograd/engine.h"
+#include "nn/adamw.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "ops/ops.h"
+
+namespace census {
+
+std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches,
+                                     int64_t virtual_stages) {
+  std::vector<StepPass> order;
+  if (schedule == PipelineSchedule::kInterleaved) {
+    // Megatron's interleaved 1F1B: virtual micro-batch k (of M * V) is micro-batch
+    // (k / (P V)) P + k % P through chunk (k % (P V)) / P, the backwards' chunks counted from the
+    // last; warm-up 2 (P - r - 1) + (V - 1) P forwards (every one where M = P), then pairs.
+    const int64_t p = stages, v = virtual_stages, total = micro_batches * v;
+    auto pass = [&](char kind, int64_t k) {
+      const int64_t in_group = k % (p * v);
+      int64_t chunk = in_group / p;
+      if (kind == 'B') chunk = v - chunk - 1;
+      return StepPass{kind, (k / (p * v)) * p + k % p, chunk};
+    };
+    const int64_t warm_up =
+        micro_batches == p ? total : std::min(total, 2 * (p - stage - 1) + (v - 1) * p);
+    for (int64_t k = 0; k < warm_up; ++k) order.push_back(pass('F', k));
+    for (int64_t k = 0; k < total - warm_up; ++k) {
+      order.push_back(pass('F', k + warm_up));
+      order.push_back(pass('B', k));
+    }
+    for (int64_t k = total - warm_up; k < total; ++k) order.push_back(pass('B', k));
+    return order;
+  }
+  if (schedule == PipelineSchedule::kGPipe) {
+    for (int64_t i = 0; i < micro_batches; ++i) order.push_back({'F', i});
+    for (int64_t i = 0; i < micro_batches; ++i) order.push_back({'B', i});
+    return order;
+  }
+  if (stages == 1) {  // no pipeline: each micro-batch's backward right after its forward
+    for (int64_t i = 0; i < micro_batches; ++i) {
+      order.push_back({'F', i});
+      order.push_back({'B', i});
+    }
+    return order;
+  }
+  const int64_t warm_up = std::min(stages - stage - 1, micro_batches);
+  for (int64_t i = 0; i < warm_up; ++i) order.push_back({'F', i});
+  for (int64_t i = 0; i < micro_batches - warm_up; ++i) {
+    order.push_back({'F', warm_up + i});
+    order.push_back({'B', i});
+  }
+  for (int64_t i = micro_batches - warm_up; i < micro_batches; ++i) order.push_back({'B', i});
+  return order;
+}
+
+bool step_models_family(const ModelConfig& config) {
+  // The families whose causal LM is Llama's model forward around their own layers (Transformers'
+  // modular copies): the embedding, the rotary once, the layers, the final norm, the head.
+  static constexpr std::string_view kModelled[] = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
+                                                   "mixtral"};
+  for (std::string_view type : kModelled)
+    if (config.model_type == type) return config.family != nullptr;
+  return false;
+}
+
+Status check_step_options(const ModelConfig& config, const StepOptions& o) {
+  if (!step_models_family(config))
+    return refuse("model_type " + config.model_type,
+                  "census step models the Llama-like causal LMs (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
+                  "mixtral); this family's model forward is not priced yet");
+  if (!config.replacements.empty())
+    return refuse("--train-yaml", "census step runs Transformers' own modules; module replacements are not priced yet");
+  if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
+  if (o.micro_batches < 1) return refuse("--micro-batches", "must be at least 1");
+  if (o.pipeline_stages < 1) return refuse("--pp", "must be at least 1");
+  if (o.virtual_stages < 1) return refuse("--virtual-stages", "must be at least 1");
+  if (o.virtual_stages > 1 && o.schedule != PipelineSchedule::kInterleaved)
+    return refuse("--virtual-stages", "model chunks run under --schedule interleaved; give it, or drop the option");
+  if (o.schedule == PipelineSchedule::kInterleaved && (o.pipeline_stages < 2 || o.virtual_stages < 2))
+    return refuse("--schedule interleaved", "needs --pp 2 or more and --virtual-stages 2 or more");
+  if (config.num_hidden_layers % (o.pipeline_stages * o.virtual_stages) != 0)
+    return refuse("--pp " + std::to_string(o.pipeline_stages) +
+                      (o.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(o.virtual_stages) : ""),
+                  "must divide num_hidden_layers (" + std::to_string(config.num_hidden_layers) +
+                      "): every stage (and model chunk) holds the same number of layers");
+  if (o.schedule == PipelineSchedule::kInterleaved && o.micro_batches % o.pipeline_stages != 0)
+    return refuse("--micro-batches " + std::to_string(o.micro_batches),
+                  "the interleaved schedule runs micro-batches in groups of --pp " +
+                      std::to_string(o.pipeline_stages) + "; give a multiple of it");
+  if (o.tensor_parallel < 1) return refuse("--tp", "must be at least 1");
+  if (o.composition.data_parallel < 1) return refuse("--dp", "must be at least 1");
+  if (o.composition.zero > 0 && o.composition.data_parallel == 1)
+    return refuse("--zero " + std::to_string(o.composition.zero), "shards over data parallelism; give --dp D > 1");
+  if (o.composition.zero < 0 || o.composition.zero > 3) return refuse("--zero", "must be 0, 1, 2 or 3");
+  if (o.stage < 0 || o.stage >= o.pipeline_stages)
+    return refuse("--stage " + std::to_string(o.stage),
+                  "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
+  return {};
+}
+
+namespace {
+
+// The buffers the model's rotary module holds: the layer's rotary embedding reads its inv_freq when it
+// runs; what it reads is found by running it once before the step (a view of a storage made before).
+class BufferProbe final : public Observer {
+ public:
+  explicit BufferProbe(int64_t first_new_id) : Observer(kOnOp), first_new_id_(first_new_id) {}
+  void on_op(const OpCall& call) override {
+    for (const Tensor& out : call.outputs)
+      if (out.storage_id() < first_new_id_ && !out.is_parameter() && !found.defined()) found = out;
+  }
+  Tensor found;
+
+ private:
+  int64_t first_new_id_;
+};
+
+// One micro-batch's graph between its forward and its backward, and what the stage holds with it.
+struct Held {
+  Tensor loss;  // last stage: the (scaled) loss
+  Tensor out;   // another stage: its output, sent on
+  Tensor x;     // a stage that is not first: the received hidden state, a leaf
+};
+
+class StepRunner {
+ public:
+  StepRunner(const ModelConfig& config, const StepOptions& options)
+      : c_(config), o_(options), layer_config_(tp_config(config, options.tensor_parallel)) {
+    // Chunk v of stage r holds the model's (v * P + r)-th run of L / (P * V) layers; the first chunk
+    // of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
+    const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
+    const int64_t per_chunk = c_.num_hidden_layers / (p * v);
+    for (int64_t chunk = 0; chunk < v; ++chunk) {
+      Chunk c;
+      c.begin = (chunk * p + o_.stage) * per_chunk;
+      c.end = c.begin + per_chunk;
+      c.first = o_.stage == 0 && chunk == 0;
+      c.last = o_.stage == p - 1 && chunk == v - 1;
+      chunks_.push_back(std::move(c));
+    }
+  }
+
+  StepCensus run();
+
+ private:
+  // The layers a stage runs as one model chunk (all of them, but for the interleaved schedule).
+  struct Chunk {
+    int64_t begin = 0, end = 0;
+    bool first = false, last = false;
+    std::vector<std::unique_ptr<DecoderLayer>> layers;
+  };
+
+  void build();
+  Held forward(const Chunk& chunk);
+  void backward(Held held);
+  Tensor run_layers(const Chunk& chunk, Tensor hidden, const nn::PositionEmbeddings& positions);
+  void note_gradients();
+  int64_t gradient_bytes() const;
+
+  const ModelConfig& c_;
+  const StepOptions& o_;
+  ModelConfig layer_config_;  // as one tensor-parallel rank builds its layers
+  Session session_;  // first: every tensor of the step dies before it
+  StepBytes bytes_;
+  nn::ParameterList embedding_params_, head_params_;
+  std::optional<nn::Embedding> embed_tokens_;
+  std::vector<Chunk> chunks_;
+  std::unique_ptr<nn::Norm> norm_;
+  std::optional<nn::Linear> lm_head_;
+  std::vector<Tensor> params_;   // the stage's, in the model's order
+  std::vector<Tensor> buffers_;  // each chunk's rotary module's inv_freq and original_inv_freq
+  int64_t largest_layer_bytes_ = 0;
+};
+
+void StepRunner::build() {
+  if (chunks_.front().first) embed_tokens_.emplace("model.embed_tokens", c_.vocab_size, c_.hidden_size, embedding_params_);
+  for (Chunk& chunk : chunks_)
+    for (int64_t i = chunk.begin; i < chunk.end; ++i) chunk.layers.push_back(c_.family->build_layer(layer_config_, i));
+  if (chunks_.back().last) {
+    norm_ = c_.family->build_final_norm(c_, head_params_);
+    lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
+  }
+  for (const Tensor& p : embedding_params_) params_.push_back(p);
+  for (const Chunk& chunk : chunks_)
+  for (const auto& layer : chunk.layers) {
+    int64_t layer_bytes = 0;
+    for (const Tensor& p : layer->parameters()) {
+      params_.push_back(p);
+      layer_bytes += p.storage()->nbytes;
+    }
+    largest_layer_bytes_ = std::max(largest_layer_bytes_, layer_bytes);
+  }
+  for (const Tensor& p : head_params_) params_.push_back(p);
+
+  // Each chunk's rotary module's buffers: inv_freq (which its rotary embedding reads) and
+  // original_inv_freq, its copy of the same size, which no op reads.
+  for (const Chunk& chunk : chunks_) {
+    const Tensor marker = make_tensor(Dims{1}, DType::kFloat32);
+    BufferProbe probe(marker.storage_id());
+    session_.add_observer(&probe);
+    {
+      const Tensor hidden = make_tensor(Dims{1, 1, c_.hidden_size}, DType::kBFloat16);
+      NoGradGuard no_grad;
+      chunk.layers.front()->embed_positions(hidden);
+    }
+    session_.remove_observer(&probe);
+    if (probe.found.defined()) {
+      buffers_.push_back(probe.found);
+      buffers_.push_back(make_tensor(probe.found.sizes(), probe.found.dtype()));
+    }
+  }
+}
+
+Tensor StepRunner::run_layers(const Chunk& chunk, Tensor hidden, const nn::PositionEmbeddings& positions) {
+  for (const auto& layer_ptr : chunk.layers) {
+    const DecoderLayer* layer = layer_ptr.get();
+    // By value, as the checkpoint's partial binds its keyword arguments: under checkpointing the
+    // position ids, cos and sin live as long as a layer's frame can recompute it.
+    auto forward = [layer, positions](const Tensor& input) { return layer->forward(input, positions); };
+    switch (o_.recompute) {
+      case Recompute::kNone: hidden = forward(hidden); break;
+      case Recompute::kSelective: hidden = checkpoint(forward, hidden); break;
+      case Recompute::kFull: hidden = checkpoint_full(forward, hidden); break;
+    }
+  }
+  return hidden;
+}
+
+Held StepRunner::forward(const Chunk& chunk) {
+  Held held;
+  const int64_t seq = o_.seq_length;
+  Tensor labels;
+  if (chunk.last) {
+    labels = ops::randint(Dims{1, seq});
+    bytes_.note(labels, StepCategory::kInputs);
+  }
+  Tensor model_out;
+  {
+    // The decoder model's forward: its locals (the embeddings, the positions) die when it returns.
+    Tensor inputs_embeds;
+    if (chunk.first) {
+      const Tensor input_ids = ops::randint(Dims{1, seq});
+      bytes_.note(input_ids, StepCategory::kInputs);
+      inputs_embeds = embed_tokens_->forward(input_ids);
+    } else {
+      held.x = ops::randn(Dims{1, seq, c_.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+      bytes_.note(held.x, StepCategory::kInputs);
+      inputs_embeds = held.x;
+    }
+    nn::PositionEmbeddings positions;
+    {
+      // position_ids = torch.arange(S) + past_seen_tokens: the arange is a temporary; the rotary
+      // embedding's own arange stands for the sum.
+      const Tensor arange = ops::arange(seq);
+      positions = chunk.layers.front()->embed_positions(inputs_embeds);
+    }
+    Tensor hidden_states = run_layers(chunk, inputs_embeds, positions);
+    if (chunk.last) hidden_states = norm_->forward(hidden_states);  // a stage that is not last: nn.Identity
+    model_out = std::move(hidden_states);
+  }
+  if (!chunk.last) {
+    held.out = std::move(model_out);
+    return held;
+  }
+  // The causal LM's forward: logits = lm_head(hidden_states[:, -0:, :]); the loss; the output object
+  // (loss and logits) returned, then dropped with its logits; the loss kept, scaled by 1/M.
+  Tensor logits = lm_head_->forward(ops::slice(model_out, 1, 0, seq));
+  model_out = Tensor();
+  Tensor loss = nn::for_causal_lm_loss(logits, labels, c_.vocab_size);
+  logits = Tensor();
+  held.loss = o_.micro_batches > 1 ? ops::div_number(loss, static_cast<double>(o_.micro_batches)) : loss;
+  return held;
+}
+
+void StepRunner::backward(Held held) {
+  if (held.loss.defined()) {
+    Tensor loss = std::move(held.loss);
+    run_backward(loss, ops::ones_like(loss));  // loss.backward(): the root gradient is ones_like(loss)
+  } else {
+    Tensor out = std::move(held.out);
+    Tensor grad = ops::randn(out.sizes(), out.dtype());
+    bytes_.note(grad, StepCategory::kInputs);
+    run_backward(out, grad);
+  }
+  if (held.x.defined() && held.x.impl()->grad) bytes_.note(held.x.grad(), StepCategory::kInputs);  // sent on
+  held = Held();
+  note_gradients();
+}
+
+void StepRunner::note_gradients() {
+  for (const Tensor& p : params_)
+    if (p.impl()->grad) bytes_.note(p.grad(), StepCategory::kGradients);
+}
+
+int64_t StepRunner::gradient_bytes() const {
+  int64_t total = 0;
+  for (const Tensor& p : params_)
+    if (p.impl()->grad && bytes_.is_live(p.grad())) total += p.impl()->grad->storage->nbytes;
+  return total;
+}
+
+StepCensus StepRunner::run() {
+  build();
+  session_.add_observer(&bytes_);
+  StepCensus result;
+  result.first_layer = chunks_.front().begin;
+  result.end_layer = chunks_.back().end;
+  bytes_.mark_phase("setup");
+  for (const Tensor& p : params_) {
+    bytes_.track(p);
+    bytes_.note(p, StepCategory::kParameters);
+    result.parameter_count += p.numel();
+    result.parameter_bytes += p.storage()->nbytes;
+  }
+  result.parameter_tensors = static_cast<int64_t>(params_.size());
+  for (const Tensor& b : buffers_) {
+    bytes_.track(b);
+    bytes_.note(b, StepCategory::kBuffers);
+    result.buffer_bytes += b.storage()->nbytes;
+  }
+
+  const int64_t v = o_.virtual_stages;
+  std::vector<std::optional<Held>> graphs(static_cast<size_t>(o_.micro_batches * v));
+  bool first_backward = true;
+  for (const StepPass& pass :
+       pipeline_order(o_.schedule, o_.pipeline_stages, o_.stage, o_.micro_batches, o_.virtual_stages)) {
+    // "F3", or with model chunks "F3.1" (micro-batch 3 through chunk 1).
+    std::string name = std::string(1, pass.pass) + std::to_string(pass.micro_batch);
+    if (v > 1) name += "." + std::to_string(pass.chunk);
+    result.schedule.push_back(name);
+    bytes_.mark_phase(name);
+    auto& slot = graphs[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
+    if (pass.pass == 'F') {
+      slot = forward(chunks_[static_cast<size_t>(pass.chunk)]);
+    } else {
+      backward(std::move(*slot));
+      slot.reset();
+      result.gradient_bytes_after_last_backward = gradient_bytes();
+      if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
+      first_backward = false;
+    }
+  }
+  std::optional<nn::AdamW> adamw;  // its states live on after the step, as the optimizer's do
+  if (o_.optimizer == StepOptimizer::kAdamW) {
+    adamw.emplace(params_);
+    bytes_.mark_phase("optimizer_step");
+    adamw->step([&](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); });
+    result.optimizer_state_bytes = adamw->state_bytes();
+    bytes_.mark_phase("zero_grad");
+    adamw->zero_grad();
+  }
+  bytes_.mark_phase("end");
+  result.gradient_bytes_at_end = gradient_bytes();
+  result.analysis = bytes_.analyse();
+  result.largest_layer_parameter_bytes = largest_layer_bytes_;
+  if (o_.composition.composes()) {
+    StepComposition composition = o_.composition;
+    composition.largest_layer_parameter_bytes = largest_layer_bytes_;
+    result.composed = bytes_.analyse(step_weights(composition));
+    result.composed_peak.bytes = -1;
+    for (const StepPhase& phase : result.composed.phases)
+      if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
+  }
+  auto highest = [&](char prefix) {
+    StepMoment best;
+    best.bytes = -1;
+    for (const StepPhase& phase : result.analysis.phases) {
+      const bool match = prefix == 'O' ? phase.name == "optimizer_step"
+                                       : phase.name.size() > 1 && phase.name[0] == prefix &&
+                                             std::isdigit(static_cast<unsigned char>(phase.name[1]));
+      if (match && phase.peak.bytes > best.bytes) best = phase.peak;
+    }
+    return best;
+  };
+  result.forward_peak = highest('F');
+  result.backward_peak = highest('B');
+  result.optimizer_step_peak = highest('O');
+  session_.remove_observer(&bytes_);
+  return result;
+}
+
+}  // namespace
+
+Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
+  CENSUS_TRY(check_step_options(config, options));
+  StepRunner runner(config, options);
+  return runner.run();
+}
+
+}  // namespace census

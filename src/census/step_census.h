@@ -1,0 +1,103 @@
+// File: step_census.h
+// One rank's whole training step, simulated op by op through the engine: the model as Transformers'
+// AutoModelForCausalLM builds it (the token embedding, the stage's decoder layers, the final norm, the
+// LM head and the causal-LM loss), M micro-batches in the pipeline schedule's order, gradients
+// accumulated in .grad, then the first AdamW step and zero_grad(set_to_none=True). Every storage is
+// counted, parameters included (census/step_bytes.h); the answer is the step's peak, where it falls,
+// and its split into parameters, gradients, optimizer states and the rest.
+//
+// What one micro-batch runs (each graph alive until its backward):
+//   forward   labels = randint (last stage); input_ids = randint and the embedding (first stage), else
+//             a received hidden state x, a bf16 leaf requiring grad; positions and rotary once; the
+//             stage's layers (plain, or each under selective or full checkpointing); last stage: the
+//             final norm, the head, ForCausalLMLoss, the model's output (its bf16 logits) dropped,
+//             the loss divided by M where M > 1. A stage that is not last keeps its output.
+//   backward  last stage: loss.backward(); else out.backward(g), g a received gradient of out's
+//             shape; a middle stage's x.grad is the gradient it sends, dropped with x.
+// Schedules (the order of (pass, micro-batch) is the only thing a schedule changes):
+//   1f1b   stage r of P: warm-up min(P - r - 1, M) forwards, then M - warm-up steady pairs (the next
+//          forward, then the oldest backward), then the cool-down backwards
+//   gpipe  every forward, then every backward in the same order
+//   interleaved  Megatron's interleaved 1F1B over V model chunks per stage (chunk v of stage r holds
+//          the (v P + r)-th run of L / (P V) layers): virtual micro-batch k of M V is micro-batch
+//          (k / (P V)) P + k % P through chunk (k % (P V)) / P (a backward's chunk counted from the
+//          last); warm-up min(M V, 2 (P - r - 1) + (V - 1) P) forwards (all of them where M = P),
+//          then forward k + warm-up, backward k pairs, then the cool-down backwards
+// One stage and M = 1 with no pipeline is the plain step: F0 B0 (F1 B1 ... for M > 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "census/step_bytes.h"
+#include "census/step_compose.h"
+#include "models/config.h"
+#include "util/result.h"
+
+namespace census {
+
+enum class PipelineSchedule : uint8_t { k1F1B, kGPipe, kInterleaved };
+enum class Recompute : uint8_t { kNone, kSelective, kFull };
+enum class StepOptimizer : uint8_t { kNone, kAdamW };
+
+struct StepOptions {
+  int64_t seq_length = 4096;
+  int64_t micro_batches = 1;
+  int64_t pipeline_stages = 1;
+  int64_t stage = 0;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int64_t virtual_stages = 1;  // model chunks per stage (interleaved)
+  Recompute recompute = Recompute::kNone;
+  StepOptimizer optimizer = StepOptimizer::kNone;
+  // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
+  int64_t tensor_parallel = 1;
+  StepComposition composition;  // composed onto the simulated step (census/step_compose.h)
+};
+
+struct StepPass {
+  char pass;  // 'F' or 'B'
+  int64_t micro_batch;
+  int64_t chunk = 0;  // the stage's model chunk (interleaved)
+};
+
+// The order stage `stage` of `stages` runs its micro-batches' passes in.
+std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches,
+                                     int64_t virtual_stages = 1);
+
+struct StepCensus {
+  StepAnalysis analysis;
+  std::vector<std::string> schedule;  // "F0", "B0", ...
+  int64_t first_layer = 0;            // the stage's layers [first_layer, end_layer) (its first and last chunk's)
+  int64_t end_layer = 0;
+  int64_t parameter_count = 0;
+  int64_t parameter_tensors = 0;
+  int64_t parameter_bytes = 0;
+  int64_t buffer_bytes = 0;
+  int64_t optimizer_state_bytes = 0;        // 0 without an optimizer
+  int64_t gradient_bytes_after_first_backward = 0;
+  int64_t gradient_bytes_after_last_backward = 0;
+  int64_t gradient_bytes_at_end = 0;
+  // The highest phase peak among the forwards, the backwards and the optimizer step (absent: -1 bytes).
+  StepMoment forward_peak;
+  StepMoment backward_peak;
+  StepMoment optimizer_step_peak;
+  // With a composition: the step reweighed by it, and its peak (the highest phase peak), before the
+  // user's overheads.
+  StepAnalysis composed;
+  StepMoment composed_peak;
+  int64_t largest_layer_parameter_bytes = 0;
+};
+
+// Whether the step models this family's causal-LM forward (the Llama-like families).
+bool step_models_family(const ModelConfig& config);
+
+// Refuse what the simulation cannot run: a family whose model forward it has not modelled, layers that
+// the stages do not divide, a stage out of range, a sequence or micro-batch count below 1, a data-
+// parallel degree below 1 or a ZeRO stage other than 0-3.
+Status check_step_options(const ModelConfig& config, const StepOptions& options);
+
+// Run the step (options checked first).
+Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options);
+
+}  // namespace census

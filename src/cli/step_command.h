@@ -1,0 +1,52 @@
+// File: step_command.h
+// `census step CONFIG ...`: one rank's whole training step (census/step_census.h), with the composed
+// terms (census/step_compose.h) and the user's overhead terms, as a table or as JSON in the step
+// oracle's names.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "models/config.h"
+#include "util/result.h"
+
+namespace census::cli {
+
+struct StepArgs {
+  std::string model;
+  int64_t seq_length = 4096;
+  int64_t micro_batches = 1;
+  int64_t pp = 1;
+  int64_t stage = -1;  // -1: every stage
+  std::string schedule = "1f1b";
+  int64_t virtual_stages = 1;
+  std::string recompute = "none";
+  std::string optimizer = "adamw";
+  int64_t tp = 1;
+  int64_t dp = 1;
+  int64_t zero = 0;
+  int64_t cp = 1;
+  int64_t ep = 1;
+  std::string master_weights = "bf16";
+  std::string grad_dtype = "bf16";
+  std::string experts_implementation;
+  int64_t cuda_context = 0;
+  int64_t nccl_buffers = 0;
+  int64_t fragmentation = 0;
+  std::string format = "table";
+  bool explain = false;
+};
+
+CLI::App* add_step_command(CLI::App& app, StepArgs& args);
+// Run a parsed `census step`: 0, or 2 with one line on `err` for input it refuses.
+int run_step_command(const StepArgs& args, std::ostream& out, std::ostream& err);
+
+// The step of `config` as `args` ask (args.model only names it), as the JSON `--format json` prints:
+// one stage's object, or {"stages": [...], "worst_stage", "total_bytes"} for every stage. Refused: an
+// option value the step does not know, or what census_step refuses.
+Result<nlohmann::ordered_json> step_report_json(const StepArgs& args, const ModelConfig& config);
+
+}  // namespace census::cli

@@ -1,0 +1,120 @@
+// `census step`: the JSON in the step oracle's names, the table's named terms, and bad input refused
+// in one line with exit code 2.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace census {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun census(std::vector<std::string> args) {
+  args.insert(args.begin(), "census");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out, err;
+  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string toy_llama() {
+  const std::string path = ::testing::TempDir() + "/step_toy_llama.json";
+  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
+    "vocab_size": 4096, "max_position_embeddings": 8192})";
+  return path;
+}
+
+// The oracle's accum_m4_adamw case (tests/data/step/llama_toy_L4_s128_accum_m4_adamw.json).
+TEST(StepCli, JsonInTheOraclesNames) {
+  const CliRun run = census({"step", toy_llama(), "--seq-length", "128", "--micro-batches", "4", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["peak"]["bytes"], 38'816'540);
+  EXPECT_EQ(j["peak"]["phase"], "optimizer_step");
+  EXPECT_EQ(j["peak"]["op"], "aten.div.Tensor");
+  EXPECT_EQ(j["peak"]["split"]["parameters"], 8'655'360);
+  EXPECT_EQ(j["peak"]["split"]["gradients"], 8'655'360);
+  EXPECT_EQ(j["peak"]["split"]["optimizer_states"], 17'310'876);
+  EXPECT_EQ(j["peak"]["split"]["other"], 4'194'944);
+  EXPECT_EQ(j["other_peak"]["bytes"], 11'949'704);
+  EXPECT_EQ(j["other_peak"]["phase"], "B0");
+  EXPECT_EQ(j["forward_peak"]["bytes"], 28'213'904);
+  EXPECT_EQ(j["backward_peak"]["phase"], "B1");
+  EXPECT_EQ(j["optimizer_step_peak"]["bytes"], 38'816'540);
+  EXPECT_EQ(j["parameters"]["count"], 4'327'680);
+  EXPECT_EQ(j["parameters"]["bytes"], 8'655'360);
+  EXPECT_EQ(j["optimizer"]["state_bytes"], 17'310'876);
+  EXPECT_EQ(j["phases"].size(), 12u);
+  EXPECT_EQ(j["total_bytes"], 38'816'540);
+}
+
+TEST(StepCli, EveryStageWithoutStage) {
+  const CliRun run = census({"step", toy_llama(), "--seq-length", "128", "--micro-batches", "4", "--pp", "2",
+                             "--optimizer", "none", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  EXPECT_EQ(j["stages"][1]["stage"]["layers"], (nlohmann::json{2, 4}));
+  EXPECT_TRUE(j["stages"][1]["optimizer"].is_null());
+}
+
+TEST(StepCli, OverheadsAndComposedTermsEachOnTheirOwnLine) {
+  const CliRun run = census({"step", toy_llama(), "--seq-length", "128", "--micro-batches", "4", "--dp", "4",
+                             "--zero", "1", "--cuda-context", "1000", "--nccl-buffers", "20", "--explain"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  for (const char* line : {"peak (composed)", "optimizer_states", "/ 4 (ZeRO-1", "+ cuda_context", "+ nccl_buffers",
+                           "+ fragmentation", "total"})
+    EXPECT_NE(run.out.find(line), std::string::npos) << line;
+  // ZeRO-1 over 4 moves the peak to B1 (29,260,424), plus the two overheads.
+  EXPECT_NE(run.out.find("29,261,444"), std::string::npos) << run.out;
+}
+
+TEST(StepCli, BadInputIsOneLineAndExitTwo) {
+  const std::string toy = toy_llama();
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--pp", "3"}, {"--pp", "2", "--stage", "2"}, {"--stage", "-2"},
+        {"--schedule", "zigzag"}, {"--schedule", "interleaved"}, {"--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2", "--micro-batches", "3"},
+        {"--pp", "4", "--schedule", "interleaved", "--virtual-stages", "2"}, {"--virtual-stages", "2"}, {"--recompute", "some"}, {"--optimizer", "sgd"},
+        {"--zero", "4"}, {"--zero", "2"}, {"--dp", "0"}, {"--cp", "2"}, {"--ep", "2"}, {"--tp", "3"},
+        {"--micro-batches", "0"}, {"--seq-length", "0"}, {"--master-weights", "fp8"}, {"--grad-dtype", "fp16"},
+        {"--cuda-context", "-1"}, {"--format", "yaml"}}) {
+    std::vector<std::string> args = {"step", toy};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << extra[0];
+    EXPECT_TRUE(run.out.empty()) << extra[0];
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+TEST(StepCli, FamiliesWhoseModelForwardIsNotModelledAreRefused) {
+  const std::string path = ::testing::TempDir() + "/step_toy_gemma.json";
+  std::ofstream(path) << R"({"model_type": "gemma", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 4096})";
+  const CliRun run = census({"step", path});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find("not priced yet"), std::string::npos) << run.err;
+}
+
+TEST(StepCli, TiedEmbeddingsAreRefused) {
+  const std::string path = ::testing::TempDir() + "/step_toy_tied.json";
+  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 4096,
+    "tie_word_embeddings": true})";
+  const CliRun run = census({"step", path});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find("tie_word_embeddings"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace census

@@ -1,0 +1,64 @@
+"""census.census_step: the step oracle's numbers through Python, and its refusals."""
+import json
+import os
+
+import pytest
+
+import census
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEP_CASES = os.path.join(HERE, "..", "data", "step")
+
+
+def _case(name):
+    with open(os.path.join(STEP_CASES, name + ".json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def test_accumulated_adamw_step_is_the_oracles():
+    oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
+    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4)
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["peak"]["phase"] == oracle["peak"]["phase"]
+    assert step["peak"]["split"] == oracle["peak"]["split"]
+    assert step["other_peak"]["bytes"] == oracle["other_peak"]["bytes"]
+    assert step["optimizer"]["state_bytes"] == oracle["optimizer"]["state_bytes"]
+    assert [p["peak_bytes"] for p in step["phases"]] == [p["peak_bytes"] for p in oracle["phases"]]
+
+
+def test_every_stage_of_a_pipeline():
+    oracle = _case("qwen3_moe_toy_L4_s128_pp2_m4_r1")
+    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, pp=2, optimizer="none")
+    assert len(step["stages"]) == 2
+    assert step["stages"][1]["peak"]["bytes"] == oracle["peak"]["bytes"]
+    one = census.census_step(oracle["config"], seq_length=128, micro_batches=4, pp=2, stage=1, optimizer="none")
+    assert one["peak"] == step["stages"][1]["peak"]
+
+
+def test_composed_terms_and_overheads():
+    oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
+    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, dp=4, zero=1, cuda_context=1000)
+    # ZeRO-1 over 4 moves the peak to B1's 29,260,424; the CUDA context is added on its own.
+    assert step["composed"]["peak"]["bytes"] == 29_260_424
+    assert step["overheads"]["cuda_context"] == 1000
+    assert step["total_bytes"] == 29_261_424
+
+
+@pytest.mark.parametrize("kwargs", [dict(pp=3), dict(pp=2, stage=2), dict(recompute="sometimes"),
+                                    dict(zero=4, dp=2), dict(zero=1), dict(master_weights="fp8"), dict(tp=3)])
+def test_bad_values_raise_value_error(kwargs):
+    config = _case("llama_toy_L4_s128_single")["config"]
+    with pytest.raises(ValueError):
+        census.census_step(config, seq_length=128, **kwargs)
+
+
+def test_what_is_not_priced_raises_census_unavailable():
+    config = _case("llama_toy_L4_s128_single")["config"]
+    with pytest.raises(ValueError):
+        census.census_step(config, seq_length=128, micro_batches=3, pp=2, schedule="interleaved", virtual_stages=2)
+    gemma = dict(config, model_type="gemma")
+    with pytest.raises(census.CensusUnavailable):
+        census.census_step(gemma, seq_length=128)
+    tied = dict(config, tie_word_embeddings=True)
+    with pytest.raises(census.CensusUnavailable):
+        census.census_step(tied, seq_length=128)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace census {
 namespace {
@@ -67,15 +68,28 @@ std::string rewrite_words(std::string_view text) {
 
 nlohmann::json parse_python_json(std::string_view text) {
   const std::string rewritten = rewrite_words(text);
-  auto restore = [](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event != nlohmann::json::parse_event_t::value || !parsed.is_string()) return true;
-    const auto& value = parsed.get_ref<const std::string&>();
-    if (value.empty() || value[0] != '\x01') return true;
-    for (const Word& word : kWords)
-      if (value == word.value) parsed = word.number;
-    return true;
-  };
-  return nlohmann::json::parse(rewritten, restore, /*allow_exceptions=*/false);
+  // Parsed without a callback (nlohmann's callback parser copies values recursively, which a value
+  // nested 10^5 deep overflows), then the markers restored by an iterative walk.
+  nlohmann::json parsed = nlohmann::json::parse(rewritten, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || rewritten.size() == text.size()) return parsed;
+  std::vector<nlohmann::json*> pending{&parsed};
+  while (!pending.empty()) {
+    nlohmann::json* value = pending.back();
+    pending.pop_back();
+    if (value->is_structured()) {
+      for (auto& item : *value) pending.push_back(&item);
+      continue;
+    }
+    if (!value->is_string()) continue;
+    const std::string& string = value->get_ref<const std::string&>();
+    if (string.empty() || string[0] != '\x01') continue;
+    for (const Word& word : kWords) {
+      if (string != word.value) continue;
+      *value = word.number;  // `string` refers into the value this replaces: stop looking at it
+      break;
+    }
+  }
+  return parsed;
 }
 
 }  // namespace census

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <vector>
 
 #include "models/registry.h"
 #include "util/escape.h"
@@ -7,6 +8,29 @@
 #include "models/python_json.h"
 
 namespace census {
+namespace {
+
+// How deep a config's values may nest: a config.json's nest two or three levels. A family that copies
+// its fields (to lay its defaults under them) would copy a deeper value recursively, so one nested
+// past this is refused before any family reads it. Walked iteratively: the check itself cannot overflow.
+constexpr int kDeepestConfigValue = 64;
+
+Status check_nesting(const nlohmann::json& fields) {
+  for (const auto& [name, value] : fields.items()) {
+    std::vector<std::pair<const nlohmann::json*, int>> pending{{&value, 1}};
+    while (!pending.empty()) {
+      const auto [each, depth] = pending.back();
+      pending.pop_back();
+      if (depth > kDeepestConfigValue)
+        return refuse(name, "nests values more than 64 levels deep; a config.json's values nest two or three, fix the config");
+      if (each->is_structured())
+        for (const auto& item : *each) pending.emplace_back(&item, depth + 1);
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 Result<ModelConfig> read_config(const nlohmann::json& json) {
   if (!json.is_object()) return refuse("config", "is not a JSON object; give a Transformers config.json");
@@ -23,6 +47,7 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
   if (!fields->at("model_type").is_string())
     return refuse("model_type", "must be a string, not " + shown(fields->at("model_type")) +
                                     "; give the Transformers model_type (e.g. \"llama\")");
+  CENSUS_TRY(check_nesting(*fields));
   const ConfigReader reader(*fields);
   // Every family builds per-layer kinds: refuse a layer count no census could build before any family does.
   auto layers = reader.size("num_hidden_layers", 1);

@@ -87,8 +87,9 @@ TEST_P(MambaHybridCase, FlopsTrafficParameters) {
   const LayerParameters parameters = census_parameters(c.config, c.layer);
   EXPECT_EQ(parameters.parts, c.oracle.at("parameters").at("parts").get<PartCounts>());
   // Nemotron-H's output norm is not found by the reference's method (no input_layernorm): null there.
-  if (!c.oracle.at("parameters").at("final_norm").is_null())
+  if (!c.oracle.at("parameters").at("final_norm").is_null()) {
     EXPECT_EQ(parameters.final_norm, c.oracle.at("parameters").at("final_norm").get<int64_t>());
+  }
 }
 
 TEST_P(MambaHybridCase, SelectiveKeptWorkingAndShares) {

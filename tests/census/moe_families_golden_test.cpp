@@ -27,7 +27,7 @@ struct Case {
 };
 
 Case load(const std::string& name) {
-  Case c{oracle_case(name)};
+  Case c{oracle_case(name), {}};
   c.config = oracle_config(c.oracle);
   c.layer = c.oracle.at("layer_index");
   c.seq = c.oracle.at("seq_length");

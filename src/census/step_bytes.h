@@ -106,6 +106,18 @@ struct StepWeights {
   }
 };
 
+// A recorded pass: its events [events_from, events_to) and the storages counted meanwhile (slots).
+struct StepPassLog {
+  int64_t events_from = 0, events_to = 0;
+  int32_t slots_from = 0, slots_to = 0;
+};
+
+// What a replay made: the instance of each storage the pass created, by slot - slots_from (-1: none).
+struct StepReplay {
+  StepPassLog log;  // the recorded pass it copies
+  std::vector<int32_t> instances;
+};
+
 class StepBytes final : public Observer {
  public:
   StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
@@ -120,13 +132,21 @@ class StepBytes final : public Observer {
   void on_free(const Storage& storage) override;
   void on_parameter_grad(const Tensor& grad) override { note(grad, StepCategory::kParamGradInflight); }
 
+  // Start and end recording a pass.
+  StepPassLog begin_pass() const;
+  void end_pass(StepPassLog& log) const;
+  // Replay `pass` in the current phase; `forward` is the replay of the forward whose storages the pass
+  // frees (a backward's), if any. False where the pass frees a storage that is not live then (the
+  // replay does not stand for the pass: the step runs it through the engine instead).
+  bool replay(const StepPassLog& pass, const StepReplay* forward, StepReplay& made);
+
   int64_t live_bytes() const { return live_; }
   bool is_live(const Tensor& tensor) const;
   StepAnalysis analyse(const StepWeights& weights = {}) const;
 
  private:
   struct Event {
-    int64_t storage_id;
+    int32_t slot;
     int64_t delta_bytes;
     std::string_view op;  // the allocating op; "free" for a death
   };
@@ -135,10 +155,14 @@ class StepBytes final : public Observer {
     StepCategory category = StepCategory::kActivations;
     std::string_view op;
     int32_t phase = 0;
+    int32_t recorded = -1;  // a replayed storage: the slot it is an instance of (its category follows)
   };
-  StorageInfo& info(int64_t id);
+  int32_t slot(int64_t storage_id);  // made on first sight
+  int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
+  std::vector<StepCategory> categories() const;  // each slot's, an instance's from its recorded storage
 
-  std::vector<StorageInfo> storages_;  // by storage id
+  std::vector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
+  std::vector<StorageInfo> storages_;  // by slot
   std::vector<Event> events_;
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   int64_t live_ = 0;

@@ -100,6 +100,20 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (o.composition.zero > 0 && o.composition.data_parallel == 1)
     return refuse("--zero " + std::to_string(o.composition.zero), "shards over data parallelism; give --dp D > 1");
   if (o.composition.zero < 0 || o.composition.zero > 3) return refuse("--zero", "must be 0, 1, 2 or 3");
+  if (o.context_parallel < 1) return refuse("--cp", "must be at least 1");
+  if (o.seq_length % o.context_parallel != 0)
+    return refuse("--cp " + std::to_string(o.context_parallel),
+                  "must divide --seq-length (" + std::to_string(o.seq_length) +
+                      "): every context-parallel rank holds the same share of the tokens");
+  if (o.expert_parallel < 1) return refuse("--ep", "must be at least 1");
+  if (o.expert_parallel > 1 && config.moe.num_experts == 0)
+    return refuse("--ep " + std::to_string(o.expert_parallel), "the model has no experts to shard; drop the option");
+  if (o.expert_parallel > 1 && config.moe.num_experts % o.expert_parallel != 0)
+    return refuse("--ep " + std::to_string(o.expert_parallel),
+                  "must divide the experts (" + std::to_string(config.moe.num_experts) +
+                      "): every expert-parallel rank holds the same number of them");
+  if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
+    return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
@@ -123,6 +137,20 @@ class BufferProbe final : public Observer {
   int64_t first_new_id_;
 };
 
+// The config as the rank builds its layers: tp_config's heads and widths, its share of the experts.
+ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
+  ModelConfig rank = tp_config(config, options.tensor_parallel);
+  rank.moe.expert_parallel = options.expert_parallel;
+  return rank;
+}
+
+// The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
+// keys and values, (C - 1) (S / C) tokens x 2 x the rank's KV heads x head_dim, in bf16.
+int64_t ring_kv_bytes(const ModelConfig& rank, const StepOptions& o) {
+  const int64_t c = o.context_parallel;
+  return (c - 1) * (o.seq_length / c) * 2 * rank.num_key_value_heads * rank.head_dim * element_size(DType::kBFloat16);
+}
+
 // One micro-batch's graph between its forward and its backward, and what the stage holds with it.
 struct Held {
   Tensor loss;  // last stage: the (scaled) loss
@@ -130,10 +158,28 @@ struct Held {
   Tensor x;     // a stage that is not first: the received hidden state, a leaf
 };
 
+// A micro-batch's pass through a chunk, in flight between its forward and its backward: its graph
+// (a pass through the engine) or its replay (census/step_bytes.h).
+struct InFlight {
+  std::optional<Held> held;
+  StepReplay replay;
+};
+
+// Each chunk's recorded passes: the forward of the second micro-batch it runs and that micro-batch's
+// backward, the first a later forward is a copy of, the second a later backward's (the first
+// backward differs: it makes every .grad; a later one adds into them).
+struct Recorded {
+  int64_t forwards = 0, backwards = 0;  // passes run through the engine so far
+  int64_t micro_batch = -1;             // the recorded forward's
+  StepPassLog forward, backward;
+  bool has_forward = false, has_backward = false;
+};
+
 class StepRunner {
  public:
-  StepRunner(const ModelConfig& config, const StepOptions& options)
-      : c_(config), o_(options), layer_config_(tp_config(config, options.tensor_parallel)) {
+  StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
+      : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
+        tokens_(options.seq_length / options.context_parallel) {
     // Chunk v of stage r holds the model's (v * P + r)-th run of L / (P * V) layers; the first chunk
     // of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
     const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
@@ -149,6 +195,7 @@ class StepRunner {
   }
 
   StepCensus run();
+  bool replay_failed() const { return replay_failed_; }
 
  private:
   // The layers a stage runs as one model chunk (all of them, but for the interleaved schedule).
@@ -167,7 +214,10 @@ class StepRunner {
 
   const ModelConfig& c_;
   const StepOptions& o_;
-  ModelConfig layer_config_;  // as one tensor-parallel rank builds its layers
+  bool replays_;  // later micro-batches' passes replayed, not run through the engine
+  bool replay_failed_ = false;
+  ModelConfig layer_config_;  // as one tensor- and expert-parallel rank builds its layers
+  int64_t tokens_;            // each micro-batch's tokens on this rank: its context-parallel share
   Session session_;  // first: every tensor of the step dies before it
   StepBytes bytes_;
   nn::ParameterList embedding_params_, head_params_;
@@ -236,7 +286,7 @@ Tensor StepRunner::run_layers(const Chunk& chunk, Tensor hidden, const nn::Posit
 
 Held StepRunner::forward(const Chunk& chunk) {
   Held held;
-  const int64_t seq = o_.seq_length;
+  const int64_t seq = tokens_;
   Tensor labels;
   if (chunk.last) {
     labels = ops::randint(Dims{1, seq});
@@ -328,7 +378,8 @@ StepCensus StepRunner::run() {
   }
 
   const int64_t v = o_.virtual_stages;
-  std::vector<std::optional<Held>> graphs(static_cast<size_t>(o_.micro_batches * v));
+  std::vector<InFlight> flights(static_cast<size_t>(o_.micro_batches * v));
+  std::vector<Recorded> recorded(static_cast<size_t>(v));
   bool first_backward = true;
   for (const StepPass& pass :
        pipeline_order(o_.schedule, o_.pipeline_stages, o_.stage, o_.micro_batches, o_.virtual_stages)) {
@@ -337,16 +388,48 @@ StepCensus StepRunner::run() {
     if (v > 1) name += "." + std::to_string(pass.chunk);
     result.schedule.push_back(name);
     bytes_.mark_phase(name);
-    auto& slot = graphs[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
+    InFlight& flight = flights[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
+    Recorded& rec = recorded[static_cast<size_t>(pass.chunk)];
+    const Chunk& chunk = chunks_[static_cast<size_t>(pass.chunk)];
     if (pass.pass == 'F') {
-      slot = forward(chunks_[static_cast<size_t>(pass.chunk)]);
-    } else {
-      backward(std::move(*slot));
-      slot.reset();
-      result.gradient_bytes_after_last_backward = gradient_bytes();
-      if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
-      first_backward = false;
+      if (replays_ && rec.has_forward) {
+        if (!bytes_.replay(rec.forward, nullptr, flight.replay)) replay_failed_ = true;
+        ++result.passes_replayed;
+        if (replay_failed_) break;
+        continue;
+      }
+      const bool records = replays_ && ++rec.forwards == 2;
+      StepPassLog log = bytes_.begin_pass();
+      flight.held = forward(chunk);
+      if (!records) continue;
+      bytes_.end_pass(log);
+      rec.forward = log;
+      rec.has_forward = true;
+      rec.micro_batch = pass.micro_batch;
+      continue;
     }
+    if (flight.held) {
+      const bool records = replays_ && pass.micro_batch == rec.micro_batch;
+      StepPassLog log = bytes_.begin_pass();
+      backward(std::move(*flight.held));
+      flight.held.reset();
+      if (records) {
+        bytes_.end_pass(log);
+        rec.backward = log;
+        rec.has_backward = true;
+      }
+      ++rec.backwards;
+      result.gradient_bytes_after_last_backward = gradient_bytes();
+    } else {
+      // A replayed forward's backward: the recorded backward, freeing the forward's instances.
+      StepReplay made;
+      if (!rec.has_backward || !bytes_.replay(rec.backward, &flight.replay, made)) replay_failed_ = true;
+      flight.replay = StepReplay();
+      ++result.passes_replayed;
+    }
+    if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
+    first_backward = false;
+    if (replay_failed_) break;
   }
   std::optional<nn::AdamW> adamw;  // its states live on after the step, as the optimizer's do
   if (o_.optimizer == StepOptimizer::kAdamW) {
@@ -361,9 +444,12 @@ StepCensus StepRunner::run() {
   result.gradient_bytes_at_end = gradient_bytes();
   result.analysis = bytes_.analyse();
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
-  if (o_.composition.composes()) {
+  if (o_.composition.composes() || o_.context_parallel > 1) {
     StepComposition composition = o_.composition;
     composition.largest_layer_parameter_bytes = largest_layer_bytes_;
+    composition.context_parallel = o_.context_parallel;
+    composition.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
+    result.composition = composition;
     result.composed = bytes_.analyse(step_weights(composition));
     result.composed_peak.bytes = -1;
     for (const StepPhase& phase : result.composed.phases)
@@ -391,7 +477,18 @@ StepCensus StepRunner::run() {
 
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
-  StepRunner runner(config, options);
+  {
+    StepRunner runner(config, options, /*replays=*/true);
+    StepCensus step = runner.run();
+    if (!runner.replay_failed()) return step;
+  }
+  StepRunner runner(config, options, /*replays=*/false);
+  return runner.run();
+}
+
+Result<StepCensus> census_step_op_by_op(const ModelConfig& config, const StepOptions& options) {
+  CENSUS_TRY(check_step_options(config, options));
+  StepRunner runner(config, options, /*replays=*/false);
   return runner.run();
 }
 

@@ -20,6 +20,7 @@ StepWeights step_weights(const StepComposition& c) {
     at(StepCategory::kParameters).den *= d;
     w.during_passes = 2 * c.largest_layer_parameter_bytes;
   }
+  if (c.context_parallel > 1) w.during_passes += c.ring_kv_bytes;
   return w;
 }
 
@@ -44,6 +45,10 @@ std::vector<ComposedTerm> composed_terms(const StepComposition& c, const StepMom
   if (c.zero >= 3)
     other += "; + 2 x " + std::to_string(c.largest_layer_parameter_bytes) +
              " (ZeRO-3: the gathered layer and the prefetched one, during every pass)";
+  if (c.context_parallel > 1)
+    other += "; + " + std::to_string(c.ring_kv_bytes) + " = (" + std::to_string(c.context_parallel) +
+             " - 1) x S/" + std::to_string(c.context_parallel) +
+             " x 2 x KV heads x head_dim x 2 B (CP: the other shards' K/V the ring attention receives, during every pass)";
   terms.push_back({"other", other, composed.split.other()});
   terms.push_back({"cuda_context", "set by --cuda-context (default 0)", c.cuda_context});
   terms.push_back({"nccl_buffers", "set by --nccl-buffers (default 0)", c.nccl_buffers});

@@ -85,7 +85,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
        {std::vector<std::string>{"--pp", "3"}, {"--pp", "2", "--stage", "2"}, {"--stage", "-2"},
         {"--schedule", "zigzag"}, {"--schedule", "interleaved"}, {"--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2", "--micro-batches", "3"},
         {"--pp", "4", "--schedule", "interleaved", "--virtual-stages", "2"}, {"--virtual-stages", "2"}, {"--recompute", "some"}, {"--optimizer", "sgd"},
-        {"--zero", "4"}, {"--zero", "2"}, {"--dp", "0"}, {"--cp", "2"}, {"--ep", "2"}, {"--tp", "3"},
+        {"--zero", "4"}, {"--zero", "2"}, {"--dp", "0"}, {"--cp", "3"}, {"--cp", "0"}, {"--ep", "2"}, {"--tp", "3"},
         {"--micro-batches", "0"}, {"--seq-length", "0"}, {"--master-weights", "fp8"}, {"--grad-dtype", "fp16"},
         {"--cuda-context", "-1"}, {"--format", "yaml"}}) {
     std::vector<std::string> args = {"step", toy};

@@ -45,7 +45,8 @@ def test_composed_terms_and_overheads():
 
 
 @pytest.mark.parametrize("kwargs", [dict(pp=3), dict(pp=2, stage=2), dict(recompute="sometimes"),
-                                    dict(zero=4, dp=2), dict(zero=1), dict(master_weights="fp8"), dict(tp=3)])
+                                    dict(zero=4, dp=2), dict(zero=1), dict(master_weights="fp8"), dict(tp=3),
+                                    dict(cp=3), dict(ep=2)])
 def test_bad_values_raise_value_error(kwargs):
     config = _case("llama_toy_L4_s128_single")["config"]
     with pytest.raises(ValueError):

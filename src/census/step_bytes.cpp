@@ -34,7 +34,20 @@ int32_t StepBytes::find_slot(int64_t storage_id) const {
   return slot_of_[static_cast<size_t>(storage_id)] - 1;
 }
 
-void StepBytes::mark_phase(std::string name) { phases_.emplace_back(std::move(name), static_cast<int64_t>(events_.size())); }
+void StepBytes::mark_phase(std::string name) { phases_.emplace_back(std::move(name), events_logged_); }
+
+void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op) {
+  if (segments_.empty() || segments_.back().replayed) {
+    Segment segment;
+    segment.start = events_logged_;
+    segment.from = static_cast<int64_t>(events_.size());
+    segments_.push_back(segment);
+  }
+  events_.push_back({id, delta_bytes, op});
+  ++segments_.back().length;
+  ++events_logged_;
+  live_ += delta_bytes;
+}
 
 void StepBytes::track(const Tensor& tensor, std::string_view op) {
   const Storage& storage = *tensor.storage();
@@ -45,8 +58,7 @@ void StepBytes::track(const Tensor& tensor, std::string_view op) {
   s.live_bytes = storage.nbytes;
   s.op = op;
   s.phase = static_cast<int32_t>(phases_.size()) - 1;
-  live_ += storage.nbytes;
-  events_.push_back({id, storage.nbytes, op});
+  log(id, storage.nbytes, op);
 }
 
 void StepBytes::note(const Tensor& tensor, StepCategory category) {
@@ -68,9 +80,9 @@ void StepBytes::on_free(const Storage& storage) {
   if (id < 0) return;
   StorageInfo& s = storages_[static_cast<size_t>(id)];
   if (s.live_bytes == 0) return;
-  events_.push_back({id, -s.live_bytes, "free"});
-  live_ -= s.live_bytes;
+  const int64_t bytes = s.live_bytes;
   s.live_bytes = 0;
+  log(id, -bytes, "free");
 }
 
 StepPassLog StepBytes::begin_pass() const {
@@ -85,73 +97,124 @@ void StepBytes::end_pass(StepPassLog& log) const {
   log.slots_to = static_cast<int32_t>(storages_.size());
 }
 
-bool StepBytes::replay(const StepPassLog& pass, const StepReplay* forward, StepReplay& made) {
-  made.log = pass;
-  made.instances.assign(static_cast<size_t>(pass.slots_to - pass.slots_from), -1);
-  const int32_t phase = static_cast<int32_t>(phases_.size()) - 1;
-  events_.reserve(events_.size() + static_cast<size_t>(pass.events_to - pass.events_from));
+bool StepBytes::replays(const StepPassLog& pass, const StepPassLog* forward) const {
+  auto in = [](int32_t id, const StepPassLog& p) { return id >= p.slots_from && id < p.slots_to; };
   for (int64_t i = pass.events_from; i < pass.events_to; ++i) {
-    const Event e = events_[static_cast<size_t>(i)];
-    if (e.delta_bytes > 0) {  // a birth: the recorded storage made anew
-      if (e.slot < pass.slots_from || e.slot >= pass.slots_to) return false;
-      StorageInfo instance;
-      instance.live_bytes = e.delta_bytes;
-      instance.op = e.op;
-      instance.phase = phase;
-      instance.recorded = e.slot;
-      const int32_t id = static_cast<int32_t>(storages_.size());
-      storages_.push_back(instance);
-      made.instances[static_cast<size_t>(e.slot - pass.slots_from)] = id;
-      live_ += e.delta_bytes;
-      events_.push_back({id, e.delta_bytes, e.op});
-      continue;
-    }
-    // A death: of a storage the pass made, or of one its forward made.
-    int32_t id = -1;
-    if (e.slot >= pass.slots_from && e.slot < pass.slots_to)
-      id = made.instances[static_cast<size_t>(e.slot - pass.slots_from)];
-    else if (forward != nullptr && e.slot >= forward->log.slots_from && e.slot < forward->log.slots_to)
-      id = forward->instances[static_cast<size_t>(e.slot - forward->log.slots_from)];
-    if (id < 0) return false;
-    StorageInfo& s = storages_[static_cast<size_t>(id)];
-    if (s.live_bytes != -e.delta_bytes) return false;
-    live_ -= s.live_bytes;
-    s.live_bytes = 0;
-    events_.push_back({id, e.delta_bytes, e.op});
+    const Event& e = events_[static_cast<size_t>(i)];
+    if (!in(e.slot, pass) && !(e.delta_bytes < 0 && forward != nullptr && in(e.slot, *forward))) return false;
   }
   return true;
 }
 
-std::vector<StepCategory> StepBytes::categories() const {
-  std::vector<StepCategory> out(storages_.size());
-  for (size_t i = 0; i < storages_.size(); ++i) {
-    const StorageInfo& s = storages_[i];
-    out[i] = s.recorded >= 0 ? std::max(s.category, out[static_cast<size_t>(s.recorded)]) : s.category;
+int64_t StepBytes::replay(const StepPassLog& pass, int64_t forward) {
+  Segment segment;
+  segment.start = events_logged_;
+  segment.length = pass.events_to - pass.events_from;
+  segment.from = pass.events_from;
+  segment.replayed = true;
+  segment.phase = static_cast<int32_t>(phases_.size()) - 1;
+  segment.slots_from = pass.slots_from;
+  segment.slots_to = pass.slots_to;
+  segment.forward = forward;
+  for (int64_t i = pass.events_from; i < pass.events_to; ++i) live_ += events_[static_cast<size_t>(i)].delta_bytes;
+  events_logged_ += segment.length;
+  segments_.push_back(segment);
+  return static_cast<int64_t>(segments_.size()) - 1;
+}
+
+std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
+  // A storage's key: its slot, or for a replay's, past every slot, the replay's range then its offset
+  // in the recorded pass.
+  std::vector<int64_t> key_base(segments_.size(), -1);
+  int64_t keys = static_cast<int64_t>(storages_.size());
+  for (size_t i = 0; i < segments_.size(); ++i)
+    if (segments_[i].replayed) {
+      key_base[i] = keys;
+      keys += segments_[i].slots_to - segments_[i].slots_from;
+    }
+  std::vector<int64_t> live(static_cast<size_t>(keys), 0);
+  for (size_t i = 0; i < segments_.size() && segments_[i].start <= event; ++i) {
+    const Segment& seg = segments_[i];
+    const int64_t n = std::min(seg.length, event + 1 - seg.start);
+    for (int64_t k = 0; k < n; ++k) {
+      const Event& e = events_[static_cast<size_t>(seg.from + k)];
+      int64_t key = e.slot;
+      if (seg.replayed) {
+        const bool own = e.slot >= seg.slots_from && e.slot < seg.slots_to;
+        const Segment& maker = own ? seg : segments_[static_cast<size_t>(seg.forward)];
+        key = key_base[own ? i : static_cast<size_t>(seg.forward)] + (e.slot - maker.slots_from);
+      }
+      live[static_cast<size_t>(key)] = e.delta_bytes > 0 ? e.delta_bytes : 0;
+    }
+  }
+  std::vector<Live> out;
+  for (size_t id = 0; id < storages_.size(); ++id)
+    if (live[id] > 0) out.push_back({live[id], storages_[id].category, storages_[id].op, storages_[id].phase});
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const Segment& seg = segments_[i];
+    if (!seg.replayed) continue;
+    for (int32_t id = seg.slots_from; id < seg.slots_to; ++id) {
+      const int64_t bytes = live[static_cast<size_t>(key_base[i] + (id - seg.slots_from))];
+      const StorageInfo& recorded = storages_[static_cast<size_t>(id)];
+      if (bytes > 0) out.push_back({bytes, recorded.category, recorded.op, seg.phase});
+    }
   }
   return out;
 }
 
 StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
   StepAnalysis out;
-  const std::vector<StepCategory> category = categories();
-  out.events = static_cast<int64_t>(events_.size());
+  out.events = events_logged_;
+  const bool identity = weights.identity();
+  // The bytes an event moves under `weights`: its storage's share; a storage's death moves what its
+  // birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
+  auto weighted = [&](const Event& e) {
+    if (identity) return e.delta_bytes;
+    const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
+    const bool optimizer_temporary = s.category == StepCategory::kActivations && s.phase >= 0 &&
+                                     phases_[static_cast<size_t>(s.phase)].first == "optimizer_step";
+    const Share share = optimizer_temporary ? weights.optimizer_temporaries
+                                            : weights.by_category[static_cast<size_t>(s.category)];
+    const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
+    return e.delta_bytes > 0 ? bytes : -bytes;
+  };
+  auto category = [&](const Event& e) { return storages_[static_cast<size_t>(e.slot)].category; };
+  // Each recorded pass's excursion, once, however many times it is replayed.
+  std::map<int64_t, Excursion> excursions;
+  auto excursion = [&](const Segment& seg) -> const Excursion& {
+    auto [it, made] = excursions.try_emplace(seg.from);
+    Excursion& x = it->second;
+    if (!made) return x;
+    int64_t total = 0;
+    for (int64_t k = 0; k < seg.length; ++k) {
+      const Event& e = events_[static_cast<size_t>(seg.from + k)];
+      const int64_t delta = weighted(e);
+      x.net.bytes[static_cast<size_t>(category(e))] += delta;
+      total += delta;
+      if (x.top_at < 0 || total > x.top) {
+        x.top = total;
+        x.top_at = k;
+        x.at_top = x.net;
+      }
+      const int64_t other = x.net.other();
+      if (x.other_top_at < 0 || other > x.other_top) {
+        x.other_top = other;
+        x.other_top_at = k;
+        x.at_other_top = x.net;
+      }
+    }
+    return x;
+  };
+  auto plus = [](StepSplit a, const StepSplit& b) {
+    for (size_t c = 0; c < a.bytes.size(); ++c) a.bytes[c] += b.bytes[c];
+    return a;
+  };
+
   StepSplit split;
   int64_t total = 0;
   out.peak.bytes = -1;
   out.other_peak.bytes = -1;
-  // The bytes an event moves under `weights`: its storage's share; a storage's death moves what its
-  // birth did.
-  auto weighted = [&](const Event& e) {
-    if (weights.identity()) return e.delta_bytes;
-    const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
-    const StepCategory c = category[static_cast<size_t>(e.slot)];
-    const bool optimizer_temporary = c == StepCategory::kActivations && s.phase >= 0 &&
-                                     phases_[static_cast<size_t>(s.phase)].first == "optimizer_step";
-    const Share share = optimizer_temporary ? weights.optimizer_temporaries
-                                            : weights.by_category[static_cast<size_t>(c)];
-    const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
-    return e.delta_bytes > 0 ? bytes : -bytes;
-  };
+  size_t si = 0;
   for (size_t p = 0; p < phases_.size(); ++p) {
     StepPhase phase;
     phase.name = phases_[p].first;
@@ -166,14 +229,40 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
     phase.live_at_start = total;
     phase.split_at_start = split;
     phase.peak = StepMoment{total, phase.name, {}, phase.events_from - 1, split};
-    for (int64_t i = phase.events_from; i < phase.events_to; ++i) {
-      const Event& e = events_[static_cast<size_t>(i)];
-      const int64_t delta = weighted(e);
-      split.bytes[static_cast<size_t>(category[static_cast<size_t>(e.slot)])] += delta;
-      total += delta;
-      if (total > phase.peak.bytes) phase.peak = StepMoment{total, phase.name, e.op, i, split};
-      if (total > out.peak.bytes) out.peak = StepMoment{total, phase.name, e.op, i, split};
-      if (split.other() > out.other_peak.bytes) out.other_peak = StepMoment{split.other(), phase.name, e.op, i, split};
+    for (int64_t v = phase.events_from; v < phase.events_to;) {
+      while (segments_[si].start + segments_[si].length <= v) ++si;
+      const Segment& seg = segments_[si];
+      if (seg.replayed) {  // wholly in this phase: its excursion from where it starts
+        const Excursion& x = excursion(seg);
+        const int64_t top = total + x.top;
+        if (top > phase.peak.bytes) {
+          const Event& e = events_[static_cast<size_t>(seg.from + x.top_at)];
+          phase.peak = StepMoment{top, phase.name, e.op, seg.start + x.top_at, plus(split, x.at_top)};
+        }
+        if (top > out.peak.bytes) {
+          const Event& e = events_[static_cast<size_t>(seg.from + x.top_at)];
+          out.peak = StepMoment{top, phase.name, e.op, seg.start + x.top_at, plus(split, x.at_top)};
+        }
+        if (split.other() + x.other_top > out.other_peak.bytes) {
+          const Event& e = events_[static_cast<size_t>(seg.from + x.other_top_at)];
+          out.other_peak = StepMoment{split.other() + x.other_top, phase.name, e.op, seg.start + x.other_top_at,
+                                      plus(split, x.at_other_top)};
+        }
+        split = plus(split, x.net);
+        total += x.net.total();
+        v = seg.start + seg.length;
+        continue;
+      }
+      const int64_t end = std::min(phase.events_to, seg.start + seg.length);
+      for (; v < end; ++v) {
+        const Event& e = events_[static_cast<size_t>(seg.from + (v - seg.start))];
+        const int64_t delta = weighted(e);
+        split.bytes[static_cast<size_t>(category(e))] += delta;
+        total += delta;
+        if (total > phase.peak.bytes) phase.peak = StepMoment{total, phase.name, e.op, v, split};
+        if (total > out.peak.bytes) out.peak = StepMoment{total, phase.name, e.op, v, split};
+        if (split.other() > out.other_peak.bytes) out.other_peak = StepMoment{split.other(), phase.name, e.op, v, split};
+      }
     }
     phase.live_at_end = total;
     phase.split_at_end = split;
@@ -182,21 +271,14 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
     out.phases.push_back(std::move(phase));
   }
   // What else is live at the peak, by allocating op and phase.
-  std::vector<int64_t> live(storages_.size(), 0);
-  for (int64_t i = 0; i <= out.peak.event && i < out.events; ++i) {
-    const Event& e = events_[static_cast<size_t>(i)];
-    live[static_cast<size_t>(e.slot)] = e.delta_bytes > 0 ? e.delta_bytes : 0;
-  }
   std::map<std::string, std::pair<StepCategory, int64_t>> by_op;
-  for (size_t id = 0; id < live.size(); ++id) {
-    if (live[id] == 0) continue;
-    const StorageInfo& s = storages_[id];
-    const StepCategory c = category[id];
-    if (c >= StepCategory::kBuffers) continue;
-    const std::string label = std::string(s.op) + "@" + (s.phase >= 0 ? phases_[static_cast<size_t>(s.phase)].first : "");
-    auto& [held_category, bytes] = by_op[std::string(step_category_name(c)) + ":" + label];
-    held_category = c;
-    bytes += live[id];
+  for (const Live& held : live_after(out.peak.event)) {
+    if (held.category >= StepCategory::kBuffers) continue;
+    const std::string label =
+        std::string(held.op) + "@" + (held.phase >= 0 ? phases_[static_cast<size_t>(held.phase)].first : "");
+    auto& [held_category, bytes] = by_op[std::string(step_category_name(held.category)) + ":" + label];
+    held_category = held.category;
+    bytes += held.bytes;
   }
   for (const auto& [label, entry] : by_op) out.peak_other_by_op.push_back({label, entry.first, entry.second});
   std::stable_sort(out.peak_other_by_op.begin(), out.peak_other_by_op.end(),

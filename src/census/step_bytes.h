@@ -112,12 +112,6 @@ struct StepPassLog {
   int32_t slots_from = 0, slots_to = 0;
 };
 
-// What a replay made: the instance of each storage the pass created, by slot - slots_from (-1: none).
-struct StepReplay {
-  StepPassLog log;  // the recorded pass it copies
-  std::vector<int32_t> instances;
-};
-
 class StepBytes final : public Observer {
  public:
   StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
@@ -135,10 +129,13 @@ class StepBytes final : public Observer {
   // Start and end recording a pass.
   StepPassLog begin_pass() const;
   void end_pass(StepPassLog& log) const;
-  // Replay `pass` in the current phase; `forward` is the replay of the forward whose storages the pass
-  // frees (a backward's), if any. False where the pass frees a storage that is not live then (the
-  // replay does not stand for the pass: the step runs it through the engine instead).
-  bool replay(const StepPassLog& pass, const StepReplay* forward, StepReplay& made);
+  // Whether a replay of `pass` stands for the pass: every storage it frees it made, or (a backward)
+  // `forward` made. A pass that frees another storage (one some other pass made) cannot be replayed.
+  bool replays(const StepPassLog& pass, const StepPassLog* forward) const;
+  // Replay `pass` (checked by replays()) in the current phase: its events logged again, each storage
+  // it made made anew; `forward` is the replay whose storages it frees (a backward's), or -1. Returns
+  // the replay's id.
+  int64_t replay(const StepPassLog& pass, int64_t forward = -1);
 
   int64_t live_bytes() const { return live_; }
   bool is_live(const Tensor& tensor) const;
@@ -155,15 +152,44 @@ class StepBytes final : public Observer {
     StepCategory category = StepCategory::kActivations;
     std::string_view op;
     int32_t phase = 0;
-    int32_t recorded = -1;  // a replayed storage: the slot it is an instance of (its category follows)
+  };
+  // A run of the log: events the engine's storages made (stored in events_ from `from`), or a replay
+  // of a recorded pass (its events events_[from, from + length), its storages made anew).
+  struct Segment {
+    int64_t start = 0;   // its first event's index in the log
+    int64_t length = 0;
+    int64_t from = 0;
+    bool replayed = false;
+    int32_t phase = 0;                   // a replay's phase: its storages are born there
+    int32_t slots_from = 0, slots_to = 0;  // a replay: the recorded pass's storages
+    int64_t forward = -1;                // a replayed backward: the replayed forward's segment
+  };
+  // What a replayed pass does to the live bytes under some weights: the net change, and the highest
+  // point of the total and of the other bytes it reaches, at its first event reaching it.
+  struct Excursion {
+    StepSplit net;
+    int64_t top = 0, top_at = -1;
+    StepSplit at_top;
+    int64_t other_top = 0, other_top_at = -1;
+    StepSplit at_other_top;
   };
   int32_t slot(int64_t storage_id);  // made on first sight
   int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
-  std::vector<StepCategory> categories() const;  // each slot's, an instance's from its recorded storage
+  void log(int32_t slot, int64_t delta_bytes, std::string_view op);
+  // The storages live after event `peak_event`: bytes, category, allocating op and phase of each.
+  struct Live {
+    int64_t bytes;
+    StepCategory category;
+    std::string_view op;
+    int32_t phase;
+  };
+  std::vector<Live> live_after(int64_t event) const;
 
   std::vector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
   std::vector<StorageInfo> storages_;  // by slot
   std::vector<Event> events_;
+  std::vector<Segment> segments_;
+  int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   int64_t live_ = 0;
 };

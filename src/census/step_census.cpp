@@ -159,18 +159,18 @@ struct Held {
 };
 
 // A micro-batch's pass through a chunk, in flight between its forward and its backward: its graph
-// (a pass through the engine) or its replay (census/step_bytes.h).
+// (a pass through the engine) or its replay's id (census/step_bytes.h).
 struct InFlight {
   std::optional<Held> held;
-  StepReplay replay;
+  int64_t replay = -1;
 };
 
 // Each chunk's recorded passes: the forward of the second micro-batch it runs and that micro-batch's
-// backward, the first a later forward is a copy of, the second a later backward's (the first
+// backward, the first a later forward is a replay of, the second a later backward's (the first
 // backward differs: it makes every .grad; a later one adds into them).
 struct Recorded {
-  int64_t forwards = 0, backwards = 0;  // passes run through the engine so far
-  int64_t micro_batch = -1;             // the recorded forward's
+  int64_t forwards = 0;       // forwards run through the engine so far
+  int64_t micro_batch = -1;  // the recorded forward's
   StepPassLog forward, backward;
   bool has_forward = false, has_backward = false;
 };
@@ -393,9 +393,8 @@ StepCensus StepRunner::run() {
     const Chunk& chunk = chunks_[static_cast<size_t>(pass.chunk)];
     if (pass.pass == 'F') {
       if (replays_ && rec.has_forward) {
-        if (!bytes_.replay(rec.forward, nullptr, flight.replay)) replay_failed_ = true;
+        flight.replay = bytes_.replay(rec.forward);
         ++result.passes_replayed;
-        if (replay_failed_) break;
         continue;
       }
       const bool records = replays_ && ++rec.forwards == 2;
@@ -403,8 +402,9 @@ StepCensus StepRunner::run() {
       flight.held = forward(chunk);
       if (!records) continue;
       bytes_.end_pass(log);
+      // A forward that frees what another pass made is not replayed.
+      rec.has_forward = bytes_.replays(log, nullptr);
       rec.forward = log;
-      rec.has_forward = true;
       rec.micro_batch = pass.micro_batch;
       continue;
     }
@@ -416,20 +416,21 @@ StepCensus StepRunner::run() {
       if (records) {
         bytes_.end_pass(log);
         rec.backward = log;
-        rec.has_backward = true;
+        rec.has_backward = bytes_.replays(log, &rec.forward);
       }
-      ++rec.backwards;
       result.gradient_bytes_after_last_backward = gradient_bytes();
     } else {
-      // A replayed forward's backward: the recorded backward, freeing the forward's instances.
-      StepReplay made;
-      if (!rec.has_backward || !bytes_.replay(rec.backward, &flight.replay, made)) replay_failed_ = true;
-      flight.replay = StepReplay();
+      // A replayed forward's backward: the recorded backward, freeing the forward's replayed storages.
+      if (!rec.has_backward) {
+        replay_failed_ = true;
+        break;
+      }
+      bytes_.replay(rec.backward, flight.replay);
+      flight.replay = -1;
       ++result.passes_replayed;
     }
     if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
     first_backward = false;
-    if (replay_failed_) break;
   }
   std::optional<nn::AdamW> adamw;  // its states live on after the step, as the optimizer's do
   if (o_.optimizer == StepOptimizer::kAdamW) {

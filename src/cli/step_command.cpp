@@ -366,7 +366,9 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << a.micro_batches << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
          << schedule_name(a) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
-  if (composition.composes())
+  const bool data_parallel_terms =
+      composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
+  if (data_parallel_terms)
     answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
            << a.grad_dtype;
   answer << ", bf16 parameters\n";
@@ -396,7 +398,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
              << "the pairs routed elsewhere masked, as Transformers' expert-parallel plan runs them\n";
     answer << "pipeline: " << c.num_hidden_layers << " layers / " << a.pp << " stages = " << c.num_hidden_layers / a.pp
            << " per stage; stage 0 holds the embedding, the last the final norm, head and loss\n";
-    if (composition.composes())
+    if (data_parallel_terms)
       answer << "data_parallel: DP " << a.dp << ", ZeRO-" << a.zero
              << ": the simulated step's storages counted at their category's share and its peak found again "
                 "(the terms below)\n";

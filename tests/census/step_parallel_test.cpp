@@ -11,7 +11,12 @@
 // EP: a Qwen3-MoE layer holds, at EP 1, its experts' gate_up_proj (8, 512, 256) = 1,048,576 and
 // down_proj (8, 256, 256) = 524,288 parameters of its 1,739,328. At EP 2 the rank holds 4 of the 8:
 // 524,288 + 262,144, the router (8 x 256) whole: 1,739,328 - 786,432 = 952,896 a layer, and the model
-// 2 x 1,048,576 (embedding, head) + 256 (final norm) + 4 x 952,896 = 5,908,992 parameters.
+// 2 x 1,048,576 (embedding, head) + 256 (final norm) + 4 x 952,896 = 5,908,992 parameters. Its experts
+// still run every token-expert pair of its 128 tokens (256 rows, those routed to the other rank's
+// experts masked), so what a layer saves changes only by the groups' offsets both _grouped_mm keep, one
+// (E) int32 tensor: 8 x 4 = 32 B at EP 1, 4 x 4 = 16 B at EP 2. The oracle's one-micro-batch step
+// (tests/data/step/qwen3_moe_toy_L4_s128_single) leaves F0's graph 27,970,320 - 18,109,568 = 9,860,752 B
+// above its start; at EP 2 it is 4 x 16 B less, 9,860,688, and at EP 4 (2 experts, 8 B) 4 x 24 B less.
 #include <gtest/gtest.h>
 
 #include "census/step_census.h"
@@ -99,6 +104,20 @@ TEST(StepExpertParallel, TheRankHoldsItsShareOfTheExperts) {
   // Every parameter's gradient, and AdamW's two bf16 moments and fp32 step of each tensor.
   EXPECT_EQ(s.gradient_bytes_after_last_backward, s.parameter_bytes);
   EXPECT_EQ(s.optimizer_state_bytes, 2 * s.parameter_bytes + 47 * 4);
+}
+
+TEST(StepExpertParallel, TheSavedBytesChangeOnlyByTheGroupsOffsets) {
+  StepOptions o;
+  o.seq_length = 128;
+  auto graph = [&](int64_t ep) {
+    o.expert_parallel = ep;
+    const StepPhase& f0 = run(toy("qwen3_moe", true), o).analysis.phases[1];
+    EXPECT_EQ(f0.name, "F0");
+    return f0.live_at_end - f0.live_at_start;
+  };
+  EXPECT_EQ(graph(1), 9'860'752);
+  EXPECT_EQ(graph(2), 9'860'752 - 4 * 16);
+  EXPECT_EQ(graph(4), 9'860'752 - 4 * 24);
 }
 
 TEST(StepExpertParallel, RefusesExpertsItDoesNotDivideAndDenseModels) {

@@ -64,8 +64,8 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
 bool step_models_family(const ModelConfig& config) {
   // The families whose causal LM is Llama's model forward around their own layers (Transformers'
   // modular copies): the embedding, the rotary once, the layers, the final norm, the head.
-  static constexpr std::string_view kModelled[] = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
-                                                   "mixtral"};
+  static constexpr std::string_view kModelled[] = {"llama",     "mistral", "qwen2",    "qwen3",         "qwen2_moe",
+                                                   "qwen3_moe", "mixtral", "seed_oss", "hunyuan_v1_moe"};
   for (std::string_view type : kModelled)
     if (config.model_type == type) return config.family != nullptr;
   return false;
@@ -75,7 +75,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (!step_models_family(config))
     return refuse("model_type " + config.model_type,
                   "census step models the Llama-like causal LMs (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
-                  "mixtral); this family's model forward is not priced yet");
+                  "mixtral, seed_oss, hunyuan_v1_moe); this family's model forward is not priced yet");
   if (!config.replacements.empty())
     return refuse("--train-yaml", "census step runs Transformers' own modules; module replacements are not priced yet");
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");

@@ -398,15 +398,15 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     num_experts / *ep* experts. Composed onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
     *master_weights* and *grad_dtype* (``bf16`` or ``fp32``), and the bytes of the CUDA context, NCCL's
     buffers and fragmentation the caller states. ValueError for a value it refuses; CensusUnavailable for
-    what is not priced yet (a family whose model forward the step does not model, a tied LM head).
+    what is not priced yet (a family whose model forward the step does not model). A config that ties the
+    LM head to the embedding (``tie_word_embeddings``) is stepped with one shared weight.
     """
     mapping = _mapping(config)
-    if isinstance(mapping, Mapping) and (mapping.get("tie_word_embeddings")
-                                         or (mapping.get("text_config") or {}).get("tie_word_embeddings")):
-        raise CensusUnavailable("tie_word_embeddings: an LM head tied to the embedding is not priced yet by census_step")
+    tied = isinstance(mapping, Mapping) and bool(mapping.get("tie_word_embeddings")
+                                                 or (mapping.get("text_config") or {}).get("tie_word_embeddings"))
     text = _census.step(load_config(mapping), int(seq_length), int(micro_batches), int(pp),
                         None if stage is None else int(stage), str(schedule), int(virtual_stages), str(recompute),
                         str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
-                        int(nccl_buffers), int(fragmentation), int(cp), int(ep))
+                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), tied)
     return json.loads(text)

@@ -236,7 +236,9 @@ void StepRunner::build() {
     for (int64_t i = chunk.begin; i < chunk.end; ++i) chunk.layers.push_back(c_.family->build_layer(layer_config_, i));
   if (chunks_.back().last) {
     norm_ = c_.family->build_final_norm(c_, head_params_);
-    lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
+    // Tied where the stage holds the embedding too: the head reads its weight, no parameter of its own.
+    if (!(o_.tie_word_embeddings && embed_tokens_))
+      lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
   }
   for (const Tensor& p : embedding_params_) params_.push_back(p);
   for (const Chunk& chunk : chunks_)
@@ -322,7 +324,14 @@ Held StepRunner::forward(const Chunk& chunk) {
   }
   // The causal LM's forward: logits = lm_head(hidden_states[:, -0:, :]); the loss; the output object
   // (loss and logits) returned, then dropped with its logits; the loss kept, scaled by 1/M.
-  Tensor logits = lm_head_->forward(ops::slice(model_out, 1, 0, seq));
+  Tensor logits;
+  if (lm_head_) {
+    logits = lm_head_->forward(ops::slice(model_out, 1, 0, seq));
+  } else {  // tied: lm_head's forward over the embedding's weight
+    const Tensor kept = ops::slice(model_out, 1, 0, seq);
+    ModuleScope scope("lm_head", ModuleKind::kOther);
+    logits = ops::linear(kept, embed_tokens_->weight(), Tensor());
+  }
   model_out = Tensor();
   Tensor loss = nn::for_causal_lm_loss(logits, labels, c_.vocab_size);
   logits = Tensor();

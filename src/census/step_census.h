@@ -59,6 +59,10 @@ struct StepOptions {
   // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
   // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
   int64_t expert_parallel = 1;
+  // The LM head tied to the embedding (config.json's tie_word_embeddings): a stage holding both uses
+  // the embedding's weight as the head's, one parameter whose two gradients the backward sums before
+  // it becomes .grad. A pipeline's last stage holds its own copy as its head (as Megatron shares it).
+  bool tie_word_embeddings = false;
 };
 
 struct StepPass {

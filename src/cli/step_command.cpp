@@ -288,6 +288,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.tensor_parallel = a.tp;
   o.context_parallel = a.cp;
   o.expert_parallel = a.ep;
+  o.tie_word_embeddings = a.tie_word_embeddings;
   o.composition.data_parallel = a.dp;
   o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
@@ -346,9 +347,9 @@ Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& conf
 int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   auto model = resolve_model(a.model);
   if (!model) return refuse_line(err, model.refusal().message());
-  if (ties_embeddings(a.model))
-    return refuse_line(err, "tie_word_embeddings: an LM head tied to the embedding is not priced yet by census step");
-  auto result = run_step(a, *model);
+  StepArgs args = a;
+  args.tie_word_embeddings = ties_embeddings(a.model);
+  auto result = run_step(args, *model);
   if (!result) return refuse_line(err, result.refusal().message());
   const StepRuns& r = *result;
   const std::vector<StageRun>& runs = r.runs;

@@ -1,7 +1,7 @@
 // The replayed step against the step run op by op: census_step runs each chunk's first two
 // micro-batches through the engine and replays the later ones' passes from the second's events;
-// census_step_op_by_op runs every pass. Over schedules, stages, recompute modes, tensor parallelism
-// and a composition, on the Llama and Qwen3-MoE toys, every number both report is the same.
+// census_step_op_by_op runs every pass. Over schedules, stages, recompute modes, tensor, context and
+// expert parallelism, a tied head and a composition, on the Llama and Qwen3-MoE toys, every number both report is the same.
 #include <gtest/gtest.h>
 
 #include "census/step_census.h"
@@ -142,6 +142,15 @@ TEST(StepReplay, EqualsTheStepRunOpByOpComposedAndSharded) {
   o.composition.zero = 2;
   o.stage = 0;
   EXPECT_GT(expect_same_step(toy("llama"), o, "llama composed tp 2 no optimizer"), 0);
+  StepOptions tied;
+  tied.seq_length = 64;
+  tied.micro_batches = 4;
+  tied.optimizer = StepOptimizer::kAdamW;
+  tied.tie_word_embeddings = true;
+  tied.context_parallel = 2;
+  EXPECT_GT(expect_same_step(toy("llama"), tied, "llama tied, cp 2"), 0);
+  tied.expert_parallel = 2;
+  EXPECT_GT(expect_same_step(toy("qwen3_moe", true), tied, "qwen3_moe tied, cp 2, ep 2"), 0);
 }
 
 }  // namespace

@@ -60,6 +60,10 @@ def test_what_is_not_priced_raises_census_unavailable():
     gemma = dict(config, model_type="gemma")
     with pytest.raises(census.CensusUnavailable):
         census.census_step(gemma, seq_length=128)
-    tied = dict(config, tie_word_embeddings=True)
-    with pytest.raises(census.CensusUnavailable):
-        census.census_step(tied, seq_length=128)
+
+
+def test_a_tied_head_shares_the_embeddings_weight():
+    config = _case("llama_toy_L4_s128_single")["config"]
+    tied = census.census_step(dict(config, tie_word_embeddings=True), seq_length=128, optimizer="none")
+    assert tied["parameters"]["count"] == 4_327_680 - 1_048_576
+    assert tied["peak"]["bytes"] == 20_605_064 - 2_097_152

@@ -210,10 +210,18 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
     return a;
   };
 
+  // A moment while the walk runs: its phase by index, named once the walk is done.
+  struct Mark {
+    int64_t bytes = -1;
+    std::string_view op;
+    int64_t event = -1;
+    StepSplit split;
+    size_t phase = 0;
+  };
+  auto moment = [&](const Mark& m) { return StepMoment{m.bytes, phases_[m.phase].first, m.op, m.event, m.split}; };
+  Mark peak, other_peak;
   StepSplit split;
   int64_t total = 0;
-  out.peak.bytes = -1;
-  out.other_peak.bytes = -1;
   size_t si = 0;
   for (size_t p = 0; p < phases_.size(); ++p) {
     StepPhase phase;
@@ -228,25 +236,19 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
     phase.events_to = p + 1 < phases_.size() ? phases_[p + 1].second : out.events;
     phase.live_at_start = total;
     phase.split_at_start = split;
-    phase.peak = StepMoment{total, phase.name, {}, phase.events_from - 1, split};
+    Mark phase_peak{total, {}, phase.events_from - 1, split, p};
     for (int64_t v = phase.events_from; v < phase.events_to;) {
       while (segments_[si].start + segments_[si].length <= v) ++si;
       const Segment& seg = segments_[si];
       if (seg.replayed) {  // wholly in this phase: its excursion from where it starts
         const Excursion& x = excursion(seg);
         const int64_t top = total + x.top;
-        if (top > phase.peak.bytes) {
-          const Event& e = events_[static_cast<size_t>(seg.from + x.top_at)];
-          phase.peak = StepMoment{top, phase.name, e.op, seg.start + x.top_at, plus(split, x.at_top)};
-        }
-        if (top > out.peak.bytes) {
-          const Event& e = events_[static_cast<size_t>(seg.from + x.top_at)];
-          out.peak = StepMoment{top, phase.name, e.op, seg.start + x.top_at, plus(split, x.at_top)};
-        }
-        if (split.other() + x.other_top > out.other_peak.bytes) {
+        const std::string_view top_op = events_[static_cast<size_t>(seg.from + x.top_at)].op;
+        if (top > phase_peak.bytes) phase_peak = Mark{top, top_op, seg.start + x.top_at, plus(split, x.at_top), p};
+        if (top > peak.bytes) peak = Mark{top, top_op, seg.start + x.top_at, plus(split, x.at_top), p};
+        if (split.other() + x.other_top > other_peak.bytes) {
           const Event& e = events_[static_cast<size_t>(seg.from + x.other_top_at)];
-          out.other_peak = StepMoment{split.other() + x.other_top, phase.name, e.op, seg.start + x.other_top_at,
-                                      plus(split, x.at_other_top)};
+          other_peak = Mark{split.other() + x.other_top, e.op, seg.start + x.other_top_at, plus(split, x.at_other_top), p};
         }
         split = plus(split, x.net);
         total += x.net.total();
@@ -259,17 +261,22 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
         const int64_t delta = weighted(e);
         split.bytes[static_cast<size_t>(category(e))] += delta;
         total += delta;
-        if (total > phase.peak.bytes) phase.peak = StepMoment{total, phase.name, e.op, v, split};
-        if (total > out.peak.bytes) out.peak = StepMoment{total, phase.name, e.op, v, split};
-        if (split.other() > out.other_peak.bytes) out.other_peak = StepMoment{split.other(), phase.name, e.op, v, split};
+        if (total > phase_peak.bytes) phase_peak = Mark{total, e.op, v, split, p};
+        if (total > peak.bytes) peak = Mark{total, e.op, v, split, p};
+        if (split.other() > other_peak.bytes) other_peak = Mark{split.other(), e.op, v, split, p};
       }
     }
+    phase.peak = moment(phase_peak);
     phase.live_at_end = total;
     phase.split_at_end = split;
     split.bytes[static_cast<size_t>(StepCategory::kActivations)] -= extra;
     total -= extra;
     out.phases.push_back(std::move(phase));
   }
+  out.peak.bytes = -1;
+  out.other_peak.bytes = -1;
+  if (peak.bytes >= 0) out.peak = moment(peak);
+  if (other_peak.bytes >= 0) out.other_peak = moment(other_peak);
   // What else is live at the peak, by allocating op and phase.
   std::map<std::string, std::pair<StepCategory, int64_t>> by_op;
   for (const Live& held : live_after(out.peak.event)) {

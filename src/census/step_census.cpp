@@ -97,8 +97,9 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                       std::to_string(o.pipeline_stages) + "; give a multiple of it");
   if (o.tensor_parallel < 1) return refuse("--tp", "must be at least 1");
   if (o.composition.data_parallel < 1) return refuse("--dp", "must be at least 1");
-  if (o.composition.zero > 0 && o.composition.data_parallel == 1)
-    return refuse("--zero " + std::to_string(o.composition.zero), "shards over data parallelism; give --dp D > 1");
+  if (o.composition.zero > 0 && o.composition.data_parallel * std::max<int64_t>(o.context_parallel, 1) == 1)
+    return refuse("--zero " + std::to_string(o.composition.zero),
+                  "shards over the data- (and context-) parallel ranks; give --dp D > 1 or --cp C > 1");
   if (o.composition.zero < 0 || o.composition.zero > 3) return refuse("--zero", "must be 0, 1, 2 or 3");
   if (o.context_parallel < 1) return refuse("--cp", "must be at least 1");
   if (o.seq_length % o.context_parallel != 0)

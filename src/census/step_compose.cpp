@@ -5,7 +5,10 @@ namespace census {
 StepWeights step_weights(const StepComposition& c) {
   StepWeights w;
   auto at = [&](StepCategory category) -> Share& { return w.by_category[static_cast<size_t>(category)]; };
-  const int64_t d = c.data_parallel;
+  // ZeRO shards over every rank that holds the same parameters: the data-parallel ranks and, under
+  // context parallelism, the context-parallel ranks with them (Megatron's distributed optimizer over
+  // its data-and-context-parallel group, DeepSpeed's over the sequence-data-parallel group).
+  const int64_t d = c.data_parallel * c.context_parallel;
   if (c.fp32_master_weights) {
     at(StepCategory::kOptimizerStates).num *= 3;
     w.optimizer_temporaries.num *= 2;
@@ -26,7 +29,9 @@ StepWeights step_weights(const StepComposition& c) {
 
 std::vector<ComposedTerm> composed_terms(const StepComposition& c, const StepMoment& composed) {
   std::vector<ComposedTerm> terms;
-  const std::string d = std::to_string(c.data_parallel);
+  const std::string d = c.context_parallel > 1 ? std::to_string(c.data_parallel) + " x " +
+                                                    std::to_string(c.context_parallel) + " (DP x CP)"
+                                              : std::to_string(c.data_parallel);
   std::string p = "simulated (the stage's bf16 parameters)";
   if (c.zero >= 3) p += " / " + d + " (ZeRO-3: parameters sharded over DP)";
   terms.push_back({"parameters", p, composed.split.parameters()});

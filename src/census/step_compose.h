@@ -1,7 +1,9 @@
 // File: step_compose.h
 // What one process cannot run, composed term by term onto the simulated step of one rank:
 //
-//   data parallelism D with ZeRO (Megatron's distributed optimizer, DeepSpeed's stages):
+//   data parallelism D with ZeRO (Megatron's distributed optimizer, DeepSpeed's stages), sharded over
+//   D x C ranks under context parallelism C (every rank holding the same parameters; HyperParallel's
+//   shard_p_os_non_exp = d x cp x t, its t the simulated TP):
 //     ZeRO-1  optimizer states / D
 //     ZeRO-2  and gradients / D
 //     ZeRO-3  and parameters / D, plus the gathered whole parameters of the layer being computed and

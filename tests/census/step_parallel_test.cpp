@@ -83,6 +83,31 @@ TEST(StepContextParallel, TheRingReceivesTheOtherShardsKeysAndValues) {
   EXPECT_EQ(run(toy("llama"), o).composition.ring_kv_bytes, 49'152);
 }
 
+// ZeRO shards over every rank holding the same parameters, the D data-parallel ranks and the C context-
+// parallel ranks with them. The Llama toy at 256 tokens, CP 2, DP 2, ZeRO-1, 4 micro-batches then AdamW
+// simulates the oracle's 128-token accumulated step (tests/data/step/llama_toy_L4_s128_accum_m4_adamw,
+// worked in tests/census/step_compose_test.cpp): its states O = 17,310,876 and the update's temporaries
+// 4,194,816 divide by 2 x 2 = 4, so the optimizer step falls to P + G + 4,327,719 + 128 + 1,048,704 =
+// 22,687,271 and B1 peaks, at its simulated 29,260,424 plus the ring's 32,768.
+TEST(StepContextParallel, ZeroShardsOverTheDataAndContextParallelRanks) {
+  StepOptions o;
+  o.seq_length = 256;
+  o.context_parallel = 2;
+  o.micro_batches = 4;
+  o.optimizer = StepOptimizer::kAdamW;
+  o.composition.data_parallel = 2;
+  o.composition.zero = 1;
+  const StepCensus s = run(toy("llama"), o);
+  EXPECT_EQ(s.analysis.peak.bytes, 38'816'540);  // the oracle's, at its optimizer step
+  EXPECT_EQ(s.composed.phases[9].name, "optimizer_step");
+  EXPECT_EQ(s.composed.phases[9].peak.bytes, 2 * 8'655'360 + 4'327'719 + 128 + 1'048'704);
+  EXPECT_EQ(s.composed_peak.bytes, 29'260'424 + 32'768);
+  EXPECT_EQ(s.composed_peak.phase, "B1");
+  // DP 1: the context-parallel ranks alone.
+  o.composition.data_parallel = 1;
+  EXPECT_EQ(run(toy("llama"), o).composed.phases[9].peak.split.optimizer_states(), 17'310'876 / 2);
+}
+
 TEST(StepContextParallel, RefusesTokensItDoesNotDivide) {
   StepOptions o;
   o.seq_length = 130;

@@ -382,7 +382,8 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
            << " / " << a.tp << " = " << rank.intermediate_size;
     if (c.moe.moe_intermediate_size > 0)
       answer << ", expert width " << c.moe.moe_intermediate_size << " / " << a.tp << " = " << rank.moe.moe_intermediate_size
-             << " (all " << c.moe.num_experts << " experts)";
+             << (a.ep > 1 ? " (the rank's " + std::to_string(c.moe.num_experts / a.ep) + " experts)"
+                          : " (all " + std::to_string(c.moe.num_experts) + " experts)");
     answer << "; the norms, the router, the embedding, the final norm, the LM head and the loss whole on every rank "
               "(no sequence parallelism, no vocabulary-parallel head)\n";
     if (a.cp > 1)
@@ -397,6 +398,10 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
              << " = " << c.moe.num_experts / a.ep << " experts (simulated: their parameters, gradients and states), "
              << "the router whole; the experts run every token-expert pair of the rank's tokens, "
              << "the pairs routed elsewhere masked, as Transformers' expert-parallel plan runs them\n";
+    if (args.tie_word_embeddings)
+      answer << "tie_word_embeddings: a stage holding the embedding and the head runs the head over the embedding's "
+                "weight (one parameter, its two gradients summed into one .grad); a pipeline's last stage holds "
+                "its own copy as its head\n";
     answer << "pipeline: " << c.num_hidden_layers << " layers / " << a.pp << " stages = " << c.num_hidden_layers / a.pp
            << " per stage; stage 0 holds the embedding, the last the final norm, head and loss\n";
     if (data_parallel_terms)

@@ -67,3 +67,16 @@ def test_a_tied_head_shares_the_embeddings_weight():
     tied = census.census_step(dict(config, tie_word_embeddings=True), seq_length=128, optimizer="none")
     assert tied["parameters"]["count"] == 4_327_680 - 1_048_576
     assert tied["peak"]["bytes"] == 20_605_064 - 2_097_152
+
+
+def test_context_and_expert_parallel_degrees():
+    # CP 2 at 256 tokens: the rank's 128 tokens, the oracle's 128-token step, and the ring's K/V,
+    # (2 - 1) x 128 x 2 x 2 KV heads x 32 x 2 B = 32,768, composed during every pass.
+    config = _case("llama_toy_L4_s128_single")["config"]
+    step = census.census_step(config, seq_length=256, cp=2, optimizer="none")
+    assert step["peak"]["bytes"] == _case("llama_toy_L4_s128_single")["peak"]["bytes"]
+    assert step["composed"]["peak"]["bytes"] == step["peak"]["bytes"] + 32_768
+    # EP 2 on the Qwen3-MoE toy: 4 of the 8 experts a layer, 786,432 parameters fewer each.
+    moe = _case("qwen3_moe_toy_L4_s128_single")
+    sharded = census.census_step(moe["config"], seq_length=128, ep=2, optimizer="none")
+    assert sharded["parameters"]["count"] == moe["parameters"]["count"] - 4 * 786_432

@@ -136,7 +136,8 @@ TEST(StepExpertParallel, TheSavedBytesChangeOnlyByTheGroupsOffsets) {
   o.seq_length = 128;
   auto graph = [&](int64_t ep) {
     o.expert_parallel = ep;
-    const StepPhase& f0 = run(toy("qwen3_moe", true), o).analysis.phases[1];
+    const StepCensus s = run(toy("qwen3_moe", true), o);
+    const StepPhase& f0 = s.analysis.phases[1];
     EXPECT_EQ(f0.name, "F0");
     return f0.live_at_end - f0.live_at_start;
   };

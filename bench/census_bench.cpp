@@ -130,6 +130,24 @@ void BM_StepAllStages(benchmark::State& state, const char* model) {
 }
 BENCHMARK_CAPTURE(BM_StepAllStages, llama_3_1_70b_pp8_m16_tp8, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
 
+// The same, every pass through the engine (census_step_op_by_op): what replaying later micro-batches'
+// passes saves.
+void BM_StepAllStagesOpByOp(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  census::StepOptions options;
+  options.seq_length = 4096;
+  options.micro_batches = 16;
+  options.pipeline_stages = 8;
+  options.tensor_parallel = 8;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  for (auto _ : state)
+    for (int64_t stage = 0; stage < options.pipeline_stages; ++stage) {
+      options.stage = stage;
+      benchmark::DoNotOptimize(census::census_step_op_by_op(config, options));
+    }
+}
+BENCHMARK_CAPTURE(BM_StepAllStagesOpByOp, llama_3_1_70b_pp8_m16_tp8, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
+
 // One stage of it: the first (10 layers, the embedding, 8 micro-batches in flight at its peak).
 void BM_StepFirstStage(benchmark::State& state, const char* model) {
   const census::ModelConfig config = shipped(model);

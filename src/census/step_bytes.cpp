@@ -19,32 +19,56 @@ std::string_view step_category_name(StepCategory category) {
   return "?";
 }
 
-StepBytes::StorageInfo& StepBytes::info(int64_t id) {
-  if (id >= static_cast<int64_t>(storages_.size())) storages_.resize(static_cast<size_t>(id) + 256);
-  return storages_[static_cast<size_t>(id)];
+int32_t StepBytes::slot(int64_t storage_id) {
+  if (storage_id >= static_cast<int64_t>(slot_of_.size())) slot_of_.resize(static_cast<size_t>(storage_id) + 256, 0);
+  int32_t& entry = slot_of_[static_cast<size_t>(storage_id)];
+  if (entry == 0) {
+    storages_.emplace_back();
+    entry = static_cast<int32_t>(storages_.size());
+  }
+  return entry - 1;
 }
 
-void StepBytes::mark_phase(std::string name) { phases_.emplace_back(std::move(name), static_cast<int64_t>(events_.size())); }
+int32_t StepBytes::find_slot(int64_t storage_id) const {
+  if (storage_id < 0 || storage_id >= static_cast<int64_t>(slot_of_.size())) return -1;
+  return slot_of_[static_cast<size_t>(storage_id)] - 1;
+}
+
+void StepBytes::mark_phase(std::string name) { phases_.emplace_back(std::move(name), events_logged_); }
+
+void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op) {
+  if (segments_.empty() || segments_.back().replayed) {
+    Segment segment;
+    segment.start = events_logged_;
+    segment.from = static_cast<int64_t>(events_.size());
+    segments_.push_back(segment);
+  }
+  events_.push_back({id, delta_bytes, op});
+  ++segments_.back().length;
+  ++events_logged_;
+  live_ += delta_bytes;
+}
 
 void StepBytes::track(const Tensor& tensor, std::string_view op) {
   const Storage& storage = *tensor.storage();
-  StorageInfo& s = info(storage.id);
-  if (s.live_bytes != 0 || storage.nbytes == 0) return;
+  if (storage.nbytes == 0) return;
+  const int32_t id = slot(storage.id);
+  StorageInfo& s = storages_[static_cast<size_t>(id)];
+  if (s.live_bytes != 0) return;
   s.live_bytes = storage.nbytes;
   s.op = op;
   s.phase = static_cast<int32_t>(phases_.size()) - 1;
-  live_ += storage.nbytes;
-  events_.push_back({storage.id, storage.nbytes, op});
+  log(id, storage.nbytes, op);
 }
 
 void StepBytes::note(const Tensor& tensor, StepCategory category) {
-  StorageInfo& s = info(tensor.storage_id());
+  StorageInfo& s = storages_[static_cast<size_t>(slot(tensor.storage_id()))];
   s.category = std::max(s.category, category);
 }
 
 bool StepBytes::is_live(const Tensor& tensor) const {
-  const int64_t id = tensor.storage_id();
-  return id < static_cast<int64_t>(storages_.size()) && storages_[static_cast<size_t>(id)].live_bytes > 0;
+  const int32_t id = find_slot(tensor.storage_id());
+  return id >= 0 && storages_[static_cast<size_t>(id)].live_bytes > 0;
 }
 
 void StepBytes::on_op(const OpCall& call) {
@@ -52,26 +76,101 @@ void StepBytes::on_op(const OpCall& call) {
 }
 
 void StepBytes::on_free(const Storage& storage) {
-  if (storage.id >= static_cast<int64_t>(storages_.size())) return;
-  StorageInfo& s = storages_[static_cast<size_t>(storage.id)];
+  const int32_t id = find_slot(storage.id);
+  if (id < 0) return;
+  StorageInfo& s = storages_[static_cast<size_t>(id)];
   if (s.live_bytes == 0) return;
-  events_.push_back({storage.id, -s.live_bytes, "free"});
-  live_ -= s.live_bytes;
+  const int64_t bytes = s.live_bytes;
   s.live_bytes = 0;
+  log(id, -bytes, "free");
+}
+
+StepPassLog StepBytes::begin_pass() const {
+  StepPassLog log;
+  log.events_from = log.events_to = static_cast<int64_t>(events_.size());
+  log.slots_from = log.slots_to = static_cast<int32_t>(storages_.size());
+  return log;
+}
+
+void StepBytes::end_pass(StepPassLog& log) const {
+  log.events_to = static_cast<int64_t>(events_.size());
+  log.slots_to = static_cast<int32_t>(storages_.size());
+}
+
+bool StepBytes::replays(const StepPassLog& pass, const StepPassLog* forward) const {
+  auto in = [](int32_t id, const StepPassLog& p) { return id >= p.slots_from && id < p.slots_to; };
+  for (int64_t i = pass.events_from; i < pass.events_to; ++i) {
+    const Event& e = events_[static_cast<size_t>(i)];
+    if (!in(e.slot, pass) && !(e.delta_bytes < 0 && forward != nullptr && in(e.slot, *forward))) return false;
+  }
+  return true;
+}
+
+int64_t StepBytes::replay(const StepPassLog& pass, int64_t forward) {
+  Segment segment;
+  segment.start = events_logged_;
+  segment.length = pass.events_to - pass.events_from;
+  segment.from = pass.events_from;
+  segment.replayed = true;
+  segment.phase = static_cast<int32_t>(phases_.size()) - 1;
+  segment.slots_from = pass.slots_from;
+  segment.slots_to = pass.slots_to;
+  segment.forward = forward;
+  for (int64_t i = pass.events_from; i < pass.events_to; ++i) live_ += events_[static_cast<size_t>(i)].delta_bytes;
+  events_logged_ += segment.length;
+  segments_.push_back(segment);
+  return static_cast<int64_t>(segments_.size()) - 1;
+}
+
+std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
+  // A storage's key: its slot, or for a replay's, past every slot, the replay's range then its offset
+  // in the recorded pass.
+  std::vector<int64_t> key_base(segments_.size(), -1);
+  int64_t keys = static_cast<int64_t>(storages_.size());
+  for (size_t i = 0; i < segments_.size(); ++i)
+    if (segments_[i].replayed) {
+      key_base[i] = keys;
+      keys += segments_[i].slots_to - segments_[i].slots_from;
+    }
+  std::vector<int64_t> live(static_cast<size_t>(keys), 0);
+  for (size_t i = 0; i < segments_.size() && segments_[i].start <= event; ++i) {
+    const Segment& seg = segments_[i];
+    const int64_t n = std::min(seg.length, event + 1 - seg.start);
+    for (int64_t k = 0; k < n; ++k) {
+      const Event& e = events_[static_cast<size_t>(seg.from + k)];
+      int64_t key = e.slot;
+      if (seg.replayed) {
+        const bool own = e.slot >= seg.slots_from && e.slot < seg.slots_to;
+        const Segment& maker = own ? seg : segments_[static_cast<size_t>(seg.forward)];
+        key = key_base[own ? i : static_cast<size_t>(seg.forward)] + (e.slot - maker.slots_from);
+      }
+      live[static_cast<size_t>(key)] = e.delta_bytes > 0 ? e.delta_bytes : 0;
+    }
+  }
+  std::vector<Live> out;
+  for (size_t id = 0; id < storages_.size(); ++id)
+    if (live[id] > 0) out.push_back({live[id], storages_[id].category, storages_[id].op, storages_[id].phase});
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const Segment& seg = segments_[i];
+    if (!seg.replayed) continue;
+    for (int32_t id = seg.slots_from; id < seg.slots_to; ++id) {
+      const int64_t bytes = live[static_cast<size_t>(key_base[i] + (id - seg.slots_from))];
+      const StorageInfo& recorded = storages_[static_cast<size_t>(id)];
+      if (bytes > 0) out.push_back({bytes, recorded.category, recorded.op, seg.phase});
+    }
+  }
+  return out;
 }
 
 StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
   StepAnalysis out;
-  out.events = static_cast<int64_t>(events_.size());
-  StepSplit split;
-  int64_t total = 0;
-  out.peak.bytes = -1;
-  out.other_peak.bytes = -1;
+  out.events = events_logged_;
+  const bool identity = weights.identity();
   // The bytes an event moves under `weights`: its storage's share; a storage's death moves what its
-  // birth did.
+  // birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
   auto weighted = [&](const Event& e) {
-    if (weights.identity()) return e.delta_bytes;
-    const StorageInfo& s = storages_[static_cast<size_t>(e.storage_id)];
+    if (identity) return e.delta_bytes;
+    const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
     const bool optimizer_temporary = s.category == StepCategory::kActivations && s.phase >= 0 &&
                                      phases_[static_cast<size_t>(s.phase)].first == "optimizer_step";
     const Share share = optimizer_temporary ? weights.optimizer_temporaries
@@ -79,6 +178,51 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
     const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
     return e.delta_bytes > 0 ? bytes : -bytes;
   };
+  auto category = [&](const Event& e) { return storages_[static_cast<size_t>(e.slot)].category; };
+  // Each recorded pass's excursion, once, however many times it is replayed.
+  std::map<int64_t, Excursion> excursions;
+  auto excursion = [&](const Segment& seg) -> const Excursion& {
+    auto [it, made] = excursions.try_emplace(seg.from);
+    Excursion& x = it->second;
+    if (!made) return x;
+    int64_t total = 0;
+    for (int64_t k = 0; k < seg.length; ++k) {
+      const Event& e = events_[static_cast<size_t>(seg.from + k)];
+      const int64_t delta = weighted(e);
+      x.net.bytes[static_cast<size_t>(category(e))] += delta;
+      total += delta;
+      if (x.top_at < 0 || total > x.top) {
+        x.top = total;
+        x.top_at = k;
+        x.at_top = x.net;
+      }
+      const int64_t other = x.net.other();
+      if (x.other_top_at < 0 || other > x.other_top) {
+        x.other_top = other;
+        x.other_top_at = k;
+        x.at_other_top = x.net;
+      }
+    }
+    return x;
+  };
+  auto plus = [](StepSplit a, const StepSplit& b) {
+    for (size_t c = 0; c < a.bytes.size(); ++c) a.bytes[c] += b.bytes[c];
+    return a;
+  };
+
+  // A moment while the walk runs: its phase by index, named once the walk is done.
+  struct Mark {
+    int64_t bytes = -1;
+    std::string_view op;
+    int64_t event = -1;
+    StepSplit split;
+    size_t phase = 0;
+  };
+  auto moment = [&](const Mark& m) { return StepMoment{m.bytes, phases_[m.phase].first, m.op, m.event, m.split}; };
+  Mark peak, other_peak;
+  StepSplit split;
+  int64_t total = 0;
+  size_t si = 0;
   for (size_t p = 0; p < phases_.size(); ++p) {
     StepPhase phase;
     phase.name = phases_[p].first;
@@ -92,37 +236,56 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
     phase.events_to = p + 1 < phases_.size() ? phases_[p + 1].second : out.events;
     phase.live_at_start = total;
     phase.split_at_start = split;
-    phase.peak = StepMoment{total, phase.name, {}, phase.events_from - 1, split};
-    for (int64_t i = phase.events_from; i < phase.events_to; ++i) {
-      const Event& e = events_[static_cast<size_t>(i)];
-      const int64_t delta = weighted(e);
-      split.bytes[static_cast<size_t>(storages_[static_cast<size_t>(e.storage_id)].category)] += delta;
-      total += delta;
-      if (total > phase.peak.bytes) phase.peak = StepMoment{total, phase.name, e.op, i, split};
-      if (total > out.peak.bytes) out.peak = StepMoment{total, phase.name, e.op, i, split};
-      if (split.other() > out.other_peak.bytes) out.other_peak = StepMoment{split.other(), phase.name, e.op, i, split};
+    Mark phase_peak{total, {}, phase.events_from - 1, split, p};
+    for (int64_t v = phase.events_from; v < phase.events_to;) {
+      while (segments_[si].start + segments_[si].length <= v) ++si;
+      const Segment& seg = segments_[si];
+      if (seg.replayed) {  // wholly in this phase: its excursion from where it starts
+        const Excursion& x = excursion(seg);
+        const int64_t top = total + x.top;
+        const std::string_view top_op = events_[static_cast<size_t>(seg.from + x.top_at)].op;
+        if (top > phase_peak.bytes) phase_peak = Mark{top, top_op, seg.start + x.top_at, plus(split, x.at_top), p};
+        if (top > peak.bytes) peak = Mark{top, top_op, seg.start + x.top_at, plus(split, x.at_top), p};
+        if (split.other() + x.other_top > other_peak.bytes) {
+          const Event& e = events_[static_cast<size_t>(seg.from + x.other_top_at)];
+          other_peak = Mark{split.other() + x.other_top, e.op, seg.start + x.other_top_at, plus(split, x.at_other_top), p};
+        }
+        split = plus(split, x.net);
+        total += x.net.total();
+        v = seg.start + seg.length;
+        continue;
+      }
+      const int64_t end = std::min(phase.events_to, seg.start + seg.length);
+      for (; v < end; ++v) {
+        const Event& e = events_[static_cast<size_t>(seg.from + (v - seg.start))];
+        const int64_t delta = weighted(e);
+        split.bytes[static_cast<size_t>(category(e))] += delta;
+        total += delta;
+        if (total > phase_peak.bytes) phase_peak = Mark{total, e.op, v, split, p};
+        if (total > peak.bytes) peak = Mark{total, e.op, v, split, p};
+        if (split.other() > other_peak.bytes) other_peak = Mark{split.other(), e.op, v, split, p};
+      }
     }
+    phase.peak = moment(phase_peak);
     phase.live_at_end = total;
     phase.split_at_end = split;
     split.bytes[static_cast<size_t>(StepCategory::kActivations)] -= extra;
     total -= extra;
     out.phases.push_back(std::move(phase));
   }
+  out.peak.bytes = -1;
+  out.other_peak.bytes = -1;
+  if (peak.bytes >= 0) out.peak = moment(peak);
+  if (other_peak.bytes >= 0) out.other_peak = moment(other_peak);
   // What else is live at the peak, by allocating op and phase.
-  std::vector<int64_t> live(storages_.size(), 0);
-  for (int64_t i = 0; i <= out.peak.event && i < out.events; ++i) {
-    const Event& e = events_[static_cast<size_t>(i)];
-    live[static_cast<size_t>(e.storage_id)] = e.delta_bytes > 0 ? e.delta_bytes : 0;
-  }
   std::map<std::string, std::pair<StepCategory, int64_t>> by_op;
-  for (size_t id = 0; id < live.size(); ++id) {
-    if (live[id] == 0) continue;
-    const StorageInfo& s = storages_[id];
-    if (s.category >= StepCategory::kBuffers) continue;
-    const std::string label = std::string(s.op) + "@" + (s.phase >= 0 ? phases_[static_cast<size_t>(s.phase)].first : "");
-    auto& [category, bytes] = by_op[std::string(step_category_name(s.category)) + ":" + label];
-    category = s.category;
-    bytes += live[id];
+  for (const Live& held : live_after(out.peak.event)) {
+    if (held.category >= StepCategory::kBuffers) continue;
+    const std::string label =
+        std::string(held.op) + "@" + (held.phase >= 0 ? phases_[static_cast<size_t>(held.phase)].first : "");
+    auto& [held_category, bytes] = by_op[std::string(step_category_name(held.category)) + ":" + label];
+    held_category = held.category;
+    bytes += held.bytes;
   }
   for (const auto& [label, entry] : by_op) out.peak_other_by_op.push_back({label, entry.first, entry.second});
   std::stable_sort(out.peak_other_by_op.begin(), out.peak_other_by_op.end(),

@@ -106,6 +106,12 @@ struct StepWeights {
   }
 };
 
+// A recorded pass: its events [events_from, events_to) and the storages counted meanwhile (slots).
+struct StepPassLog {
+  int64_t events_from = 0, events_to = 0;
+  int32_t slots_from = 0, slots_to = 0;
+};
+
 class StepBytes final : public Observer {
  public:
   StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
@@ -120,13 +126,24 @@ class StepBytes final : public Observer {
   void on_free(const Storage& storage) override;
   void on_parameter_grad(const Tensor& grad) override { note(grad, StepCategory::kParamGradInflight); }
 
+  // Start and end recording a pass.
+  StepPassLog begin_pass() const;
+  void end_pass(StepPassLog& log) const;
+  // Whether a replay of `pass` stands for the pass: every storage it frees it made, or (a backward)
+  // `forward` made. A pass that frees another storage (one some other pass made) cannot be replayed.
+  bool replays(const StepPassLog& pass, const StepPassLog* forward) const;
+  // Replay `pass` (checked by replays()) in the current phase: its events logged again, each storage
+  // it made made anew; `forward` is the replay whose storages it frees (a backward's), or -1. Returns
+  // the replay's id.
+  int64_t replay(const StepPassLog& pass, int64_t forward = -1);
+
   int64_t live_bytes() const { return live_; }
   bool is_live(const Tensor& tensor) const;
   StepAnalysis analyse(const StepWeights& weights = {}) const;
 
  private:
   struct Event {
-    int64_t storage_id;
+    int32_t slot;
     int64_t delta_bytes;
     std::string_view op;  // the allocating op; "free" for a death
   };
@@ -136,10 +153,43 @@ class StepBytes final : public Observer {
     std::string_view op;
     int32_t phase = 0;
   };
-  StorageInfo& info(int64_t id);
+  // A run of the log: events the engine's storages made (stored in events_ from `from`), or a replay
+  // of a recorded pass (its events events_[from, from + length), its storages made anew).
+  struct Segment {
+    int64_t start = 0;   // its first event's index in the log
+    int64_t length = 0;
+    int64_t from = 0;
+    bool replayed = false;
+    int32_t phase = 0;                   // a replay's phase: its storages are born there
+    int32_t slots_from = 0, slots_to = 0;  // a replay: the recorded pass's storages
+    int64_t forward = -1;                // a replayed backward: the replayed forward's segment
+  };
+  // What a replayed pass does to the live bytes under some weights: the net change, and the highest
+  // point of the total and of the other bytes it reaches, at its first event reaching it.
+  struct Excursion {
+    StepSplit net;
+    int64_t top = 0, top_at = -1;
+    StepSplit at_top;
+    int64_t other_top = 0, other_top_at = -1;
+    StepSplit at_other_top;
+  };
+  int32_t slot(int64_t storage_id);  // made on first sight
+  int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
+  void log(int32_t slot, int64_t delta_bytes, std::string_view op);
+  // The storages live after event `peak_event`: bytes, category, allocating op and phase of each.
+  struct Live {
+    int64_t bytes;
+    StepCategory category;
+    std::string_view op;
+    int32_t phase;
+  };
+  std::vector<Live> live_after(int64_t event) const;
 
-  std::vector<StorageInfo> storages_;  // by storage id
+  std::vector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
+  std::vector<StorageInfo> storages_;  // by slot
   std::vector<Event> events_;
+  std::vector<Segment> segments_;
+  int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   int64_t live_ = 0;
 };

@@ -64,8 +64,8 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
 bool step_models_family(const ModelConfig& config) {
   // The families whose causal LM is Llama's model forward around their own layers (Transformers'
   // modular copies): the embedding, the rotary once, the layers, the final norm, the head.
-  static constexpr std::string_view kModelled[] = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
-                                                   "mixtral"};
+  static constexpr std::string_view kModelled[] = {"llama",     "mistral", "qwen2",    "qwen3",         "qwen2_moe",
+                                                   "qwen3_moe", "mixtral", "seed_oss", "hunyuan_v1_moe"};
   for (std::string_view type : kModelled)
     if (config.model_type == type) return config.family != nullptr;
   return false;
@@ -75,7 +75,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (!step_models_family(config))
     return refuse("model_type " + config.model_type,
                   "census step models the Llama-like causal LMs (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
-                  "mixtral); this family's model forward is not priced yet");
+                  "mixtral, seed_oss, hunyuan_v1_moe); this family's model forward is not priced yet");
   if (!config.replacements.empty())
     return refuse("--train-yaml", "census step runs Transformers' own modules; module replacements are not priced yet");
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
@@ -97,9 +97,24 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                       std::to_string(o.pipeline_stages) + "; give a multiple of it");
   if (o.tensor_parallel < 1) return refuse("--tp", "must be at least 1");
   if (o.composition.data_parallel < 1) return refuse("--dp", "must be at least 1");
-  if (o.composition.zero > 0 && o.composition.data_parallel == 1)
-    return refuse("--zero " + std::to_string(o.composition.zero), "shards over data parallelism; give --dp D > 1");
+  if (o.composition.zero > 0 && o.composition.data_parallel * std::max<int64_t>(o.context_parallel, 1) == 1)
+    return refuse("--zero " + std::to_string(o.composition.zero),
+                  "shards over the data- (and context-) parallel ranks; give --dp D > 1 or --cp C > 1");
   if (o.composition.zero < 0 || o.composition.zero > 3) return refuse("--zero", "must be 0, 1, 2 or 3");
+  if (o.context_parallel < 1) return refuse("--cp", "must be at least 1");
+  if (o.seq_length % o.context_parallel != 0)
+    return refuse("--cp " + std::to_string(o.context_parallel),
+                  "must divide --seq-length (" + std::to_string(o.seq_length) +
+                      "): every context-parallel rank holds the same share of the tokens");
+  if (o.expert_parallel < 1) return refuse("--ep", "must be at least 1");
+  if (o.expert_parallel > 1 && config.moe.num_experts == 0)
+    return refuse("--ep " + std::to_string(o.expert_parallel), "the model has no experts to shard; drop the option");
+  if (o.expert_parallel > 1 && config.moe.num_experts % o.expert_parallel != 0)
+    return refuse("--ep " + std::to_string(o.expert_parallel),
+                  "must divide the experts (" + std::to_string(config.moe.num_experts) +
+                      "): every expert-parallel rank holds the same number of them");
+  if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
+    return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
@@ -123,6 +138,20 @@ class BufferProbe final : public Observer {
   int64_t first_new_id_;
 };
 
+// The config as the rank builds its layers: tp_config's heads and widths, its share of the experts.
+ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
+  ModelConfig rank = tp_config(config, options.tensor_parallel);
+  rank.moe.expert_parallel = options.expert_parallel;
+  return rank;
+}
+
+// The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
+// keys and values, (C - 1) (S / C) tokens x 2 x the rank's KV heads x head_dim, in bf16.
+int64_t ring_kv_bytes(const ModelConfig& rank, const StepOptions& o) {
+  const int64_t c = o.context_parallel;
+  return (c - 1) * (o.seq_length / c) * 2 * rank.num_key_value_heads * rank.head_dim * element_size(DType::kBFloat16);
+}
+
 // One micro-batch's graph between its forward and its backward, and what the stage holds with it.
 struct Held {
   Tensor loss;  // last stage: the (scaled) loss
@@ -130,10 +159,28 @@ struct Held {
   Tensor x;     // a stage that is not first: the received hidden state, a leaf
 };
 
+// A micro-batch's pass through a chunk, in flight between its forward and its backward: its graph
+// (a pass through the engine) or its replay's id (census/step_bytes.h).
+struct InFlight {
+  std::optional<Held> held;
+  int64_t replay = -1;
+};
+
+// Each chunk's recorded passes: the forward of the second micro-batch it runs and that micro-batch's
+// backward, the first a later forward is a replay of, the second a later backward's (the first
+// backward differs: it makes every .grad; a later one adds into them).
+struct Recorded {
+  int64_t forwards = 0;       // forwards run through the engine so far
+  int64_t micro_batch = -1;  // the recorded forward's
+  StepPassLog forward, backward;
+  bool has_forward = false, has_backward = false;
+};
+
 class StepRunner {
  public:
-  StepRunner(const ModelConfig& config, const StepOptions& options)
-      : c_(config), o_(options), layer_config_(tp_config(config, options.tensor_parallel)) {
+  StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
+      : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
+        tokens_(options.seq_length / options.context_parallel) {
     // Chunk v of stage r holds the model's (v * P + r)-th run of L / (P * V) layers; the first chunk
     // of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
     const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
@@ -149,6 +196,7 @@ class StepRunner {
   }
 
   StepCensus run();
+  bool replay_failed() const { return replay_failed_; }
 
  private:
   // The layers a stage runs as one model chunk (all of them, but for the interleaved schedule).
@@ -167,7 +215,10 @@ class StepRunner {
 
   const ModelConfig& c_;
   const StepOptions& o_;
-  ModelConfig layer_config_;  // as one tensor-parallel rank builds its layers
+  bool replays_;  // later micro-batches' passes replayed, not run through the engine
+  bool replay_failed_ = false;
+  ModelConfig layer_config_;  // as one tensor- and expert-parallel rank builds its layers
+  int64_t tokens_;            // each micro-batch's tokens on this rank: its context-parallel share
   Session session_;  // first: every tensor of the step dies before it
   StepBytes bytes_;
   nn::ParameterList embedding_params_, head_params_;
@@ -186,7 +237,9 @@ void StepRunner::build() {
     for (int64_t i = chunk.begin; i < chunk.end; ++i) chunk.layers.push_back(c_.family->build_layer(layer_config_, i));
   if (chunks_.back().last) {
     norm_ = c_.family->build_final_norm(c_, head_params_);
-    lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
+    // Tied where the stage holds the embedding too: the head reads its weight, no parameter of its own.
+    if (!(o_.tie_word_embeddings && embed_tokens_))
+      lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
   }
   for (const Tensor& p : embedding_params_) params_.push_back(p);
   for (const Chunk& chunk : chunks_)
@@ -236,7 +289,7 @@ Tensor StepRunner::run_layers(const Chunk& chunk, Tensor hidden, const nn::Posit
 
 Held StepRunner::forward(const Chunk& chunk) {
   Held held;
-  const int64_t seq = o_.seq_length;
+  const int64_t seq = tokens_;
   Tensor labels;
   if (chunk.last) {
     labels = ops::randint(Dims{1, seq});
@@ -272,7 +325,14 @@ Held StepRunner::forward(const Chunk& chunk) {
   }
   // The causal LM's forward: logits = lm_head(hidden_states[:, -0:, :]); the loss; the output object
   // (loss and logits) returned, then dropped with its logits; the loss kept, scaled by 1/M.
-  Tensor logits = lm_head_->forward(ops::slice(model_out, 1, 0, seq));
+  Tensor logits;
+  if (lm_head_) {
+    logits = lm_head_->forward(ops::slice(model_out, 1, 0, seq));
+  } else {  // tied: lm_head's forward over the embedding's weight
+    const Tensor kept = ops::slice(model_out, 1, 0, seq);
+    ModuleScope scope("lm_head", ModuleKind::kOther);
+    logits = ops::linear(kept, embed_tokens_->weight(), Tensor());
+  }
   model_out = Tensor();
   Tensor loss = nn::for_causal_lm_loss(logits, labels, c_.vocab_size);
   logits = Tensor();
@@ -328,7 +388,8 @@ StepCensus StepRunner::run() {
   }
 
   const int64_t v = o_.virtual_stages;
-  std::vector<std::optional<Held>> graphs(static_cast<size_t>(o_.micro_batches * v));
+  std::vector<InFlight> flights(static_cast<size_t>(o_.micro_batches * v));
+  std::vector<Recorded> recorded(static_cast<size_t>(v));
   bool first_backward = true;
   for (const StepPass& pass :
        pipeline_order(o_.schedule, o_.pipeline_stages, o_.stage, o_.micro_batches, o_.virtual_stages)) {
@@ -337,16 +398,49 @@ StepCensus StepRunner::run() {
     if (v > 1) name += "." + std::to_string(pass.chunk);
     result.schedule.push_back(name);
     bytes_.mark_phase(name);
-    auto& slot = graphs[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
+    InFlight& flight = flights[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
+    Recorded& rec = recorded[static_cast<size_t>(pass.chunk)];
+    const Chunk& chunk = chunks_[static_cast<size_t>(pass.chunk)];
     if (pass.pass == 'F') {
-      slot = forward(chunks_[static_cast<size_t>(pass.chunk)]);
-    } else {
-      backward(std::move(*slot));
-      slot.reset();
-      result.gradient_bytes_after_last_backward = gradient_bytes();
-      if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
-      first_backward = false;
+      if (replays_ && rec.has_forward) {
+        flight.replay = bytes_.replay(rec.forward);
+        ++result.passes_replayed;
+        continue;
+      }
+      const bool records = replays_ && ++rec.forwards == 2;
+      StepPassLog log = bytes_.begin_pass();
+      flight.held = forward(chunk);
+      if (!records) continue;
+      bytes_.end_pass(log);
+      // A forward that frees what another pass made is not replayed.
+      rec.has_forward = bytes_.replays(log, nullptr);
+      rec.forward = log;
+      rec.micro_batch = pass.micro_batch;
+      continue;
     }
+    if (flight.held) {
+      const bool records = replays_ && pass.micro_batch == rec.micro_batch;
+      StepPassLog log = bytes_.begin_pass();
+      backward(std::move(*flight.held));
+      flight.held.reset();
+      if (records) {
+        bytes_.end_pass(log);
+        rec.backward = log;
+        rec.has_backward = bytes_.replays(log, &rec.forward);
+      }
+      result.gradient_bytes_after_last_backward = gradient_bytes();
+    } else {
+      // A replayed forward's backward: the recorded backward, freeing the forward's replayed storages.
+      if (!rec.has_backward) {
+        replay_failed_ = true;
+        break;
+      }
+      bytes_.replay(rec.backward, flight.replay);
+      flight.replay = -1;
+      ++result.passes_replayed;
+    }
+    if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
+    first_backward = false;
   }
   std::optional<nn::AdamW> adamw;  // its states live on after the step, as the optimizer's do
   if (o_.optimizer == StepOptimizer::kAdamW) {
@@ -361,9 +455,12 @@ StepCensus StepRunner::run() {
   result.gradient_bytes_at_end = gradient_bytes();
   result.analysis = bytes_.analyse();
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
-  if (o_.composition.composes()) {
+  if (o_.composition.composes() || o_.context_parallel > 1) {
     StepComposition composition = o_.composition;
     composition.largest_layer_parameter_bytes = largest_layer_bytes_;
+    composition.context_parallel = o_.context_parallel;
+    composition.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
+    result.composition = composition;
     result.composed = bytes_.analyse(step_weights(composition));
     result.composed_peak.bytes = -1;
     for (const StepPhase& phase : result.composed.phases)
@@ -391,7 +488,18 @@ StepCensus StepRunner::run() {
 
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
-  StepRunner runner(config, options);
+  {
+    StepRunner runner(config, options, /*replays=*/true);
+    StepCensus step = runner.run();
+    if (!runner.replay_failed()) return step;
+  }
+  StepRunner runner(config, options, /*replays=*/false);
+  return runner.run();
+}
+
+Result<StepCensus> census_step_op_by_op(const ModelConfig& config, const StepOptions& options) {
+  CENSUS_TRY(check_step_options(config, options));
+  StepRunner runner(config, options, /*replays=*/false);
   return runner.run();
 }
 

@@ -53,6 +53,16 @@ struct StepOptions {
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
   int64_t tensor_parallel = 1;
   StepComposition composition;  // composed onto the simulated step (census/step_compose.h)
+  // Context parallelism: the rank runs seq_length / C of each sequence's tokens; the K/V of the other
+  // C - 1 shards, which its ring attention receives, composed (census/step_compose.h).
+  int64_t context_parallel = 1;
+  // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
+  // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
+  int64_t expert_parallel = 1;
+  // The LM head tied to the embedding (config.json's tie_word_embeddings): a stage holding both uses
+  // the embedding's weight as the head's, one parameter whose two gradients the backward sums before
+  // it becomes .grad. A pipeline's last stage holds its own copy as its head (as Megatron shares it).
+  bool tie_word_embeddings = false;
 };
 
 struct StepPass {
@@ -86,7 +96,9 @@ struct StepCensus {
   // user's overheads.
   StepAnalysis composed;
   StepMoment composed_peak;
+  StepComposition composition;  // as the step applied it: its gathered sizes set
   int64_t largest_layer_parameter_bytes = 0;
+  int64_t passes_replayed = 0;  // passes replayed rather than run through the engine
 };
 
 // Whether the step models this family's causal-LM forward (the Llama-like families).
@@ -94,10 +106,16 @@ bool step_models_family(const ModelConfig& config);
 
 // Refuse what the simulation cannot run: a family whose model forward it has not modelled, layers that
 // the stages do not divide, a stage out of range, a sequence or micro-batch count below 1, a data-
-// parallel degree below 1 or a ZeRO stage other than 0-3.
+// parallel degree below 1 or a ZeRO stage other than 0-3, tokens the context-parallel degree does not
+// divide, experts the expert-parallel degree does not divide (or a model with none).
 Status check_step_options(const ModelConfig& config, const StepOptions& options);
 
-// Run the step (options checked first).
+// Run the step (options checked first). Each chunk's first two micro-batches run through the engine;
+// a later micro-batch's forward and backward are replays of the second's (census/step_bytes.h): the
+// same events, the same answer, without the engine's work.
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options);
+
+// The same step with every pass run through the engine: what the replayed step is tested against.
+Result<StepCensus> census_step_op_by_op(const ModelConfig& config, const StepOptions& options);
 
 }  // namespace census

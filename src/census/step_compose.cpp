@@ -5,7 +5,10 @@ namespace census {
 StepWeights step_weights(const StepComposition& c) {
   StepWeights w;
   auto at = [&](StepCategory category) -> Share& { return w.by_category[static_cast<size_t>(category)]; };
-  const int64_t d = c.data_parallel;
+  // ZeRO shards over every rank that holds the same parameters: the data-parallel ranks and, under
+  // context parallelism, the context-parallel ranks with them (Megatron's distributed optimizer over
+  // its data-and-context-parallel group, DeepSpeed's over the sequence-data-parallel group).
+  const int64_t d = c.data_parallel * c.context_parallel;
   if (c.fp32_master_weights) {
     at(StepCategory::kOptimizerStates).num *= 3;
     w.optimizer_temporaries.num *= 2;
@@ -20,12 +23,15 @@ StepWeights step_weights(const StepComposition& c) {
     at(StepCategory::kParameters).den *= d;
     w.during_passes = 2 * c.largest_layer_parameter_bytes;
   }
+  if (c.context_parallel > 1) w.during_passes += c.ring_kv_bytes;
   return w;
 }
 
 std::vector<ComposedTerm> composed_terms(const StepComposition& c, const StepMoment& composed) {
   std::vector<ComposedTerm> terms;
-  const std::string d = std::to_string(c.data_parallel);
+  const std::string d = c.context_parallel > 1 ? std::to_string(c.data_parallel) + " x " +
+                                                    std::to_string(c.context_parallel) + " (DP x CP)"
+                                              : std::to_string(c.data_parallel);
   std::string p = "simulated (the stage's bf16 parameters)";
   if (c.zero >= 3) p += " / " + d + " (ZeRO-3: parameters sharded over DP)";
   terms.push_back({"parameters", p, composed.split.parameters()});
@@ -44,6 +50,10 @@ std::vector<ComposedTerm> composed_terms(const StepComposition& c, const StepMom
   if (c.zero >= 3)
     other += "; + 2 x " + std::to_string(c.largest_layer_parameter_bytes) +
              " (ZeRO-3: the gathered layer and the prefetched one, during every pass)";
+  if (c.context_parallel > 1)
+    other += "; + " + std::to_string(c.ring_kv_bytes) + " = (" + std::to_string(c.context_parallel) +
+             " - 1) x S/" + std::to_string(c.context_parallel) +
+             " x 2 x KV heads x head_dim x 2 B (CP: the other shards' K/V the ring attention receives, during every pass)";
   terms.push_back({"other", other, composed.split.other()});
   terms.push_back({"cuda_context", "set by --cuda-context (default 0)", c.cuda_context});
   terms.push_back({"nccl_buffers", "set by --nccl-buffers (default 0)", c.nccl_buffers});

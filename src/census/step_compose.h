@@ -1,7 +1,9 @@
 // File: step_compose.h
 // What one process cannot run, composed term by term onto the simulated step of one rank:
 //
-//   data parallelism D with ZeRO (Megatron's distributed optimizer, DeepSpeed's stages):
+//   data parallelism D with ZeRO (Megatron's distributed optimizer, DeepSpeed's stages), sharded over
+//   D x C ranks under context parallelism C (every rank holding the same parameters; HyperParallel's
+//   shard_p_os_non_exp = d x cp x t, its t the simulated TP):
 //     ZeRO-1  optimizer states / D
 //     ZeRO-2  and gradients / D
 //     ZeRO-3  and parameters / D, plus the gathered whole parameters of the layer being computed and
@@ -9,6 +11,12 @@
 //   fp32 master weights   the optimizer holds an fp32 copy and fp32 moments: 12 B per parameter for the
 //                         simulated bf16 moments' 4 (states x 3), and its update's temporaries in fp32 (x 2)
 //   fp32 gradients        Megatron's main_grad: 4 B per parameter for 2 (gradients x 2)
+//   context parallelism C the rank's share of each sequence (S / C tokens) is simulated; composed, the
+//                         K/V its ring attention receives for the layer computing: the other C - 1
+//                         shards' keys and values, (C - 1) (S / C) x 2 x KV heads (the rank's) x head_dim
+//                         x 2 B, during every pass (HyperParallel's gathered K/V in the working set;
+//                         not in what a layer keeps: a ring's attention saves its own shard's K/V and
+//                         passes the others round again in the backward)
 //   what no census sees   the CUDA context, NCCL's communicator buffers, allocator fragmentation: bytes the
 //                         user states (default 0), each its own line, added to the peak
 //
@@ -32,11 +40,13 @@ struct StepComposition {
   bool fp32_master_weights = false;
   bool fp32_gradients = false;
   int64_t largest_layer_parameter_bytes = 0;  // ZeRO-3's gathered unit (set by the step)
+  int64_t context_parallel = 1;  // set by the step from its options
+  int64_t ring_kv_bytes = 0;     // the K/V a ring attention receives for one layer (set by the step)
   int64_t cuda_context = 0;
   int64_t nccl_buffers = 0;
   int64_t fragmentation = 0;
 
-  bool composes() const { return zero > 0 || fp32_master_weights || fp32_gradients; }
+  bool composes() const { return zero > 0 || fp32_master_weights || fp32_gradients || context_parallel > 1; }
 };
 
 // A composed term, as --explain prints it.

@@ -103,7 +103,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["phases"] = phases;
   if (c.composes()) {
     ordered_json terms = ordered_json::array();
-    for (const ComposedTerm& t : composed_terms(c, s.composed_peak))
+    for (const ComposedTerm& t : composed_terms(s.composition, s.composed_peak))
       terms.push_back({{"name", t.name}, {"bytes", t.bytes}, {"formula", t.formula}});
     j["composed"] = {{"peak", peak_json(s.composed_peak)}, {"terms", terms}};
   }
@@ -158,7 +158,7 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
     table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes), "AdamW"});
   if (c.composes()) {
     table.add({"peak (composed)", grouped(s.composed_peak.bytes), human_bytes(s.composed_peak.bytes), where(s.composed_peak)});
-    for (const ComposedTerm& t : composed_terms(c, s.composed_peak)) {
+    for (const ComposedTerm& t : composed_terms(s.composition, s.composed_peak)) {
       if (t.name == "cuda_context") break;
       table.add({"  " + t.name, grouped(t.bytes), human_bytes(t.bytes), a.explain ? t.formula : ""});
     }
@@ -202,8 +202,8 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_option("--dp", a.dp, "data-parallel degree, for --zero (default 1)");
   sub->add_option("--zero", a.zero, "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)")
       ->check(CLI::IsMember({0, 1, 2, 3}));
-  sub->add_option("--cp", a.cp, "context-parallel degree (not priced yet)");
-  sub->add_option("--ep", a.ep, "expert-parallel degree (not priced yet)");
+  sub->add_option("--cp", a.cp, "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
+  sub->add_option("--ep", a.ep, "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
   sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32 (fp32 master copy and moments)")
       ->check(CLI::IsMember({"bf16", "fp32"}));
   sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32 (Megatron's main_grad)")
@@ -240,8 +240,6 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(one_of("--optimizer", a.optimizer, {"adamw", "none"}));
   CENSUS_TRY(one_of("--master-weights", a.master_weights, {"bf16", "fp32"}));
   CENSUS_TRY(one_of("--grad-dtype", a.grad_dtype, {"bf16", "fp32"}));
-  if (a.cp != 1) return refuse("--cp", "context parallelism is not priced yet; drop the option");
-  if (a.ep != 1) return refuse("--ep", "expert parallelism is not priced yet; drop the option");
   if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
                                     std::pair{"--fragmentation", a.fragmentation}})
@@ -288,7 +286,11 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
                                            : Recompute::kNone;
   o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
   o.tensor_parallel = a.tp;
+  o.context_parallel = a.cp;
+  o.expert_parallel = a.ep;
+  o.tie_word_embeddings = a.tie_word_embeddings;
   o.composition.data_parallel = a.dp;
+  o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
   o.composition.fp32_master_weights = a.master_weights == "fp32";
   o.composition.fp32_gradients = a.grad_dtype == "fp32";
@@ -345,9 +347,9 @@ Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& conf
 int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   auto model = resolve_model(a.model);
   if (!model) return refuse_line(err, model.refusal().message());
-  if (ties_embeddings(a.model))
-    return refuse_line(err, "tie_word_embeddings: an LM head tied to the embedding is not priced yet by census step");
-  auto result = run_step(a, *model);
+  StepArgs args = a;
+  args.tie_word_embeddings = ties_embeddings(a.model);
+  auto result = run_step(args, *model);
   if (!result) return refuse_line(err, result.refusal().message());
   const StepRuns& r = *result;
   const std::vector<StageRun>& runs = r.runs;
@@ -363,8 +365,11 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   const ModelConfig& c = r.config;
   answer << a.model << " (" << c.model_type << "): one rank's training step, " << a.seq_length << " tokens x "
          << a.micro_batches << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
-         << schedule_name(a) << "), TP " << a.tp << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
-  if (composition.composes())
+         << schedule_name(a) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
+         << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
+  const bool data_parallel_terms =
+      composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
+  if (data_parallel_terms)
     answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
            << a.grad_dtype;
   answer << ", bf16 parameters\n";
@@ -377,12 +382,29 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
            << " / " << a.tp << " = " << rank.intermediate_size;
     if (c.moe.moe_intermediate_size > 0)
       answer << ", expert width " << c.moe.moe_intermediate_size << " / " << a.tp << " = " << rank.moe.moe_intermediate_size
-             << " (all " << c.moe.num_experts << " experts)";
+             << (a.ep > 1 ? " (the rank's " + std::to_string(c.moe.num_experts / a.ep) + " experts)"
+                          : " (all " + std::to_string(c.moe.num_experts) + " experts)");
     answer << "; the norms, the router, the embedding, the final norm, the LM head and the loss whole on every rank "
               "(no sequence parallelism, no vocabulary-parallel head)\n";
+    if (a.cp > 1)
+      answer << "context_parallel: CP " << a.cp << ": the rank runs " << a.seq_length << " / " << a.cp << " = "
+             << a.seq_length / a.cp << " tokens of each micro-batch (simulated); its ring attention receives the "
+             << "other shards' K/V, (" << a.cp << " - 1) x " << a.seq_length / a.cp << " tokens x 2 x "
+             << rank.num_key_value_heads << " KV heads x " << rank.head_dim << " x 2 B = "
+             << grouped((a.cp - 1) * (a.seq_length / a.cp) * 2 * rank.num_key_value_heads * rank.head_dim * 2)
+             << " B for the layer computing, composed during every pass\n";
+    if (a.ep > 1)
+      answer << "expert_parallel: EP " << a.ep << ": each MoE layer holds " << c.moe.num_experts << " / " << a.ep
+             << " = " << c.moe.num_experts / a.ep << " experts (simulated: their parameters, gradients and states), "
+             << "the router whole; the experts run every token-expert pair of the rank's tokens, "
+             << "the pairs routed elsewhere masked, as Transformers' expert-parallel plan runs them\n";
+    if (args.tie_word_embeddings)
+      answer << "tie_word_embeddings: a stage holding the embedding and the head runs the head over the embedding's "
+                "weight (one parameter, its two gradients summed into one .grad); a pipeline's last stage holds "
+                "its own copy as its head\n";
     answer << "pipeline: " << c.num_hidden_layers << " layers / " << a.pp << " stages = " << c.num_hidden_layers / a.pp
            << " per stage; stage 0 holds the embedding, the last the final norm, head and loss\n";
-    if (composition.composes())
+    if (data_parallel_terms)
       answer << "data_parallel: DP " << a.dp << ", ZeRO-" << a.zero
              << ": the simulated step's storages counted at their category's share and its peak found again "
                 "(the terms below)\n";

@@ -38,6 +38,7 @@ struct StepArgs {
   int64_t fragmentation = 0;
   std::string format = "table";
   bool explain = false;
+  bool tie_word_embeddings = false;  // the config ties the LM head to the embedding (read from its JSON)
 };
 
 CLI::App* add_step_command(CLI::App& app, StepArgs& args);

@@ -85,6 +85,9 @@ struct MoeConfig {
   int64_t moe_shared_expert_intermediate_size = 0;
   int64_t moe_latent_size = 0;
   nn::ExpertsImplementation experts_implementation = nn::ExpertsImplementation::kGroupedMm;
+  // Expert parallelism (census step --ep): a rank holds num_experts / expert_parallel experts, as
+  // Transformers' expert-parallel plan shards them; the router stays whole.
+  int64_t expert_parallel = 1;
 };
 
 // Falcon-H1's μP multipliers, each a multiply by a Python number (no save).

@@ -29,9 +29,11 @@ Status read_routed_experts(const ConfigReader& r, const char* experts_field, con
 
 std::unique_ptr<nn::MoeExperts> make_routed_experts(const ModelConfig& c, int64_t index, int64_t width,
                                                     nn::ParameterList& params) {
+  // Under expert parallelism the rank holds its share of the experts; the router picks among all.
+  const int64_t experts = c.moe.num_experts / c.moe.expert_parallel;
   if (layer_replacement(c, index, "mlp.experts", "Experts") == FusedModule::kGroupedExperts)
-    return std::make_unique<nn::GroupedExperts>("mlp.experts", c.moe.num_experts, c.hidden_size, width, params);
-  return std::make_unique<nn::Experts>("mlp.experts", c.moe.num_experts, c.hidden_size, width, c.hidden_act,
+    return std::make_unique<nn::GroupedExperts>("mlp.experts", experts, c.hidden_size, width, params);
+  return std::make_unique<nn::Experts>("mlp.experts", experts, c.hidden_size, width, c.hidden_act,
                                        c.moe.experts_implementation, params);
 }
 

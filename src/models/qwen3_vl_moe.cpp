@@ -16,10 +16,12 @@ Result<ModelConfig> read_qwen3_vl_moe_text(const ConfigReader& r);
 
 std::unique_ptr<nn::FeedForward> build_qwen3_vl_moe_mlp(const ModelConfig& c, int64_t index, nn::ParameterList& params) {
   if (!is_moe_layer(c, index)) return build_dense_mlp(c, index, params);
+  // Registered as Qwen3VLMoeTextSparseMoeBlock registers them: the experts, then the router (the order
+  // named_parameters() lists, which an optimizer's step follows).
+  std::unique_ptr<nn::MoeExperts> experts = make_routed_experts(c, index, c.moe.moe_intermediate_size, params);
   nn::TopKRouter gate = make_topk_router(c, {/*norm_topk_prob=*/true, /*weights_in_logits_dtype=*/true}, params);
-  return std::make_unique<nn::SparseMoeBlock>("mlp", std::move(gate),
-                                              make_routed_experts(c, index, c.moe.moe_intermediate_size, params),
-                                              nn::SharedExpert{}, c.hidden_size, params);
+  return std::make_unique<nn::SparseMoeBlock>("mlp", std::move(gate), std::move(experts), nn::SharedExpert{},
+                                              c.hidden_size, params);
 }
 
 std::unique_ptr<DecoderLayer> build_qwen3_vl_moe_text_layer(const ModelConfig& config, int64_t index) {

@@ -24,8 +24,9 @@ struct SharedExpert {
 
 class SparseMoeBlock final : public FeedForward {
  public:
-  // `experts` are Transformers' or a fused replacement, registered by the caller after the router as
-  // the block registers its modules: gate, experts, shared_expert, shared_expert_gate.
+  // `experts` are Transformers' or a fused replacement; the caller registers the router and the
+  // experts in its block's order (Qwen2-MoE, Mixtral: the gate, then the experts; Qwen3-MoE,
+  // Qwen3-VL-MoE: the experts, then the gate), then the block its shared_expert and shared_expert_gate.
   SparseMoeBlock(std::string path, TopKRouter gate, std::unique_ptr<MoeExperts> experts, SharedExpert shared,
                  int64_t hidden_size, ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;

@@ -375,7 +375,8 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  std::optional<int64_t> stage, const std::string& schedule, int64_t virtual_stages,
                  const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
-                 const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation) {
+                 const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
+                 int64_t cp, int64_t ep, bool tie_word_embeddings) {
   const ModelConfig config = config_of(config_in);
   if (!step_models_family(config))
     throw Unavailable("model_type " + config.model_type + ": census_step models the Llama-like causal LMs; this "
@@ -399,6 +400,9 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.cuda_context = cuda_context;
   a.nccl_buffers = nccl_buffers;
   a.fragmentation = fragmentation;
+  a.cp = cp;
+  a.ep = ep;
+  a.tie_word_embeddings = tie_word_embeddings;
   auto report = cli::step_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -444,6 +448,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
-        py::arg("fragmentation"));
+        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1,
+        py::arg("tie_word_embeddings") = false);
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -45,7 +45,8 @@ def test_composed_terms_and_overheads():
 
 
 @pytest.mark.parametrize("kwargs", [dict(pp=3), dict(pp=2, stage=2), dict(recompute="sometimes"),
-                                    dict(zero=4, dp=2), dict(zero=1), dict(master_weights="fp8"), dict(tp=3)])
+                                    dict(zero=4, dp=2), dict(zero=1), dict(master_weights="fp8"), dict(tp=3),
+                                    dict(cp=3), dict(ep=2)])
 def test_bad_values_raise_value_error(kwargs):
     config = _case("llama_toy_L4_s128_single")["config"]
     with pytest.raises(ValueError):
@@ -59,6 +60,23 @@ def test_what_is_not_priced_raises_census_unavailable():
     gemma = dict(config, model_type="gemma")
     with pytest.raises(census.CensusUnavailable):
         census.census_step(gemma, seq_length=128)
-    tied = dict(config, tie_word_embeddings=True)
-    with pytest.raises(census.CensusUnavailable):
-        census.census_step(tied, seq_length=128)
+
+
+def test_a_tied_head_shares_the_embeddings_weight():
+    config = _case("llama_toy_L4_s128_single")["config"]
+    tied = census.census_step(dict(config, tie_word_embeddings=True), seq_length=128, optimizer="none")
+    assert tied["parameters"]["count"] == 4_327_680 - 1_048_576
+    assert tied["peak"]["bytes"] == 20_605_064 - 2_097_152
+
+
+def test_context_and_expert_parallel_degrees():
+    # CP 2 at 256 tokens: the rank's 128 tokens, the oracle's 128-token step, and the ring's K/V,
+    # (2 - 1) x 128 x 2 x 2 KV heads x 32 x 2 B = 32,768, composed during every pass.
+    config = _case("llama_toy_L4_s128_single")["config"]
+    step = census.census_step(config, seq_length=256, cp=2, optimizer="none")
+    assert step["peak"]["bytes"] == _case("llama_toy_L4_s128_single")["peak"]["bytes"]
+    assert step["composed"]["peak"]["bytes"] == step["peak"]["bytes"] + 32_768
+    # EP 2 on the Qwen3-MoE toy: 4 of the 8 experts a layer, 786,432 parameters fewer each.
+    moe = _case("qwen3_moe_toy_L4_s128_single")
+    sharded = census.census_step(moe["config"], seq_length=128, ep=2, optimizer="none")
+    assert sharded["parameters"]["count"] == moe["parameters"]["count"] - 4 * 786_432

@@ -53,6 +53,9 @@ struct StepOptions {
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
   int64_t tensor_parallel = 1;
   StepComposition composition;  // composed onto the simulated step (census/step_compose.h)
+  // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
+  // a planner trying several ZeRO stages or master-weight choices over one simulation.
+  std::vector<StepComposition> also_composed;
 };
 
 struct StepPass {
@@ -87,6 +90,10 @@ struct StepCensus {
   StepAnalysis composed;
   StepMoment composed_peak;
   int64_t largest_layer_parameter_bytes = 0;
+  // One per StepOptions::also_composed, in its order: the step's peak under that composition (the
+  // highest phase peak of the reweighed step, as composed_peak; the simulated peak where it composes
+  // nothing), before the user's overheads.
+  std::vector<StepMoment> also_composed_peaks;
 };
 
 // Whether the step models this family's causal-LM forward (the Llama-like families).

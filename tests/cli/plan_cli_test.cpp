@@ -1,0 +1,218 @@
+// `census plan`: the choice follows from the printed peaks and time terms, every reported layout is
+// what `census step` answers for its step_args, "nothing fits" names the smallest memory, and bad
+// input is refused in one line with exit code 2.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace census {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun census(std::vector<std::string> args) {
+  args.insert(args.begin(), "census");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out, err;
+  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+// The step oracle's Llama toy: 8,655,360 B of bf16 parameters (4 layers of 1,574,400 parameters,
+// the embedding's and the head's 4096 x 256 each, the final norm's 256).
+std::string toy(bool moe = false) {
+  const std::string path = ::testing::TempDir() + (moe ? "/plan_toy_moe.json" : "/plan_toy_llama.json");
+  std::ofstream(path) << (moe ? R"({"model_type": "qwen3_moe", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
+    "vocab_size": 4096, "max_position_embeddings": 8192, "num_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 256})"
+                              : R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
+    "vocab_size": 4096, "max_position_embeddings": 8192})");
+  return path;
+}
+
+nlohmann::json plan(const std::string& config, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"plan", config, "--device", "h100", "--seq-length", "128", "--format", "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliRun run = census(args);
+  EXPECT_EQ(run.code, 0) << run.err;
+  return nlohmann::json::parse(run.out);
+}
+
+// Two devices, one a node: TP 1 (TP 2 would span nodes), and PP 1 x DP 2 (ZeRO 0-3) or PP 2 x DP 1
+// (1F1B, GPipe, interleaved over 2 chunks), each under 3 recompute modes: 12 + 9 = 21 layouts.
+std::vector<std::string> two_devices() { return {"--gpus", "2", "--gpus-per-node", "1"}; }
+
+nlohmann::json every_layout(const std::string& config) {
+  std::vector<std::string> args = two_devices();
+  args.insert(args.end(), {"--gpu-memory", "1TiB", "--top", "100"});
+  return plan(config, args);
+}
+
+TEST(PlanCli, EveryLayoutCountedOnce) {
+  const nlohmann::json all = every_layout(toy());
+  // TP 2 x PP 1 x DP 1 (one layout a recompute mode) is pruned: TP spans nodes.
+  EXPECT_EQ(all["counts"]["tried"], 24);
+  EXPECT_EQ(all["counts"]["pruned_by_divisibility"], 3);
+  EXPECT_EQ(all["counts"]["fit"], 21);
+  EXPECT_EQ(all["layouts"].size(), 21u);
+  EXPECT_EQ(all["counts"]["simulations"], 3 + 3 * 3);  // (PP 1; PP 2 x 3 schedules) x 3 recompute modes
+}
+
+// The choice is the fastest layout, by its printed estimate, among those whose simulated peak fits;
+// the terms printed sum to that estimate.
+TEST(PlanCli, FastestThatFitsIsChosen) {
+  const nlohmann::json all = every_layout(toy());
+  for (const auto& l : all["layouts"]) {
+    double sum = 0;
+    for (const auto& [name, seconds] : l["time_estimate"].items()) sum += seconds.get<double>();
+    EXPECT_NEAR(sum, l["step_seconds_estimate"].get<double>(), 1e-12);
+  }
+  for (size_t i = 1; i < all["layouts"].size(); ++i)
+    EXPECT_LE(all["layouts"][i - 1]["step_seconds_estimate"], all["layouts"][i]["step_seconds_estimate"]);
+}
+
+// Fits only with ZeRO-3: at one byte less than the smallest peak of any layout that is not ZeRO-3,
+// every layout that fits is ZeRO-3, and the chosen one is the fastest of those. Its peak holds half
+// the parameters (ZeRO-3 over DP 2: 8,655,360 / 2).
+TEST(PlanCli, FitsOnlyWithZero3) {
+  const nlohmann::json all = every_layout(toy());
+  int64_t smallest_other = std::numeric_limits<int64_t>::max();
+  for (const auto& l : all["layouts"])
+    if (l["zero"] != 3) smallest_other = std::min<int64_t>(smallest_other, l["peak_bytes"]);
+  std::vector<std::string> args = two_devices();
+  args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_other - 1), "--top", "100"});
+  const nlohmann::json tight = plan(toy(), args);
+  ASSERT_FALSE(tight["layouts"].empty());
+  size_t zero3 = 0;
+  for (const auto& l : all["layouts"]) zero3 += l["zero"] == 3 && l["peak_bytes"] < smallest_other ? 1 : 0;
+  EXPECT_EQ(tight["layouts"].size(), zero3);
+  for (const auto& l : tight["layouts"]) {
+    EXPECT_EQ(l["zero"], 3);
+    EXPECT_EQ(l["pp"], 1);
+    EXPECT_EQ(l["peak_split"]["parameters"], 8'655'360 / 2);
+  }
+  EXPECT_EQ(tight["layouts"][0]["step_seconds_estimate"], [&] {
+    double best = 1e30;
+    for (const auto& l : all["layouts"])
+      if (l["zero"] == 3 && l["peak_bytes"] < smallest_other) best = std::min(best, l["step_seconds_estimate"].get<double>());
+    return best;
+  }());
+}
+
+// Needs PP: below the smallest peak of every PP 1 layout (ZeRO-3 included), only a pipeline fits.
+TEST(PlanCli, NeedsPipeline) {
+  const nlohmann::json all = every_layout(toy());
+  int64_t smallest_flat = std::numeric_limits<int64_t>::max(), smallest_pipe = smallest_flat;
+  for (const auto& l : all["layouts"])
+    (l["pp"] == 1 ? smallest_flat : smallest_pipe) = std::min<int64_t>(l["pp"] == 1 ? smallest_flat : smallest_pipe, l["peak_bytes"]);
+  ASSERT_LT(smallest_pipe, smallest_flat) << "the toy at 128 tokens: a stage holds half the layers";
+  std::vector<std::string> args = two_devices();
+  args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_flat - 1), "--top", "100"});
+  const nlohmann::json tight = plan(toy(), args);
+  ASSERT_FALSE(tight["layouts"].empty());
+  for (const auto& l : tight["layouts"]) {
+    EXPECT_EQ(l["pp"], 2);
+    EXPECT_LT(l["peak_bytes"], smallest_flat);
+  }
+  EXPECT_GT(tight["counts"]["rejected_for_memory"], 0);
+}
+
+// Every layout reported is what census step answers for its step_args: the most-loaded stage's total.
+void expect_layouts_are_steps(const std::string& config, const nlohmann::json& planned) {
+  ASSERT_FALSE(planned["layouts"].empty());
+  for (const auto& l : planned["layouts"]) {
+    std::vector<std::string> args = {"step", config};
+    for (const auto& a : l["step_args"]) args.push_back(a.get<std::string>());
+    args.insert(args.end(), {"--format", "json"});
+    const CliRun run = census(args);
+    ASSERT_EQ(run.code, 0) << run.err;
+    const nlohmann::json step = nlohmann::json::parse(run.out);
+    EXPECT_EQ(step["total_bytes"], l["peak_bytes"]) << l["step_args"].dump();
+    // Every stage's: the step's own stage is the layout's worst.
+    if (l["pp"] > 1) EXPECT_EQ(step["stage"]["index"], l["worst_stage"]);
+  }
+}
+
+TEST(PlanCli, LayoutsEqualCensusStep) {
+  expect_layouts_are_steps(toy(), plan(toy(), {"--gpus", "4", "--gpus-per-node", "2", "--gpu-memory", "1TiB",
+                                               "--top", "12", "--cuda-context", "1000", "--master-weights", "fp32"}));
+  expect_layouts_are_steps(toy(true), plan(toy(true), {"--gpus", "4", "--gpu-memory", "1TiB", "--top", "8",
+                                                       "--grad-dtype", "fp32", "--global-batch", "8"}));
+}
+
+TEST(PlanCli, NothingFitsNamesTheSmallestMemory) {
+  const nlohmann::json all = every_layout(toy());
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
+  std::vector<std::string> args = two_devices();
+  args.insert(args.end(), {"--gpu-memory", "1MiB"});
+  const nlohmann::json none = plan(toy(), args);
+  EXPECT_TRUE(none["layouts"].empty());
+  EXPECT_EQ(none["nothing_fits"]["smallest_memory_bytes"], smallest);
+  const CliRun table = census({"plan", toy(), "--device", "h100", "--seq-length", "128", "--gpus", "2",
+                               "--gpus-per-node", "1", "--gpu-memory", "1MiB"});
+  EXPECT_EQ(table.code, 0);
+  EXPECT_NE(table.out.find("nothing fits"), std::string::npos) << table.out;
+}
+
+// The TP term derived: TP 2 inside a node, DP 1 so M = 2 (the default batch, a sequence a device), per
+// micro-batch 4 layers x 4 all-reduces of 128 x 256 x 2 B,
+// each 2 (2-1)/2 x 65,536 B / 450 GB/s (H100's NVLink each way).
+TEST(PlanCli, TensorParallelTermDerived) {
+  const nlohmann::json all = plan(toy(), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
+  bool seen = false;
+  for (const auto& l : all["layouts"]) {
+    if (l["tp"] != 2) continue;
+    seen = true;
+    EXPECT_NEAR(l["time_estimate"]["tp_communication"].get<double>(), 2 * 4 * 4 * 65536.0 / 450e9, 1e-15);
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(PlanCli, TableAndExplain) {
+  const CliRun run = census({"plan", toy(), "--device", "a100", "--seq-length", "128", "--gpus", "2",
+                             "--gpu-memory", "80GiB", "--explain", "--top", "2"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  for (const char* text : {"TP inside a node", "an estimate", "pruned by divisibility", "rejected for memory",
+                           "pipeline_bubble", "dp_communication", "census step", "A100"})
+    EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
+}
+
+TEST(PlanCli, BadInputIsOneLine) {
+  const std::string t = toy();
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"plan", t, "--gpus", "0", "--gpu-memory", "80GiB", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB", "--device", "tpu9"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80XB", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "lots", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "0", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB", "--peak-tflops", "0", "--hbm-gbs", "1",
+            "--link-gbs", "1", "--nic-gbs", "1"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "1GiB", "--device", "h100", "--cuda-context", "2GiB"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--top", "0"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--compute-efficiency", "1.5"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--seq-length", "0"},
+           {"plan", "gemma-3-27b", "--gpus", "8", "--device", "h100"},
+       }) {
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << args[2] << " " << args[3];
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_TRUE(run.out.empty());
+  }
+}
+
+}  // namespace
+}  // namespace census

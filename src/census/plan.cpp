@@ -309,7 +309,7 @@ void Planner::estimate(LayoutResult& r) {
   const std::string S = std::to_string(o_.seq_length);
   r.time = {
       {"forward", m * fwd, "M x the slowest stage's layers: each part max(FLOPs / (peak x efficiency), bytes / HBM)"},
-      {"backward", m * bwd, "2 x the forward"},
+      {"backward", m * bwd, "twice the forward (gradients of the inputs and of the weights)"},
       {"recompute", m * rec, l.recompute == Recompute::kFull ? "full: one more forward"
                              : l.recompute == Recompute::kSelective ? "selective: the policy's recomputed share"
                                                                    : "none"},

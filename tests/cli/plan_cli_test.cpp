@@ -111,22 +111,41 @@ TEST(PlanCli, FitsOnlyWithZero3) {
   }());
 }
 
-// Needs PP: below the smallest peak of every PP 1 layout (ZeRO-3 included), only a pipeline fits.
+// Needs PP: the toy with a 65,536-token vocabulary on 2 devices of a node, one sequence a step (so DP
+// is 1: TP 2 or PP 2). TP 2 keeps the embedding, the head and the fp32 logits whole on both ranks:
+// its parameters are the embedding's and head's 65,536 x 256 x 2 B = 33,554,432 B each, the final
+// norm's 512 B, and 4 layers of 279,040 parameters at TP 2 (q 256 x 128, k and v 256 x 32, o 128 x 256,
+// gate, up and down 256 x 256, two norms of 256) = 2,232,320 B: 69,341,696 B. PP 2's last stage holds
+// the head, the final norm and 2 whole layers (557,568 parameters each): 35,785,216 B. Below TP 2's
+// smallest peak only PP 2 fits, and the plan chooses it.
 TEST(PlanCli, NeedsPipeline) {
-  const nlohmann::json all = every_layout(toy());
-  int64_t smallest_flat = std::numeric_limits<int64_t>::max(), smallest_pipe = smallest_flat;
-  for (const auto& l : all["layouts"])
-    (l["pp"] == 1 ? smallest_flat : smallest_pipe) = std::min<int64_t>(l["pp"] == 1 ? smallest_flat : smallest_pipe, l["peak_bytes"]);
-  ASSERT_LT(smallest_pipe, smallest_flat) << "the toy at 128 tokens: a stage holds half the layers";
-  std::vector<std::string> args = two_devices();
-  args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_flat - 1), "--top", "100"});
-  const nlohmann::json tight = plan(toy(), args);
+  const std::string path = ::testing::TempDir() + "/plan_toy_vocab.json";
+  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
+    "vocab_size": 65536, "max_position_embeddings": 8192})";
+  const std::vector<std::string> base = {"--gpus", "2", "--global-batch", "1", "--top", "100"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--gpu-memory", "1TiB"});
+  const nlohmann::json all = plan(path, args);
+  EXPECT_EQ(all["pruned_by_rule"]["DP does not divide the global batch"], 3 * 4);  // TP 1 x PP 1 x DP 2
+  int64_t smallest_tp = std::numeric_limits<int64_t>::max();
+  for (const auto& l : all["layouts"]) {
+    if (l["tp"] == 2) {
+      smallest_tp = std::min<int64_t>(smallest_tp, l["peak_bytes"]);
+      EXPECT_EQ(l["peak_split"]["parameters"], 69'341'696);
+    } else if (l["worst_stage"] == 1) {
+      EXPECT_EQ(l["peak_split"]["parameters"], 35'785'216);
+    }
+  }
+  args = base;
+  args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_tp - 1)});
+  const nlohmann::json tight = plan(path, args);
   ASSERT_FALSE(tight["layouts"].empty());
   for (const auto& l : tight["layouts"]) {
     EXPECT_EQ(l["pp"], 2);
-    EXPECT_LT(l["peak_bytes"], smallest_flat);
+    EXPECT_LT(l["peak_bytes"], smallest_tp);
   }
-  EXPECT_GT(tight["counts"]["rejected_for_memory"], 0);
+  EXPECT_EQ(tight["counts"]["rejected_for_memory"], 3);  // TP 2 under each recompute mode
 }
 
 // Every layout reported is what census step answers for its step_args: the most-loaded stage's total.

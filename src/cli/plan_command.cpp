@@ -196,8 +196,10 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
   out << "tried " << c.tried << " layouts: " << c.pruned_divisibility << " pruned by divisibility, "
       << c.rejected_memory_bound + c.rejected_memory_simulated << " rejected for memory (" << c.rejected_memory_bound
       << " by parameters, gradients and optimizer states alone, " << c.rejected_memory_simulated << " simulated), "
-      << c.fit << " fit, " << c.not_evaluated << " not evaluated (slower by the estimate than the " << o.top
-      << " shown); " << c.simulations << " steps simulated (" << c.stage_runs << " stage runs)\n";
+      << c.fit << " fit";
+  if (c.not_evaluated > 0)
+    out << ", " << c.not_evaluated << " not evaluated (slower by the estimate than the " << o.top << " shown)";
+  out << "; " << c.simulations << " steps simulated (" << c.stage_runs << " stage runs)\n";
   if (a.explain) {
     for (const auto& [rule, count] : r.pruned_by_rule) out << "  pruned: " << rule << ": " << count << '\n';
   }

@@ -86,7 +86,10 @@ struct SimKey {
   Recompute recompute;
   auto tie() const { return std::tie(tp, pp, v, schedule, recompute); }
   bool operator<(const SimKey& o) const { return tie() < o.tie(); }
+  bool operator==(const SimKey& o) const { return tie() == o.tie(); }
 };
+
+SimKey key_of(const Layout& l) { return {l.tp, l.pp, l.virtual_stages, l.schedule, l.recompute}; }
 
 // One (TP, PP, schedule, V, recompute), simulated stage by stage as the search needs them: each
 // stage's composed peak by ZeRO stage.
@@ -117,8 +120,10 @@ class Planner {
   const TpCosts& costs(int64_t tp);
   void enumerate(std::vector<Candidate>& out, PlanResult& result);
   void estimate(LayoutResult& r);
-  // The stages of `l` among `wanted` not simulated yet, run (on as many threads as there are cores).
-  Result<const Simulation*> simulate(const Layout& l, const std::vector<int64_t>& wanted);
+  // The simulation of `l`'s (TP, PP, schedule, V, recompute), made empty where there is none yet.
+  Simulation& simulation(const Layout& l);
+  // The (layout, stage) steps not simulated yet, run on as many threads as there are cores.
+  Status run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs);
   int64_t overheads() const { return o_.cuda_context + o_.nccl_buffers + o_.fragmentation; }
   std::vector<int> zeros_of(int64_t dp) const { return dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}; }
   StepComposition composition(const Layout& l, int zero) const {
@@ -190,7 +195,7 @@ void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
   for (int64_t tp : degrees.tp)
     for (int64_t cp : degrees.cp)
       for (int64_t ep : degrees.ep) {
-        (void)ep;
+        // EP, where the step prices it, divides the DP ranks (Megatron's expert-data-parallel groups).
         if ((n / tp) % cp != 0) continue;
         for (int64_t pp : divisors(n / tp / cp)) {
           const int64_t dp = n / tp / cp / pp;
@@ -226,7 +231,7 @@ void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
               for (size_t z = 0; z < zeros.size(); ++z) {
                 Candidate cand;
                 Layout& l = cand.result.layout;
-                l.tp = tp, l.cp = cp, l.pp = pp, l.dp = dp, l.schedule = schedule, l.virtual_stages = v;
+                l.tp = tp, l.cp = cp, l.ep = ep, l.pp = pp, l.dp = dp, l.schedule = schedule, l.virtual_stages = v;
                 l.recompute = recompute, l.zero = zeros[z], l.micro_batches = batch / dp;
                 cand.zero_index = z;
                 estimate(cand.result);
@@ -325,37 +330,42 @@ void Planner::estimate(LayoutResult& r) {
   for (const TimeTerm& term : r.time) r.step_seconds += term.seconds;
 }
 
-Result<const Simulation*> Planner::simulate(const Layout& l, const std::vector<int64_t>& wanted) {
-  const SimKey key{l.tp, l.pp, l.virtual_stages, l.schedule, l.recompute};
-  Simulation& sim = simulations_[key];
+Simulation& Planner::simulation(const Layout& l) {
+  Simulation& sim = simulations_[key_of(l)];
   if (sim.stages.empty()) {
     sim.stages.resize(static_cast<size_t>(l.pp));
     ++counts_.simulations;
   }
-  std::vector<int64_t> missing;
-  for (int64_t s : wanted)
-    if (!sim.stages[static_cast<size_t>(s)]) missing.push_back(s);
-  if (missing.empty()) return &sim;
-  StepOptions base;
-  base.seq_length = o_.seq_length;
-  base.micro_batches = l.micro_batches;
-  base.pipeline_stages = l.pp;
-  base.schedule = l.schedule;
-  base.virtual_stages = l.virtual_stages;
-  base.recompute = l.recompute;
-  base.optimizer = StepOptimizer::kAdamW;
-  base.tensor_parallel = l.tp;
-  base.composition = composition(l, 0);
-  const std::vector<int> zeros = zeros_of(l.dp);
-  for (int z : zeros) base.also_composed.push_back(composition(l, z));
-  // The stages are independent steps, each in its own Session: one a thread.
+  return sim;
+}
+
+Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) {
+  // Each job is one stage's step, in its own Session: they run on as many threads as there are cores.
+  std::vector<std::pair<Layout, int64_t>> missing;
+  for (const auto& [layout, stage] : jobs) {
+    bool queued = false;
+    for (const auto& [other, other_stage] : missing) queued = queued || (other_stage == stage && key_of(other) == key_of(layout));
+    if (!queued && !simulation(layout).stages[static_cast<size_t>(stage)]) missing.emplace_back(layout, stage);
+  }
+  if (missing.empty()) return {};
   std::vector<std::optional<Result<StepCensus>>> steps(missing.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < missing.size(); i = next++) {
-      StepOptions mine = base;
-      mine.stage = missing[i];
-      steps[i].emplace(census_step(c_, mine));
+      const auto& [l, stage] = missing[i];
+      StepOptions o;
+      o.seq_length = o_.seq_length;
+      o.micro_batches = l.micro_batches;
+      o.pipeline_stages = l.pp;
+      o.stage = stage;
+      o.schedule = l.schedule;
+      o.virtual_stages = l.virtual_stages;
+      o.recompute = l.recompute;
+      o.optimizer = StepOptimizer::kAdamW;
+      o.tensor_parallel = l.tp;
+      o.composition = composition(l, 0);
+      for (int z : zeros_of(l.dp)) o.also_composed.push_back(composition(l, z));
+      steps[i].emplace(census_step(c_, o));
     }
   };
   const size_t threads = std::min<size_t>(missing.size(), std::max(1u, std::thread::hardware_concurrency()));
@@ -365,10 +375,11 @@ Result<const Simulation*> Planner::simulate(const Layout& l, const std::vector<i
   for (std::thread& thread : pool) thread.join();
   for (size_t i = 0; i < missing.size(); ++i) {
     CENSUS_TRY(*steps[i]);
-    sim.stages[static_cast<size_t>(missing[i])] = std::move((*steps[i])->also_composed_peaks);
+    simulation(missing[i].first).stages[static_cast<size_t>(missing[i].second)] =
+        std::move((*steps[i])->also_composed_peaks);
   }
   counts_.stage_runs += static_cast<int64_t>(missing.size());
-  return &sim;
+  return {};
 }
 
 Result<PlanResult> Planner::run() {
@@ -385,28 +396,28 @@ Result<PlanResult> Planner::run() {
   auto evaluate = [&](Candidate& cand, std::optional<int64_t> budget) -> Status {
     LayoutResult& r = cand.result;
     const int64_t stages = r.layout.pp;
-    auto first = simulate(r.layout, {0});
-    CENSUS_TRY(first);
-    const int64_t stage0 = (*(*first)->stages[0])[cand.zero_index].bytes + overheads();
+    CENSUS_TRY(run_stages({{r.layout, 0}}));
+    const int64_t stage0 = (*simulation(r.layout).stages[0])[cand.zero_index].bytes + overheads();
     r.lower_bound_bytes = std::max(r.lower_bound_bytes, stage0);
     if (budget && stage0 > *budget) {
       r.peak_bytes = stage0;
       return {};
     }
-    std::vector<int64_t> all;
-    for (int64_t s = 0; s < stages; ++s) all.push_back(s);
-    auto sim = simulate(r.layout, all);
-    CENSUS_TRY(sim);
+    std::vector<std::pair<Layout, int64_t>> all;
+    for (int64_t s = 0; s < stages; ++s) all.emplace_back(r.layout, s);
+    CENSUS_TRY(run_stages(all));
+    const Simulation& sim = simulation(r.layout);
     r.simulated = true;
     r.stage_bytes.clear();
-    for (const auto& stage : (*sim)->stages) r.stage_bytes.push_back((*stage)[cand.zero_index].bytes + overheads());
+    for (const auto& stage : sim.stages) r.stage_bytes.push_back((*stage)[cand.zero_index].bytes + overheads());
     r.worst_stage = 0;
     for (size_t s = 1; s < r.stage_bytes.size(); ++s)
       if (r.stage_bytes[s] > r.stage_bytes[static_cast<size_t>(r.worst_stage)]) r.worst_stage = static_cast<int64_t>(s);
-    r.peak = (*(*sim)->stages[static_cast<size_t>(r.worst_stage)])[cand.zero_index];
+    r.peak = (*sim.stages[static_cast<size_t>(r.worst_stage)])[cand.zero_index];
     r.peak_bytes = r.stage_bytes[static_cast<size_t>(r.worst_stage)];
     return {};
   };
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   size_t i = 0;
   for (; i < candidates.size() && static_cast<int64_t>(result.top.size()) < o_.top; ++i) {
     Candidate& cand = candidates[i];
@@ -414,6 +425,17 @@ Result<PlanResult> Planner::run() {
       ++counts_.rejected_memory_bound;
       continue;
     }
+    // Where this layout's stage 0 is to be simulated: with it, those of the next layouts the search
+    // would simulate after it, one a core, together (at most cores - 1 are run in vain at the end).
+    std::vector<std::pair<Layout, int64_t>> ahead;
+    for (size_t j = i; !simulation(cand.result.layout).stages[0] && j < candidates.size() && ahead.size() < cores; ++j) {
+      const Layout& next = candidates[j].result.layout;
+      if (candidates[j].result.lower_bound_bytes > o_.gpu_memory || simulation(next).stages[0]) continue;
+      bool queued = false;
+      for (const auto& [other, stage] : ahead) queued = queued || key_of(other) == key_of(next);
+      if (!queued) ahead.emplace_back(next, 0);
+    }
+    CENSUS_TRY(run_stages(ahead));
     CENSUS_TRY(evaluate(cand, o_.gpu_memory));
     if (cand.result.simulated && cand.result.peak_bytes <= o_.gpu_memory) {
       ++counts_.fit;

@@ -45,6 +45,8 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   a.insert(a.end(), {"--recompute", recompute_name(l.recompute), "--tp", std::to_string(l.tp), "--dp",
                      std::to_string(l.dp), "--zero", std::to_string(l.zero), "--master-weights",
                      o.fp32_master_weights ? "fp32" : "bf16", "--grad-dtype", o.fp32_gradients ? "fp32" : "bf16"});
+  if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
+  if (l.ep > 1) a.insert(a.end(), {"--ep", std::to_string(l.ep)});
   for (const auto& [flag, bytes] : {std::pair{"--cuda-context", o.cuda_context}, std::pair{"--nccl-buffers", o.nccl_buffers},
                                     std::pair{"--fragmentation", o.fragmentation}})
     if (bytes > 0) a.insert(a.end(), {flag, std::to_string(bytes)});

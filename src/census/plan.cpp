@@ -387,6 +387,12 @@ Result<PlanResult> Planner::run() {
   result.budget_bytes = o_.gpu_memory - overheads();
   std::vector<Candidate> candidates;
   enumerate(candidates, result);
+  if (candidates.empty()) {
+    std::string rules;
+    for (const auto& [rule, count] : result.pruned_by_rule) rules += (rules.empty() ? "" : "; ") + rule + ": " + std::to_string(count);
+    return refuse("--gpus " + std::to_string(o_.gpus), "no layout passes the divisibility rules (" + rules +
+                                                          "); give another device count or --global-batch");
+  }
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     return a.result.step_seconds < b.result.step_seconds;
   });

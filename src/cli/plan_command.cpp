@@ -206,20 +206,16 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
     for (const auto& [rule, count] : r.pruned_by_rule) out << "  pruned: " << rule << ": " << count << '\n';
   }
   out << '\n';
-  if (r.top.empty()) {
-    out << "nothing fits in " << human_bytes(static_cast<double>(o.gpu_memory)) << "; the smallest memory that would fit";
-    if (r.smallest) {
-      const LayoutResult& s = *r.smallest;
-      out << " is " << grouped(s.peak_bytes) << " B (" << human_bytes(static_cast<double>(s.peak_bytes)) << "): TP "
-          << s.layout.tp << ", PP " << s.layout.pp << " (" << layout_name(s.layout) << "), DP " << s.layout.dp << " ZeRO-"
-          << s.layout.zero << ", recompute " << recompute_name(s.layout.recompute) << ", M " << s.layout.micro_batches
-          << ", stage " << s.worst_stage << " at " << s.peak.phase << "\n";
-      out << "check: census step " << a.model;
-      for (const std::string& arg : step_args(s, o)) out << ' ' << arg;
-      out << '\n';
-    } else {
-      out << " cannot be found: no layout passes the divisibility rules\n";
-    }
+  if (r.top.empty() && r.smallest) {  // a plan has a layout (census_plan refuses one with none)
+    const LayoutResult& s = *r.smallest;
+    out << "nothing fits in " << human_bytes(static_cast<double>(o.gpu_memory)) << "; the smallest memory that would fit is "
+        << grouped(s.peak_bytes) << " B (" << human_bytes(static_cast<double>(s.peak_bytes)) << "): TP " << s.layout.tp
+        << ", PP " << s.layout.pp << " (" << layout_name(s.layout) << "), DP " << s.layout.dp << " ZeRO-" << s.layout.zero
+        << ", recompute " << recompute_name(s.layout.recompute) << ", M " << s.layout.micro_batches << ", stage "
+        << s.worst_stage << " at " << s.peak.phase << "\n";
+    out << "check: census step " << a.model;
+    for (const std::string& arg : step_args(s, o)) out << ' ' << arg;
+    out << '\n';
     return;
   }
   Table t({"#", "TP", "PP", "DP", "schedule", "M", "recompute", "ZeRO", "peak", "headroom", "stage", "step (est.)",

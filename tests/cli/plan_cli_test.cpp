@@ -241,6 +241,8 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--device", "h100", "--compute-efficiency", "1.5"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--seq-length", "0"},
            {"plan", "gemma-3-27b", "--gpus", "8", "--device", "h100"},
+           // 3 devices, 4 sequences: DP 3 does not divide them, and TP 3 or PP 3 the heads or layers.
+           {"plan", t, "--gpus", "3", "--device", "h100", "--global-batch", "4"},
        }) {
     const CliRun run = census(args);
     EXPECT_EQ(run.code, 2) << args[2] << " " << args[3];

@@ -241,8 +241,9 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
     out << "\n#" << i + 1 << ": peak " << grouped(l.peak_bytes) << " B on stage " << l.worst_stage << " at " << l.peak.phase
         << " (parameters " << grouped(l.peak.split.parameters()) << ", gradients " << grouped(l.peak.split.gradients())
         << ", optimizer states " << grouped(l.peak.split.optimizer_states()) << ", other " << grouped(l.peak.split.other())
-        << ", overheads " << grouped(l.peak_bytes - l.peak.bytes) << "); lower bound " << grouped(l.lower_bound_bytes)
-        << " B\n  census step " << a.model;
+        << ", overheads " << grouped(l.peak_bytes - l.peak.bytes) << "); stages:";
+    for (int64_t bytes : l.stage_bytes) out << ' ' << human_bytes(static_cast<double>(bytes));
+    out << "\n  census step " << a.model;
     for (const std::string& arg : step_args(l, o)) out << ' ' << arg;
     out << '\n';
     print_time_terms(l, out);

@@ -31,6 +31,13 @@ std::string recompute_name(Recompute r) {
 
 Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
   if (o.gpus < 1) return refuse("--gpus", std::to_string(o.gpus) + " is not a number of devices; give 1 or more");
+  constexpr int64_t kMostDevices = 1 << 20, kMostSequences = 1 << 24;
+  if (o.gpus > kMostDevices)
+    return refuse("--gpus", std::to_string(o.gpus) + " is more devices than a run has; give at most " +
+                                std::to_string(kMostDevices));
+  if (o.global_batch > kMostSequences)
+    return refuse("--global-batch", std::to_string(o.global_batch) + " sequences is more than a step takes; give at most " +
+                                        std::to_string(kMostSequences));
   if (o.gpus_per_node < 1) return refuse("--gpus-per-node", "must be 1 or more");
   if (o.gpu_memory < 1) return refuse("--gpu-memory", "must be a positive size, such as 80GiB");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", o.cuda_context}, std::pair{"--nccl-buffers", o.nccl_buffers},
@@ -56,10 +63,14 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
 namespace {
 
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back(d);
-  return out;
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 // Why a TP degree cannot split the layers (empty: it can), as tp_config splits them.

@@ -241,6 +241,10 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--device", "h100", "--compute-efficiency", "1.5"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--seq-length", "0"},
            {"plan", "gemma-3-27b", "--gpus", "8", "--device", "h100"},
+           {"plan", t, "--gpus", "4000000000", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--global-batch", "100000000"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--gpus-per-node", "0"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--master-weights", "fp8"},
            // 3 devices, 4 sequences: DP 3 does not divide them, and TP 3 or PP 3 the heads or layers.
            {"plan", t, "--gpus", "3", "--device", "h100", "--global-batch", "4"},
        }) {

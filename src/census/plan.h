@@ -17,7 +17,9 @@
 // whose parameters, gradients and optimizer states alone (every one live in AdamW's step, at the
 // layout's ZeRO shares) exceed the memory is rejected unsimulated; another is simulated, stage 0 first
 // (rejected there if that stage alone passes the memory), then every stage, each stage's step run once
-// per (TP, PP, schedule, V, recompute) and reweighed for every ZeRO stage (StepOptions::also_composed). The search stops at the K-th layout that fits. Where none
+// per (TP, PP, schedule, V, recompute) and reweighed for every ZeRO stage (StepOptions::also_composed).
+// Where the search waits on a stage 0, those of the next layouts it would simulate run beside it, one a
+// core (at most cores - 1 of them in vain, when the search stops). The search stops at the K-th layout that fits. Where none
 // fits, it goes on to the layout with the smallest peak: the smallest memory that would fit.
 #pragma once
 
@@ -87,7 +89,7 @@ struct PlanCounts {
   int64_t fit = 0;                    // found to fit
   int64_t not_evaluated = 0;          // slower by the estimate than the K-th that fits
   int64_t simulations = 0;            // (TP, PP, schedule, V, recompute) steps simulated
-  int64_t stage_runs = 0;             // census_step calls (one a stage)
+  int64_t stage_runs = 0;             // census_step calls (one a stage), those run ahead included
 };
 
 struct PlanResult {

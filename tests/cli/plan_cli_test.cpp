@@ -3,43 +3,29 @@
 // input is refused in one line with exit code 2.
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
-#include "cli/cli.h"
+#include "cli_run.h"
 
 namespace census {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
+using testing::CliRun;
+using testing::census;
+using testing::write_test_file;
 
-CliRun census(std::vector<std::string> args) {
-  args.insert(args.begin(), "census");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
-// The step oracle's Llama toy: 8,655,360 B of bf16 parameters (4 layers of 1,574,400 parameters,
+// The step oracle's Llama toy: 8,655,360 B of bf16 parameters (4 layers of 557,568 parameters,
 // the embedding's and the head's 4096 x 256 each, the final norm's 256).
 std::string toy(bool moe = false) {
-  const std::string path = ::testing::TempDir() + (moe ? "/plan_toy_moe.json" : "/plan_toy_llama.json");
-  std::ofstream(path) << (moe ? R"({"model_type": "qwen3_moe", "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
-    "vocab_size": 4096, "max_position_embeddings": 8192, "num_experts": 8, "num_experts_per_tok": 2,
-    "moe_intermediate_size": 256})"
-                              : R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
-    "vocab_size": 4096, "max_position_embeddings": 8192})");
-  return path;
+  return moe ? write_test_file("plan_toy_moe.json", R"({"model_type": "qwen3_moe", "hidden_size": 256,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192, "num_experts": 8,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 256})")
+             : write_test_file("plan_toy_llama.json", R"({"model_type": "llama", "hidden_size": 256,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
 }
 
 nlohmann::json plan(const std::string& config, std::vector<std::string> extra) {
@@ -119,10 +105,9 @@ TEST(PlanCli, FitsOnlyWithZero3) {
 // the head, the final norm and 2 whole layers (557,568 parameters each): 35,785,216 B. Below TP 2's
 // smallest peak only PP 2 fits, and the plan chooses it.
 TEST(PlanCli, NeedsPipeline) {
-  const std::string path = ::testing::TempDir() + "/plan_toy_vocab.json";
-  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
-    "vocab_size": 65536, "max_position_embeddings": 8192})";
+  const std::string path = write_test_file("plan_toy_vocab.json", R"({"model_type": "llama", "hidden_size": 256,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 65536, "max_position_embeddings": 8192})");
   const std::vector<std::string> base = {"--gpus", "2", "--global-batch", "1", "--top", "100"};
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--gpu-memory", "1TiB"});

@@ -15,6 +15,7 @@
 #include "census/selective_census.h"
 #include "cli/report.h"
 #include "census/step_census.h"
+#include "census/plan.h"
 #include "cli/request.h"
 #include "models/registry.h"
 
@@ -160,5 +161,31 @@ void BM_StepFirstStage(benchmark::State& state, const char* model) {
   for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
 }
 BENCHMARK_CAPTURE(BM_StepFirstStage, llama_3_1_70b_pp8_m16_tp8, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
+
+// A whole `census plan` search: every layout enumerated and estimated, then simulated in order of the
+// estimate until the top 5 that fit (counters, per second of wall time: layouts that passed the
+// divisibility rules, and stage steps simulated; the stages run one a core).
+// Targets: Llama-3.1-70B on 64 H100s under a second; the MoE search (Qwen3-235B-A22B on 256, as census
+// step models the Qwen3-MoE family and not DeepSeek-V3's) under five.
+void BM_Plan(benchmark::State& state, const char* model, int64_t gpus, int64_t global_batch) {
+  const census::ModelConfig config = shipped(model);
+  census::PlanOptions options;
+  options.gpus = gpus;
+  options.gpu_memory = 80LL << 30;
+  options.seq_length = 4096;
+  options.global_batch = global_batch;
+  options.device = *census::find_device("h100");
+  int64_t tried = 0, stage_runs = 0;
+  for (auto _ : state) {
+    auto plan = census::census_plan(config, options);
+    if (!plan) throw std::runtime_error(plan.refusal().message());
+    tried += plan->counts.tried - plan->counts.pruned_divisibility;
+    stage_runs += plan->counts.stage_runs;
+  }
+  state.counters["layouts_per_s"] = benchmark::Counter(static_cast<double>(tried), benchmark::Counter::kIsRate);
+  state.counters["stage_runs_per_s"] = benchmark::Counter(static_cast<double>(stage_runs), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Plan, llama_3_1_70b_64_h100, "llama-3.1-70b", 64, 64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Plan, qwen3_235b_a22b_256_h100, "qwen3-235b-a22b", 256, 256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

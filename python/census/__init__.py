@@ -25,6 +25,7 @@ from census._api import (
     census_output,
     census_output_activations,
     census_parameters,
+    census_plan,
     census_recomputed,
     census_saved_ops,
     census_stack,
@@ -43,7 +44,7 @@ from census._records import OPS, KindActivations, activations_from_dict
 __all__ = [
     "CensusUnavailable", "Config", "KindActivations", "LayerTraffic", "ReplacementSpec", "replacement_specs", "OPS", "activations_from_dict",
     "census_activations", "census_final_norm", "census_flops", "census_layer", "census_output",
-    "census_output_activations", "census_parameters", "census_recomputed",
+    "census_output_activations", "census_parameters", "census_plan", "census_recomputed",
     "census_saved_ops", "census_stack", "census_step", "census_traffic", "layer_stack", "load_config", "report",
     "shipped_config", "shipped_models", "tp_config",
 ]

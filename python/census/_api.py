@@ -410,3 +410,46 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
                         int(nccl_buffers), int(fragmentation), int(cp), int(ep), tied)
     return json.loads(text)
+
+
+def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int = 4096, global_batch: int = 0,
+                device: str = "", peak_tflops: Any = None, hbm_gbs: Any = None, link_gbs: Any = None,
+                nic_gbs: Any = None, gpus_per_node: int = 8, compute_efficiency: float = 0.5, top: int = 5,
+                master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
+                nccl_buffers: Any = 0, fragmentation: Any = 0) -> Dict[str, Any]:
+    """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
+    --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
+
+    *gpu_memory* and the overheads are bytes (an int) or a size such as ``"80GiB"``; *device* names a
+    preset (``h100``, ``h200``, ``a100``, ``b200``, ``910b``, ``910c``), else *peak_tflops*, *hbm_gbs*,
+    *link_gbs* and *nic_gbs* are all given (beside a preset they replace its figures). The step time is
+    an estimate; each layout's peak is the simulated step's (``census_step`` with its ``step_args``).
+    ValueError for a value it refuses; CensusUnavailable for what the step does not price yet.
+    """
+    mapping = _mapping(config)
+    if isinstance(mapping, Mapping) and (mapping.get("tie_word_embeddings")
+                                         or (mapping.get("text_config") or {}).get("tie_word_embeddings")):
+        raise CensusUnavailable("tie_word_embeddings: an LM head tied to the embedding is not priced yet by census_plan")
+
+    def size(name: str, value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        return str(_integer(name, value))
+
+    def figure(name: str, value: Any) -> float:
+        if value is None:
+            return float("nan")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name}: must be a number, not {_shown(value)}")
+        return float(value)
+
+    text = _census.plan(load_config(mapping), _integer("gpus", gpus), size("gpu_memory", gpu_memory),
+                        _integer("seq_length", seq_length), _integer("global_batch", global_batch), str(device),
+                        figure("peak_tflops", peak_tflops), figure("hbm_gbs", hbm_gbs), figure("link_gbs", link_gbs),
+                        figure("nic_gbs", nic_gbs), _integer("gpus_per_node", gpus_per_node),
+                        figure("compute_efficiency", compute_efficiency), _integer("top", top), str(master_weights),
+                        str(grad_dtype), size("cuda_context", cuda_context) or "0",
+                        size("nccl_buffers", nccl_buffers) or "0", size("fragmentation", fragmentation) or "0")
+    return json.loads(text)

@@ -466,6 +466,18 @@ StepCensus StepRunner::run() {
     for (const StepPhase& phase : result.composed.phases)
       if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
   }
+  for (StepComposition also : o_.also_composed) {
+    if (!also.composes()) {
+      result.also_composed_peaks.push_back(result.analysis.peak);
+      continue;
+    }
+    also.largest_layer_parameter_bytes = largest_layer_bytes_;
+    StepMoment peak;
+    peak.bytes = -1;
+    for (const StepPhase& phase : bytes_.analyse(step_weights(also)).phases)
+      if (phase.peak.bytes > peak.bytes) peak = phase.peak;
+    result.also_composed_peaks.push_back(std::move(peak));
+  }
   auto highest = [&](char prefix) {
     StepMoment best;
     best.bytes = -1;

@@ -63,6 +63,9 @@ struct StepOptions {
   // the embedding's weight as the head's, one parameter whose two gradients the backward sums before
   // it becomes .grad. A pipeline's last stage holds its own copy as its head (as Megatron shares it).
   bool tie_word_embeddings = false;
+  // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
+  // a planner trying several ZeRO stages or master-weight choices over one simulation.
+  std::vector<StepComposition> also_composed;
 };
 
 struct StepPass {
@@ -99,6 +102,10 @@ struct StepCensus {
   StepComposition composition;  // as the step applied it: its gathered sizes set
   int64_t largest_layer_parameter_bytes = 0;
   int64_t passes_replayed = 0;  // passes replayed rather than run through the engine
+  // One per StepOptions::also_composed, in its order: the step's peak under that composition (the
+  // highest phase peak of the reweighed step, as composed_peak; the simulated peak where it composes
+  // nothing), before the user's overheads.
+  std::vector<StepMoment> also_composed_peaks;
 };
 
 // Whether the step models this family's causal-LM forward (the Llama-like families).

@@ -11,6 +11,7 @@
 #include "cli/stack_file.h"
 #include "util/escape.h"
 #include "cli/step_command.h"
+#include "cli/plan_command.h"
 
 namespace census::cli {
 namespace {
@@ -111,6 +112,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   CLI::App* report = add_report_command(app, request, model, gdn_backend, report_options);
   StepArgs step_args;
   CLI::App* step = add_step_command(app, step_args);
+  PlanArgs plan_args;
+  CLI::App* plan = add_plan_command(app, plan_args);
   CLI::App* models = app.add_subcommand("models", "the model configs shipped with Census");
   models->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
 
@@ -131,6 +134,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   request.format = format == "json" ? Format::kJson : Format::kTable;
 
   if (step->parsed()) return run_step_command(step_args, out, err);
+  if (plan->parsed()) return run_plan_command(plan_args, out, err);
   if (models->parsed()) {
     list_models(request.format, out);
     return 0;

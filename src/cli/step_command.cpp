@@ -247,20 +247,6 @@ Status check_names(const StepArgs& a) {
   return {};
 }
 
-// Whether a config.json (a shipped model's or a file's) ties the LM head to the embedding.
-bool ties_embeddings(const std::string& source) {
-  nlohmann::json json;
-  for (const ShippedModel& model : shipped_models())
-    if (model.name == source) json = nlohmann::json::parse(model.json, nullptr, /*allow_exceptions=*/false);
-  if (json.is_null()) {
-    std::ifstream file(source);
-    if (file) json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-  }
-  for (const nlohmann::json* c : {&json, json.is_object() && json.contains("text_config") ? &json["text_config"] : nullptr})
-    if (c != nullptr && c->is_object() && c->value("tie_word_embeddings", false)) return true;
-  return false;
-}
-
 Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   CENSUS_TRY(check_names(a));
   Request request;
@@ -337,6 +323,20 @@ ordered_json runs_json(const StepRuns& r, const StepArgs& a) {
 }
 
 }  // namespace
+
+// Whether a config.json (a shipped model's or a file's) ties the LM head to the embedding.
+bool ties_embeddings(const std::string& source) {
+  nlohmann::json json;
+  for (const ShippedModel& model : shipped_models())
+    if (model.name == source) json = nlohmann::json::parse(model.json, nullptr, /*allow_exceptions=*/false);
+  if (json.is_null()) {
+    std::ifstream file(source);
+    if (file) json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  }
+  for (const nlohmann::json* c : {&json, json.is_object() && json.contains("text_config") ? &json["text_config"] : nullptr})
+    if (c != nullptr && c->is_object() && c->value("tie_word_embeddings", false)) return true;
+  return false;
+}
 
 Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& config) {
   auto runs = run_step(a, config);

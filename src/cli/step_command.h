@@ -50,4 +50,8 @@ int run_step_command(const StepArgs& args, std::ostream& out, std::ostream& err)
 // option value the step does not know, or what census_step refuses.
 Result<nlohmann::ordered_json> step_report_json(const StepArgs& args, const ModelConfig& config);
 
+// Whether a config.json (a shipped model's, or the file at `source`) ties the LM head to the embedding,
+// which the step does not price yet.
+bool ties_embeddings(const std::string& source);
+
 }  // namespace census::cli

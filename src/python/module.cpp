@@ -18,6 +18,7 @@
 #include "cli/report.h"
 #include "census/step_census.h"
 #include "cli/step_command.h"
+#include "cli/plan_command.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
@@ -408,6 +409,40 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   return report->dump();
 }
 
+// The parallel layouts that fit, as `census plan --format json` reports them, as JSON text.
+std::string plan(const py::object& config_in, int64_t gpus, const std::string& gpu_memory, int64_t seq_length,
+                 int64_t global_batch, const std::string& device, double peak_tflops, double hbm_gbs, double link_gbs,
+                 double nic_gbs, int64_t gpus_per_node, double compute_efficiency, int64_t top,
+                 const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
+                 const std::string& nccl_buffers, const std::string& fragmentation) {
+  const ModelConfig config = config_of(config_in);
+  if (!step_models_family(config))
+    throw Unavailable("model_type " + config.model_type + ": census_plan runs census step, which models the "
+                      "Llama-like causal LMs; this family's model forward is not priced yet");
+  cli::PlanArgs a;
+  a.model = config.model_type;
+  a.gpus = gpus;
+  a.gpu_memory = gpu_memory;
+  a.seq_length = seq_length;
+  a.global_batch = global_batch;
+  a.device = device;
+  a.peak_tflops = peak_tflops;
+  a.hbm_gbs = hbm_gbs;
+  a.link_gbs = link_gbs;
+  a.nic_gbs = nic_gbs;
+  a.gpus_per_node = gpus_per_node;
+  a.compute_efficiency = compute_efficiency;
+  a.top = top;
+  a.master_weights = master_weights;
+  a.grad_dtype = grad_dtype;
+  a.cuda_context = cuda_context;
+  a.nccl_buffers = nccl_buffers;
+  a.fragmentation = fragmentation;
+  auto report = cli::plan_report_json(a, config);
+  if (!report) throw py::value_error(report.refusal().message());
+  return report->dump();
+}
+
 }  // namespace
 }  // namespace census::python
 
@@ -450,5 +485,6 @@ PYBIND11_MODULE(_census, m) {
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
         py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1,
         py::arg("tie_word_embeddings") = false);
+  m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

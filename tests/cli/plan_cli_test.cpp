@@ -1,0 +1,244 @@
+// `census plan`: the choice follows from the printed peaks and time terms, every reported layout is
+// what `census step` answers for its step_args, "nothing fits" names the smallest memory, and bad
+// input is refused in one line with exit code 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+
+namespace census {
+namespace {
+
+using testing::CliRun;
+using testing::census;
+using testing::write_test_file;
+
+// The step oracle's Llama toy: 8,655,360 B of bf16 parameters (4 layers of 557,568 parameters,
+// the embedding's and the head's 4096 x 256 each, the final norm's 256).
+std::string toy(bool moe = false) {
+  return moe ? write_test_file("plan_toy_moe.json", R"({"model_type": "qwen3_moe", "hidden_size": 256,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192, "num_experts": 8,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 256})")
+             : write_test_file("plan_toy_llama.json", R"({"model_type": "llama", "hidden_size": 256,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
+}
+
+nlohmann::json plan(const std::string& config, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"plan", config, "--device", "h100", "--seq-length", "128", "--format", "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliRun run = census(args);
+  EXPECT_EQ(run.code, 0) << run.err;
+  return nlohmann::json::parse(run.out);
+}
+
+// Two devices, one a node: TP 1 (TP 2 would span nodes), and PP 1 x DP 2 (ZeRO 0-3) or PP 2 x DP 1
+// (1F1B, GPipe, interleaved over 2 chunks), each under 3 recompute modes: 12 + 9 = 21 layouts.
+std::vector<std::string> two_devices() { return {"--gpus", "2", "--gpus-per-node", "1"}; }
+
+nlohmann::json every_layout(const std::string& config) {
+  std::vector<std::string> args = two_devices();
+  args.insert(args.end(), {"--gpu-memory", "1TiB", "--top", "100"});
+  return plan(config, args);
+}
+
+TEST(PlanCli, EveryLayoutCountedOnce) {
+  const nlohmann::json all = every_layout(toy());
+  // TP 2 x PP 1 x DP 1 (one layout a recompute mode) is pruned: TP spans nodes.
+  EXPECT_EQ(all["counts"]["tried"], 24);
+  EXPECT_EQ(all["counts"]["pruned_by_divisibility"], 3);
+  EXPECT_EQ(all["counts"]["fit"], 21);
+  EXPECT_EQ(all["layouts"].size(), 21u);
+  EXPECT_EQ(all["counts"]["simulations"], 3 + 3 * 3);  // (PP 1; PP 2 x 3 schedules) x 3 recompute modes
+}
+
+// The choice is the fastest layout, by its printed estimate, among those whose simulated peak fits;
+// the terms printed sum to that estimate.
+TEST(PlanCli, FastestThatFitsIsChosen) {
+  const nlohmann::json all = every_layout(toy());
+  for (const auto& l : all["layouts"]) {
+    double sum = 0;
+    for (const auto& [name, seconds] : l["time_estimate"].items()) sum += seconds.get<double>();
+    EXPECT_NEAR(sum, l["step_seconds_estimate"].get<double>(), 1e-12);
+  }
+  for (size_t i = 1; i < all["layouts"].size(); ++i)
+    EXPECT_LE(all["layouts"][i - 1]["step_seconds_estimate"], all["layouts"][i]["step_seconds_estimate"]);
+}
+
+// Fits only with ZeRO-3: at one byte less than the smallest peak of any layout that is not ZeRO-3,
+// every layout that fits is ZeRO-3, and the chosen one is the fastest of those. Its peak holds half
+// the parameters (ZeRO-3 over DP 2: 8,655,360 / 2).
+TEST(PlanCli, FitsOnlyWithZero3) {
+  const nlohmann::json all = every_layout(toy());
+  int64_t smallest_other = std::numeric_limits<int64_t>::max();
+  for (const auto& l : all["layouts"])
+    if (l["zero"] != 3) smallest_other = std::min<int64_t>(smallest_other, l["peak_bytes"]);
+  std::vector<std::string> args = two_devices();
+  args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_other - 1), "--top", "100"});
+  const nlohmann::json tight = plan(toy(), args);
+  ASSERT_FALSE(tight["layouts"].empty());
+  size_t zero3 = 0;
+  for (const auto& l : all["layouts"]) zero3 += l["zero"] == 3 && l["peak_bytes"] < smallest_other ? 1 : 0;
+  EXPECT_EQ(tight["layouts"].size(), zero3);
+  for (const auto& l : tight["layouts"]) {
+    EXPECT_EQ(l["zero"], 3);
+    EXPECT_EQ(l["pp"], 1);
+    EXPECT_EQ(l["peak_split"]["parameters"], 8'655'360 / 2);
+  }
+  EXPECT_EQ(tight["layouts"][0]["step_seconds_estimate"], [&] {
+    double best = 1e30;
+    for (const auto& l : all["layouts"])
+      if (l["zero"] == 3 && l["peak_bytes"] < smallest_other) best = std::min(best, l["step_seconds_estimate"].get<double>());
+    return best;
+  }());
+}
+
+// Needs PP: the toy with a 65,536-token vocabulary on 2 devices of a node, one sequence a step (so DP
+// is 1: TP 2 or PP 2). TP 2 keeps the embedding, the head and the fp32 logits whole on both ranks:
+// its parameters are the embedding's and head's 65,536 x 256 x 2 B = 33,554,432 B each, the final
+// norm's 512 B, and 4 layers of 279,040 parameters at TP 2 (q 256 x 128, k and v 256 x 32, o 128 x 256,
+// gate, up and down 256 x 256, two norms of 256) = 2,232,320 B: 69,341,696 B. PP 2's last stage holds
+// the head, the final norm and 2 whole layers (557,568 parameters each): 35,785,216 B. Below TP 2's
+// smallest peak only PP 2 fits, and the plan chooses it.
+TEST(PlanCli, NeedsPipeline) {
+  const std::string path = write_test_file("plan_toy_vocab.json", R"({"model_type": "llama", "hidden_size": 256,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 65536, "max_position_embeddings": 8192})");
+  const std::vector<std::string> base = {"--gpus", "2", "--global-batch", "1", "--top", "100"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--gpu-memory", "1TiB"});
+  const nlohmann::json all = plan(path, args);
+  EXPECT_EQ(all["pruned_by_rule"]["DP does not divide the global batch"], 3 * 4);  // TP 1 x PP 1 x DP 2
+  int64_t smallest_tp = std::numeric_limits<int64_t>::max();
+  for (const auto& l : all["layouts"]) {
+    if (l["tp"] == 2) {
+      smallest_tp = std::min<int64_t>(smallest_tp, l["peak_bytes"]);
+      EXPECT_EQ(l["peak_split"]["parameters"], 69'341'696);
+    } else if (l["worst_stage"] == 1) {
+      EXPECT_EQ(l["peak_split"]["parameters"], 35'785'216);
+    }
+  }
+  args = base;
+  args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_tp - 1)});
+  const nlohmann::json tight = plan(path, args);
+  ASSERT_FALSE(tight["layouts"].empty());
+  for (const auto& l : tight["layouts"]) {
+    EXPECT_EQ(l["pp"], 2);
+    EXPECT_LT(l["peak_bytes"], smallest_tp);
+  }
+  EXPECT_EQ(tight["counts"]["rejected_for_memory"], 3);  // TP 2 under each recompute mode
+}
+
+// Every layout reported is what census step answers for its step_args: the most-loaded stage's total.
+void expect_layouts_are_steps(const std::string& config, const nlohmann::json& planned) {
+  ASSERT_FALSE(planned["layouts"].empty());
+  for (const auto& l : planned["layouts"]) {
+    std::vector<std::string> args = {"step", config};
+    for (const auto& a : l["step_args"]) args.push_back(a.get<std::string>());
+    args.insert(args.end(), {"--format", "json"});
+    const CliRun run = census(args);
+    ASSERT_EQ(run.code, 0) << run.err;
+    const nlohmann::json step = nlohmann::json::parse(run.out);
+    EXPECT_EQ(step["total_bytes"], l["peak_bytes"]) << l["step_args"].dump();
+    // The step ran the stage the plan found the most loaded.
+    if (l["pp"] > 1) {
+      EXPECT_EQ(step["stage"]["index"], l["worst_stage"]);
+    }
+  }
+}
+
+TEST(PlanCli, LayoutsEqualCensusStep) {
+  expect_layouts_are_steps(toy(), plan(toy(), {"--gpus", "4", "--gpus-per-node", "2", "--gpu-memory", "1TiB",
+                                               "--top", "12", "--cuda-context", "1000", "--master-weights", "fp32"}));
+  expect_layouts_are_steps(toy(true), plan(toy(true), {"--gpus", "4", "--gpu-memory", "1TiB", "--top", "8",
+                                                       "--grad-dtype", "fp32", "--global-batch", "8"}));
+}
+
+// A shipped model at a memory that rejects some layouts by their bound, some after simulating stage 0.
+TEST(PlanCli, ShippedModelLayoutsEqualCensusStep) {
+  const std::vector<std::string> args = {"plan", "llama-3.1-8b", "--gpus", "8", "--device", "a100", "--gpu-memory",
+                                         "24GiB", "--seq-length", "2048", "--top", "4", "--fragmentation", "512MiB",
+                                         "--format", "json"};
+  const CliRun run = census(args);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json planned = nlohmann::json::parse(run.out);
+  EXPECT_GT(planned["counts"]["rejected_by_lower_bound"], 0);
+  EXPECT_GT(planned["counts"]["rejected_by_simulation"], 0);
+  for (const auto& l : planned["layouts"]) EXPECT_LE(l["peak_bytes"], 24LL << 30);
+  expect_layouts_are_steps("llama-3.1-8b", planned);
+}
+
+TEST(PlanCli, NothingFitsNamesTheSmallestMemory) {
+  const nlohmann::json all = every_layout(toy());
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
+  std::vector<std::string> args = two_devices();
+  args.insert(args.end(), {"--gpu-memory", "1MiB"});
+  const nlohmann::json none = plan(toy(), args);
+  EXPECT_TRUE(none["layouts"].empty());
+  EXPECT_EQ(none["nothing_fits"]["smallest_memory_bytes"], smallest);
+  const CliRun table = census({"plan", toy(), "--device", "h100", "--seq-length", "128", "--gpus", "2",
+                               "--gpus-per-node", "1", "--gpu-memory", "1MiB"});
+  EXPECT_EQ(table.code, 0);
+  EXPECT_NE(table.out.find("nothing fits"), std::string::npos) << table.out;
+}
+
+// The TP term derived: TP 2 inside a node, DP 1 so M = 2 (the default batch, a sequence a device), per
+// micro-batch 4 layers x 4 all-reduces of 128 x 256 x 2 B,
+// each 2 (2-1)/2 x 65,536 B / 450 GB/s (H100's NVLink each way).
+TEST(PlanCli, TensorParallelTermDerived) {
+  const nlohmann::json all = plan(toy(), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
+  bool seen = false;
+  for (const auto& l : all["layouts"]) {
+    if (l["tp"] != 2) continue;
+    seen = true;
+    EXPECT_NEAR(l["time_estimate"]["tp_communication"].get<double>(), 2 * 4 * 4 * 65536.0 / 450e9, 1e-15);
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(PlanCli, TableAndExplain) {
+  const CliRun run = census({"plan", toy(), "--device", "a100", "--seq-length", "128", "--gpus", "2",
+                             "--gpu-memory", "80GiB", "--explain", "--top", "2"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  for (const char* text : {"TP inside a node", "an estimate", "pruned by divisibility", "rejected for memory",
+                           "pipeline_bubble", "dp_communication", "census step", "A100"})
+    EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
+}
+
+TEST(PlanCli, BadInputIsOneLine) {
+  const std::string t = toy();
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"plan", t, "--gpus", "0", "--gpu-memory", "80GiB", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB", "--device", "tpu9"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80XB", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "lots", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "0", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB", "--peak-tflops", "0", "--hbm-gbs", "1",
+            "--link-gbs", "1", "--nic-gbs", "1"},
+           {"plan", t, "--gpus", "8", "--gpu-memory", "1GiB", "--device", "h100", "--cuda-context", "2GiB"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--top", "0"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--compute-efficiency", "1.5"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--seq-length", "0"},
+           {"plan", "gemma-3-27b", "--gpus", "8", "--device", "h100"},
+           {"plan", t, "--gpus", "4000000000", "--device", "h100"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--global-batch", "100000000"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--gpus-per-node", "0"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--master-weights", "fp8"},
+           // 3 devices, 4 sequences: DP 3 does not divide them, and TP 3 or PP 3 the heads or layers.
+           {"plan", t, "--gpus", "3", "--device", "h100", "--global-batch", "4"},
+       }) {
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << args[2] << " " << args[3];
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_TRUE(run.out.empty());
+  }
+}
+
+}  // namespace
+}  // namespace census

@@ -1,0 +1,53 @@
+"""census.census_plan: layouts that census_step reproduces from their step_args, and its refusals."""
+import pytest
+
+import census
+
+TOY = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+       "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 4096,
+       "max_position_embeddings": 8192}
+
+
+def _step_kwargs(step_args):
+    """census step's command-line arguments as census_step's keywords."""
+    names = {"--seq-length": "seq_length", "--micro-batches": "micro_batches", "--pp": "pp", "--stage": "stage",
+             "--schedule": "schedule", "--virtual-stages": "virtual_stages", "--recompute": "recompute",
+             "--tp": "tp", "--dp": "dp", "--zero": "zero", "--master-weights": "master_weights",
+             "--grad-dtype": "grad_dtype", "--cuda-context": "cuda_context", "--nccl-buffers": "nccl_buffers",
+             "--fragmentation": "fragmentation"}
+    text = {"schedule", "recompute", "master_weights", "grad_dtype"}
+    kwargs = {}
+    for flag, value in zip(step_args[::2], step_args[1::2]):
+        name = names[flag]
+        kwargs[name] = value if name in text else int(value)
+    return kwargs
+
+
+def test_every_layout_is_census_steps():
+    plan = census.census_plan(TOY, gpus=4, gpu_memory="1TiB", seq_length=128, device="h100", top=6,
+                              cuda_context=4096)
+    assert plan["layouts"]
+    for layout in plan["layouts"]:
+        step = census.census_step(TOY, **_step_kwargs(layout["step_args"]))
+        assert step["total_bytes"] == layout["peak_bytes"]
+        assert layout["headroom_bytes"] == 2 ** 40 - layout["peak_bytes"]
+
+
+def test_nothing_fits_is_an_answer():
+    plan = census.census_plan(TOY, gpus=2, gpu_memory=1 << 20, seq_length=128, device="b200")
+    assert plan["layouts"] == []
+    assert plan["nothing_fits"]["smallest_memory_bytes"] > 1 << 20
+
+
+@pytest.mark.parametrize("kwargs", [dict(gpus=0, device="h100"), dict(gpus=8, device="tpu"), dict(gpus=8),
+                                    dict(gpus=8, device="h100", gpu_memory="80XB"), dict(gpus=True, device="h100"),
+                                    dict(gpus=8, device="h100", peak_tflops="fast"),
+                                    dict(gpus=8, device="h100", top=0)])
+def test_bad_values_raise_value_error(kwargs):
+    with pytest.raises(ValueError):
+        census.census_plan(TOY, seq_length=128, **kwargs)
+
+
+def test_what_the_step_does_not_price_raises_census_unavailable():
+    with pytest.raises(census.CensusUnavailable):
+        census.census_plan(dict(TOY, model_type="gemma"), gpus=8, device="h100")

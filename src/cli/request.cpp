@@ -113,11 +113,12 @@ Status check_request(const Request& r) {
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
                               std::to_string(c.num_key_value_heads) + "; choose a degree that is");
-  // Every width and head count a rank holds a share of must split evenly (the key/value heads may be
-  // fewer than the ranks instead, each rank then holding one).
+  // Every width and head count a rank holds a share of must split evenly (the key/value heads, and Gemma
+  // 4's full layers' own, may be fewer than the ranks instead, each rank then holding one).
   for (const TpDividedField& field : tp_divided_fields()) {
     const int64_t size = field.get(c);
-    if (size <= 0 || std::string_view(field.name) == "num_key_value_heads") continue;
+    const std::string_view name(field.name);
+    if (size <= 0 || name == "num_key_value_heads" || name == "num_global_key_value_heads") continue;
     if (size % r.tp != 0)
       return refuse("--tp", std::to_string(r.tp) + " does not divide " + field.name + " " + std::to_string(size) +
                                 "; choose a degree that does");

@@ -56,6 +56,10 @@ Status check_sizes(const ModelConfig& c, int64_t seq_length) {
       {"moe_intermediate_size x num_experts_per_tok", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.num_experts_per_tok, 1)},
       {"moe_intermediate_size x n_shared_experts", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.n_shared_experts, 1)},
       {"shared_expert_intermediate_size", moe.shared_expert_intermediate_size},
+      // Gemma 4: its full layers' heads, and the per-layer inputs the model computes for every layer.
+      {"num_attention_heads x global_head_dim", heads * c.gemma4.global_head_dim},
+      {"num_hidden_layers x hidden_size_per_layer_input",
+       Checked{c.num_hidden_layers} * c.gemma4.hidden_size_per_layer_input},
   };
   // Each count below is at most a census's largest times a small constant (bytes per element, FLOPs
   // per multiply-add, the ops of a layer): a sixteenth of 64 bits leaves room for them.

@@ -67,6 +67,12 @@ class DecoderLayer {
                                   LayerCarry& /*carry*/) const {
     return forward(hidden_states, positions);
   }
+  // What the model hands the layer beyond its hidden states and positions, as the reference hands a
+  // layer censused alone (Gemma 4's per-layer input, and the shared_kv_states dict the layer stores its
+  // keys and values in), made by the caller before the call and passed to forward_in_model. A
+  // checkpointed call keeps them until its graph dies, as torch.utils.checkpoint keeps its call's
+  // arguments for the recompute; forward drops them when it returns.
+  virtual LayerCarry lone_arguments(const Tensor& /*hidden*/) const { return {}; }
   const nn::ParameterList& parameters() const { return parameters_; }
   // The final norm, of the class of the layer's input norm: its parameter count.
   virtual int64_t final_norm_parameters() const = 0;

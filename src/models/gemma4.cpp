@@ -286,17 +286,27 @@ class Gemma4TextDecoderLayer final : public DecoderLayer {
   // The rotary of the layer's type, as the model computes it once for every layer of that type.
   nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
 
-  Tensor forward(const Tensor& input, const nn::PositionEmbeddings& positions) const override {
-    LayerCarry carry;
-    // The per-layer input as the reference hands a lone layer one: made in the measured forward.
+  // The per-layer input as the reference hands a lone layer one: made before the call, inside the
+  // measurement, needing no gradient; and an empty shared_kv_states, which the layer fills where it is
+  // the last of its type before the KV-shared ones (a checkpoint keeps both, and with them those keys
+  // and values).
+  LayerCarry lone_arguments(const Tensor& hidden) const override {
+    LayerCarry arguments;
     if (per_layer_width_ > 0)
-      carry.per_layer_input = ops::randn(Dims{input.size(0), input.size(1), per_layer_width_}, input.dtype());
-    return run(input, positions, carry);
+      arguments.per_layer_input = ops::randn(Dims{hidden.size(0), hidden.size(1), per_layer_width_}, hidden.dtype());
+    return arguments;
   }
 
-  Tensor forward_in_model(const Tensor& input, const nn::PositionEmbeddings& /*positions*/,
-                          LayerCarry& carry) const override {
-    return run(input, carry.positions.at(type_), carry);
+  Tensor forward(const Tensor& input, const nn::PositionEmbeddings& positions) const override {
+    LayerCarry arguments = lone_arguments(input);
+    return run(input, positions, arguments);
+  }
+
+  // In the model's forward the rotary of the layer's type comes from the model (the carry); alone, the
+  // positions handed in.
+  Tensor forward_in_model(const Tensor& input, const nn::PositionEmbeddings& positions, LayerCarry& carry) const override {
+    const auto found = carry.positions.find(type_);
+    return run(input, found != carry.positions.end() ? found->second : positions, carry);
   }
 
   int64_t final_norm_parameters() const override { return hidden_size_; }

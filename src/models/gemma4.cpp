@@ -220,7 +220,7 @@ class Gemma4TextRouter {
     Tensor expert_scores = proj.forward(hidden_states);  // (T, E)
     const Tensor router_probabilities = ops::softmax(expert_scores, -1, DType::kFloat32);
     auto [top_k_weights, top_k_index] = ops::topk(router_probabilities, top_k_);
-    ops::div_(top_k_weights, ops::sum(top_k_weights, {-1}, /*keepdim=*/true));
+    ops::div_(top_k_weights, ops::sum(top_k_weights, {1}, /*keepdim=*/true));  // sum(dim=-1) of (T, K)
     top_k_weights = ops::mul(top_k_weights, ops::index(per_expert_scale_, top_k_index));
     return {router_probabilities, top_k_weights, top_k_index};
   }

@@ -55,7 +55,7 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
   if (explain) measurement.add_observer(&region_ops);
   const Measured measured = measurement.run(
       [&] {
-        Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_in_model(input, positions, arguments); },
+        Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
                                 hidden, explain ? &cached : nullptr);
         measurement.remove_observer(&region_ops);
         return out;
@@ -101,7 +101,7 @@ RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_in
   LayerCarry arguments = layer->lone_arguments(hidden);
   RecomputeLedger ledger(std::move(attention));
   session.add_observer(&ledger);
-  Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_in_model(input, positions, arguments); },
+  Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
                           hidden);
   session.remove_observer(&ledger);
   auto share = [](const std::array<int64_t, 2>& flops) {

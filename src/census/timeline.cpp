@@ -233,7 +233,7 @@ Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t
   LayerCarry arguments;
   if (selective) arguments = layer->lone_arguments(hidden);
   auto forward = [&] {
-    Tensor out = selective ? checkpoint([&](const Tensor& input) { return layer->forward_in_model(input, positions, arguments); },
+    Tensor out = selective ? checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
                                         hidden, nullptr)
                            : layer->forward(hidden, layer->embed_positions(hidden));
     recorder.end_forward(out, grad, shared);

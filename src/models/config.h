@@ -67,12 +67,16 @@ class DecoderLayer {
                                   LayerCarry& /*carry*/) const {
     return forward(hidden_states, positions);
   }
-  // What the model hands the layer beyond its hidden states and positions, as the reference hands a
-  // layer censused alone (Gemma 4's per-layer input, and the shared_kv_states dict the layer stores its
-  // keys and values in), made by the caller before the call and passed to forward_in_model. A
-  // checkpointed call keeps them until its graph dies, as torch.utils.checkpoint keeps its call's
-  // arguments for the recompute; forward drops them when it returns.
+  // What the reference hands a layer censused alone beyond its hidden states and positions (Gemma 4's
+  // per-layer input, and the shared_kv_states dict the layer stores its keys and values in), made by
+  // the caller before the call, and the forward taking them. A checkpointed call keeps them until its
+  // graph dies, as torch.utils.checkpoint keeps its call's arguments for the recompute; forward makes
+  // its own and drops them when it returns. A layer that takes none runs its plain forward.
   virtual LayerCarry lone_arguments(const Tensor& /*hidden*/) const { return {}; }
+  virtual Tensor forward_alone(const Tensor& hidden_states, const nn::PositionEmbeddings& positions,
+                               LayerCarry& /*arguments*/) const {
+    return forward(hidden_states, positions);
+  }
   const nn::ParameterList& parameters() const { return parameters_; }
   // The final norm, of the class of the layer's input norm: its parameter count.
   virtual int64_t final_norm_parameters() const = 0;

@@ -301,12 +301,13 @@ class Gemma4TextDecoderLayer final : public DecoderLayer {
     LayerCarry arguments = lone_arguments(input);
     return run(input, positions, arguments);
   }
+  Tensor forward_alone(const Tensor& input, const nn::PositionEmbeddings& positions, LayerCarry& arguments) const override {
+    return run(input, positions, arguments);
+  }
 
-  // In the model's forward the rotary of the layer's type comes from the model (the carry); alone, the
-  // positions handed in.
-  Tensor forward_in_model(const Tensor& input, const nn::PositionEmbeddings& positions, LayerCarry& carry) const override {
-    const auto found = carry.positions.find(type_);
-    return run(input, found != carry.positions.end() ? found->second : positions, carry);
+  // In the model's forward the rotary of the layer's type comes from the model (the carry).
+  Tensor forward_in_model(const Tensor& input, const nn::PositionEmbeddings& /*positions*/, LayerCarry& carry) const override {
+    return run(input, carry.positions.at(type_), carry);
   }
 
   int64_t final_norm_parameters() const override { return hidden_size_; }

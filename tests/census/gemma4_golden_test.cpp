@@ -38,7 +38,9 @@ TEST_P(Gemma4Case, SelectiveAndShares) {
     const SelectiveCensus got = census_selective(tp_config(config, tp), 1, 64);
     const nlohmann::json& expected = oracle.at(tp == 1 ? "selective_tp1" : "selective_tp2");
     EXPECT_EQ(got.kept_bytes, expected.at("kept_bytes").get<int64_t>()) << "TP " << tp;
-    if (tp == 2) EXPECT_EQ(got.working_bytes, expected.at("peak_backward_bytes").get<int64_t>());
+    if (tp == 2) {
+      EXPECT_EQ(got.working_bytes, expected.at("peak_backward_bytes").get<int64_t>());
+    }
   }
   const RecomputeShares shares = census_recomputed(config, 1, 64);
   EXPECT_EQ(shares.attention_mm, oracle.at("recomputed").at("attention_mm_share").get<double>());

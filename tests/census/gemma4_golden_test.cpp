@@ -7,7 +7,7 @@
 #include "census/layer_census.h"
 #include "census/selective_census.h"
 #include "oracle_cases.h"
-#include "oracle_stages.h"
+#include "oracle_checks.h"
 
 namespace census {
 namespace {

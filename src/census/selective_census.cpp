@@ -52,11 +52,13 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);
   measurement.attach();
   measurement.track(hidden);
+  // The call's other arguments, made before the checkpoint, which keeps them for its recompute.
+  LayerCarry arguments = layer->lone_arguments(hidden);
   if (explain) measurement.add_observer(&region_ops);
   const Measured measured = measurement.run(
       [&] {
-        Tensor out = checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden,
-                                explain ? &cached : nullptr);
+        Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
+                                hidden, explain ? &cached : nullptr);
         measurement.remove_observer(&region_ops);
         return out;
       },
@@ -99,9 +101,11 @@ RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_in
   }
   Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);
+  LayerCarry arguments = layer->lone_arguments(hidden);
   RecomputeLedger ledger(std::move(attention));
   session.add_observer(&ledger);
-  Tensor out = checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden);
+  Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
+                          hidden);
   session.remove_observer(&ledger);
   auto share = [](const std::array<int64_t, 2>& flops) {
     const int64_t total = flops[0] + flops[1];

@@ -17,12 +17,15 @@ namespace {
 
 // The storages autograd saves first while a decoder layer's forward runs, and that layer: the pack
 // hook of the stack. A storage saved first outside every layer (the embedding's indices) is claimed
-// by the first layer that saves it too, if any.
+// by the first layer that saves it too, if any. A saved storage no op handed out (a module's buffer,
+// such as Gemma 4's layer_scalar) is counted on the heap from that save on, as the reference's pack
+// hook brings it into its tracker (the hook's detach is an op its tracker sees).
 class LayerSaves final : public Observer {
  public:
-  LayerSaves() : Observer(kOnSave) {}
+  explicit LayerSaves(LiveBytes& live) : Observer(kOnSave), live_(live) {}
   void on_save(const Tensor& tensor, const OpDef* /*by_op*/) override {
     const Storage& storage = *tensor.storage();
+    if (!storage.is_parameter && !live_.is_live(storage.id)) live_.track(tensor);
     if (running < 0 || storage.is_parameter || ids.contains(storage.id)) return;
     ids.insert(storage.id);
     saves.push_back({storage.id, storage.nbytes, running});
@@ -35,6 +38,9 @@ class LayerSaves final : public Observer {
   int64_t running = -1;  // the layer whose forward runs, or -1
   std::vector<Save> saves;
   StorageSet ids;
+
+ private:
+  LiveBytes& live_;
 };
 
 // Note [Stack windows] A layer's backward runs between two hooks on its boundary, as a module's full
@@ -97,6 +103,7 @@ constexpr std::string_view kPlainModelForward[] = {"deepseek_v3", "deepseek_v32"
 }  // namespace
 
 Status check_stack(const ModelConfig& config) {
+  if (config.family != nullptr && config.family->build_model_prologue != nullptr) return {};
   for (std::string_view family : kPlainModelForward)
     if (config.model_type == family) return {};
   return refuse("model_type", "the stack census does not build " + config.model_type +
@@ -107,7 +114,7 @@ Status check_stack(const ModelConfig& config) {
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length) {
   Session session;  // first: every tensor of the census dies before it
   LiveBytes live;
-  LayerSaves saves;
+  LayerSaves saves(live);
   ParameterGrads parameter_grads;
   session.add_observer(&live);
   session.add_observer(&saves);
@@ -115,8 +122,12 @@ std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t se
 
   const int64_t count = config.num_hidden_layers;
   nn::ParameterList parameters;
-  const Tensor embed_tokens = nn::register_parameter(parameters, "embed_tokens", "weight",
-                                                     Dims{config.vocab_size, config.hidden_size});
+  // The model's own forward before its layers where it has one (Family::build_model_prologue), else the
+  // token embedding and the first layer's rotary.
+  std::unique_ptr<ModelPrologue> prologue;
+  Tensor embed_tokens;
+  if (config.family->build_model_prologue != nullptr) prologue = config.family->build_model_prologue(config, parameters);
+  else embed_tokens = nn::register_parameter(parameters, "embed_tokens", "weight", Dims{config.vocab_size, config.hidden_size});
   std::vector<std::unique_ptr<DecoderLayer>> layers;
   for (int64_t i = 0; i < count; ++i) layers.push_back(config.family->build_layer(config, i));
   std::unique_ptr<nn::Norm> norm = config.family->build_final_norm(config, parameters);
@@ -129,11 +140,13 @@ std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t se
     // The model's forward: its locals (the embeddings, the positions) go when it returns.
     Tensor input_ids = make_tensor(Dims{1, seq_length}, DType::kInt64);
     live.track(input_ids);
-    Tensor hidden_states = ops::embedding(embed_tokens, input_ids);
-    input_ids = Tensor();
-    const nn::PositionEmbeddings positions = layers.front()->embed_positions(hidden_states);
     LayerCarry carry;
+    Tensor hidden_states = prologue ? prologue->embed(input_ids, carry) : ops::embedding(embed_tokens, input_ids);
+    input_ids = Tensor();
+    const nn::PositionEmbeddings positions =
+        prologue ? nn::PositionEmbeddings{} : layers.front()->embed_positions(hidden_states);
     for (int64_t i = 0; i < count; ++i) {
+      if (prologue) prologue->before_layer(i, carry);
       Tensor input = hook(hidden_states, windows, i, BackwardHookNode::Side::kInput);
       hidden_states = Tensor();
       saves.running = i;

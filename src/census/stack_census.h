@@ -32,9 +32,11 @@ struct StackLayerCensus {
 };
 
 // Whether the stack census builds `config`'s model as Transformers runs it: a model whose forward is the
-// embedding, the rotary computed once, the layers in order and the final norm. A model that scales its
-// embeddings (Gemma's), builds several rotary flavours or masks per layer kind (Gemma 3, gpt-oss, the
-// gated delta nets) or multi-axis positions (Qwen3-VL) is refused, naming what to run instead.
+// embedding, the rotary computed once, the layers in order and the final norm, or whose family states
+// its own forward before and between the layers (Family::build_model_prologue: Gemma 4's scaled
+// embeddings, per-layer inputs and rotary per layer type). A model that scales its embeddings (Gemma's),
+// builds several rotary flavours or masks per layer kind (Gemma 3, gpt-oss, the gated delta nets) or
+// multi-axis positions (Qwen3-VL) without one is refused, naming what to run instead.
 Status check_stack(const ModelConfig& config);
 
 // Each decoder layer's (kept, held), in model order.

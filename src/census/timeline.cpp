@@ -229,9 +229,12 @@ Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t
   Tensor grad = make_tensor(shape, DType::kBFloat16);
   std::vector<Tensor> shared;
   if (selective) shared = {positions.position_ids, positions.cos, positions.sin};
+  // A checkpointed call's other arguments, made before it and kept for its recompute (census_selective).
+  LayerCarry arguments;
+  if (selective) arguments = layer->lone_arguments(hidden);
   auto forward = [&] {
-    Tensor out = selective ? checkpoint([&](const Tensor& input) { return layer->forward(input, positions); }, hidden,
-                                        nullptr)
+    Tensor out = selective ? checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
+                                        hidden, nullptr)
                            : layer->forward(hidden, layer->embed_positions(hidden));
     recorder.end_forward(out, grad, shared);
     return out;

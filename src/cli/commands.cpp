@@ -295,6 +295,12 @@ void command_tp_config(const Request& r, std::ostream& out) {
     json["linear_num_key_heads"] = c.linear_num_key_heads;
     json["linear_num_value_heads"] = c.linear_num_value_heads;
   }
+  // Gemma 4's full-attention layers: their own head width and K/V heads (head_dim and
+  // num_key_value_heads above are its sliding layers').
+  if (c.gemma4.global_head_dim > 0) {
+    json["global_head_dim"] = c.gemma4.global_head_dim;
+    json["num_global_key_value_heads"] = c.gemma4.num_global_key_value_heads;
+  }
   // Whole-projection q/k norms (MiniMax-M2): the widths a rank's norms have, over its own heads.
   if (c.qk_norm_over_heads) {
     json["q_norm_width"] = c.num_attention_heads * c.head_dim;

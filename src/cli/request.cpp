@@ -54,6 +54,10 @@ Status check_sizes(const ModelConfig& c, int64_t seq_length) {
       {"moe_intermediate_size x num_experts_per_tok", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.num_experts_per_tok, 1)},
       {"moe_intermediate_size x n_shared_experts", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.n_shared_experts, 1)},
       {"shared_expert_intermediate_size", moe.shared_expert_intermediate_size},
+      // Gemma 4: its full layers' heads, and the per-layer inputs the model computes for every layer.
+      {"num_attention_heads x global_head_dim", heads * c.gemma4.global_head_dim},
+      {"num_hidden_layers x hidden_size_per_layer_input",
+       Checked{c.num_hidden_layers} * c.gemma4.hidden_size_per_layer_input},
   };
   // Each count below is at most a census's largest times a small constant (bytes per element, FLOPs
   // per multiply-add, the ops of a layer): a sixteenth of 64 bits leaves room for them.
@@ -119,11 +123,12 @@ Status check_request(const Request& r) {
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
                               std::to_string(c.num_key_value_heads) + "; choose a degree that is");
-  // Every width and head count a rank holds a share of must split evenly (the key/value heads may be
-  // fewer than the ranks instead, each rank then holding one).
+  // Every width and head count a rank holds a share of must split evenly (the key/value heads, and Gemma
+  // 4's full layers' own, may be fewer than the ranks instead, each rank then holding one).
   for (const TpDividedField& field : tp_divided_fields()) {
     const int64_t size = field.get(c);
-    if (size <= 0 || std::string_view(field.name) == "num_key_value_heads") continue;
+    const std::string_view name(field.name);
+    if (size <= 0 || name == "num_key_value_heads" || name == "num_global_key_value_heads") continue;
     if (size % r.tp != 0)
       return refuse("--tp", std::to_string(r.tp) + " does not divide " + field.name + " " + std::to_string(size) +
                                 "; choose a degree that does");

@@ -67,6 +67,9 @@ constexpr TpDividedField kTpDividedFields[] = {
      [](ModelConfig& c, int64_t v) { c.linear_num_key_heads = v; }},
     {"linear_num_value_heads", [](const ModelConfig& c) { return c.linear_num_value_heads; },
      [](ModelConfig& c, int64_t v) { c.linear_num_value_heads = v; }},
+    // Gemma 4's full-attention layers' K/V heads (its sliding layers' are num_key_value_heads).
+    {"num_global_key_value_heads", [](const ModelConfig& c) { return c.gemma4.num_global_key_value_heads; },
+     [](ModelConfig& c, int64_t v) { c.gemma4.num_global_key_value_heads = v; }},
 };
 
 }  // namespace

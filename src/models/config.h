@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,10 +28,30 @@ namespace census {
 
 struct Family;
 
-// What a layer hands on to the layers after it in the model's forward, beyond the hidden states:
-// GLM-5's top-k indices, which its "shared" layers reuse.
+// What a layer hands on to the layers after it in the model's forward, beyond the hidden states, and
+// what the model computes once for its layers: GLM-5's top-k indices, which its "shared" layers reuse;
+// Gemma 4's rotary of each layer type, the per-layer input the model's loop selects for the layer
+// about to run, and the keys and values the last layer of each type before the KV-shared ones stores
+// for them (its shared_kv_states).
 struct LayerCarry {
   Tensor topk_indices;
+  std::map<std::string, nn::PositionEmbeddings> positions;  // by layer type
+  Tensor per_layer_inputs;  // (B, S, L, P)
+  Tensor per_layer_input;   // the running layer's (B, S, P) slice
+  std::map<std::string, std::pair<Tensor, Tensor>> shared_kv;  // by layer type: (keys, values)
+};
+
+// The model's own forward before its first decoder layer and between its layers, where it is more than
+// the token embedding and one rotary for every layer (Gemma 4's scaled embeddings, per-layer inputs and
+// a rotary per layer type). The stack census runs it in place of the plain embedding; it owns its
+// modules, whose parameters it registered when built.
+class ModelPrologue {
+ public:
+  virtual ~ModelPrologue() = default;
+  // The first layer's hidden states from the input ids (1, S) int64; what the layers read, into `carry`.
+  virtual Tensor embed(const Tensor& input_ids, LayerCarry& carry) const = 0;
+  // What the model's loop computes for layer `index` before it calls the layer, into `carry`.
+  virtual void before_layer(int64_t /*index*/, LayerCarry& /*carry*/) const {}
 };
 
 // One decoder layer built for a census: its forward as the model calls it, and its parameters.
@@ -44,6 +65,16 @@ class DecoderLayer {
   // that reads nothing an earlier layer wrote runs its plain forward.
   virtual Tensor forward_in_model(const Tensor& hidden_states, const nn::PositionEmbeddings& positions,
                                   LayerCarry& /*carry*/) const {
+    return forward(hidden_states, positions);
+  }
+  // What the reference hands a layer censused alone beyond its hidden states and positions (Gemma 4's
+  // per-layer input, and the shared_kv_states dict the layer stores its keys and values in), made by
+  // the caller before the call, and the forward taking them. A checkpointed call keeps them until its
+  // graph dies, as torch.utils.checkpoint keeps its call's arguments for the recompute; forward makes
+  // its own and drops them when it returns. A layer that takes none runs its plain forward.
+  virtual LayerCarry lone_arguments(const Tensor& /*hidden*/) const { return {}; }
+  virtual Tensor forward_alone(const Tensor& hidden_states, const nn::PositionEmbeddings& positions,
+                               LayerCarry& /*arguments*/) const {
     return forward(hidden_states, positions);
   }
   const nn::ParameterList& parameters() const { return parameters_; }
@@ -98,6 +129,18 @@ struct FalconMultipliers {
   double ssm_out_multiplier = 1.0;
   double gate_multiplier = 1.0;  // mlp_multipliers[0]
   double down_multiplier = 1.0;  // mlp_multipliers[1]
+};
+
+// Gemma 4 (models/gemma4.cpp): its full-attention layers' own head width and K/V heads (head_dim and
+// num_key_value_heads are its sliding layers'), and the pieces its layers read from the model.
+struct Gemma4Shapes {
+  int64_t global_head_dim = 0;             // full_attention layers' head width
+  int64_t num_global_key_value_heads = 0;  // full_attention layers' K/V heads (TP-divided)
+  bool attention_k_eq_v = false;           // full_attention layers: no v_proj, the values are k_proj's output
+  int64_t num_kv_shared_layers = 0;        // the last layers, which reuse earlier layers' keys and values
+  bool use_double_wide_mlp = false;        // the KV-shared layers' MLP twice intermediate_size wide
+  int64_t hidden_size_per_layer_input = 0;  // the per-layer input's width; 0 where the model has none
+  int64_t vocab_size_per_layer_input = 0;
 };
 
 // DeepSeek-V3's multi-head latent attention (nn/latent_attention.h).
@@ -161,6 +204,7 @@ struct ModelConfig {
   // Mamba-2 hybrids (Nemotron-H, Granite-4.0-H): the Mamba-2 mixer's sizes, where the model has one.
   std::optional<nn::Mamba2Sizes> mamba;
   FalconMultipliers falcon;  // Falcon-H1
+  Gemma4Shapes gemma4;       // Gemma 4
   // Granite-4.0-H: each residual branch is scaled by it (a multiply by a Python number).
   double residual_multiplier = 1.0;
   // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block
@@ -194,6 +238,9 @@ struct Family {
   // forward (GLM-5's shared-indexer layers); nullptr where it can. Such a layer is priced by the stack
   // census only (census/stack_census.h).
   const char* (*stack_only)(const ModelConfig& config, int64_t index) = nullptr;
+  // The model's forward before and between its layers where it is not the plain one (ModelPrologue),
+  // its modules' parameters registered in `params`; nullptr where it is.
+  std::unique_ptr<ModelPrologue> (*build_model_prologue)(const ModelConfig& config, nn::ParameterList& params) = nullptr;
 };
 
 // Defines a family's registry entry in its own file:

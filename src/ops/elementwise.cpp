@@ -327,6 +327,18 @@ Tensor add(const Tensor& self, double /*other*/) {
   return out;
 }
 
+Tensor& mul_(Tensor& self, const Tensor& other) {
+  // As mul.Tensor's node; self's old value, which other's gradient needs, is cloned before it changes.
+  auto node = make_node<MulBackward0>({&self, &other});
+  if (node) {
+    if (node->should_compute_output(0)) node->other_.save(other);
+    if (node->should_compute_output(1)) node->self_.save(clone(self.detach()));
+  }
+  dispatch<2, 1>(Op::kMulInplace, {self, other}, {self});
+  set_history(self, node);
+  return self;
+}
+
 Tensor& add_(Tensor& self, const Tensor& other) {
   auto node = make_node<AddBackward0>({&self, &other});
   dispatch<2, 1>(Op::kAddInplace, {self, other}, {self});

@@ -39,6 +39,9 @@ Tensor add(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, double other);  // add.Tensor with a wrapped number
 // self += other; where autograd tracks it, self's history becomes an AddBackward0 over the old one.
 Tensor& add_(Tensor& self, const Tensor& other);
+// self *= other on a tensor autograd tracks (Gemma 4's layer_scalar): its node keeps other, and a clone
+// of self as it was where other needs a gradient.
+Tensor& mul_(Tensor& self, const Tensor& other);
 Tensor neg(const Tensor& self);
 Tensor silu(const Tensor& self);
 Tensor silu_backward(const Tensor& grad, const Tensor& self);
@@ -96,7 +99,8 @@ struct ValuesIndices {
 // topk along the last dim; its node keeps the indices.
 ValuesIndices topk(const Tensor& self, int64_t k);
 ValuesIndices sort(const Tensor& self);  // 1-d integer tensors: no node
-// self[index] with one 1-d int64 index on dim 0; its node keeps the index.
+// self[index] with one int64 index on dim 0 (of any shape: the result is index's shape, then self's
+// trailing dims); its node keeps the index.
 Tensor index(const Tensor& self, const Tensor& index);
 // self[indices[0], indices[1], ...] with 1-d int64 indices of one length on the leading dims; its node
 // keeps the indices.

@@ -247,11 +247,11 @@ ValuesIndices sort(const Tensor& self) {
 Tensor index(const Tensor& self, const Tensor& index) { return ops::index(self, std::vector<Tensor>{index}); }
 
 Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
-  assert(!indices.empty() && indices[0].dim() == 1 && indices[0].dtype() == DType::kInt64);
+  assert(!indices.empty() && (indices.size() == 1 || indices[0].dim() == 1) && indices[0].dtype() == DType::kInt64);
   auto node = make_node<IndexBackward0>({&self}, self.sizes(), indices.size());
   if (node)
     for (size_t i = 0; i < indices.size(); ++i) node->indices_[i].save(indices[i]);
-  Dims sizes{indices[0].size(0)};
+  Dims sizes = indices[0].sizes();
   for (int d = static_cast<int>(indices.size()); d < self.dim(); ++d) sizes.push_back(self.sizes()[d]);
   Tensor out = alloc(sizes, self.dtype());
   std::vector<Tensor> inputs{self};

@@ -91,7 +91,7 @@ std::pair<double, double> split(double one, double two, int64_t seq_length) {
 }
 
 // The families whose model forward is the plain one the stack census runs (check_stack).
-constexpr std::string_view kPlainModelForward[] = {"deepseek_v3", "deepseek_v32", "glm_moe_dsa", "llama", "mistral",
+constexpr std::string_view kPlainModelForward[] = {"deepseek_v3", "deepseek_v32", "deepseek_v4", "glm_moe_dsa", "llama", "mistral",
                                                    "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
 
 }  // namespace
@@ -129,10 +129,12 @@ std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t se
     // The model's forward: its locals (the embeddings, the positions) go when it returns.
     Tensor input_ids = make_tensor(Dims{1, seq_length}, DType::kInt64);
     live.track(input_ids);
-    Tensor hidden_states = ops::embedding(embed_tokens, input_ids);
-    input_ids = Tensor();
-    const nn::PositionEmbeddings positions = layers.front()->embed_positions(hidden_states);
+    const Tensor inputs_embeds = ops::embedding(embed_tokens, input_ids);
     LayerCarry carry;
+    carry.input_ids = input_ids;  // the model's argument: live while its forward runs
+    input_ids = Tensor();
+    Tensor hidden_states = layers.front()->model_streams(inputs_embeds);
+    const nn::PositionEmbeddings positions = layers.front()->embed_positions(inputs_embeds);
     for (int64_t i = 0; i < count; ++i) {
       Tensor input = hook(hidden_states, windows, i, BackwardHookNode::Side::kInput);
       hidden_states = Tensor();

@@ -28,9 +28,11 @@ namespace census {
 struct Family;
 
 // What a layer hands on to the layers after it in the model's forward, beyond the hidden states:
-// GLM-5's top-k indices, which its "shared" layers reuse.
+// GLM-5's top-k indices, which its "shared" layers reuse; and what the model hands every layer:
+// the input ids (DeepSeek-V4's hash routers read them).
 struct LayerCarry {
   Tensor topk_indices;
+  Tensor input_ids;  // (B, S) int64
 };
 
 // One decoder layer built for a census: its forward as the model calls it, and its parameters.
@@ -39,6 +41,9 @@ class DecoderLayer {
   virtual ~DecoderLayer() = default;
   // The model's rotary embedding of the positions of `hidden`, computed once for all layers.
   virtual nn::PositionEmbeddings embed_positions(const Tensor& hidden) const = 0;
+  // What the model makes of its embeddings before the first layer (the stack census): the embeddings
+  // themselves, or DeepSeek-V4's hc_mult residual streams.
+  virtual Tensor model_streams(const Tensor& inputs_embeds) const { return inputs_embeds; }
   virtual Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const = 0;
   // The forward as the model's loop calls it (the stack census), reading and writing `carry`; a layer
   // that reads nothing an earlier layer wrote runs its plain forward.
@@ -99,6 +104,25 @@ struct FalconMultipliers {
 
 // DeepSeek-V3's multi-head latent attention (nn/latent_attention.h).
 using MlaConfig = nn::MlaSizes;
+
+// DeepSeek-V4's fields beyond the shared ones (its heads, head_dim, experts and widths are those).
+struct DeepseekV4Sizes {
+  std::vector<std::string> attention_types;  // per layer: sliding_attention, compressed_sparse_attention,
+                                             // heavily_compressed_attention
+  std::vector<std::string> mlp_types;        // per layer: hash_moe, moe
+  int64_t q_lora_rank = 0;
+  int64_t o_groups = 0;
+  int64_t o_lora_rank = 0;
+  int64_t hc_mult = 0;
+  int64_t hc_sinkhorn_iters = 0;
+  double hc_eps = 0;
+  int64_t csa_compress_rate = 0;
+  int64_t hca_compress_rate = 0;
+  int64_t main_rope_dim = 0;      // int(head_dim * the "main" rope's partial_rotary_factor)
+  int64_t compress_rope_dim = 0;  // the "compress" rope's
+  int64_t sliding_window = 0;
+  double swiglu_limit = 0;
+};
 
 struct ModelConfig {
   const Family* family = nullptr;
@@ -161,8 +185,10 @@ struct ModelConfig {
   // Granite-4.0-H: each residual branch is scaled by it (a multiply by a Python number).
   double residual_multiplier = 1.0;
   // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block
-  // types, which name the MoE blocks themselves).
+  // types, which name the MoE blocks themselves; DeepSeek-V4's "<attention>+<mlp>").
   bool kinds_from_layer_types = false;
+  // DeepSeek-V4 (models/deepseek_v4.cpp): its hyper-connections, compressed attention and hash routing.
+  std::optional<DeepseekV4Sizes> deepseek_v4;
 };
 
 // Whether layer `index` builds a mixture of experts rather than a dense MLP.

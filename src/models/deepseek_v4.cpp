@@ -225,10 +225,14 @@ class DeepseekV4DecoderLayer final : public DecoderLayer {
 class DeepseekV4ModelHead final : public nn::Norm {
  public:
   DeepseekV4ModelHead(const ModelConfig& c, nn::ParameterList& params)
-      : norm("norm", c.hidden_size, c.rms_norm_eps, params), hc_head("hc_head", hc_sizes(c), params) {}
+      : hc_mult_(v4(c).hc_mult), norm("norm", c.hidden_size, c.rms_norm_eps, params), hc_head("hc_head", hc_sizes(c), params) {}
   Tensor forward(const Tensor& streams) const override { return norm.forward(hc_head.forward(streams)); }
+  Dims input_sizes(int64_t seq_length, int64_t hidden_size) const override {
+    return Dims{1, seq_length, hc_mult_, hidden_size};
+  }
 
  private:
+  int64_t hc_mult_;
   nn::LlamaRMSNorm norm;
   nn::HyperHead hc_head;
 };

@@ -3,6 +3,7 @@
 // and the hyper-connection's saved bytes at DeepSeek-V4-Flash's shape derived op by op.
 #include <gtest/gtest.h>
 
+#include "census/output_census.h"
 #include "census/saved_tensors.h"
 #include "census/stack_census.h"
 #include "nn/hyper_connection.h"
@@ -100,6 +101,28 @@ TEST(DeepseekV4, HyperConnectionSavedBytesDerived) {
   EXPECT_EQ(per_token, 167172);
   EXPECT_EQ(bytes, per_token * kSeq + 24 * kMult * kHidden * 4);
   EXPECT_EQ(out.collapsed.sizes(), (Dims{1, kSeq, kHidden}));
+}
+
+// The output census of a DeepSeek-V4 model takes its streams (1, S, M, H) through hc_head before the
+// final norm. At the toy's shape (S = 64, M = 4, H = 256, V = 4096) the norm, LM head and loss save what
+// a Llama's do at the same H, V and S (the oracle's llama_h256_s64 output_vocab), and hc_head adds:
+//   x = streams.flatten(2).float()  64 x 1024 fp32     262144   pow, the norm's mul
+//   rsqrt(mean(x^2) + eps)          64 x 1 fp32           256   rsqrt, the norm's mul
+//   flat = x * r                    64 x 1024 fp32     262144   mm
+//   hc_fn.float()                   4 x 1024 fp32       16384   mm
+//   mixes                           64 x 4 fp32          1024   the scale's multiply
+//   hc_scale.float()                1 fp32                  4   that multiply
+//   sigmoid(...)                    64 x 4 fp32          1024   sigmoid
+//   pre + eps                       64 x 4 fp32          1024   the collapse's multiply
+//   the streams                     64 x 4 x 256 bf16  131072   the collapse's multiply
+//   = 675076 bytes
+TEST(DeepseekV4, OutputCensusCollapsesTheStreamsFirst) {
+  const ModelConfig config = oracle_config(oracle_case("deepseek_v4_stack_h256_s64"));
+  const nlohmann::json llama = oracle_case("llama_h256_s64");
+  const int64_t hc_head = 262144 + 256 + 262144 + 16384 + 1024 + 4 + 1024 + 1024 + 131072;
+  EXPECT_EQ(hc_head, 675076);
+  const OutputCensus output = census_output(config, 64, config.vocab_size);
+  EXPECT_EQ(output.saved_bytes, llama.at("output_vocab").at("saved_bytes").get<int64_t>() + hc_head);
 }
 
 }  // namespace

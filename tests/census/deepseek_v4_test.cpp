@@ -103,6 +103,26 @@ TEST(DeepseekV4, HyperConnectionSavedBytesDerived) {
   EXPECT_EQ(out.collapsed.sizes(), (Dims{1, kSeq, kHidden}));
 }
 
+// A sliding layer (no compressor, the "main" rope) keeps less than a heavily compressed one by what
+// the HCA compressor saves, at the toy's shape (S = 64, D = 64, m = 32 so W = 2 windows, Dr = 16):
+//   kv_proj's output kv               64 x 64 bf16          8192   the weighted sum's multiply
+//   softmax(gate + position_bias)     2 x 32 x 64 fp32     16384   softmax
+//   its bf16 copy                     2 x 32 x 64 bf16      8192   the weighted sum's multiply
+//   kv_norm: fp32 copy, rsqrt, bf16   2x64x4 + 2x4 + 2x64x2  776   the norm's pow, rsqrt and muls
+//   the rotary's repeated cos, sin    2 x (2 x 16) bf16      128   the rotary's multiplies
+//   the attention's K = V, 2 rows longer  2 x 64 bf16        256   the kernel
+//   = 33928 bytes
+TEST(DeepseekV4, SlidingLayersKeepLessByTheCompressor) {
+  nlohmann::json json = oracle_case("deepseek_v4_stack_h256_s64").at("config");
+  json["layer_types"] = {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                         "sliding_attention"};
+  const auto config = read_config(json);
+  ASSERT_TRUE(config.ok()) << config.refusal().message();
+  const std::vector<StackLayerCensus> stack = census_stack(*config, 64);
+  EXPECT_EQ(stack[2].kept - stack[0].kept, 8192 + 16384 + 8192 + (512 + 8 + 256) + 128 + 256);
+  EXPECT_EQ(stack[2].kept - stack[3].kept, 33928);
+}
+
 // The output census of a DeepSeek-V4 model takes its streams (1, S, M, H) through hc_head before the
 // final norm. At the toy's shape (S = 64, M = 4, H = 256, V = 4096) the norm, LM head and loss save what
 // a Llama's do at the same H, V and S (the oracle's llama_h256_s64 output_vocab), and hc_head adds:

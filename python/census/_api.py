@@ -12,7 +12,7 @@ from census import _census
 from census._records import KindActivations
 
 # The gated delta rules a run can take; dense layers run neither, and either is accepted for them.
-_GDN_BACKENDS = ("eager", "triton")
+_GDN_BACKENDS = ("eager", "triton", "kernel")
 
 # The config fields a tensor-parallel rank holds a share of, as the C++ census declares them.
 _TP_FIELDS = tuple(_census.tp_fields())

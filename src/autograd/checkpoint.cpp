@@ -23,6 +23,7 @@ bool SelectivePolicy::saves(Op op, bool recompute) {
 
 ModeDecision CheckpointFrame::decide(const OpDef& def, std::span<const Tensor> /*inputs*/, std::span<Tensor> outputs) {
   const bool recompute = phase_ == Phase::kRecompute;
+  if (stopped_) return ModeDecision::kRerun;  // after the early stop: no policy, no cache
   // Full checkpointing asks no policy: every op runs again in the recompute.
   if (!selective) return recompute ? ModeDecision::kRerun : ModeDecision::kRecompute;
   const bool saves = policy_.saves(def.op, recompute);
@@ -62,7 +63,7 @@ SavedTensorHooks::Packed CheckpointFrame::pack(const Tensor& tensor, Ref<SavedTe
   // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order.
   const auto holder = static_cast<size_t>(recomputed_count_++);
   if (!holder_gone_[holder]) recomputed_[holder] = tensor.detach();
-  if (recomputed_count_ == holders_) throw StopRecomputation{};
+  if (recomputed_count_ == holders_) stop_recomputation();
   return Packed::kDropped;
 }
 
@@ -79,12 +80,20 @@ void CheckpointFrame::recompute() {
   recomputed_count_ = 0;
   phase_ = Phase::kRecompute;
   GradModeGuard enable_grad(true);  // the recompute runs under enable_grad
-  try {
-    run([&] { recompute_fn(); });
-  } catch (const StopRecomputation&) {
-    // Early stop: everything the backward needs is packed; the rest of the forward is not re-run.
-  }
+  run([&] { recompute_fn(); });
+  Session::current().set_muted(false);
+  stopped_ = false;
   recomputed_done_ = true;
+}
+
+// Early stop: everything the backward needs is packed. The rest of the forward is not re-run as far
+// as anyone can see: it builds no graph and no observer hears of its ops or storages (what it frees
+// of the recompute's own goes, as the recompute's locals would); it only lets the region's code
+// return.
+void CheckpointFrame::stop_recomputation() {
+  stopped_ = true;
+  GraphContext::current().set_grad_enabled(false);
+  Session::current().set_muted(true);
 }
 
 namespace {

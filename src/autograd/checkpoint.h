@@ -6,8 +6,9 @@
 // is replaced by a holder (the region's saved-tensor hooks); the outputs of the ops the policy saves
 // are cached (the region's dispatch mode). Backward: the first unpack of a holder re-runs the region's
 // forward, where the saved ops' outputs come from the cache and every tensor a node saves is kept for
-// its holder, stopping right after the last save the forward made (early stop). Each holder's tensor
-// then goes to the node that unpacks it.
+// its holder, stopping right after the last save the forward made (early stop: the rest of the
+// forward runs for its shapes only, with grad mode off, unseen by observers, as if it had not run).
+// Each holder's tensor then goes to the node that unpacks it.
 #pragma once
 
 #include <array>
@@ -70,6 +71,7 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks {
  private:
   // Run the recompute (at the first unpack of a holder).
   void recompute();
+  void stop_recomputation();
 
   int64_t holders_ = 0;  // saves the forward packed
   // By holder: whether its SavedVariable has gone (its node ran, or the forward dropped its graph).
@@ -78,14 +80,12 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks {
   std::vector<Tensor> recomputed_;  // by holder, filled by the recompute
   int64_t recomputed_count_ = 0;
   bool recomputed_done_ = false;
+  bool stopped_ = false;  // the recompute has packed all it needs
   Phase phase_ = Phase::kForward;
   SelectivePolicy policy_;
   std::map<Op, std::vector<std::vector<Tensor>>> cache_;  // outputs of saved ops, in call order
   std::map<Op, size_t> cache_next_;                        // the next entry the recompute pops
 };
-
-// Thrown by the recompute's pack hook once it has packed as many tensors as the forward did.
-struct StopRecomputation {};
 
 // Run `forward(input)` as a checkpointed region under the selective policy; its output.
 // `cached_log` takes every output the forward cached.

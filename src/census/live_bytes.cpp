@@ -21,6 +21,12 @@ void LiveBytes::on_free(const Storage& storage) {
   live_bytes_[storage.id] = 0;
 }
 
+void LiveBytes::on_resize(const Storage& storage, int64_t /*old_nbytes*/) {
+  if (storage.id >= static_cast<int64_t>(live_bytes_.size()) || live_bytes_[storage.id] == 0) return;
+  events_.push_back({storage.id, storage.nbytes - live_bytes_[storage.id]});
+  live_bytes_[storage.id] = storage.nbytes;
+}
+
 int64_t LiveBytes::live_bytes(const StorageSet& excluded) const {
   int64_t total = 0;
   for (size_t id = 0; id < live_bytes_.size(); ++id)

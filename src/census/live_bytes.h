@@ -30,7 +30,7 @@ class StorageSet {
 
 class LiveBytes final : public Observer {
  public:
-  LiveBytes() : Observer(kOnOp | kOnFree) {}
+  LiveBytes() : Observer(kOnOp | kOnFree | kOnResize) {}
   struct Event {
     int64_t storage_id;
     int64_t delta_bytes;  // > 0 when counted from now, < 0 when freed
@@ -39,6 +39,9 @@ class LiveBytes final : public Observer {
   void track(const Tensor& tensor);
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
+  // A live storage grown to stand for alike iterations' (Note [Alike iterations]): an event of the
+  // bytes it adds.
+  void on_resize(const Storage& storage, int64_t old_nbytes) override;
 
   size_t event_count() const { return events_.size(); }
   const std::vector<Event>& events() const { return events_; }

@@ -38,6 +38,8 @@ class Measurement {
   Measurement& operator=(const Measurement&) = delete;
 
   void attach();
+  // Let loops of alike iterations fold (Note [Alike iterations]): every observer here weighs them.
+  void fold_alike_iterations() { session_.set_fold_alike_iterations(true); }
   void track(const Tensor& input) { live_.track(input); }
   void add_observer(Observer* observer) { session_.add_observer(observer); }
   void remove_observer(Observer* observer) { session_.remove_observer(observer); }

@@ -16,11 +16,12 @@ class PartFlops final : public Observer {
       case FlopsRule::kNone:
         return;
       case FlopsRule::kScores:
-        flops["scores"] += call.def.flops(call.inputs);
+        flops["scores"] += call.def.flops(call.inputs) * Session::current().op_weight();
         return;
       case FlopsRule::kMatmul:
       case FlopsRule::kBiasedMatmul:
-        flops[std::string(part_of_op(call, Session::current().modules(), /*recurrent=*/true))] += call.def.flops(call.inputs);
+        flops[std::string(part_of_op(call, Session::current().modules(), /*recurrent=*/true))] +=
+            call.def.flops(call.inputs) * Session::current().op_weight();
         return;
     }
   }
@@ -44,9 +45,10 @@ class PartTraffic final : public Observer {
       if (input.is_parameter()) parameter += input.nbytes();
     }
     for (const Tensor& output : call.outputs) moved += output.nbytes();
-    traffic.moved[part] += moved;
-    traffic.parameter[part] += parameter;
-    traffic.launches[part] += 1;
+    const int64_t weight = Session::current().op_weight();  // Note [Alike iterations]
+    traffic.moved[part] += moved * weight;
+    traffic.parameter[part] += parameter * weight;
+    traffic.launches[part] += weight;
   }
   LayerTraffic traffic;
 
@@ -57,6 +59,7 @@ class PartTraffic final : public Observer {
 template <class Counter>
 void run_forward(const ModelConfig& config, int64_t layer_index, int64_t seq_length, Counter& counter) {
   Session session;
+  session.set_fold_alike_iterations(true);  // the counters weigh each op (Note [Alike iterations])
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
   Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16);
   // The positions are embedded before the count starts: the model does it once for all layers.

@@ -37,10 +37,17 @@ void SavedTensors::on_save(const Tensor& tensor, const OpDef* by_op) {
   const Storage& storage = *tensor.storage();
   if (storage.is_parameter || seen_.contains(storage.id)) return;
   seen_.insert(storage.id);
+  if (storage.id >= static_cast<int64_t>(index_by_id_.size())) index_by_id_.resize(storage.id + 64, -1);
+  index_by_id_[storage.id] = static_cast<int32_t>(storages_.size());
   const auto& modules = Session::current().modules();
   storages_.push_back(SavedStorage{storage.id, storage.nbytes, classify(tensor, by_op, modules), tensor.dtype(),
                                    tensor.sizes(), modules.empty() ? std::string_view() : modules.back().path,
                                    by_op != nullptr ? by_op->name : std::string_view("input")});
+}
+
+void SavedTensors::on_resize(const Storage& storage, int64_t /*old_nbytes*/) {
+  if (!seen_.contains(storage.id)) return;
+  storages_[static_cast<size_t>(index_by_id_[storage.id])].bytes = storage.nbytes;
 }
 
 }  // namespace census

@@ -35,13 +35,15 @@ struct SavedStorage {
 
 class SavedTensors final : public Observer {
  public:
-  SavedTensors() : Observer(kOnSave) {}
+  SavedTensors() : Observer(kOnSave | kOnResize) {}
   void on_save(const Tensor& tensor, const OpDef* by_op) override;
+  void on_resize(const Storage& storage, int64_t old_nbytes) override;
   const std::vector<SavedStorage>& storages() const { return storages_; }
 
  private:
   std::vector<SavedStorage> storages_;
   StorageSet seen_;
+  std::vector<int32_t> index_by_id_;  // storage id -> its entry in storages_, for on_resize
 };
 
 }  // namespace census

@@ -35,11 +35,13 @@ void RecomputeLedger::on_op(const OpCall& call) {
   bool attention = false;
   for (const Tensor& input : call.inputs)
     for (int64_t id : attention_parameters_) attention = attention || input.storage_id() == id;
-  (attention ? attention_flops : rest_flops)[saved ? 0 : 1] += call.def.flops(call.inputs);
+  (attention ? attention_flops : rest_flops)[saved ? 0 : 1] += call.def.flops(call.inputs) * Session::current().op_weight();
 }
 
 SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain) {
   Measurement measurement(/*attached=*/false);
+  // Explain lists every storage it keeps: each alike iteration's, unfolded.
+  if (!explain) measurement.fold_alike_iterations();
   RegionOps region_ops;
   std::vector<CachedOutput> cached;
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
@@ -85,6 +87,7 @@ RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_in
   config.gdn_backend = nn::GdnBackend::kEager;
   config.replacements.clear();
   Session session;
+  session.set_fold_alike_iterations(true);  // the ledger weighs each op (Note [Alike iterations])
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
   // The attention's parameters: those of a child named for attention (self_attn, attention, ...).
   std::vector<int64_t> attention;

@@ -92,8 +92,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         std::string_view(name) != "tp-config" && std::string_view(name) != "layers")
       sub->add_option("--gdn-backend", gdn_backend,
                       "gated delta rule of linear-attention layers: eager (Transformers' chunked rule, the "
-                      "default) or triton (the chunked kernel's contract)")
-          ->check(CLI::IsMember({"eager", "triton"}));
+                      "default) or triton (the chunked kernel's contract; kernel is another name for it)")
+          ->check(CLI::IsMember({"eager", "triton", "kernel"}));
     if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&
         std::string_view(name) != "tp-config" && std::string_view(name) != "layers")
       sub->add_option("--mamba-backend", mamba_backend,

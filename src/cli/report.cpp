@@ -68,7 +68,7 @@ CLI::App* add_report_command(CLI::App& app, Request& request, std::string& model
                 "draw the timeline under HyperParallel's selective activation checkpointing");
   sub->add_option("--gdn-backend", gdn_backend,
                   "gated delta rule of linear-attention layers: eager (the default) or triton (the kernel's contract)")
-      ->check(CLI::IsMember({"eager", "triton"}));
+      ->check(CLI::IsMember({"eager", "triton", "kernel"}));
   return sub;
 }
 

@@ -50,8 +50,6 @@ Status check_sizes(const ModelConfig& c, int64_t seq_length) {
       {"linear_num_value_heads x linear_value_head_dim", linear_values},
       {"the linear attention's convolution (2 x keys + values) x linear_conv_kernel_dim",
        (Checked{2} * linear_keys + linear_values) * std::max<int64_t>(c.linear_conv_kernel_dim, 1)},
-      {"linear_num_value_heads x linear_key_head_dim x linear_value_head_dim (its state)",
-       linear_values * c.linear_key_head_dim},
       {"num_experts x num_experts_per_tok", Checked{moe.num_experts} * std::max<int64_t>(moe.num_experts_per_tok, 1)},
       {"moe_intermediate_size x num_experts_per_tok", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.num_experts_per_tok, 1)},
       {"moe_intermediate_size x n_shared_experts", Checked{moe.moe_intermediate_size} * std::max<int64_t>(moe.n_shared_experts, 1)},
@@ -78,13 +76,21 @@ Status check_sizes(const ModelConfig& c, int64_t seq_length) {
   if (experts_parameters.overflows(kLimit))
     return refuse("config", "the experts' parameters (num_experts x hidden_size x their width) overflow 64-bit byte "
                             "counts; fix the config");
+  // A linear attention's state is no matmul's width: a chunk's products take it once per token (keys
+  // by values, each head), so its counts grow as tokens x state.
+  const Checked state = linear_values * c.linear_key_head_dim;
+  if (state.overflows(kLimit / 1024))
+    return refuse("config", "linear_num_value_heads x linear_key_head_dim x linear_value_head_dim (its state) "
+                            "overflows 64-bit FLOP or byte counts; fix the config");
   const Checked s = seq_length;
+  const Checked recurrence = Checked{64} * s * state;
   const Checked scores = Checked{4} * heads * s * s * head;
   const Checked matmul = Checked{2} * s * width * width;
   // The output layer's logits: tokens x vocabulary, in bytes and in the LM head's FLOPs.
   const Checked bytes = Checked{64} * s * max(width, Checked{c.vocab_size}) * 4;
   const Checked logits = Checked{2} * s * c.hidden_size * c.vocab_size;
-  if (scores.overflows(kLimit) || matmul.overflows(kLimit) || bytes.overflows(kLimit) || logits.overflows(kLimit))
+  if (scores.overflows(kLimit) || matmul.overflows(kLimit) || bytes.overflows(kLimit) || logits.overflows(kLimit) ||
+      recurrence.overflows(kLimit))
     return refuse("--seq-length", std::to_string(seq_length) +
                                       " tokens on this model overflow 64-bit FLOP or byte counts; give fewer tokens");
   return {};

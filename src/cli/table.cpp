@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -43,10 +44,25 @@ std::string grouped(int64_t value) {
 }
 
 std::string decimal(double value) {
+  // The fewest significant digits that read back as the value, printed as %.*g prints them. The
+  // shortest round-trip form gives the count to start from (one try, mostly): printing and parsing
+  // 17 precisions each was most of a command's time after its censuses.
   char buffer[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
-    if (std::strtod(buffer, nullptr) == value) break;
+  int precision = 1;
+  if (std::isfinite(value) && value != 0) {
+    const std::to_chars_result shortest =
+        std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+    precision = 0;
+    for (const char* c = buffer; c < shortest.ptr && *c != 'e'; ++c) precision += std::isdigit(static_cast<unsigned char>(*c)) ? 1 : 0;
+    precision = std::clamp(precision, 1, 17);
+  }
+  for (; precision <= 17; ++precision) {
+    const std::to_chars_result printed =
+        std::to_chars(buffer, buffer + sizeof buffer - 1, value, std::chars_format::general, precision);
+    *printed.ptr = '\0';
+    double back = 0;
+    std::from_chars(buffer, printed.ptr, back);
+    if (back == value) break;
   }
   std::string text(buffer);
   // Large integers print in exponent form at low precision: write them out.

@@ -12,7 +12,6 @@ class Linear {
   Linear(std::string path, int64_t in_features, int64_t out_features, bool bias, ParameterList& params,
          DType dtype = DType::kBFloat16);
   Tensor forward(const Tensor& input) const;
-  const std::string& path() const { return path_; }
   const Tensor& weight() const { return weight_; }
 
  private:

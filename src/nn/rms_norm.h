@@ -26,7 +26,6 @@ class LlamaRMSNorm final : public Norm {
  public:
   LlamaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;
-  const std::string& path() const { return path_; }
 
  private:
   std::string path_;
@@ -44,7 +43,6 @@ class GemmaRMSNorm final : public Norm {
  public:
   GemmaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;
-  const std::string& path() const { return path_; }
 
  private:
   std::string path_;

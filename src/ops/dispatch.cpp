@@ -6,7 +6,13 @@
 namespace census {
 namespace {
 thread_local Session* g_current = nullptr;
+thread_local bool g_step_by_step = false;
 }  // namespace
+
+StepByStepGuard::StepByStepGuard() : was_(g_step_by_step) { g_step_by_step = true; }
+StepByStepGuard::~StepByStepGuard() { g_step_by_step = was_; }
+
+void Session::set_fold_alike_iterations(bool fold) { fold_alike_ = fold && !g_step_by_step; }
 
 Session::Session() : previous_(g_current) {
   g_current = this;
@@ -29,18 +35,39 @@ void Session::add_observer(Observer* observer) {
   if (observer->listens(Observer::kOnOp)) op_observers_.push_back(observer);
   if (observer->listens(Observer::kOnFree)) free_observers_.push_back(observer);
   if (observer->listens(Observer::kOnSave)) save_observers_.push_back(observer);
+  if (observer->listens(Observer::kOnResize)) resize_observers_.push_back(observer);
 }
 
 void Session::remove_observer(Observer* observer) {
-  for (std::vector<Observer*>* list : {&observers_, &op_observers_, &free_observers_, &save_observers_})
+  for (std::vector<Observer*>* list : {&observers_, &op_observers_, &free_observers_, &save_observers_, &resize_observers_})
     list->erase(std::remove(list->begin(), list->end(), observer), list->end());
 }
 
 Ref<Storage> Session::new_storage(int64_t nbytes, bool is_parameter) {
-  return arena_shared<Storage>(next_storage_id_++, nbytes, is_parameter, this);
+  Ref<Storage> storage = arena_shared<Storage>(next_storage_id_++, nbytes, is_parameter, this);
+  if (op_weight_ != 1) born_in_repeat_.push_back(storage.get());
+  return storage;
+}
+
+void Session::begin_repeat(int64_t times) {
+  assert(op_weight_ == 1 && "repeat scopes do not nest");
+  op_weight_ = times;
+  born_in_repeat_.clear();
+}
+
+void Session::end_repeat() {
+  const int64_t times = op_weight_;
+  op_weight_ = 1;
+  for (Storage* storage : born_in_repeat_) {
+    const int64_t old_nbytes = storage->nbytes;
+    storage->nbytes = old_nbytes * times;
+    for (Observer* observer : resize_observers_) observer->on_resize(*storage, old_nbytes);
+  }
+  born_in_repeat_.clear();
 }
 
 void Session::dispatch(const OpCall& call) {
+  if (muted_) return;
   last_op_ = &call.def;
   for (Observer* observer : op_observers_) observer->on_op(call);
   if (mode_ != nullptr) mode_->ran(call);
@@ -70,6 +97,10 @@ void Session::leave_module() {
 }
 
 void Session::on_free(const Storage& storage) {
+  if (op_weight_ != 1) {
+    const auto born = std::find(born_in_repeat_.begin(), born_in_repeat_.end(), &storage);
+    if (born != born_in_repeat_.end()) born_in_repeat_.erase(born);
+  }
   for (Observer* observer : free_observers_) observer->on_free(storage);
 }
 

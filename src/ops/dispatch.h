@@ -69,7 +69,7 @@ class DispatchMode {
 class Observer {
  public:
   enum Hook : uint32_t {
-    kOnOp = 1, kOnFree = 2, kOnSave = 4, kOnParameterGrad = 8, kOnModule = 16, kAllHooks = 31,
+    kOnOp = 1, kOnFree = 2, kOnSave = 4, kOnParameterGrad = 8, kOnModule = 16, kOnResize = 32, kAllHooks = 63,
   };
   explicit Observer(uint32_t hooks = kAllHooks) : hooks_(hooks) {}
   virtual ~Observer() = default;
@@ -80,6 +80,8 @@ class Observer {
   virtual void on_save(const Tensor& /*tensor*/, const OpDef* /*by_op*/) {}
   // A gradient handed to a parameter's AccumulateGrad (the parameter's tensor hook).
   virtual void on_parameter_grad(const Tensor& /*grad*/) {}
+  // A live storage now stands for `storage.nbytes` bytes, `old_nbytes` before (Note [Alike iterations]).
+  virtual void on_resize(const Storage& /*storage*/, int64_t /*old_nbytes*/) {}
   virtual void on_module_enter(const ModuleFrame& /*frame*/) {}
   virtual void on_module_leave() {}
 
@@ -87,6 +89,18 @@ class Observer {
   uint32_t hooks_;
 };
 
+// Note [Alike iterations] A loop whose iterations are alike (the gated delta rule's chunk loop: the
+// same ops on the same shapes, one state carried to the next) need not run every iteration. Where the
+// census folds them (fold_alike_iterations, set by the measurements whose observers count weights),
+// the loop runs its first iteration, one iteration standing for the `times` alike ones after it (a
+// RepeatScope), then its last iterations as they are. Within the scope each op counts `times` over
+// (op_weight: FLOPs, bytes moved, launches); when it ends, every storage born inside it and still
+// live is resized to `times` its bytes (observers' on_resize), as the alike iterations would have
+// left that many. What the backward then holds is the step-by-step run's at every moment up to the
+// standing iteration's backward, and no more after it: the backward runs alike iterations from the
+// last, each holding less than the one before, so its peak is met among the iterations that run as
+// they are (the real iterations between the standing one and the last keep it so, its resized
+// storages being freed at once). Tests compare both runs at lengths where both run.
 class Session : public StorageListener, public SavedTensorHooks {
  public:
   Session();
@@ -112,6 +126,17 @@ class Session : public StorageListener, public SavedTensorHooks {
     return previous;
   }
   const OpDef* last_op() const { return last_op_; }
+  // While muted (a recompute past its early stop, autograd/checkpoint.h) calls are dispatched to no
+  // observer and no mode, and the storages they make are no observer's.
+  void set_muted(bool muted) { muted_ = muted; }
+
+  // Whether loops of alike iterations may be folded (Note [Alike iterations]); off unless a
+  // measurement that counts weights asks.
+  // A StepByStepGuard of the thread keeps them all unfolded (the oracle of the folded run).
+  bool folds_alike_iterations() const { return fold_alike_; }
+  void set_fold_alike_iterations(bool fold);
+  // How many alike iterations the op running now stands for: 1 outside a RepeatScope.
+  int64_t op_weight() const { return op_weight_; }
 
   // Called by ops and modules.
   void dispatch(const OpCall& call);
@@ -121,6 +146,8 @@ class Session : public StorageListener, public SavedTensorHooks {
   void leave_module();
 
   void on_free(const Storage& storage) override;
+  void begin_repeat(int64_t times);
+  void end_repeat();
   // The base saved-tensor hook: observers see the save, the variable keeps the tensor.
   Packed pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) override;
 
@@ -129,9 +156,14 @@ class Session : public StorageListener, public SavedTensorHooks {
   std::vector<Observer*> op_observers_;
   std::vector<Observer*> free_observers_;
   std::vector<Observer*> save_observers_;
+  std::vector<Observer*> resize_observers_;
   std::vector<ModuleFrame> modules_;
   const OpDef* last_op_ = nullptr;
   int64_t next_storage_id_ = 0;
+  bool fold_alike_ = false;
+  bool muted_ = false;
+  int64_t op_weight_ = 1;
+  std::vector<Storage*> born_in_repeat_;  // live storages born in the RepeatScope running now
   DispatchMode* mode_ = nullptr;
   Session* previous_ = nullptr;
   Arena arena_;  // the census's tensors, storages and nodes live here (tensor/arena.h)
@@ -146,6 +178,35 @@ class ModuleScope {
   ~ModuleScope() { Session::current().leave_module(); }
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;
+};
+
+// One iteration standing for `times` alike ones (Note [Alike iterations]), for its duration.
+class RepeatScope {
+ public:
+  explicit RepeatScope(int64_t times) : times_(times) {
+    if (times_ != 1) Session::current().begin_repeat(times_);
+  }
+  ~RepeatScope() {
+    if (times_ != 1) Session::current().end_repeat();
+  }
+  RepeatScope(const RepeatScope&) = delete;
+  RepeatScope& operator=(const RepeatScope&) = delete;
+
+ private:
+  int64_t times_;
+};
+
+// While one lives, no Session of the thread folds alike iterations: every one runs as it is, the
+// oracle the folded runs are tested against.
+class StepByStepGuard {
+ public:
+  StepByStepGuard();
+  ~StepByStepGuard();
+  StepByStepGuard(const StepByStepGuard&) = delete;
+  StepByStepGuard& operator=(const StepByStepGuard&) = delete;
+
+ private:
+  bool was_;
 };
 
 // Factories for tensors with no producer op: inputs and parameters made before a measurement, which

@@ -29,8 +29,10 @@ struct Storage {
     if (listener != nullptr) listener->on_free(*this);
   }
 
-  const int64_t id;      // unique within one census; ids restart with each census
-  const int64_t nbytes;  // whole storage, as PyTorch's untyped_storage().nbytes()
+  const int64_t id;  // unique within one census; ids restart with each census
+  // The whole storage, as PyTorch's untyped_storage().nbytes(); for a storage that stands for the same
+  // storage of several alike loop iterations, all of theirs (Note [Alike iterations], ops/dispatch.h).
+  int64_t nbytes;
   const bool is_parameter;
   StorageListener* listener;
 };

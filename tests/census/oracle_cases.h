@@ -24,10 +24,19 @@ inline nlohmann::json oracle_case(const std::string& name) {
   return json;
 }
 
+// The case's config.json. The oracle's second round records it as {built_by, model_type, class,
+// fields} with the config class's fields under `fields`; the first round records the fields themselves.
 inline ModelConfig oracle_config(const nlohmann::json& oracle) {
-  auto config = read_config(oracle.at("config"));
+  const nlohmann::json& recorded = oracle.at("config");
+  auto config = read_config(recorded.contains("fields") ? recorded.at("fields") : recorded);
   if (!config) throw std::runtime_error(config.refusal().message());
   return config.take();
+}
+
+// FLOPs by part: the second round records them under flops.flops, beside the backend that ran.
+inline const nlohmann::json& oracle_flops(const nlohmann::json& oracle) {
+  const nlohmann::json& flops = oracle.at("flops");
+  return flops.contains("flops") ? flops.at("flops") : flops;
 }
 
 }  // namespace census::testing

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "census/output_census.h"
+#include "census/parts.h"
 #include "cli/request.h"
 #include "oracle_cases.h"
 
@@ -48,7 +49,21 @@ INSTANTIATE_TEST_SUITE_P(MoeFamilies, OutputOracleCase,
 // The sparse-attention families' final norm: DeepSeek-V3's RMSNorm.
 INSTANTIATE_TEST_SUITE_P(SparseAttentionFamilies, OutputOracleCase,
                          ::testing::Values("deepseek_v32_h256_s64_dense0", "deepseek_v32_h256_s128_moe1",
-                                           "glm_moe_dsa_h256_s64_dense_full0", "glm_moe_dsa_h256_s128_moe_full1"));
+                                           "glm_moe_dsa_h256_s64_dense_full0", "glm_moe_dsa_h256_s128_moe_full1",
+                                           // GLM-5's shared-indexer layer: it cannot run alone, but the
+                                           // oracle measured the model's output layer beside it.
+                                           "glm_moe_dsa_h256_s64_moe_shared2", "glm_moe_dsa_h256_s128_moe_shared2"));
+
+// A layer that reads an earlier layer's selection still has parameters of its own, which the oracle
+// counted without running it: GLM-5's shared-indexer layer 2 (no indexer of its own).
+TEST(SharedLayerParameters, GlmMoeDsaSharedIndexerLayer) {
+  for (const char* name : {"glm_moe_dsa_h256_s64_moe_shared2", "glm_moe_dsa_h256_s128_moe_shared2"}) {
+    const nlohmann::json oracle = oracle_case(name);
+    const LayerParameters got = census_parameters(oracle_config(oracle), oracle.at("layer_index").get<int64_t>());
+    EXPECT_EQ(got.parts, oracle.at("parameters").at("parts").get<PartCounts>()) << name;
+    EXPECT_EQ(got.final_norm, oracle.at("parameters").at("final_norm").get<int64_t>()) << name;
+  }
+}
 
 // Per token and per vocabulary entry V, what halving the vocabulary splits:
 //   saved_tp = 4 V: the loss keeps the fp32 log-softmax of the logits, (S, V) fp32, for its backward

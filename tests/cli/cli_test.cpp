@@ -8,33 +8,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/cli.h"
+#include "cli_run.h"
 
 namespace census {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun census(std::vector<std::string> args) {
-  args.insert(args.begin(), "census");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::CliRun;
+using testing::census;
 
 // A config.json written for one test.
-std::string write_config(const std::string& name, const std::string& text) {
-  // Named for this process too: ctest may run two tests at once.
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+std::string write_config(const std::string& name, const std::string& text) { return testing::write_test_file(name, text); }
 
 const char* kToyLlama = R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
   "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2,

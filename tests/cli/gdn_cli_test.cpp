@@ -7,25 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/cli.h"
+#include "cli_run.h"
 
 namespace census {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun census(std::vector<std::string> args) {
-  args.insert(args.begin(), "census");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::CliRun;
+using testing::census;
 
 // The oracle's toy Qwen3-Next (hidden 256, 4 key and 8 value heads of 32), dense layers, with `extra`
 // fields replacing its own.
@@ -37,10 +25,7 @@ std::string toy_qwen3_next(const std::string& name, const nlohmann::json& extra 
                            {"linear_num_key_heads", 4}, {"linear_num_value_heads", 8}, {"linear_key_head_dim", 32},
                            {"linear_value_head_dim", 32}, {"linear_conv_kernel_dim", 4}};
   config.update(extra);
-  // Named for this process too: ctest may run two tests at once.
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path) << config.dump();
-  return path;
+  return testing::write_test_file(name, config.dump());
 }
 
 void expect_refused(const CliRun& run, const std::string& mentions) {

@@ -8,31 +8,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/cli.h"
+#include "cli_run.h"
 #include "models/registry.h"
 
 namespace census {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun census(std::vector<std::string> args) {
-  args.insert(args.begin(), "census");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::CliRun;
+using testing::census;
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/hostile_" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
+  return testing::write_test_file("hostile_" + name, text);
 }
 
 std::string write_json(const std::string& name, const nlohmann::json& json) { return write_file(name, json.dump()); }

@@ -12,7 +12,7 @@
 
 #include "census/layer_census.h"
 #include "census/selective_census.h"
-#include "cli/cli.h"
+#include "cli_run.h"
 #include "cli/report.h"
 #include "cli/report_svg.h"
 #include "cli/shipped_models.h"
@@ -23,20 +23,8 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun census(std::vector<std::string> args) {
-  args.insert(args.begin(), "census");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::CliRun;
+using testing::census;
 
 // A fresh empty directory for one test.
 fs::path scratch(const std::string& name) {
@@ -146,7 +134,9 @@ void expect_page_agrees(const cli::Request& r, const cli::Report& report) {
   for (const char* op : {"attMM", "attBMM", "softmax", "dropout", "normOp", "ffAct", "ffMM", "linrec", "other"})
     saved_at_end += t["forward_end"][op].get<int64_t>();
   EXPECT_EQ(saved_at_end, t["saved"].get<int64_t>());
-  if (!selective) EXPECT_EQ(t["saved"], plain.saved_bytes);
+  if (!selective) {
+    EXPECT_EQ(t["saved"], plain.saved_bytes);
+  }
   EXPECT_EQ(t["kept"], selective ? kept.kept_bytes : plain.kept_bytes);
   const std::string timeline = chart(html, "timeline");
   const auto group = elements(timeline, "<g class=\"timeline\"");

@@ -5,33 +5,19 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/cli.h"
+#include "cli_run.h"
 
 namespace census {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(std::vector<std::string> args) {
-  args.insert(args.begin(), "census");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::CliRun;
+CliRun run(std::vector<std::string> args) { return testing::census(std::move(args)); }
 
 // The oracle case's config, written as a config.json.
 std::string llama_stack_config() {
   std::ifstream file(std::string(CENSUS_TEST_DATA) + "/oracle/llama_stack_h256_s64.json");
   const nlohmann::json oracle = nlohmann::json::parse(file);
-  const std::string path = ::testing::TempDir() + "/llama_stack_config.json";
-  std::ofstream(path) << oracle.at("config").dump();
-  return path;
+  return testing::write_test_file("llama_stack_config.json", oracle.at("config").dump());
 }
 
 TEST(StackCli, JsonListsEachLayerAndEachKind) {
@@ -77,9 +63,7 @@ namespace {
 std::string glm_stack_config() {
   std::ifstream file(std::string(CENSUS_TEST_DATA) + "/oracle/glm_moe_dsa_stack_h256_s64.json");
   const nlohmann::json oracle = nlohmann::json::parse(file);
-  const std::string path = ::testing::TempDir() + "/glm_stack_config.json";
-  std::ofstream(path) << oracle.at("config").dump();
-  return path;
+  return testing::write_test_file("glm_stack_config.json", oracle.at("config").dump());
 }
 
 // GLM-5's shared-indexer layer reads the layer before's top-k: no single-layer command runs it.
@@ -118,9 +102,8 @@ namespace {
 
 // A model whose forward the stack does not build (Gemma scales its embeddings) is refused in one line.
 TEST(StackCli, RefusesAModelForwardItDoesNotBuild) {
-  const std::string path = ::testing::TempDir() + "/gemma_stack.json";
-  std::ofstream(path) << R"({"model_type": "gemma", "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2, "vocab_size": 4096})";
+  const std::string path = testing::write_test_file("gemma_stack.json", R"({"model_type": "gemma", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2, "vocab_size": 4096})");
   const CliRun r = run({"stack", path, "--seq-length", "64"});
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(r.out.empty());

@@ -6,25 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/cli.h"
+#include "cli_run.h"
 
 namespace census {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun census(std::vector<std::string> args) {
-  args.insert(args.begin(), "census");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::CliRun;
+using testing::census;
 
 std::string toy_llama() {
   const std::string path = ::testing::TempDir() + "/step_toy_llama.json";

@@ -34,3 +34,11 @@ def test_tp_config_divides_the_linear_heads_too():
 def test_an_unknown_backend_is_refused():
     with pytest.raises(ValueError, match="GDN backend"):
         census.census_layer(oracle("qwen3_next_dense_h256_s64_full_attention1")["config"], 0, 64, gdn_backend="fla")
+
+
+def test_kernel_names_the_same_contract_as_the_oracle_does():
+    case = oracle("qwen3_next_h256_s64_linear_attention0_gdn-kernel")
+    config = case["config"]["fields"]
+    saved, working = census.census_layer(config, 0, 64, gdn_backend="kernel")
+    assert (saved, working) == (case["census_layer"]["saved_bytes"], case["census_layer"]["peak_backward_bytes"])
+    assert (saved, working) == census.census_layer(config, 0, 64, gdn_backend="triton")

@@ -1,0 +1,40 @@
+// Running the census command line in-process, as a test does: the arguments after `census`, the exit
+// code and what it wrote to stdout and stderr.
+#pragma once
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cli/cli.h"
+
+namespace census::testing {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+inline CliRun census(std::vector<std::string> args) {
+  args.insert(args.begin(), "census");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out, err;
+  const int code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+// A file written for one test, named for this process too: ctest may run two tests at once.
+inline std::string write_test_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+}  // namespace census::testing

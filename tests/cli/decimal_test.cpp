@@ -1,0 +1,45 @@
+// decimal(): the fewest significant digits (as %.*g prints them) that read back as the value, checked
+// against printing and parsing every precision from 1, over integers, per-token fractions, tiny and
+// huge values and the values on either side of powers of ten.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "cli/table.h"
+
+namespace census::cli {
+namespace {
+
+std::string every_precision(double value) {
+  char buffer[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  std::string text(buffer);
+  if (text.find('e') != std::string::npos && value == std::floor(value) && std::fabs(value) < 1e18)
+    text = std::to_string(static_cast<int64_t>(value));
+  return text;
+}
+
+TEST(Decimal, EqualsTheFewestDigitsThatReadBack) {
+  std::vector<double> values = {0.0, -0.0, 1.0, -1.0, 0.5, 10632, 2060.09375, 1e-5, 1e-4, 0.0001234, 1e21, 1.5e20,
+                                100000, 1500000, 123456789.5, 0.1, 0.2, 0.3, 1.0 / 3, 2.0 / 3, 1e300, 5e-324,
+                                1.7976931348623157e308, 0.00390625, 437503.9920654297, 129428.021484375};
+  for (int e = -20; e <= 20; ++e) {
+    const double p = std::pow(10.0, e);
+    values.insert(values.end(), {p, std::nextafter(p, 0.0), std::nextafter(p, 1e308), -p});
+  }
+  std::mt19937_64 random(18);
+  for (int i = 0; i < 20000; ++i) {
+    values.push_back(static_cast<double>(random() % 1000000007) / static_cast<double>(1 + random() % 4096));
+    values.push_back(std::ldexp(static_cast<double>(random() >> 11), static_cast<int>(random() % 200) - 100));
+  }
+  for (double value : values) EXPECT_EQ(decimal(value), every_precision(value)) << value;
+}
+
+}  // namespace
+}  // namespace census::cli

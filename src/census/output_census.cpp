@@ -10,7 +10,7 @@ OutputCensus census_output(const ModelConfig& config, int64_t seq_length, int64_
   nn::ParameterList parameters;
   std::unique_ptr<nn::Norm> norm = config.family->build_final_norm(config, parameters);
   nn::Linear lm_head("lm_head", config.hidden_size, vocab_size, /*bias=*/false, parameters);
-  Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+  Tensor hidden = make_tensor(norm->input_sizes(seq_length, config.hidden_size), DType::kBFloat16, /*requires_grad=*/true);
   measurement.track(hidden);
   // The labels are made before the measurement: only what the loss makes of them is counted.
   Tensor labels = make_tensor(Dims{1, seq_length}, DType::kInt64);

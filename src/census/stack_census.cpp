@@ -97,7 +97,7 @@ std::pair<double, double> split(double one, double two, int64_t seq_length) {
 }
 
 // The families whose model forward is the plain one the stack census runs (check_stack).
-constexpr std::string_view kPlainModelForward[] = {"deepseek_v3", "deepseek_v32", "glm_moe_dsa", "llama", "mistral",
+constexpr std::string_view kPlainModelForward[] = {"deepseek_v3", "deepseek_v32", "deepseek_v4", "glm_moe_dsa", "llama", "mistral",
                                                    "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
 
 }  // namespace
@@ -141,10 +141,20 @@ std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t se
     Tensor input_ids = make_tensor(Dims{1, seq_length}, DType::kInt64);
     live.track(input_ids);
     LayerCarry carry;
-    Tensor hidden_states = prologue ? prologue->embed(input_ids, carry) : ops::embedding(embed_tokens, input_ids);
+    carry.input_ids = input_ids;  // the model's argument: live while its forward runs
+    // The model's locals: its token embeddings (a local of the model's forward until it returns), the
+    // hidden states its layers take (DeepSeek-V4's streams), one rotary for every layer.
+    Tensor inputs_embeds;
+    Tensor hidden_states;
+    nn::PositionEmbeddings positions;
+    if (prologue) {
+      hidden_states = prologue->embed(input_ids, carry);
+    } else {
+      inputs_embeds = ops::embedding(embed_tokens, input_ids);
+      hidden_states = layers.front()->model_streams(inputs_embeds);
+      positions = layers.front()->embed_positions(inputs_embeds);
+    }
     input_ids = Tensor();
-    const nn::PositionEmbeddings positions =
-        prologue ? nn::PositionEmbeddings{} : layers.front()->embed_positions(hidden_states);
     for (int64_t i = 0; i < count; ++i) {
       if (prologue) prologue->before_layer(i, carry);
       Tensor input = hook(hidden_states, windows, i, BackwardHookNode::Side::kInput);

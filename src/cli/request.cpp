@@ -112,7 +112,7 @@ Status check_request(const Request& r) {
                                        std::to_string(c.num_hidden_layers - 1) + ")");
   // A layer that reads what an earlier layer wrote in the same forward has no census of its own.
   const bool single_layer = r.command == "layer" || r.command == "saved-ops" || r.command == "flops" ||
-                            r.command == "traffic" || r.command == "explain";
+                            r.command == "traffic" || r.command == "explain" || r.command == "report";
   if (single_layer && c.family->stack_only != nullptr) {
     if (const char* why = c.family->stack_only(c, r.layer_index))
       return refuse("--layer-index", "layer " + std::to_string(r.layer_index) + " of this " + c.model_type +

@@ -32,9 +32,11 @@ struct Family;
 // what the model computes once for its layers: GLM-5's top-k indices, which its "shared" layers reuse;
 // Gemma 4's rotary of each layer type, the per-layer input the model's loop selects for the layer
 // about to run, and the keys and values the last layer of each type before the KV-shared ones stores
-// for them (its shared_kv_states).
+// for them (its shared_kv_states); and what the model hands every layer: the input ids (DeepSeek-V4's
+// hash routers read them).
 struct LayerCarry {
   Tensor topk_indices;
+  Tensor input_ids;  // (B, S) int64
   std::map<std::string, nn::PositionEmbeddings> positions;  // by layer type
   Tensor per_layer_inputs;  // (B, S, L, P)
   Tensor per_layer_input;   // the running layer's (B, S, P) slice
@@ -60,6 +62,9 @@ class DecoderLayer {
   virtual ~DecoderLayer() = default;
   // The model's rotary embedding of the positions of `hidden`, computed once for all layers.
   virtual nn::PositionEmbeddings embed_positions(const Tensor& hidden) const = 0;
+  // What the model makes of its embeddings before the first layer (the stack census): the embeddings
+  // themselves, or DeepSeek-V4's hc_mult residual streams.
+  virtual Tensor model_streams(const Tensor& inputs_embeds) const { return inputs_embeds; }
   virtual Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const = 0;
   // The forward as the model's loop calls it (the stack census), reading and writing `carry`; a layer
   // that reads nothing an earlier layer wrote runs its plain forward.
@@ -146,6 +151,25 @@ struct Gemma4Shapes {
 // DeepSeek-V3's multi-head latent attention (nn/latent_attention.h).
 using MlaConfig = nn::MlaSizes;
 
+// DeepSeek-V4's fields beyond the shared ones (its heads, head_dim, experts and widths are those).
+struct DeepseekV4Sizes {
+  std::vector<std::string> attention_types;  // per layer: sliding_attention, compressed_sparse_attention,
+                                             // heavily_compressed_attention
+  std::vector<std::string> mlp_types;        // per layer: hash_moe, moe
+  int64_t q_lora_rank = 0;
+  int64_t o_groups = 0;
+  int64_t o_lora_rank = 0;
+  int64_t hc_mult = 0;
+  int64_t hc_sinkhorn_iters = 0;
+  double hc_eps = 0;
+  int64_t csa_compress_rate = 0;
+  int64_t hca_compress_rate = 0;
+  int64_t main_rope_dim = 0;      // int(head_dim * the "main" rope's partial_rotary_factor)
+  int64_t compress_rope_dim = 0;  // the "compress" rope's
+  int64_t sliding_window = 0;
+  double swiglu_limit = 0;
+};
+
 struct ModelConfig {
   const Family* family = nullptr;
   std::string model_type;
@@ -208,8 +232,10 @@ struct ModelConfig {
   // Granite-4.0-H: each residual branch is scaled by it (a multiply by a Python number).
   double residual_multiplier = 1.0;
   // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block
-  // types, which name the MoE blocks themselves).
+  // types, which name the MoE blocks themselves; DeepSeek-V4's "<attention>+<mlp>").
   bool kinds_from_layer_types = false;
+  // DeepSeek-V4 (models/deepseek_v4.cpp): its hyper-connections, compressed attention and hash routing.
+  std::optional<DeepseekV4Sizes> deepseek_v4;
 };
 
 // Whether layer `index` builds a mixture of experts rather than a dense MLP.

@@ -137,7 +137,7 @@ Tensor Experts::eager_forward(const Tensor& hidden_states, const Tensor& top_k_i
     if (!layout_.has_gate) {
       current_hidden_states = act_fn_.forward(gate_up);
       gate_up = Tensor();
-    } else if (!layout_.gpt_oss_gate) {
+    } else if (!layout_.gpt_oss_gate && !layout_.clamped_halves) {
       const std::vector<Tensor> halves = ops::split(gate_up, gate_up.size(-1) / 2, -1);
       gate = halves[0];
       up = halves[1];
@@ -170,6 +170,12 @@ Tensor Experts::grouped_linear(const Tensor& input, const Tensor& weight, const 
 
 Tensor Experts::apply_gate(const Tensor& gate_up) const {
   if (!layout_.has_gate) return act_fn_.forward(gate_up);  // self.act_fn(proj_out)
+  if (layout_.clamped_halves) {
+    std::vector<Tensor> halves = ops::chunk(gate_up, 2, -1);
+    Tensor gate = ops::clamp(halves[0], std::nullopt, layout_.limit);
+    Tensor up = ops::clamp(halves[1], -layout_.limit, layout_.limit);
+    return ops::mul(act_fn_.forward(gate), up);
+  }
   if (!layout_.gpt_oss_gate) {
     // _default_apply_gate: act(gate) * up on the two halves (views of one storage).
     std::vector<Tensor> halves = ops::split(gate_up, gate_up.size(-1) / 2, -1);

@@ -72,6 +72,9 @@ struct ExpertsLayout {
   double alpha = 1.702;
   // has_gate=False (NemotronHExperts): up_proj (E, I, H) in place of gate_up_proj, the activation alone.
   bool has_gate = true;
+  // DeepseekV4Experts._apply_gate: the two halves, gate clamped from above and up to +-limit, then
+  // act(gate) * up (limit: swiglu_limit).
+  bool clamped_halves = false;
 };
 
 // The experts of a MoE block (Qwen3MoeExperts and its copies): gate_up_proj (E, 2I, H) with the gate

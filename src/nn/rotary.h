@@ -14,6 +14,9 @@ struct PositionEmbeddings {
   Tensor position_ids;  // (1, S) int64
   Tensor cos;           // (1, S, D)
   Tensor sin;           // (1, S, D)
+  // DeepSeek-V4's second rope type ("compress"), beside cos and sin ("main"): (1, S, Dr/2) each.
+  Tensor compress_cos;
+  Tensor compress_sin;
 };
 
 class RotaryEmbedding {

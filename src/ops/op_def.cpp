@@ -155,6 +155,9 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kLerpInplace, "aten.lerp_.Scalar", OpKind::kInPlace},
     {Op::kAddcmulInplace, "aten.addcmul_.default", OpKind::kInPlace},
     {Op::kAddcdivInplace, "aten.addcdiv_.default", OpKind::kInPlace},
+    // DeepSeek-V4
+    {Op::kGeTensor, "aten.ge.Tensor", OpKind::kCompute},
+    {Op::kNewFull, "aten.new_full.default", OpKind::kFactory},
 }};
 
 constexpr bool catalogue_in_order() {

@@ -130,7 +130,8 @@ Tensor eq(const Tensor& self, double other);  // bool
 Tensor gt(const Tensor& self, double other);  // bool
 // self.select(dim, index): a view; its node's backward (select_backward) allocates self's size.
 Tensor select(const Tensor& self, int64_t dim, int64_t index);
-std::vector<Tensor> unbind(const Tensor& self, int64_t dim);  // views
+// Views; one UnbindBackward0 node where self requires a gradient (DeepSeek-V4's hyper-connection scales).
+std::vector<Tensor> unbind(const Tensor& self, int64_t dim);
 // self.index_add_(dim, index, source) along dim 0; its node keeps the index.
 Tensor& index_add_(Tensor& self, const Tensor& index, const Tensor& source);
 Tensor index_select(const Tensor& self, const Tensor& index);  // along dim 0
@@ -290,6 +291,7 @@ Tensor randn(const Dims& sizes, DType dtype, bool requires_grad = false);
 Tensor div_number(const Tensor& self, double other);
 // torch.tensor(0.0): a 0-d fp32 tensor, lift_fresh as a dispatch mode sees it.
 Tensor scalar_tensor_fresh();
+// sqrt: its node keeps the result (DeepSeek-V4's sqrt(softplus) router scores).
 Tensor sqrt(const Tensor& self);
 // In place, on tensors autograd does not track (the optimizer runs under no_grad).
 Tensor& add_(Tensor& self, double other);                  // add_.Tensor with a wrapped number
@@ -297,5 +299,13 @@ Tensor& mul_(Tensor& self, double other);                  // mul_.Tensor with a
 Tensor& lerp_(Tensor& self, const Tensor& end, double weight);
 Tensor& addcmul_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
 Tensor& addcdiv_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
+
+// --- DeepSeek-V4 (ops/compressed_attention.cpp) ---
+// self >= other, broadcast: bool.
+Tensor ge(const Tensor& self, const Tensor& other);
+// self.new_full(sizes, value): self's dtype, no node.
+Tensor new_full(const Tensor& self, const Dims& sizes, double value);
+// torch.where(condition, self, other), broadcast; its node keeps the condition.
+Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
 
 }  // namespace census::ops

@@ -22,6 +22,19 @@ class DivNumberBackward0 final : public Node {
   }
 };
 
+// sqrt(Tensor self)  self: grad / (2 * result.conj())   -> saves result; its backward's 2 * result
+// lives until the division has read it. (AdamW runs sqrt under no_grad: no node.)
+class SqrtBackward0 final : public Node {
+ public:
+  explicit SqrtBackward0(uint64_t seq) : Node("SqrtBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor result = result_.unpack();
+    Tensor twice = mul_number(result, 2.0);
+    return {div(grads[0], twice)};
+  }
+  SavedVariable result_{this};
+};
+
 template <size_t N>
 Tensor& in_place(Op op, Tensor& self, const std::array<Tensor, N>& inputs) {
   dispatch<N, 1>(op, inputs, {self});
@@ -45,8 +58,11 @@ Tensor scalar_tensor_fresh() {
 }
 
 Tensor sqrt(const Tensor& self) {
+  auto node = make_node<SqrtBackward0>({&self});
   Tensor out = internal::alloc_like(self, self.dtype());
   dispatch<1, 1>(Op::kSqrt, {self}, {out});
+  set_history(out, node);
+  if (node) node->result_.save(out, /*is_output=*/true);
   return out;
 }
 

@@ -50,6 +50,33 @@ class IndexAddBackward0 final : public Node {
   SavedVariable source_{this};
 };
 
+// unbind.int(Tensor(a -> *) self, int dim)  self: unbind_backward(grads, dim)
+// = stack of the parts' gradients (zeros where one is undefined) -> saves nothing.
+class UnbindBackward0 final : public Node {
+ public:
+  UnbindBackward0(uint64_t seq, Dims self_sizes, int dim, DType dtype)
+      : Node("UnbindBackward0", seq), self_sizes_(self_sizes), dim_(dim), dtype_(dtype) {
+    set_num_inputs(static_cast<uint32_t>(self_sizes_[dim_]));
+  }
+  GradList apply(GradList& grads) override {
+    Dims part = self_sizes_;
+    part.erase(dim_);
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < self_sizes_[dim_]; ++i) {
+      const size_t at = static_cast<size_t>(i);
+      parts.push_back(at < grads.size() && grads[at].defined() ? grads[at] : zeros(part, dtype_));
+    }
+    Tensor stacked = alloc(self_sizes_, dtype_);
+    internal::dispatch(Op::kStack, parts, std::span<const Tensor>(&stacked, 1));
+    return {stacked};
+  }
+
+ private:
+  Dims self_sizes_;
+  int dim_;
+  DType dtype_;
+};
+
 }  // namespace
 
 void item(const Tensor& self) { dispatch<1, 0>(Op::kLocalScalarDense, {self}, {}); }
@@ -136,14 +163,15 @@ Tensor select(const Tensor& self, int64_t dim, int64_t index) {
 }
 
 std::vector<Tensor> unbind(const Tensor& self, int64_t dim) {
-  assert(!self.requires_grad());
   const int d = wrap_dim(dim, self.dim());
+  auto node = make_node<UnbindBackward0>({&self}, self.sizes(), d, self.dtype());
   Dims sizes = self.sizes(), strides = self.strides();
   sizes.erase(d);
   strides.erase(d);
   std::vector<Tensor> out;
   for (int64_t i = 0; i < self.sizes()[d]; ++i) out.push_back(alias(self, sizes, strides));
   internal::dispatch(Op::kUnbind, std::span<const Tensor>(&self, 1), out);
+  for (size_t i = 0; i < out.size(); ++i) set_history(out[i], node, static_cast<uint32_t>(i));
   return out;
 }
 

@@ -28,8 +28,8 @@ std::string toy(bool moe = false) {
     "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
 }
 
-nlohmann::json plan(const std::string& config, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"plan", config, "--device", "h100", "--seq-length", "128", "--format", "json"};
+nlohmann::json plan(const std::string& config, std::vector<std::string> extra, const std::string& seq_length = "128") {
+  std::vector<std::string> args = {"plan", config, "--device", "h100", "--seq-length", seq_length, "--format", "json"};
   args.insert(args.end(), extra.begin(), extra.end());
   const CliRun run = census(args);
   EXPECT_EQ(run.code, 0) << run.err;
@@ -132,10 +132,10 @@ TEST(PlanCli, NeedsPipeline) {
   const std::string path = write_test_file("plan_toy_vocab.json", R"({"model_type": "llama", "hidden_size": 256,
     "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
     "num_hidden_layers": 4, "vocab_size": 65536, "max_position_embeddings": 8192})");
-  const std::vector<std::string> base = {"--gpus", "2", "--global-batch", "1", "--top", "100", "--seq-length", "127"};
+  const std::vector<std::string> base = {"--gpus", "2", "--global-batch", "1", "--top", "100"};
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--gpu-memory", "1TiB"});
-  const nlohmann::json all = plan(path, args);
+  const nlohmann::json all = plan(path, args, "127");
   EXPECT_EQ(all["pruned_by_rule"]["DP does not divide the global batch"], 3 * 4);  // TP 1 x PP 1 x DP 2
   EXPECT_EQ(all["pruned_by_rule"]["CP does not divide the sequence length"], 3 * 4);  // TP 1 x CP 2
   int64_t smallest_tp = std::numeric_limits<int64_t>::max();
@@ -149,7 +149,7 @@ TEST(PlanCli, NeedsPipeline) {
   }
   args = base;
   args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_tp - 1)});
-  const nlohmann::json tight = plan(path, args);
+  const nlohmann::json tight = plan(path, args, "127");
   ASSERT_FALSE(tight["layouts"].empty());
   for (const auto& l : tight["layouts"]) {
     EXPECT_EQ(l["pp"], 2);

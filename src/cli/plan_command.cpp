@@ -121,6 +121,7 @@ struct Planned {
   PlanOptions options;
   PlanResult result;
   int64_t model_experts = 0;  // the experts EP may shard (0: EP stays 1)
+  bool eager_experts = false;
 };
 
 Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
@@ -135,7 +136,7 @@ Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
   auto result = census_plan(model, *options);
   CENSUS_TRY(result);
   const bool shards = model.moe.num_experts > 0 && model.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
-  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0};
+  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0, model.moe.num_experts > 0 && !shards};
 }
 
 ordered_json plan_json(const Planned& p, const PlanArgs& a) {
@@ -193,7 +194,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
     out << "EP dividing the " << p.model_experts << " experts and DP x CP (the expert layers' data-parallel ranks), "
         << "TP x EP inside a node; ";
   else
-    out << "EP 1 (no experts); ";
+    out << (p.eager_experts ? "EP 1 (eager experts: census step shards grouped_mm ones); " : "EP 1 (no experts); ");
   out << "a micro-batch is one sequence, so M = " << batch << " / DP\n";
   out << "memory: the most-loaded stage's simulated peak (census step, every stage) against " << grouped(o.gpu_memory)
       << " B less cuda_context " << grouped(o.cuda_context) << ", nccl_buffers " << grouped(o.nccl_buffers)
@@ -288,7 +289,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
   sub->add_option("--gpus", a.gpus, "devices in the run")->required();
   sub->add_option("--gpu-memory", a.gpu_memory, "memory of one device: 80GiB, 141GB, or bytes (default: the --device preset's)");
-  sub->add_option("--gpus-per-node", a.gpus_per_node, "devices a node holds; TP stays inside one (default 8)");
+  sub->add_option("--gpus-per-node", a.gpus_per_node, "devices a node holds; TP, and TP x EP, stay inside one (default 8)");
   sub->add_option("--seq-length", a.seq_length, "tokens of one sequence, one micro-batch (default 4096)");
   sub->add_option("--global-batch", a.global_batch, "sequences a step (default: one a device)");
   sub->add_option("--device", a.device, "a preset: h100, h200, a100, b200, 910b, 910c (datasheet figures)");

@@ -84,25 +84,29 @@ std::string tp_refusal(const ModelConfig& c, int64_t tp) {
   return {};
 }
 
-// The degrees a dimension runs over. CP and EP are 1 while census step refuses --cp and --ep; where
-// it takes them, CP runs over the divisors of the sequence and EP over those of the experts inside
-// a node, each one more factor of N beside TP, PP and DP.
-struct Degrees {
-  std::vector<int64_t> tp, cp{1}, ep{1};
-};
+// The EP degrees of a model: the divisors of its experts that divide N (each one a candidate the
+// rules below then prune), or 1 alone where the model has no experts or census step does not shard
+// them (eager experts).
+std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
+  if (c.moe.num_experts == 0 || c.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm) return {1};
+  std::vector<int64_t> out;
+  for (int64_t e : divisors(c.moe.num_experts))
+    if (n % e == 0) out.push_back(e);
+  return out;
+}
 
 struct SimKey {
-  int64_t tp, pp, v;
+  int64_t tp, cp, ep, pp, v;
   PipelineSchedule schedule;
   Recompute recompute;
-  auto tie() const { return std::tie(tp, pp, v, schedule, recompute); }
+  auto tie() const { return std::tie(tp, cp, ep, pp, v, schedule, recompute); }
   bool operator<(const SimKey& o) const { return tie() < o.tie(); }
   bool operator==(const SimKey& o) const { return tie() == o.tie(); }
 };
 
-SimKey key_of(const Layout& l) { return {l.tp, l.pp, l.virtual_stages, l.schedule, l.recompute}; }
+SimKey key_of(const Layout& l) { return {l.tp, l.cp, l.ep, l.pp, l.virtual_stages, l.schedule, l.recompute}; }
 
-// One (TP, PP, schedule, V, recompute), simulated stage by stage as the search needs them: each
+// One (TP, CP, EP, PP, schedule, V, recompute), simulated stage by stage as the search needs them: each
 // stage's composed peak by ZeRO stage.
 struct Simulation {
   std::vector<std::optional<std::vector<StepMoment>>> stages;  // [stage][zero]
@@ -128,18 +132,22 @@ class Planner {
     std::vector<int64_t> layer_parameters;      // by layer index: parameters
     std::vector<int64_t> layer_expert_parameters;
   };
-  const TpCosts& costs(int64_t tp);
+  // A layer's costs at the rank's TP, its S / CP tokens and its experts' EP share.
+  const TpCosts& costs(const Layout& l);
+  const ForwardTime& output_time(int64_t cp);
   void enumerate(std::vector<Candidate>& out, PlanResult& result);
   void estimate(LayoutResult& r);
-  // The simulation of `l`'s (TP, PP, schedule, V, recompute), made empty where there is none yet.
+  // The simulation of `l`'s (TP, CP, EP, PP, schedule, V, recompute), made empty where there is none yet.
   Simulation& simulation(const Layout& l);
   // The (layout, stage) steps not simulated yet, run on as many threads as there are cores.
   Status run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs);
   int64_t overheads() const { return o_.cuda_context + o_.nccl_buffers + o_.fragmentation; }
-  std::vector<int> zeros_of(int64_t dp) const { return dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}; }
+  // ZeRO shards over the ranks that hold the same parameters, DP x CP (as census step composes it).
+  std::vector<int> zeros_of(int64_t dp_cp) const { return dp_cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}; }
   StepComposition composition(const Layout& l, int zero) const {
     StepComposition c;
     c.data_parallel = l.dp;
+    c.context_parallel = l.cp;
     c.zero = zero;
     c.fp32_master_weights = o_.fp32_master_weights;
     c.fp32_gradients = o_.fp32_gradients;
@@ -163,17 +171,19 @@ class Planner {
   const ModelConfig& c_;
   const PlanOptions& o_;
   Throughput throughput_;
-  std::map<int64_t, TpCosts> costs_;
-  std::optional<ForwardTime> output_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, TpCosts> costs_;  // by (TP, CP, EP)
+  std::map<int64_t, ForwardTime> outputs_;                         // by CP
   std::map<SimKey, Simulation> simulations_;
   PlanCounts counts_;
 };
 
-const Planner::TpCosts& Planner::costs(int64_t tp) {
-  auto found = costs_.find(tp);
+const Planner::TpCosts& Planner::costs(const Layout& l) {
+  const auto key = std::tuple{l.tp, l.cp, l.ep};
+  auto found = costs_.find(key);
   if (found != costs_.end()) return found->second;
   TpCosts t;
-  t.rank = tp_config(c_, tp);
+  t.rank = tp_config(c_, l.tp);
+  t.rank.moe.expert_parallel = l.ep;  // as census step builds the rank's experts
   std::map<std::string, size_t> by_kind;  // a layer kind's costs are the same at every index
   for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
     const std::string kind = layer_kind(c_, i);
@@ -185,7 +195,7 @@ const Planner::TpCosts& Planner::costs(int64_t tp) {
       continue;
     }
     by_kind[kind] = t.layers.size();
-    t.layers.push_back(layer_forward_time(t.rank, i, o_.seq_length, throughput_));
+    t.layers.push_back(layer_forward_time(t.rank, i, o_.seq_length / l.cp, throughput_, l.cp));
     int64_t all = 0, experts = 0;
     for (const auto& [part, count] : census_parameters(t.rank, i).parts) {
       all += count;
@@ -194,21 +204,24 @@ const Planner::TpCosts& Planner::costs(int64_t tp) {
     t.layer_parameters.push_back(all);
     t.layer_expert_parameters.push_back(experts);
   }
-  return costs_.emplace(tp, std::move(t)).first->second;
+  return costs_.emplace(key, std::move(t)).first->second;
+}
+
+const ForwardTime& Planner::output_time(int64_t cp) {
+  auto found = outputs_.find(cp);
+  if (found == outputs_.end()) found = outputs_.emplace(cp, output_forward_time(c_, o_.seq_length / cp, throughput_)).first;
+  return found->second;
 }
 
 void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
   std::map<std::string, int64_t> pruned;
   const int64_t n = o_.gpus, layers = c_.num_hidden_layers;
   const int64_t batch = o_.global_batch > 0 ? o_.global_batch : n;
-  Degrees degrees;
-  degrees.tp = divisors(n);
-  for (int64_t tp : degrees.tp)
-    for (int64_t cp : degrees.cp)
-      for (int64_t ep : degrees.ep) {
-        // EP, where the step prices it, divides the DP ranks (Megatron's expert-data-parallel groups).
-        if ((n / tp) % cp != 0) continue;
-        for (int64_t pp : divisors(n / tp / cp)) {
+  const std::vector<int64_t> eps = ep_degrees(c_, n);
+  for (int64_t tp : divisors(n))
+    for (int64_t cp : divisors(n / tp))
+      for (int64_t pp : divisors(n / tp / cp))
+        for (int64_t ep : eps) {
           const int64_t dp = n / tp / cp / pp;
           // The schedules: none without a pipeline; 1F1B, GPipe and interleaved over each V that
           // divides the stage's layers.
@@ -223,11 +236,18 @@ void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
             }
           }
           for (const auto& [schedule, v] : shapes) {
-            const int64_t variants = 3 * static_cast<int64_t>(zeros_of(dp).size());
+            const int64_t variants = 3 * static_cast<int64_t>(zeros_of(dp * cp).size());
             counts_.tried += variants;
             std::string why;
             if (tp > o_.gpus_per_node) why = "TP spans nodes (TP stays inside a node of " + std::to_string(o_.gpus_per_node) + ")";
             else if (std::string t = tp_refusal(c_, tp); !t.empty()) why = t;
+            else if (o_.seq_length % cp != 0) why = "CP does not divide the sequence length";
+            // EP takes its ranks from the expert layers' data-parallel ones, DP x CP (Megatron's
+            // expert-model-parallel groups inside its data-and-context-parallel group), and stays
+            // inside a node with the TP ranks its group spans.
+            else if ((dp * cp) % ep != 0) why = "EP does not divide DP x CP";
+            else if (tp * ep > o_.gpus_per_node)
+              why = "TP x EP spans nodes (EP stays inside a node of " + std::to_string(o_.gpus_per_node) + ")";
             else if (layers % (pp * v) != 0) why = v > 1 ? "PP x V does not divide the layers" : "PP does not divide the layers";
             else if (batch % dp != 0) why = "DP does not divide the global batch";
             else if (schedule == PipelineSchedule::kInterleaved && (batch / dp) % pp != 0)
@@ -238,7 +258,7 @@ void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
               continue;
             }
             for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-              const std::vector<int> zeros = zeros_of(dp);
+              const std::vector<int> zeros = zeros_of(dp * cp);
               for (size_t z = 0; z < zeros.size(); ++z) {
                 Candidate cand;
                 Layout& l = cand.result.layout;
@@ -251,80 +271,112 @@ void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
             }
           }
         }
-      }
   for (const auto& [rule, count] : pruned) result.pruned_by_rule.emplace_back(rule, count);
 }
 
 void Planner::estimate(LayoutResult& r) {
   const Layout& l = r.layout;
-  const TpCosts& t = costs(l.tp);
-  if (!output_) output_ = output_forward_time(c_, o_.seq_length, throughput_);
-  const double hidden_bytes = static_cast<double>(o_.seq_length * c_.hidden_size * 2);
-  const double tp_bw = bandwidth(l.tp), dp_bw = bandwidth(l.tp * l.dp), pp_bw = bandwidth(l.tp * l.dp * l.pp);
+  const TpCosts& t = costs(l);
+  const ForwardTime& output = output_time(l.cp);
+  const int64_t tokens = o_.seq_length / l.cp;  // the rank's share of a sequence
+  const double hidden_bytes = static_cast<double>(tokens * c_.hidden_size * 2);
+  // Ranks placed TP innermost, then CP, then DP, then PP (Megatron's tp-cp-ep-dp-pp); an EP group
+  // takes every TP-th rank of TP x EP consecutive ones.
+  const double tp_bw = bandwidth(l.tp), cp_bw = bandwidth(l.tp * l.cp), ep_bw = bandwidth(l.tp * l.ep),
+               dp_bw = bandwidth(l.tp * l.cp * l.dp), pp_bw = bandwidth(l.tp * l.cp * l.dp * l.pp);
   const int64_t per_stage = c_.num_hidden_layers / l.pp;
   const double tp_per_layer = 4 * all_reduce_seconds(static_cast<int64_t>(hidden_bytes), l.tp, tp_bw);
   const double p2p = l.pp > 1 ? 2 * hidden_bytes / pp_bw * static_cast<double>(l.virtual_stages) : 0;
+  // CP's ring: the forward receives the other C - 1 shards' K/V, one shard a step; the backward
+  // passes them round again with their gradients (twice the bytes); a full recompute runs the
+  // forward's ring once more.
+  const int64_t ring_kv = (l.cp - 1) * tokens * 2 * t.rank.num_key_value_heads * t.rank.head_dim * 2;
+  const double ring_passes = l.recompute == Recompute::kFull ? 4 : 3;
+  const double cp_per_layer = l.cp > 1 ? ring_passes * static_cast<double>(ring_kv) / cp_bw : 0;
+  // EP's all-to-alls, per MoE layer: the forward's dispatch and combine of the rank's tokens' top-k
+  // copies of the hidden state, the backward's two of their gradients (and a full recompute's two
+  // more), each sending (E-1)/E of them off the rank.
+  const int64_t routed_bytes = tokens * c_.moe.num_experts_per_tok * c_.hidden_size * 2;
+  const double a2a_passes = l.recompute == Recompute::kFull ? 6 : 4;
+  const double ep_per_moe_layer = a2a_passes * all_to_all_seconds(routed_bytes, l.ep, ep_bw);
 
   // The slowest stage's micro-batch, and the most parameters a stage holds.
   double fwd = 0, bwd = 0, rec = 0, out_fwd = 0, micro = -1;
-  int64_t params = 0, experts = 0;
+  int64_t params = 0, experts = 0, moe_layers = 0;
   for (int64_t s = 0; s < l.pp; ++s) {
     double f = 0, sel = 0;
-    int64_t p = 0, e = 0;
+    int64_t p = 0, e = 0, moe = 0;
     for (int64_t i : stage_layers(l, s)) {
       f += t.layers[static_cast<size_t>(i)].seconds;
       sel += t.layers[static_cast<size_t>(i)].selective_recompute_seconds;
       p += t.layer_parameters[static_cast<size_t>(i)];
       e += t.layer_expert_parameters[static_cast<size_t>(i)];
+      moe += t.layer_expert_parameters[static_cast<size_t>(i)] > 0 ? 1 : 0;
     }
     if (s == 0) p += c_.vocab_size * c_.hidden_size;
-    const double o = s == l.pp - 1 ? output_->seconds : 0;
+    const double o = s == l.pp - 1 ? output.seconds : 0;
     if (s == l.pp - 1) p += c_.vocab_size * c_.hidden_size + c_.hidden_size;
     const double r_s = l.recompute == Recompute::kFull ? f : l.recompute == Recompute::kSelective ? sel : 0;
     const double m = 3 * (f + o) + r_s;
-    if (m > micro) micro = m, fwd = f, bwd = 2 * f, rec = r_s, out_fwd = o;
+    if (m > micro) micro = m, fwd = f, bwd = 2 * f, rec = r_s, out_fwd = o, moe_layers = moe;
     if (p > params) params = p, experts = e;
   }
   const double tp_comm = static_cast<double>(per_stage) * tp_per_layer;
-  const double per_micro = fwd + bwd + rec + 3 * out_fwd + tp_comm + p2p;
+  const double cp_comm = static_cast<double>(per_stage) * cp_per_layer;
+  const double ep_comm = static_cast<double>(moe_layers) * ep_per_moe_layer;
+  const double per_micro = fwd + bwd + rec + 3 * out_fwd + tp_comm + cp_comm + ep_comm + p2p;
   const double m = static_cast<double>(l.micro_batches);
   const double bubble = static_cast<double>(l.pp - 1) / static_cast<double>(l.virtual_stages) * per_micro;
 
-  const int64_t param_bytes = 2 * params;
-  const int64_t grad_bytes = (o_.fp32_gradients ? 4 : 2) * params;
+  // The gradient reduction runs over the ranks holding the same parameters: DP x CP for the dense
+  // ones, DP x CP / EP for an expert's (its expert-data-parallel group).
+  const int64_t dp_cp = l.dp * l.cp, edp = dp_cp / l.ep;
+  const int64_t dense = params - experts;
+  const int64_t grad_size = o_.fp32_gradients ? 4 : 2;
+  const int64_t param_bytes = 2 * params, dense_param_bytes = 2 * dense, expert_param_bytes = 2 * experts;
+  const int64_t grad_bytes = grad_size * params, dense_grad_bytes = grad_size * dense, expert_grad_bytes = grad_size * experts;
   const int64_t state_bytes = (o_.fp32_master_weights ? 6 : 2) * param_bytes;  // bf16 moments 4 B; fp32 copy + moments 12 B
+  const std::string D = l.cp > 1 ? "(DP x CP)" : "D";
   double dp_comm = 0;
   std::string dp_formula;
   if (l.zero == 0) {
-    dp_comm = all_reduce_seconds(grad_bytes, l.dp, dp_bw);
-    dp_formula = "all-reduce of the gradients: 2 (D-1)/D x " + std::to_string(grad_bytes) + " B / bandwidth";
+    dp_comm = all_reduce_seconds(dense_grad_bytes, dp_cp, dp_bw) + all_reduce_seconds(expert_grad_bytes, edp, dp_bw);
+    dp_formula = "all-reduce of the gradients: 2 (" + D + "-1)/" + D + " x " + std::to_string(dense_grad_bytes) + " B";
+    if (experts > 0) dp_formula += " + 2 (E'-1)/E' x " + std::to_string(expert_grad_bytes) + " B of experts' (E' = DP x CP / EP = " + std::to_string(edp) + ")";
+    dp_formula += " / bandwidth";
   } else {
-    dp_comm = all_gather_seconds(grad_bytes, l.dp, dp_bw) + all_gather_seconds(param_bytes, l.dp, dp_bw);
-    dp_formula = "reduce-scatter of the gradients and all-gather of the parameters: (D-1)/D x (" +
-                 std::to_string(grad_bytes) + " + " + std::to_string(param_bytes) + ") B / bandwidth";
+    dp_comm = all_gather_seconds(dense_grad_bytes, dp_cp, dp_bw) + all_gather_seconds(dense_param_bytes, dp_cp, dp_bw) +
+              all_gather_seconds(expert_grad_bytes, edp, dp_bw) + all_gather_seconds(expert_param_bytes, edp, dp_bw);
+    dp_formula = "reduce-scatter of the gradients and all-gather of the parameters: (" + D + "-1)/" + D + " x (" +
+                 std::to_string(dense_grad_bytes) + " + " + std::to_string(dense_param_bytes) + ") B";
+    if (experts > 0)
+      dp_formula += " + (E'-1)/E' x (" + std::to_string(expert_grad_bytes) + " + " + std::to_string(expert_param_bytes) +
+                    ") B of experts' (E' = DP x CP / EP = " + std::to_string(edp) + ")";
+    dp_formula += " / bandwidth";
     if (l.zero == 3) {
-      dp_comm += 2 * m * all_gather_seconds(param_bytes, l.dp, dp_bw);
+      dp_comm += 2 * m * (all_gather_seconds(dense_param_bytes, dp_cp, dp_bw) + all_gather_seconds(expert_param_bytes, edp, dp_bw));
       dp_formula += "; ZeRO-3: + M x 2 all-gathers of the parameters (forward and backward)";
     }
   }
-  const double d = static_cast<double>(l.dp);
+  const double d = static_cast<double>(dp_cp);
   const double p_share = l.zero >= 3 ? 1 / d : 1, g_share = l.zero >= 2 ? 1 / d : 1, s_share = l.zero >= 1 ? 1 / d : 1;
   const double optimizer_bytes = 2 * param_bytes * p_share + grad_bytes * g_share + 2 * state_bytes * s_share;
   const double optimizer = optimizer_bytes / throughput_.hbm_bytes_per_s;
 
   // Parameters, gradients and optimizer states are all live at the end of AdamW's step (the experts'
-  // counted as parameters alone: an expert no token reached has neither gradient nor state).
-  const int64_t dense = params - experts;
+  // counted as parameters alone: an expert no token reached has neither gradient nor state), at the
+  // ZeRO shares over DP x CP.
   auto floor_share = [](int64_t bytes, bool shared, int64_t by) { return shared ? bytes / by : bytes; };
   const int64_t margin = 1 << 20;  // each storage's share is rounded down on its own
-  r.lower_bound_bytes = std::max<int64_t>(0, floor_share(param_bytes, l.zero >= 3, l.dp) +
-                                                 floor_share((o_.fp32_gradients ? 4 : 2) * dense, l.zero >= 2, l.dp) +
-                                                 floor_share((o_.fp32_master_weights ? 12 : 4) * dense, l.zero >= 1, l.dp) -
+  r.lower_bound_bytes = std::max<int64_t>(0, floor_share(param_bytes, l.zero >= 3, dp_cp) +
+                                                 floor_share(grad_size * dense, l.zero >= 2, dp_cp) +
+                                                 floor_share((o_.fp32_master_weights ? 12 : 4) * dense, l.zero >= 1, dp_cp) -
                                                  margin) + overheads();
 
-  const std::string S = std::to_string(o_.seq_length);
+  const std::string S = std::to_string(tokens);
   r.time = {
-      {"forward", m * fwd, "M x the slowest stage's layers: each part max(FLOPs / (peak x efficiency), bytes / HBM)"},
+      {"forward", m * fwd, "M x the slowest stage's layers: each part max(FLOPs / (peak x efficiency), bytes / HBM)" +
+                               std::string(l.cp > 1 ? "; CP: the attention kernel C x the shard's (its S/C queries meet all S keys)" : "")},
       {"backward", m * bwd, "twice the forward (gradients of the inputs and of the weights)"},
       {"recompute", m * rec, l.recompute == Recompute::kFull ? "full: one more forward"
                              : l.recompute == Recompute::kSelective ? "selective: the policy's recomputed share"
@@ -332,6 +384,12 @@ void Planner::estimate(LayoutResult& r) {
       {"output_layer", m * 3 * out_fwd, "last stage: final norm, LM head and loss, forward and 2 x backward"},
       {"tp_communication", m * tp_comm,
        "per layer 4 all-reduces of " + S + " x " + std::to_string(c_.hidden_size) + " x 2 B at TP " + std::to_string(l.tp)},
+      {"cp_communication", m * cp_comm,
+       "per layer " + std::to_string(static_cast<int>(ring_passes)) + " x the ring's K/V, (C-1) x " + S +
+           " x 2 x KV heads x head_dim x 2 B = " + std::to_string(ring_kv) + " B at CP " + std::to_string(l.cp) + " / bandwidth"},
+      {"ep_communication", m * ep_comm,
+       "per MoE layer " + std::to_string(static_cast<int>(a2a_passes)) + " all-to-alls of " + S + " x top-k x " +
+           std::to_string(c_.hidden_size) + " x 2 B, (E-1)/E off the rank, at EP " + std::to_string(l.ep)},
       {"pp_communication", m * p2p, "per micro-batch the hidden state on and its gradient back (x V chunks)"},
       {"pipeline_bubble", bubble, "(P-1)/V x a micro-batch's time"},
       {"dp_communication", dp_comm, dp_formula},
@@ -374,8 +432,10 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
       o.recompute = l.recompute;
       o.optimizer = StepOptimizer::kAdamW;
       o.tensor_parallel = l.tp;
+      o.context_parallel = l.cp;
+      o.expert_parallel = l.ep;
       o.composition = composition(l, 0);
-      for (int z : zeros_of(l.dp)) o.also_composed.push_back(composition(l, z));
+      for (int z : zeros_of(l.dp * l.cp)) o.also_composed.push_back(composition(l, z));
       steps[i].emplace(census_step(c_, o));
     }
   };

@@ -3,21 +3,24 @@
 // from the simulated step (census/step_census.h, every stage), whether it fits, and an estimated step
 // time (census/plan_cost.h) to rank the ones that fit.
 //
-// A layout is TP x PP x DP = N (CP and EP 1: the step does not price them yet; they enter as two more
-// degree lists, see degrees_of), a schedule (1F1B, GPipe, interleaved over V chunks a stage; none
+// A layout is TP x CP x PP x DP = N with an EP degree (MoE models only) taken from the expert
+// layers' data-parallel ranks, DP x CP (Megatron's expert-model-parallel groups), a schedule (1F1B, GPipe, interleaved over V chunks a stage; none
 // where PP is 1), a recompute mode (none, selective, full) and a ZeRO stage (0-3, 0 alone where DP is
-// 1). A micro-batch is one sequence, as the step runs it, so the global batch B (sequences) sets the
-// micro-batch count: M = B / DP.
+// 1). ZeRO shards over DP x CP, so a CP > 1 layout takes ZeRO 1-3 at DP 1. A micro-batch is one
+// sequence, as the step runs it (a CP rank its S / C tokens), so the global batch B (sequences) sets
+// the micro-batch count: M = B / DP.
 //
 // Divisibility (a layout that breaks one is pruned, never simulated): TP within a node (at most
-// gpus_per_node) and dividing the heads and widths as tp_config splits them; PP x V dividing the
-// layers; DP dividing B; the interleaved schedule's M a multiple of PP.
+// gpus_per_node) and dividing the heads and widths as tp_config splits them; CP dividing the sequence
+// (census step's rule); EP dividing the experts, N, and DP x CP, with TP x EP inside a node (EP inside
+// a node by default, as Megatron places it); PP x V dividing the layers; DP dividing B; the
+// interleaved schedule's M a multiple of PP.
 //
 // The search: every layout's time estimate first (no simulation), then layouts in order of it. One
 // whose parameters, gradients and optimizer states alone (every one live in AdamW's step, at the
 // layout's ZeRO shares) exceed the memory is rejected unsimulated; another is simulated, stage 0 first
 // (rejected there if that stage alone passes the memory), then every stage, each stage's step run once
-// per (TP, PP, schedule, V, recompute) and reweighed for every ZeRO stage (StepOptions::also_composed).
+// per (TP, CP, EP, PP, schedule, V, recompute) and reweighed for every ZeRO stage (StepOptions::also_composed).
 // Where the search waits on a stage 0, those of the next layouts it would simulate run beside it, one a
 // core (at most cores - 1 of them in vain, when the search stops). The search stops at the K-th layout that fits. Where none
 // fits, it goes on to the layout with the smallest peak: the smallest memory that would fit.
@@ -88,7 +91,7 @@ struct PlanCounts {
   int64_t rejected_memory_simulated = 0;
   int64_t fit = 0;                    // found to fit
   int64_t not_evaluated = 0;          // slower by the estimate than the K-th that fits
-  int64_t simulations = 0;            // (TP, PP, schedule, V, recompute) steps simulated
+  int64_t simulations = 0;            // (TP, CP, EP, PP, schedule, V, recompute) steps simulated
   int64_t stage_runs = 0;             // census_step calls (one a stage), those run ahead included
 };
 

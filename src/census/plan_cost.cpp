@@ -43,14 +43,15 @@ class OutputCounter final : public Observer {
 }  // namespace
 
 ForwardTime layer_forward_time(const ModelConfig& rank_config, int64_t layer_index, int64_t seq_length,
-                               const Throughput& device) {
+                               const Throughput& device, int64_t context_parallel) {
   const PartCounts flops = census_flops(rank_config, layer_index, seq_length);
   const LayerTraffic traffic = census_traffic(rank_config, layer_index, seq_length);
   const RecomputeShares shares = census_recomputed(rank_config, layer_index, seq_length);
   ForwardTime t;
   for (const auto& [part, moved] : traffic.moved) {
     const auto f = flops.find(part);
-    PartTime p = part_time(part, f == flops.end() ? 0 : f->second, moved, device);
+    const int64_t ring = part == "scores" ? context_parallel : 1;  // the kernel C times over a ring
+    PartTime p = part_time(part, (f == flops.end() ? 0 : f->second) * ring, moved * ring, device);
     t.seconds += p.seconds;
     // The selective policy saves the attention kernel's outputs; of a part with matmuls it re-runs the
     // census's recomputed share; a weightless part's ops run again whole.
@@ -95,6 +96,10 @@ double all_reduce_seconds(int64_t bytes, int64_t ranks, double bytes_per_s) {
 double all_gather_seconds(int64_t bytes, int64_t ranks, double bytes_per_s) {
   if (ranks <= 1 || bytes_per_s <= 0) return 0;
   return static_cast<double>(ranks - 1) / static_cast<double>(ranks) * static_cast<double>(bytes) / bytes_per_s;
+}
+
+double all_to_all_seconds(int64_t bytes, int64_t ranks, double bytes_per_s) {
+  return all_gather_seconds(bytes, ranks, bytes_per_s);  // the same (n-1)/n share crosses the links
 }
 
 }  // namespace census

@@ -467,6 +467,8 @@ StepCensus StepRunner::run() {
       if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
   }
   for (StepComposition also : o_.also_composed) {
+    also.context_parallel = o_.context_parallel;  // as the step's own composition: set from its options
+    also.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
     if (!also.composes()) {
       result.also_composed_peaks.push_back(result.analysis.peak);
       continue;

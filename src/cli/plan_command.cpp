@@ -120,6 +120,8 @@ Result<PlanOptions> plan_options(const PlanArgs& a) {
 struct Planned {
   PlanOptions options;
   PlanResult result;
+  int64_t model_experts = 0;  // the experts EP may shard (0: EP stays 1)
+  bool eager_experts = false;
 };
 
 Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
@@ -133,7 +135,8 @@ Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
   CENSUS_TRY(check_request(request));
   auto result = census_plan(model, *options);
   CENSUS_TRY(result);
-  return Planned{*options, result.take()};
+  const bool shards = model.moe.num_experts > 0 && model.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
+  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0, model.moe.num_experts > 0 && !shards};
 }
 
 ordered_json plan_json(const Planned& p, const PlanArgs& a) {
@@ -185,9 +188,14 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
   out << a.model << ": plan on " << o.gpus << " x " << o.device.name << " (" << human_bytes(static_cast<double>(o.gpu_memory))
       << " each, " << o.gpus_per_node << " a node), " << o.seq_length << " tokens a sequence, global batch " << batch
       << " sequences, AdamW, master weights " << a.master_weights << ", grads " << a.grad_dtype << '\n';
-  out << "layouts: TP x PP x DP = " << o.gpus << ", TP inside a node (--gpus-per-node " << o.gpus_per_node
-      << "); a micro-batch is one sequence, so M = " << batch
-      << " / DP; CP and EP 1 (census step does not price them yet)\n";
+  out << "layouts: TP x CP x PP x DP = " << o.gpus << ", TP inside a node (--gpus-per-node " << o.gpus_per_node
+      << "), CP dividing the " << o.seq_length << " tokens; ";
+  if (p.model_experts > 0)
+    out << "EP dividing the " << p.model_experts << " experts and DP x CP (the expert layers' data-parallel ranks), "
+        << "TP x EP inside a node; ";
+  else
+    out << (p.eager_experts ? "EP 1 (eager experts: census step shards grouped_mm ones); " : "EP 1 (no experts); ");
+  out << "a micro-batch is one sequence, so M = " << batch << " / DP\n";
   out << "memory: the most-loaded stage's simulated peak (census step, every stage) against " << grouped(o.gpu_memory)
       << " B less cuda_context " << grouped(o.cuda_context) << ", nccl_buffers " << grouped(o.nccl_buffers)
       << ", fragmentation " << grouped(o.fragmentation) << "\n";
@@ -210,7 +218,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
     const LayoutResult& s = *r.smallest;
     out << "nothing fits in " << human_bytes(static_cast<double>(o.gpu_memory)) << "; the smallest memory that would fit is "
         << grouped(s.peak_bytes) << " B (" << human_bytes(static_cast<double>(s.peak_bytes)) << "): TP " << s.layout.tp
-        << ", PP " << s.layout.pp << " (" << layout_name(s.layout) << "), DP " << s.layout.dp << " ZeRO-" << s.layout.zero
+        << ", CP " << s.layout.cp << ", EP " << s.layout.ep << ", PP " << s.layout.pp << " (" << layout_name(s.layout) << "), DP " << s.layout.dp << " ZeRO-" << s.layout.zero
         << ", recompute " << recompute_name(s.layout.recompute) << ", M " << s.layout.micro_batches << ", stage "
         << s.worst_stage << " at " << s.peak.phase << "\n";
     out << "check: census step " << a.model;
@@ -218,7 +226,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
     out << '\n';
     return;
   }
-  Table t({"#", "TP", "PP", "DP", "schedule", "M", "recompute", "ZeRO", "peak", "headroom", "stage", "step (est.)",
+  Table t({"#", "TP", "CP", "EP", "PP", "DP", "schedule", "M", "recompute", "ZeRO", "peak", "headroom", "stage", "step (est.)",
            "compute", "comm", "bubble"});
   for (size_t i = 0; i < r.top.size(); ++i) {
     const LayoutResult& l = r.top[i];
@@ -228,7 +236,8 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
       else if (term.name == "pipeline_bubble") bubble += term.seconds;
       else compute += term.seconds;
     }
-    t.add({std::to_string(i + 1), std::to_string(l.layout.tp), std::to_string(l.layout.pp), std::to_string(l.layout.dp),
+    t.add({std::to_string(i + 1), std::to_string(l.layout.tp), std::to_string(l.layout.cp),
+           std::to_string(l.layout.ep), std::to_string(l.layout.pp), std::to_string(l.layout.dp),
            layout_name(l.layout), std::to_string(l.layout.micro_batches), recompute_name(l.layout.recompute),
            std::to_string(l.layout.zero), human_bytes(static_cast<double>(l.peak_bytes)),
            human_bytes(static_cast<double>(o.gpu_memory - l.peak_bytes)), std::to_string(l.worst_stage),
@@ -280,7 +289,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
   sub->add_option("--gpus", a.gpus, "devices in the run")->required();
   sub->add_option("--gpu-memory", a.gpu_memory, "memory of one device: 80GiB, 141GB, or bytes (default: the --device preset's)");
-  sub->add_option("--gpus-per-node", a.gpus_per_node, "devices a node holds; TP stays inside one (default 8)");
+  sub->add_option("--gpus-per-node", a.gpus_per_node, "devices a node holds; TP, and TP x EP, stay inside one (default 8)");
   sub->add_option("--seq-length", a.seq_length, "tokens of one sequence, one micro-batch (default 4096)");
   sub->add_option("--global-batch", a.global_batch, "sequences a step (default: one a device)");
   sub->add_option("--device", a.device, "a preset: h100, h200, a100, b200, 910b, 910c (datasheet figures)");

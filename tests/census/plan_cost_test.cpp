@@ -73,11 +73,29 @@ TEST(PlanCost, OutputLayerHeadAndLoss) {
   EXPECT_EQ(part(t, "final_norm").flops, 0);
 }
 
-// Ring collectives: all-reduce 2 (n-1)/n of the bytes, all-gather (n-1)/n; nothing over one rank.
+// Ring collectives: all-reduce 2 (n-1)/n of the bytes, all-gather (n-1)/n; an all-to-all sends
+// (n-1)/n of a rank's bytes off it; nothing over one rank.
 TEST(PlanCost, RingCollectives) {
   EXPECT_DOUBLE_EQ(all_reduce_seconds(1'000'000, 4, 1e9), 2 * 3.0 / 4 * 1e-3);
   EXPECT_DOUBLE_EQ(all_gather_seconds(1'000'000, 4, 1e9), 3.0 / 4 * 1e-3);
+  EXPECT_DOUBLE_EQ(all_to_all_seconds(1'000'000, 8, 1e9), 7.0 / 8 * 1e-3);
   EXPECT_EQ(all_reduce_seconds(1'000'000, 1, 1e9), 0);
+  EXPECT_EQ(all_to_all_seconds(1'000'000, 1, 1e9), 0);
+}
+
+// Context parallelism 2: the rank's 64 tokens, its projections and MLP the census's at 64 tokens
+// (half of 128's: 20,971,520 and 50,331,648 FLOPs), its attention kernel twice the 64-token shard's
+// (2 x 2 x 2 x 64 x 64 x 32 x 8 = 8,388,608: a load-balanced ring's 64 queries meet all 128 keys,
+// half of the 128-token kernel's 16,777,216).
+TEST(PlanCost, ContextParallelRunsTheKernelCTimes) {
+  const ForwardTime shard = layer_forward_time(toy(), 0, 64, kUnit);
+  const ForwardTime ring = layer_forward_time(toy(), 0, 64, kUnit, 2);
+  EXPECT_EQ(part(ring, "attention").flops, 20'971'520);
+  EXPECT_EQ(part(ring, "ffn").flops, 50'331'648);
+  EXPECT_EQ(part(shard, "scores").flops, 4'194'304);
+  EXPECT_EQ(part(ring, "scores").flops, 8'388'608);
+  EXPECT_EQ(part(ring, "scores").bytes, 2 * part(shard, "scores").bytes);
+  EXPECT_DOUBLE_EQ(ring.seconds - shard.seconds, part(shard, "scores").seconds);
 }
 
 TEST(PlanDevice, EveryPresetHasFiguresAndASource) {

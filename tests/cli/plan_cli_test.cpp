@@ -28,16 +28,17 @@ std::string toy(bool moe = false) {
     "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
 }
 
-nlohmann::json plan(const std::string& config, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"plan", config, "--device", "h100", "--seq-length", "128", "--format", "json"};
+nlohmann::json plan(const std::string& config, std::vector<std::string> extra, const std::string& seq_length = "128") {
+  std::vector<std::string> args = {"plan", config, "--device", "h100", "--seq-length", seq_length, "--format", "json"};
   args.insert(args.end(), extra.begin(), extra.end());
   const CliRun run = census(args);
   EXPECT_EQ(run.code, 0) << run.err;
   return nlohmann::json::parse(run.out);
 }
 
-// Two devices, one a node: TP 1 (TP 2 would span nodes), and PP 1 x DP 2 (ZeRO 0-3) or PP 2 x DP 1
-// (1F1B, GPipe, interleaved over 2 chunks), each under 3 recompute modes: 12 + 9 = 21 layouts.
+// Two devices, one a node: TP 1 (TP 2 would span nodes), and PP 1 x DP 2 (ZeRO 0-3), PP 2 x DP 1
+// (1F1B, GPipe, interleaved over 2 chunks) or CP 2 (ZeRO 0-3, sharded over the CP ranks), each under
+// 3 recompute modes: 12 + 9 + 12 = 33 layouts.
 std::vector<std::string> two_devices() { return {"--gpus", "2", "--gpus-per-node", "1"}; }
 
 nlohmann::json every_layout(const std::string& config) {
@@ -49,11 +50,33 @@ nlohmann::json every_layout(const std::string& config) {
 TEST(PlanCli, EveryLayoutCountedOnce) {
   const nlohmann::json all = every_layout(toy());
   // TP 2 x PP 1 x DP 1 (one layout a recompute mode) is pruned: TP spans nodes.
-  EXPECT_EQ(all["counts"]["tried"], 24);
+  EXPECT_EQ(all["counts"]["tried"], 36);
   EXPECT_EQ(all["counts"]["pruned_by_divisibility"], 3);
-  EXPECT_EQ(all["counts"]["fit"], 21);
-  EXPECT_EQ(all["layouts"].size(), 21u);
-  EXPECT_EQ(all["counts"]["simulations"], 3 + 3 * 3);  // (PP 1; PP 2 x 3 schedules) x 3 recompute modes
+  EXPECT_EQ(all["counts"]["fit"], 33);
+  EXPECT_EQ(all["layouts"].size(), 33u);
+  // (PP 1; PP 2 x 3 schedules; CP 2) x 3 recompute modes
+  EXPECT_EQ(all["counts"]["simulations"], 3 + 3 * 3 + 3);
+  int64_t cp2 = 0;
+  for (const auto& l : all["layouts"]) cp2 += l["cp"] == 2 ? 1 : 0;
+  EXPECT_EQ(cp2, 12);
+}
+
+// The MoE toy on 2 devices of a node: EP 2 takes the DP x CP ranks (DP 2, or CP 2), never TP 2's or
+// PP 2's single one: TP 2 (3 recompute modes) and PP 2 x 3 schedules x 3 are pruned at EP 2.
+TEST(PlanCli, ExpertParallelTakesTheDataParallelRanks) {
+  const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
+  EXPECT_EQ(all["pruned_by_rule"]["EP does not divide DP x CP"], 3 + 9);
+  int64_t ep2 = 0;
+  for (const auto& l : all["layouts"]) {
+    if (l["ep"] != 2) continue;
+    ++ep2;
+    EXPECT_EQ(l["dp"].get<int64_t>() * l["cp"].get<int64_t>(), 2);
+  }
+  EXPECT_EQ(ep2, 2 * 12);  // DP 2 or CP 2, ZeRO 0-3, 3 recompute modes
+  // EP stays inside a node: one device a node leaves EP 1 alone.
+  const nlohmann::json apart = plan(toy(true), {"--gpus", "2", "--gpus-per-node", "1", "--gpu-memory", "1TiB", "--top", "100"});
+  for (const auto& l : apart["layouts"]) EXPECT_EQ(l["ep"], 1);
+  EXPECT_GT(apart["pruned_by_rule"]["TP x EP spans nodes (EP stays inside a node of 1)"], 0);
 }
 
 // The choice is the fastest layout, by its printed estimate, among those whose simulated peak fits;
@@ -103,7 +126,8 @@ TEST(PlanCli, FitsOnlyWithZero3) {
 // norm's 512 B, and 4 layers of 279,040 parameters at TP 2 (q 256 x 128, k and v 256 x 32, o 128 x 256,
 // gate, up and down 256 x 256, two norms of 256) = 2,232,320 B: 69,341,696 B. PP 2's last stage holds
 // the head, the final norm and 2 whole layers (557,568 parameters each): 35,785,216 B. Below TP 2's
-// smallest peak only PP 2 fits, and the plan chooses it.
+// smallest peak only PP 2 fits, and the plan chooses it. At 127 tokens CP 2 does not divide the
+// sequence (CP 2 under ZeRO-3 would halve the parameters too).
 TEST(PlanCli, NeedsPipeline) {
   const std::string path = write_test_file("plan_toy_vocab.json", R"({"model_type": "llama", "hidden_size": 256,
     "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
@@ -111,8 +135,9 @@ TEST(PlanCli, NeedsPipeline) {
   const std::vector<std::string> base = {"--gpus", "2", "--global-batch", "1", "--top", "100"};
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--gpu-memory", "1TiB"});
-  const nlohmann::json all = plan(path, args);
+  const nlohmann::json all = plan(path, args, "127");
   EXPECT_EQ(all["pruned_by_rule"]["DP does not divide the global batch"], 3 * 4);  // TP 1 x PP 1 x DP 2
+  EXPECT_EQ(all["pruned_by_rule"]["CP does not divide the sequence length"], 3 * 4);  // TP 1 x CP 2
   int64_t smallest_tp = std::numeric_limits<int64_t>::max();
   for (const auto& l : all["layouts"]) {
     if (l["tp"] == 2) {
@@ -124,7 +149,7 @@ TEST(PlanCli, NeedsPipeline) {
   }
   args = base;
   args.insert(args.end(), {"--gpu-memory", std::to_string(smallest_tp - 1)});
-  const nlohmann::json tight = plan(path, args);
+  const nlohmann::json tight = plan(path, args, "127");
   ASSERT_FALSE(tight["layouts"].empty());
   for (const auto& l : tight["layouts"]) {
     EXPECT_EQ(l["pp"], 2);
@@ -156,6 +181,19 @@ TEST(PlanCli, LayoutsEqualCensusStep) {
                                                "--top", "12", "--cuda-context", "1000", "--master-weights", "fp32"}));
   expect_layouts_are_steps(toy(true), plan(toy(true), {"--gpus", "4", "--gpu-memory", "1TiB", "--top", "8",
                                                        "--grad-dtype", "fp32", "--global-batch", "8"}));
+  // Every layout of the MoE toy on 2 devices: those at CP 2 (the ring's K/V composed, ZeRO over the
+  // CP ranks) and at EP 2 (4 experts a rank) among them.
+  const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100", "--fragmentation", "4096"});
+  int64_t cp = 0, ep = 0, both = 0;
+  for (const auto& l : all["layouts"]) {
+    cp += l["cp"] == 2 ? 1 : 0;
+    ep += l["ep"] == 2 ? 1 : 0;
+    both += l["cp"] == 2 && l["ep"] == 2 ? 1 : 0;
+  }
+  EXPECT_GT(cp, 0);
+  EXPECT_GT(ep, 0);
+  EXPECT_GT(both, 0);
+  expect_layouts_are_steps(toy(true), all);
 }
 
 // A shipped model at a memory that rejects some layouts by their bound, some after simulating stage 0.
@@ -199,6 +237,52 @@ TEST(PlanCli, TensorParallelTermDerived) {
     EXPECT_NEAR(l["time_estimate"]["tp_communication"].get<double>(), 2 * 4 * 4 * 65536.0 / 450e9, 1e-15);
   }
   EXPECT_TRUE(seen);
+}
+
+// The CP term derived: CP 2 on 2 devices of a node (DP 1, so M = 2), the rank's 64 tokens; per
+// micro-batch 4 layers x 3 passes of the ring's K/V (the forward's, the backward's K/V and their
+// gradients), (2-1) x 64 x 2 x 2 KV heads x 32 x 2 B = 16,384 B over 450 GB/s; a full recompute's
+// forward passes it once more.
+TEST(PlanCli, ContextParallelTermDerived) {
+  const nlohmann::json all = plan(toy(), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
+  int64_t seen = 0;
+  for (const auto& l : all["layouts"]) {
+    if (l["cp"] != 2) {
+      EXPECT_EQ(l["time_estimate"]["cp_communication"].get<double>(), 0);
+      continue;
+    }
+    ++seen;
+    const double passes = l["recompute"] == "full" ? 4 : 3;
+    EXPECT_NEAR(l["time_estimate"]["cp_communication"].get<double>(), 2 * 4 * passes * 16384 / 450e9, 1e-15);
+  }
+  EXPECT_EQ(seen, 12);
+}
+
+// The EP term derived on the MoE toy (top-2 of 8 experts, every layer MoE) at EP 2 on 2 devices of a
+// node: per micro-batch 4 layers x 4 all-to-alls (6 under full recompute) of the rank's tokens x 2 x
+// 256 x 2 B, half of it leaving the rank, over 450 GB/s. DP 2: M = 1 of 128 tokens; CP 2: M = 2 of 64.
+// The DP reduction at EP 2 x DP 2 (ZeRO-0) is the dense gradients' alone: the experts' groups of
+// DP x CP / EP = 1 rank reduce nothing. The dense parameters: embedding and head 4096 x 256 each,
+// the final norm 256, and 4 layers of q and o 256 x 256, k and v 256 x 64, q_norm and k_norm 32,
+// two norms 256, the router 8 x 256: 2,763,264, their bf16 gradients 5,526,528 B, all-reduced
+// 2 (2-1)/2 x 5,526,528 B / 450 GB/s.
+TEST(PlanCli, ExpertParallelTermDerived) {
+  const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
+  int64_t seen = 0;
+  for (const auto& l : all["layouts"]) {
+    if (l["ep"] != 2) {
+      EXPECT_EQ(l["time_estimate"]["ep_communication"].get<double>(), 0);
+      continue;
+    }
+    ++seen;
+    const double passes = l["recompute"] == "full" ? 6 : 4;
+    const double tokens = 128.0 / l["cp"].get<double>();
+    EXPECT_NEAR(l["time_estimate"]["ep_communication"].get<double>(),
+                l["micro_batches"].get<double>() * 4 * passes * 0.5 * tokens * 2 * 256 * 2 / 450e9, 1e-15);
+    if (l["dp"] == 2 && l["zero"] == 0)
+      EXPECT_NEAR(l["time_estimate"]["dp_communication"].get<double>(), 2 * 0.5 * 5'526'528 / 450e9, 1e-15);
+  }
+  EXPECT_EQ(seen, 24);
 }
 
 TEST(PlanCli, TableAndExplain) {

@@ -14,7 +14,8 @@ def _step_kwargs(step_args):
              "--schedule": "schedule", "--virtual-stages": "virtual_stages", "--recompute": "recompute",
              "--tp": "tp", "--dp": "dp", "--zero": "zero", "--master-weights": "master_weights",
              "--grad-dtype": "grad_dtype", "--cuda-context": "cuda_context", "--nccl-buffers": "nccl_buffers",
-             "--fragmentation": "fragmentation"}
+             "--fragmentation": "fragmentation",
+             "--cp": "cp", "--ep": "ep"}
     text = {"schedule", "recompute", "master_weights", "grad_dtype"}
     kwargs = {}
     for flag, value in zip(step_args[::2], step_args[1::2]):
@@ -31,6 +32,18 @@ def test_every_layout_is_census_steps():
         step = census.census_step(TOY, **_step_kwargs(layout["step_args"]))
         assert step["total_bytes"] == layout["peak_bytes"]
         assert layout["headroom_bytes"] == 2 ** 40 - layout["peak_bytes"]
+
+
+MOE = dict(TOY, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256)
+
+
+def test_context_and_expert_parallel_layouts_are_census_steps():
+    plan = census.census_plan(MOE, gpus=2, gpu_memory="1TiB", seq_length=128, device="h100", top=100)
+    sample = [l for l in plan["layouts"] if l["cp"] > 1 or l["ep"] > 1][::5]
+    assert any(l["cp"] == 2 for l in sample) and any(l["ep"] == 2 for l in sample)
+    for layout in sample:
+        step = census.census_step(MOE, **_step_kwargs(layout["step_args"]))
+        assert step["total_bytes"] == layout["peak_bytes"]
 
 
 def test_nothing_fits_is_an_answer():

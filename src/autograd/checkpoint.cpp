@@ -60,11 +60,14 @@ SavedTensorHooks::Packed CheckpointFrame::pack(const Tensor& tensor, Ref<SavedTe
     holder_gone_.push_back(0);
     return Packed::kHeld;
   }
-  // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order.
+  // The recompute's pack hook: the tensor goes to the frame, for the holder packed in this order, and
+  // stays with the recompute's own node too (torch's hook returns it): the recompute's graph keeps its
+  // saves as long as a tensor it made outlives the recompute (Gemma 4's shared_kv_states keeps the
+  // re-run's keys and values, and through them their norms' saves, to the end of the backward).
   const auto holder = static_cast<size_t>(recomputed_count_++);
   if (!holder_gone_[holder]) recomputed_[holder] = tensor.detach();
   if (recomputed_count_ == holders_) stop_recomputation();
-  return Packed::kDropped;
+  return Packed::kKept;
 }
 
 Tensor CheckpointFrame::unpack(int64_t slot) {

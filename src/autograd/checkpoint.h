@@ -6,7 +6,7 @@
 // is replaced by a holder (the region's saved-tensor hooks); the outputs of the ops the policy saves
 // are cached (the region's dispatch mode). Backward: the first unpack of a holder re-runs the region's
 // forward, where the saved ops' outputs come from the cache and every tensor a node saves is kept for
-// its holder, stopping right after the last save the forward made (early stop: the rest of the
+// its holder (and by that node of the re-run's own graph, alive while a tensor it made is), stopping right after the last save the forward made (early stop: the rest of the
 // forward runs for its shapes only, with grad mode off, unseen by observers, as if it had not run).
 // Each holder's tensor then goes to the node that unpacks it.
 #pragma once

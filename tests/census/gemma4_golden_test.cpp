@@ -6,8 +6,7 @@
 #include "census/activations.h"
 #include "census/layer_census.h"
 #include "census/selective_census.h"
-#include "oracle_cases.h"
-#include "oracle_checks.h"
+#include "oracle_stages.h"
 
 namespace census {
 namespace {
@@ -15,33 +14,15 @@ namespace {
 using testing::oracle_case;
 using testing::oracle_config;
 
-class Gemma4Case : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    oracle = oracle_case(GetParam());
-    config = oracle_config(oracle);
-  }
-  nlohmann::json oracle;
-  ModelConfig config;
-};
-
-TEST_P(Gemma4Case, LayerAtTp1AndTp2) { testing::expect_layer_census(oracle, config); }
-TEST_P(Gemma4Case, SavedTensors) { testing::expect_saved_tensors(oracle, config); }
-TEST_P(Gemma4Case, FlopsTrafficParameters) { testing::expect_flops_traffic_parameters(oracle, config); }
-TEST_P(Gemma4Case, SelectiveAndShares) { testing::expect_selective(oracle, config); }
-TEST_P(Gemma4Case, ActivationsRecord) { testing::expect_activations_record(oracle, config); }
-TEST_P(Gemma4Case, OutputLayer) { testing::expect_output(oracle, config); }
+class Gemma4Case : public ::testing::TestWithParam<std::string> {};
+ORACLE_LAYER_STAGES(Gemma4Case)
 
 INSTANTIATE_TEST_SUITE_P(Gemma4, Gemma4Case,
                          ::testing::Values("gemma4_h256_s64_sliding_attention0", "gemma4_h256_s128_sliding_attention0",
                                            "gemma4_h256_s64_full_attention1", "gemma4_h256_s128_full_attention1"));
 
+// The stack cases' kept and held bytes per layer and their kinds' records: tests/census/stack_golden_test.cpp.
 class Gemma4StackCase : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(Gemma4StackCase, KeptHeldAndKindRecords) {
-  const nlohmann::json oracle = oracle_case(GetParam());
-  testing::expect_stack(oracle, oracle_config(oracle));
-}
 
 // The kinds are the oracle's: each layer's attention type, "+kv_shared" on the last two.
 TEST_P(Gemma4StackCase, KindsAndWhichLayersRunAlone) {

@@ -55,7 +55,8 @@ TEST_P(StackCase, KindRecords) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stack, StackCase, ::testing::Values("llama_stack_h256_s64", "glm_moe_dsa_stack_h256_s64",
-                                                           "deepseek_v4_stack_h256_s64", "deepseek_v4_stack_h256_s128"));
+                                                           "deepseek_v4_stack_h256_s64", "deepseek_v4_stack_h256_s128",
+                                                           "gemma4_stack_h256_s64", "gemma4_stack_h256_s128"));
 
 // The control: a Llama stack's first layer keeps what the layer census saves, and every later layer
 // less by the rotary cos and sin (1, S, D) bf16 each, which the model makes once and the first

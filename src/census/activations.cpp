@@ -59,12 +59,12 @@ std::vector<std::pair<std::string, KindActivations>> census_activations(const Mo
       const LayerCensus one = census_layer(config, first_layer, seq_length);
       const LayerCensus two = census_layer(tp2, first_layer, seq_length);
       KindActivations record = kind_activations(one, two, seq_length);
-      const SelectiveCensus kept_one = census_selective(config, first_layer, seq_length);
-      const SelectiveCensus kept_two = census_selective(tp2, first_layer, seq_length);
-      const auto [selective, selective_tp] = split(kept_one.kept_bytes, kept_two.kept_bytes, seq_length);
+      RecomputeShares shares;
+      const int64_t kept_one = census_selective_kept(config, first_layer, seq_length, &shares);
+      const int64_t kept_two = census_selective_kept(tp2, first_layer, seq_length);
+      const auto [selective, selective_tp] = split(kept_one, kept_two, seq_length);
       record.selective = selective;
       record.selective_tp = selective_tp;
-      const RecomputeShares shares = census_recomputed(config, first_layer, seq_length);
       record.selective_attention_mm = shares.attention_mm;
       record.selective_ffn_mm = shares.ffn_mm;
       out.emplace_back(group.kind, std::move(record));

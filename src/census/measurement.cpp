@@ -19,13 +19,11 @@ void Measurement::attach() {
   attached_ = true;
 }
 
-Measured Measurement::run(const std::function<Tensor()>& forward, const nn::ParameterList& parameters, Tensor grad,
-                          const std::vector<Tensor>& shared) {
-  Tensor out = forward();
-  const size_t start = live_.event_count();
-  StorageSet excluded;
-  excluded.insert(out.storage_id());
-  StorageSet not_kept = excluded;
+Measured Measurement::run_forward(const std::function<Tensor()>& forward, const std::vector<Tensor>& shared) {
+  out_ = forward();
+  forward_end_ = live_.event_count();
+  StorageSet not_kept;
+  not_kept.insert(out_.storage_id());
   // A model without rotary (Nemotron-H) shares no positions: undefined tensors.
   for (const Tensor& tensor : shared)
     if (tensor.defined()) not_kept.insert(tensor.storage_id());
@@ -37,13 +35,21 @@ Measured Measurement::run(const std::function<Tensor()>& forward, const nn::Para
     result.saved_bytes += storage.bytes;
     result.saved.push_back(&storage);
   }
+  return result;
+}
 
+Measured Measurement::run(const std::function<Tensor()>& forward, const nn::ParameterList& parameters, Tensor grad,
+                          const std::vector<Tensor>& shared) {
+  Measured result = run_forward(forward, shared);
+  const Tensor out = std::move(out_);
+  StorageSet excluded;
+  excluded.insert(out.storage_id());
   if (grad.defined()) live_.track(grad);
   else grad = ops::ones_like(out);
   run_backward(out, grad);
   for (const Tensor& parameter : parameters)
     if (parameter.impl()->grad) parameter_grads_.ids.insert(parameter.impl()->grad->storage->id);
-  result.working_bytes = live_.peak_from(start, excluded, parameter_grads_.ids).bytes;
+  result.working_bytes = live_.peak_from(forward_end_, excluded, parameter_grads_.ids).bytes;
   return result;
 }
 

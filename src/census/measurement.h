@@ -49,6 +49,9 @@ class Measurement {
   // are left out of kept_bytes.
   Measured run(const std::function<Tensor()>& forward, const nn::ParameterList& parameters, Tensor grad,
                const std::vector<Tensor>& shared = {});
+  // The forward's half of run: saved_bytes, kept_bytes and saved, with no backward (working_bytes
+  // stays 0). For a caller that needs only what the forward keeps: the backward is most of the work.
+  Measured run_forward(const std::function<Tensor()>& forward, const std::vector<Tensor>& shared = {});
 
  private:
   Session session_;  // first: every tensor of the census dies before it
@@ -56,6 +59,9 @@ class Measurement {
   SavedTensors saved_;
   ParameterGrads parameter_grads_;
   bool attached_ = false;
+  // Of the last forward: its output and the heap's event count when it returned.
+  Tensor out_;
+  size_t forward_end_ = 0;
 };
 
 }  // namespace census

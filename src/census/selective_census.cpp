@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace census {
 
@@ -38,7 +39,39 @@ void RecomputeLedger::on_op(const OpCall& call) {
   (attention ? attention_flops : rest_flops)[saved ? 0 : 1] += call.def.flops(call.inputs) * Session::current().op_weight();
 }
 
-SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain) {
+namespace {
+
+// The parameters of the layer's attention: those of a child named for it (self_attn, attention, ...),
+// by storage id.
+std::vector<int64_t> attention_parameter_ids(const DecoderLayer& layer) {
+  std::vector<int64_t> attention;
+  for (const Tensor& parameter : layer.parameters()) {
+    const std::string_view name = parameter.name();
+    const std::string_view first = name.substr(0, name.find('.'));
+    if (first.find("attn") != std::string_view::npos || first.find("attention") != std::string_view::npos)
+      attention.push_back(parameter.storage_id());
+  }
+  return attention;
+}
+
+RecomputeShares shares_of(const RecomputeLedger& ledger) {
+  auto share = [](const std::array<int64_t, 2>& flops) {
+    const int64_t total = flops[0] + flops[1];
+    return total ? static_cast<double>(flops[1]) / static_cast<double>(total) : 0.0;
+  };
+  return RecomputeShares{share(ledger.attention_flops), share(ledger.rest_flops)};
+}
+
+// census_recomputed prices the layer as Transformers builds it: the eager delta rule and no
+// replacements. Where the config already asks for that, the selective forward's decisions are its.
+bool prices_as_built(const ModelConfig& config) {
+  return config.gdn_backend == nn::GdnBackend::kEager && config.replacements.empty();
+}
+
+// One selective census: the checkpointed layer's forward, and its backward where `backward`; with
+// `ledger`, the recompute shares of that same forward.
+SelectiveCensus run_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain,
+                              bool backward, RecomputeShares* ledger_shares) {
   Measurement measurement(/*attached=*/false);
   // Explain lists every storage it keeps: each alike iteration's, unfolded.
   if (!explain) measurement.fold_alike_iterations();
@@ -55,14 +88,22 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
   // The call's other arguments, made before the checkpoint, which keeps them for its recompute.
   LayerCarry arguments = layer->lone_arguments(hidden);
   if (explain) measurement.add_observer(&region_ops);
-  const Measured measured = measurement.run(
-      [&] {
-        Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
-                                hidden, explain ? &cached : nullptr);
-        measurement.remove_observer(&region_ops);
-        return out;
-      },
-      layer->parameters(), make_tensor(shape, DType::kBFloat16), {positions.position_ids, positions.cos, positions.sin});
+  std::optional<RecomputeLedger> ledger;
+  if (ledger_shares != nullptr) {
+    ledger.emplace(attention_parameter_ids(*layer));
+    measurement.add_observer(&*ledger);
+  }
+  auto forward = [&] {
+    Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
+                            hidden, explain ? &cached : nullptr);
+    measurement.remove_observer(&region_ops);
+    if (ledger) measurement.remove_observer(&*ledger);
+    return out;
+  };
+  const std::vector<Tensor> shared{positions.position_ids, positions.cos, positions.sin};
+  const Measured measured = backward ? measurement.run(forward, layer->parameters(), make_tensor(shape, DType::kBFloat16), shared)
+                                     : measurement.run_forward(forward, shared);
+  if (ledger) *ledger_shares = shares_of(*ledger);
 
   SelectiveCensus result;
   result.kept_bytes = measured.kept_bytes;
@@ -82,6 +123,22 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
   return result;
 }
 
+}  // namespace
+
+SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain) {
+  return run_selective(config, layer_index, seq_length, explain, /*backward=*/true, nullptr);
+}
+
+int64_t census_selective_kept(const ModelConfig& config, int64_t layer_index, int64_t seq_length,
+                              RecomputeShares* shares) {
+  const bool shares_here = shares != nullptr && prices_as_built(config);
+  const int64_t kept = run_selective(config, layer_index, seq_length, /*explain=*/false, /*backward=*/false,
+                                     shares_here ? shares : nullptr)
+                           .kept_bytes;
+  if (shares != nullptr && !shares_here) *shares = census_recomputed(config, layer_index, seq_length);
+  return kept;
+}
+
 RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_index, int64_t seq_length) {
   // As the reference, on Transformers' own modules: the chunked delta rule whatever backend the layer
   // runs, and no fused module a train.yaml installs (their kernels run matmuls no dispatch sees).
@@ -91,27 +148,15 @@ RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_in
   Session session;
   session.set_fold_alike_iterations(true);  // the ledger weighs each op (Note [Alike iterations])
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
-  // The attention's parameters: those of a child named for attention (self_attn, attention, ...).
-  std::vector<int64_t> attention;
-  for (const Tensor& parameter : layer->parameters()) {
-    const std::string_view name = parameter.name();
-    const std::string_view first = name.substr(0, name.find('.'));
-    if (first.find("attn") != std::string_view::npos || first.find("attention") != std::string_view::npos)
-      attention.push_back(parameter.storage_id());
-  }
   Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);
   LayerCarry arguments = layer->lone_arguments(hidden);
-  RecomputeLedger ledger(std::move(attention));
+  RecomputeLedger ledger(attention_parameter_ids(*layer));
   session.add_observer(&ledger);
   Tensor out = checkpoint([&](const Tensor& input) { return layer->forward_alone(input, positions, arguments); },
                           hidden);
   session.remove_observer(&ledger);
-  auto share = [](const std::array<int64_t, 2>& flops) {
-    const int64_t total = flops[0] + flops[1];
-    return total ? static_cast<double>(flops[1]) / static_cast<double>(total) : 0.0;
-  };
-  return RecomputeShares{share(ledger.attention_flops), share(ledger.rest_flops)};
+  return shares_of(ledger);
 }
 
 }  // namespace census

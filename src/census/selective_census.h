@@ -65,4 +65,11 @@ class RecomputeLedger final : public Observer {
 
 RecomputeShares census_recomputed(const ModelConfig& config, int64_t layer_index, int64_t seq_length);
 
+// census_selective's kept_bytes from the forward alone, without the backward it does not depend on
+// (what census activations needs: most of the work is the recompute and the backward). With `shares`,
+// also census_recomputed's answer, read off the same forward where the config builds the layer as
+// census_recomputed does (the eager delta rule, no replacements), else from its own run.
+int64_t census_selective_kept(const ModelConfig& config, int64_t layer_index, int64_t seq_length,
+                              RecomputeShares* shares = nullptr);
+
 }  // namespace census

@@ -55,7 +55,7 @@ void CheckpointFrame::ran(const OpCall& call) {
 SavedTensorHooks::Packed CheckpointFrame::pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) {
   if (phase_ == Phase::kForward) {
     // The checkpoint's pack hook: a holder, no tensor.
-    owner = self.lock();
+    owner = Ref<SavedTensorHooks>(this);  // a holder keeps the frame alive
     slot = holders_++;
     holder_gone_.push_back(0);
     return Packed::kHeld;
@@ -106,7 +106,6 @@ Tensor run_checkpointed(const std::function<Tensor(const Tensor&)>& forward, con
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
   // _NoopSaveInputs: the region's input is saved outside the region's hooks.
   Session::current().notify_save(input);
-  frame->self = frame;
   frame->input = input;
   frame->cached_log = cached_log;
   frame->selective = selective;

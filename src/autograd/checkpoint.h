@@ -61,7 +61,6 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks {
   template <class Forward>
   auto run(Forward&& forward) -> decltype(forward());
 
-  WeakRef<CheckpointFrame> self;       // what a holder keeps the frame alive by
   std::function<void()> recompute_fn;  // re-runs the region's forward, its output dropped
   Tensor input;                        // kept by _NoopSaveInputs until the frame dies
   std::vector<CachedOutput>* cached_log = nullptr;

@@ -12,6 +12,9 @@ class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(Ref<TensorImpl> variable)
       : Node("AccumulateGrad", kAccumulateGradSequenceNr), variable_(std::move(variable)) {}
+  ~AccumulateGrad() override {
+    if (variable_->grad_accumulator == this) variable_->grad_accumulator = nullptr;
+  }
 
   // Never called: the engine accumulates (autograd/accumulate.h).
   GradList apply(GradList& /*grads*/) override { return {}; }

@@ -3,22 +3,18 @@
 #include <cassert>
 
 namespace census {
-namespace {
-thread_local GraphContext* g_context = nullptr;
-}  // namespace
+namespace internal {
+constinit thread_local GraphContext* g_graph_context = nullptr;
+}  // namespace internal
+using internal::g_graph_context;
 
-GraphContext& GraphContext::current() {
-  assert(g_context != nullptr && "no graph context: a census Session makes one");
-  return *g_context;
-}
-
-GraphScope::GraphScope(SavedTensorHooks* base_hooks) : context_(base_hooks), previous_(g_context) {
-  g_context = &context_;
+GraphScope::GraphScope(SavedTensorHooks* base_hooks) : context_(base_hooks), previous_(g_graph_context) {
+  g_graph_context = &context_;
 }
 
 GraphScope::~GraphScope() {
-  assert(g_context == &context_);
-  g_context = previous_;
+  assert(g_graph_context == &context_);
+  g_graph_context = previous_;
 }
 
 }  // namespace census

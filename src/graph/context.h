@@ -5,15 +5,25 @@
 // census builds the same graph whatever ran before.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 
 namespace census {
 
 class SavedTensorHooks;
 
+class GraphContext;
+namespace internal {
+// The thread's context (a GraphScope's). Declared here so that current() inlines: every op asks.
+extern constinit thread_local GraphContext* g_graph_context;
+}  // namespace internal
+
 class GraphContext {
  public:
-  static GraphContext& current();
+  static GraphContext& current() {
+    assert(internal::g_graph_context != nullptr && "no graph context: a census Session makes one");
+    return *internal::g_graph_context;
+  }
 
   bool grad_enabled() const { return grad_enabled_; }
   void set_grad_enabled(bool enabled) { grad_enabled_ = enabled; }

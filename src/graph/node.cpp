@@ -4,16 +4,22 @@
 
 namespace census {
 
+void ref_retain(Node* node) { node->retain_ref(); }
+void ref_release(Node* node) {
+  if (node->release_ref()) node->~Node();  // virtual: the whole node
+}
+long ref_count(const Node* node) { return static_cast<long>(node->ref_count()); }
+
 Edge gradient_edge(const Tensor& tensor) {
   TensorImpl* impl = tensor.impl();
   if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr, impl->sizes, impl->dtype};
   if (!impl->requires_grad) return Edge{};
-  Ref<Node> accumulator = impl->grad_accumulator.lock();
-  if (!accumulator) {
-    accumulator = arena_shared<AccumulateGrad>(tensor.impl_ptr());
-    impl->grad_accumulator = accumulator;
+  if (impl->grad_accumulator == nullptr) {
+    Ref<Node> accumulator = arena_shared<AccumulateGrad>(tensor.impl_ptr());
+    impl->grad_accumulator = accumulator.get();
+    return Edge{std::move(accumulator), 0, impl->sizes, impl->dtype};
   }
-  return Edge{accumulator, 0, impl->sizes, impl->dtype};
+  return Edge{Ref<Node>(impl->grad_accumulator), 0, impl->sizes, impl->dtype};
 }
 
 void set_history(const Tensor& out, const Ref<Node>& node, uint32_t output_nr) {

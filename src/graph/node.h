@@ -36,7 +36,7 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
-class Node {
+class Node : public RefCounted {
  public:
   static constexpr uint64_t kAccumulateGradSequenceNr = std::numeric_limits<uint64_t>::max();
 

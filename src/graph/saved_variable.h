@@ -15,7 +15,7 @@ namespace census {
 
 class Node;
 
-class SavedTensorHooks {
+class SavedTensorHooks : public RefCounted {
  public:
   enum class Packed : uint8_t {
     kKept,     // the variable keeps the tensor

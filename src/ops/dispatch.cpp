@@ -5,12 +5,13 @@
 
 namespace census {
 namespace {
-thread_local Session* g_current = nullptr;
 thread_local bool g_step_by_step = false;
 }  // namespace
 
 StepByStepGuard::StepByStepGuard() : was_(g_step_by_step) { g_step_by_step = true; }
 StepByStepGuard::~StepByStepGuard() { g_step_by_step = was_; }
+
+constinit thread_local Session* Session::g_current = nullptr;
 
 void Session::set_fold_alike_iterations(bool fold) { fold_alike_ = fold && !g_step_by_step; }
 
@@ -25,10 +26,6 @@ Session::~Session() {
   Arena::set_current(previous_ != nullptr ? &previous_->arena_ : nullptr);
 }
 
-Session& Session::current() {
-  assert(g_current != nullptr && "no census Session is running");
-  return *g_current;
-}
 
 void Session::add_observer(Observer* observer) {
   observers_.push_back(observer);

@@ -10,6 +10,7 @@
 // restart with each Session, so a census gives the same bytes whatever ran before.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -108,7 +109,10 @@ class Session : public StorageListener, public SavedTensorHooks {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  static Session& current();
+  static Session& current() {
+    assert(g_current != nullptr && "no census Session is running");
+    return *g_current;
+  }
 
   void add_observer(Observer* observer);
   void remove_observer(Observer* observer);
@@ -152,6 +156,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   Packed pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) override;
 
  private:
+  static constinit thread_local Session* g_current;  // inline current(): every op asks
   std::vector<Observer*> observers_;  // all, in the order added
   std::vector<Observer*> op_observers_;
   std::vector<Observer*> free_observers_;

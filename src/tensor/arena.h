@@ -8,8 +8,11 @@
 // Not for: anything that outlives its census.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "tensor/ref.h"
@@ -23,13 +26,26 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  void* allocate(size_t bytes, size_t alignment);
+  // `alignment` a power of two. Inline: a census allocates a few thousand times.
+  void* allocate(size_t bytes, size_t alignment) {
+    const auto address = reinterpret_cast<uintptr_t>(next_);
+    auto* start = reinterpret_cast<std::byte*>((address + alignment - 1) & ~(alignment - 1));
+    if (next_ == nullptr || start + bytes > end_) return allocate_in_new_block(bytes, alignment);
+    next_ = start + bytes;
+    return start;
+  }
 
   // The arena objects of this thread are made in (set by the census Session).
-  static Arena* current();
-  static void set_current(Arena* arena);
+  static Arena* current() {
+    assert(g_current != nullptr && "no census Session is running");
+    return g_current;
+  }
+  static void set_current(Arena* arena) { g_current = arena; }
 
  private:
+  static constinit thread_local Arena* g_current;
+  void* allocate_in_new_block(size_t bytes, size_t alignment);
+
   static constexpr size_t kBlockBytes = 64 * 1024;
   struct Block {
     std::unique_ptr<std::byte[]> memory;
@@ -40,24 +56,12 @@ class Arena {
   std::byte* end_ = nullptr;
 };
 
-// A standard allocator over an Arena, for std::allocate_shared. Deallocation is a no-op.
-template <class T>
-struct ArenaAllocator {
-  using value_type = T;
-  explicit ArenaAllocator(Arena* arena) : arena(arena) {}
-  template <class U>
-  ArenaAllocator(const ArenaAllocator<U>& other) : arena(other.arena) {}  // NOLINT(google-explicit-constructor)
-  T* allocate(size_t n) { return static_cast<T*>(arena->allocate(n * sizeof(T), alignof(T))); }
-  void deallocate(T*, size_t) {}
-  template <class U>
-  bool operator==(const ArenaAllocator<U>& other) const { return arena == other.arena; }
-  Arena* arena;
-};
-
-// A new object in the current arena, held by a Ref.
+// A new object in the current arena, held by a Ref (tensor/ref.h): destroyed when its last handle
+// goes, its memory given back with the arena's.
 template <class T, class... Args>
 Ref<T> arena_shared(Args&&... args) {
-  return allocate_ref<T>(ArenaAllocator<T>(Arena::current()), std::forward<Args>(args)...);
+  void* memory = Arena::current()->allocate(sizeof(T), alignof(T));
+  return Ref<T>(new (memory) T(std::forward<Args>(args)...));
 }
 
 }  // namespace census

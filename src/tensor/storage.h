@@ -20,7 +20,7 @@ class StorageListener {
   virtual void on_free(const Storage& storage) = 0;
 };
 
-struct Storage {
+struct Storage final : RefCounted {
   Storage(int64_t id, int64_t nbytes, bool is_parameter, StorageListener* listener)
       : id(id), nbytes(nbytes), is_parameter(is_parameter), listener(listener) {}
   Storage(const Storage&) = delete;

@@ -20,8 +20,12 @@
 namespace census {
 
 class Node;
+// Node is only declared here: graph/node.cpp counts its handles.
+void ref_retain(Node* node);
+void ref_release(Node* node);
+long ref_count(const Node* node);
 
-struct TensorImpl {
+struct TensorImpl final : RefCounted {
   // User-provided, so that making one does not zero the whole object first (value-initialization
   // would): the member initializers below are all it needs.
   TensorImpl() {}  // NOLINT(modernize-use-equals-default)
@@ -36,7 +40,8 @@ struct TensorImpl {
   bool requires_grad = false;
   Ref<Node> grad_fn;
   uint32_t output_nr = 0;
-  WeakRef<Node> grad_accumulator;
+  // Weak: the leaf's AccumulateGrad while one lives (it clears this as it dies), made on first use.
+  Node* grad_accumulator = nullptr;
   Ref<TensorImpl> grad;  // .grad of a leaf
   std::string name;                  // a parameter's path in its layer, e.g. "self_attn.q_proj.weight"
 };

@@ -139,7 +139,9 @@ def run_reference(args, request, prefix=()):
 
 
 def reference_instructions(args, request):
-    """Instructions of one warm reference census: a run with one more census less a run without it."""
+    """Instructions of the chroot's python doing the warm-up census and one more, and the warm-up alone.
+
+    Their difference is one warm census; the import of torch and Transformers cancels out."""
     if not os.path.isfile(os.path.join(args.oracle_root, "usr", "bin", "valgrind")):
         return None, "valgrind is not installed in the chroot (chroot ROOT apt-get install valgrind)"
     counts = []
@@ -157,7 +159,7 @@ def reference_instructions(args, request):
         if count is None:
             return None, "callgrind printed no instruction count"
         counts.append(count)
-    return counts[0] - counts[1], None
+    return counts, None
 
 
 # ---------------------------------------------------------------------------
@@ -298,8 +300,11 @@ def main(argv=None):
               f"run's measure {milliseconds(_measure_seconds(reference))} ms")
         print(f"  census:    {census['heading']}")
         if args.callgrind_reference:
-            reference["instructions"], why = reference_instructions(args, request)
-            if why:
+            counts, why = reference_instructions(args, request)
+            if counts:
+                reference["instructions"] = counts[0] - counts[1]
+                reference["instructions_warm_up_and_one"], reference["instructions_warm_up_only"] = counts
+            else:
                 notes.append(f"  no count  {case.name}: the reference's instructions: {why}")
         lines, bad = agreement(case, reference, census)
         notes += lines

@@ -15,13 +15,14 @@ namespace {
 
 struct NodeTask {
   Node* fn;
-  uint64_t order;  // breaks ties among AccumulateGrad nodes: first ready, first run
+  uint64_t sequence_nr;  // fn's, kept here: the heap compares them at every push and pop
+  uint64_t order;        // breaks ties among AccumulateGrad nodes: first ready, first run
 };
 
 // Note [Ready order] PyTorch's CompareNodeTaskTime: the higher sequence_nr runs first.
 struct CompareNodeTaskTime {
   bool operator()(const NodeTask& a, const NodeTask& b) const {
-    if (a.fn->sequence_nr() != b.fn->sequence_nr()) return a.fn->sequence_nr() < b.fn->sequence_nr();
+    if (a.sequence_nr != b.sequence_nr) return a.sequence_nr < b.sequence_nr;
     return a.order > b.order;
   }
 };
@@ -87,23 +88,19 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   Node* root_fn = root.grad_fn().get();
   root_fn->input_buffer.resize(root_fn->num_inputs());
   root_fn->input_buffer[root.output_nr()] = grad;
-  ready.push(NodeTask{root_fn, order++});
+  ready.push(NodeTask{root_fn, root_fn->sequence_nr(), order++});
 
   while (!ready.empty()) {
     Node& fn = *ready.top().fn;
     ready.pop();
-    GradList outputs;
-    {
-      // call_function: the incoming gradients live until it returns.
-      GradList inputs = std::move(fn.input_buffer);
-      fn.input_buffer = GradList();
-      if (fn.is_accumulate_grad()) {
-        accumulate_grad(static_cast<const AccumulateGrad&>(fn), inputs);
-      } else {
-        outputs = fn.apply(inputs);
-      }
-      validate_outputs(fn.next_edges(), outputs);
-    }
+    // call_function: the incoming gradients (the buffer, moved out and so emptied) live until it
+    // returns.
+    GradList inputs = std::move(fn.input_buffer);
+    const bool accumulates = fn.is_accumulate_grad();
+    GradList outputs = accumulates ? GradList() : fn.apply(inputs);
+    if (accumulates) accumulate_grad(static_cast<const AccumulateGrad&>(fn), inputs);
+    validate_outputs(fn.next_edges(), outputs);
+    inputs.clear();
     fn.release_variables();
     for (size_t i = 0; i < outputs.size() && i < fn.next_edges().size(); ++i) {
       const Edge& edge = fn.next_edges()[i];
@@ -111,7 +108,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       Node* next = edge.fn.get();
       if (next->input_buffer.empty()) next->input_buffer.resize(next->num_inputs());
       if (outputs[i].defined()) accumulate(next->input_buffer[edge.input_nr], std::move(outputs[i]));
-      if (--next->pending_dependencies == 0) ready.push(NodeTask{next, order++});
+      if (--next->pending_dependencies == 0) ready.push(NodeTask{next, next->sequence_nr(), order++});
     }
   }
 }

@@ -1,15 +1,11 @@
 #include "census/live_bytes.h"
 
-#include <algorithm>
-
 namespace census {
 
 void LiveBytes::track(const Tensor& tensor) {
   const Storage& storage = *tensor.storage();
   if (storage.is_parameter || storage.nbytes == 0) return;
-  // Doubling: ids are dense and rising, and a census makes a few thousand.
-  if (storage.id >= static_cast<int64_t>(live_bytes_.size()))
-    live_bytes_.resize(std::max<size_t>(2 * live_bytes_.size(), static_cast<size_t>(storage.id) + 256), 0);
+  if (storage.id >= static_cast<int64_t>(live_bytes_.size())) live_bytes_.resize(storage.id + 64, 0);
   if (live_bytes_[storage.id] != 0) return;
   live_bytes_[storage.id] = storage.nbytes;
   events_.push_back({storage.id, storage.nbytes});

@@ -1,7 +1,5 @@
 #include "census/saved_tensors.h"
 
-#include <algorithm>
-
 namespace census {
 
 std::string_view saved_op_name(SavedOp op) {
@@ -39,8 +37,7 @@ void SavedTensors::on_save(const Tensor& tensor, const OpDef* by_op) {
   const Storage& storage = *tensor.storage();
   if (storage.is_parameter || seen_.contains(storage.id)) return;
   seen_.insert(storage.id);
-  if (storage.id >= static_cast<int64_t>(index_by_id_.size()))
-    index_by_id_.resize(std::max<size_t>(2 * index_by_id_.size(), static_cast<size_t>(storage.id) + 256), -1);
+  if (storage.id >= static_cast<int64_t>(index_by_id_.size())) index_by_id_.resize(storage.id + 64, -1);
   index_by_id_[storage.id] = static_cast<int32_t>(storages_.size());
   const auto& modules = Session::current().modules();
   storages_.push_back(SavedStorage{storage.id, storage.nbytes, classify(tensor, by_op, modules), tensor.dtype(),

@@ -26,7 +26,6 @@ Session::~Session() {
   Arena::set_current(previous_ != nullptr ? &previous_->arena_ : nullptr);
 }
 
-
 void Session::add_observer(Observer* observer) {
   observers_.push_back(observer);
   if (observer->listens(Observer::kOnOp)) op_observers_.push_back(observer);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "census/selective_census.h"
+#include "census/selective_reading.h"
 #include "census/stack_census.h"
 
 namespace census {
@@ -56,12 +57,15 @@ std::vector<std::pair<std::string, KindActivations>> census_activations(const Mo
       for (const auto& [kind, record] : stacked)
         if (kind == model_kind) out.emplace_back(group.kind, record);
     } else if (!seen) {
-      const LayerCensus one = census_layer(config, first_layer, seq_length);
-      const LayerCensus two = census_layer(tp2, first_layer, seq_length);
+      // The selective census's kept bytes are read off the same forwards where they can be.
+      SelectiveReading read_one, read_two;
+      read_one.wants_shares = true;
+      const LayerCensus one = census_layer(config, first_layer, seq_length, /*explain=*/false, &read_one);
+      const LayerCensus two = census_layer(tp2, first_layer, seq_length, /*explain=*/false, &read_two);
       KindActivations record = kind_activations(one, two, seq_length);
       RecomputeShares shares;
-      const int64_t kept_one = census_selective_kept(config, first_layer, seq_length, &shares);
-      const int64_t kept_two = census_selective_kept(tp2, first_layer, seq_length);
+      const int64_t kept_one = selective_kept(config, first_layer, seq_length, read_one, &shares);
+      const int64_t kept_two = selective_kept(tp2, first_layer, seq_length, read_two);
       const auto [selective, selective_tp] = split(kept_one, kept_two, seq_length);
       record.selective = selective;
       record.selective_tp = selective_tp;

@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "census/measurement.h"
+#include "census/selective_reading.h"
 
 namespace census {
-LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain) {
+LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain,
+                         SelectiveReading* selective) {
   Measurement measurement;
   // Explain lists every saved storage: each alike iteration's, unfolded (Note [Alike iterations]).
   if (!explain) measurement.fold_alike_iterations();
@@ -14,11 +16,28 @@ LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
   measurement.track(hidden);
   for (const Tensor& buffer : layer->buffers()) measurement.track(buffer);
+  // The selective census's reading wants the layer's forward as the checkpoint would run it: its
+  // positions made outside, no lone arguments.
+  const bool reads = selective != nullptr && !layer->has_lone_arguments();
+  if (selective != nullptr) selective->read = false;
+  const bool reads_shares = reads && selective->wants_shares && recompute_prices_as_built(config);
+  const std::vector<int64_t> attention_parameters = reads_shares ? attention_parameter_ids(*layer) : std::vector<int64_t>();
   // The positions are embedded inside the measured forward, as the reference runs it: cos and sin
   // are the layer's to keep.
   const Measured measured = measurement.run(
-      [&] { return layer->forward(hidden, layer->embed_positions(hidden)); }, layer->parameters(),
-      make_tensor(shape, DType::kBFloat16));
+      [&] {
+        const nn::PositionEmbeddings positions = layer->embed_positions(hidden);
+        if (!reads) return layer->forward(hidden, positions);
+        SelectiveReader reader(reads_shares ? &attention_parameters : nullptr);
+        measurement.add_observer(&reader);
+        Tensor out = layer->forward(hidden, positions);
+        measurement.remove_observer(&reader);
+        const bool wants_shares = selective->wants_shares;
+        *selective = reader.read(hidden, out, positions, measurement.live(), measurement.saved());
+        selective->wants_shares = wants_shares;
+        return out;
+      },
+      layer->parameters(), make_tensor(shape, DType::kBFloat16));
 
   LayerCensus result;
   result.saved_bytes = measured.saved_bytes;

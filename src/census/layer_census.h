@@ -40,6 +40,10 @@ struct LayerCensus {
 // storage's birth and death through the backward, leaving the layer's output out; the parameters'
 // gradients count toward finding the moment the most bytes are live but not toward the bytes
 // reported. The layer's input, its gradient, the output's gradient and everything saved count.
-LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain = false);
+// With `selective`, also read the selective census's kept bytes off the same forward, where it can
+// (Note [Selective kept bytes from the plain forward], census/selective_reading.h).
+struct SelectiveReading;
+LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool explain = false,
+                         SelectiveReading* selective = nullptr);
 
 }  // namespace census

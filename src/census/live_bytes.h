@@ -48,6 +48,12 @@ class LiveBytes final : public Observer {
   bool is_live(int64_t storage_id) const {
     return storage_id < static_cast<int64_t>(live_bytes_.size()) && live_bytes_[storage_id] > 0;
   }
+  // visit(storage_id, bytes) for every storage live now.
+  template <class Visit>
+  void for_each_live(Visit&& visit) const {
+    for (size_t id = 0; id < live_bytes_.size(); ++id)
+      if (live_bytes_[id] > 0) visit(static_cast<int64_t>(id), live_bytes_[id]);
+  }
   // Bytes live now, storages in `excluded` left out.
   int64_t live_bytes(const StorageSet& excluded) const;
 

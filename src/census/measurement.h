@@ -43,6 +43,8 @@ class Measurement {
   void track(const Tensor& input) { live_.track(input); }
   void add_observer(Observer* observer) { session_.add_observer(observer); }
   void remove_observer(Observer* observer) { session_.remove_observer(observer); }
+  const LiveBytes& live() const { return live_; }
+  const SavedTensors& saved() const { return saved_; }
 
   // Run the forward, then the backward from its output with `grad` (ones_like(output) where
   // undefined, as loss.backward() makes it; else tracked as the backward starts). `shared` tensors

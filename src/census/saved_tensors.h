@@ -39,6 +39,7 @@ class SavedTensors final : public Observer {
   void on_save(const Tensor& tensor, const OpDef* by_op) override;
   void on_resize(const Storage& storage, int64_t old_nbytes) override;
   const std::vector<SavedStorage>& storages() const { return storages_; }
+  bool saved(int64_t storage_id) const { return seen_.contains(storage_id); }
 
  private:
   std::vector<SavedStorage> storages_;

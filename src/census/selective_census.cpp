@@ -3,10 +3,12 @@
 #include "autograd/checkpoint.h"
 #include "census/measurement.h"
 #include "census/parts.h"
+#include "census/selective_reading.h"
 
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 namespace census {
 
@@ -33,16 +35,16 @@ class RegionOps final : public Observer {
 void RecomputeLedger::on_op(const OpCall& call) {
   const bool saved = call.decision == ModeDecision::kSave;
   if (!call.def.is_matmul() || (!saved && call.decision != ModeDecision::kRecompute)) return;
+  count(call, saved);
+}
+
+void RecomputeLedger::count(const OpCall& call, bool saved) {
   bool attention = false;
   for (const Tensor& input : call.inputs)
     for (int64_t id : attention_parameters_) attention = attention || input.storage_id() == id;
   (attention ? attention_flops : rest_flops)[saved ? 0 : 1] += call.def.flops(call.inputs) * Session::current().op_weight();
 }
 
-namespace {
-
-// The parameters of the layer's attention: those of a child named for it (self_attn, attention, ...),
-// by storage id.
 std::vector<int64_t> attention_parameter_ids(const DecoderLayer& layer) {
   std::vector<int64_t> attention;
   for (const Tensor& parameter : layer.parameters()) {
@@ -64,9 +66,11 @@ RecomputeShares shares_of(const RecomputeLedger& ledger) {
 
 // census_recomputed prices the layer as Transformers builds it: the eager delta rule and no
 // replacements. Where the config already asks for that, the selective forward's decisions are its.
-bool prices_as_built(const ModelConfig& config) {
+bool recompute_prices_as_built(const ModelConfig& config) {
   return config.gdn_backend == nn::GdnBackend::kEager && config.replacements.empty();
 }
+
+namespace {
 
 // One selective census: the checkpointed layer's forward, and its backward where `backward`; with
 // `ledger`, the recompute shares of that same forward.
@@ -104,6 +108,10 @@ SelectiveCensus run_selective(const ModelConfig& config, int64_t layer_index, in
   const Measured measured = backward ? measurement.run(forward, layer->parameters(), make_tensor(shape, DType::kBFloat16), shared)
                                      : measurement.run_forward(forward, shared);
   if (ledger) *ledger_shares = shares_of(*ledger);
+  // The plain census reads this census's kept bytes off its own forward only for a layer that says it
+  // takes no arguments here (Note [Selective kept bytes from the plain forward]).
+  if (!layer->has_lone_arguments() && !arguments.empty())
+    throw std::logic_error("a layer that takes lone arguments must say so in has_lone_arguments");
 
   SelectiveCensus result;
   result.kept_bytes = measured.kept_bytes;
@@ -131,12 +139,20 @@ SelectiveCensus census_selective(const ModelConfig& config, int64_t layer_index,
 
 int64_t census_selective_kept(const ModelConfig& config, int64_t layer_index, int64_t seq_length,
                               RecomputeShares* shares) {
-  const bool shares_here = shares != nullptr && prices_as_built(config);
+  const bool shares_here = shares != nullptr && recompute_prices_as_built(config);
   const int64_t kept = run_selective(config, layer_index, seq_length, /*explain=*/false, /*backward=*/false,
                                      shares_here ? shares : nullptr)
                            .kept_bytes;
   if (shares != nullptr && !shares_here) *shares = census_recomputed(config, layer_index, seq_length);
   return kept;
+}
+
+int64_t selective_kept(const ModelConfig& config, int64_t layer_index, int64_t seq_length,
+                       const SelectiveReading& reading, RecomputeShares* shares) {
+  if (!reading.read) return census_selective_kept(config, layer_index, seq_length, shares);
+  if (shares != nullptr)
+    *shares = reading.shares ? *reading.shares : census_recomputed(config, layer_index, seq_length);
+  return reading.kept_bytes;
 }
 
 RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_index, int64_t seq_length) {

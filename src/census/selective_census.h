@@ -55,6 +55,8 @@ class RecomputeLedger final : public Observer {
   explicit RecomputeLedger(std::vector<int64_t> attention_parameters)
       : Observer(kOnOp), attention_parameters_(std::move(attention_parameters)) {}
   void on_op(const OpCall& call) override;
+  // A matmul of the region, with the policy's decision for it (`saved`, else recomputed).
+  void count(const OpCall& call, bool saved);
 
   std::array<int64_t, 2> attention_flops{};
   std::array<int64_t, 2> rest_flops{};
@@ -65,11 +67,25 @@ class RecomputeLedger final : public Observer {
 
 RecomputeShares census_recomputed(const ModelConfig& config, int64_t layer_index, int64_t seq_length);
 
+// The ledger's attention parameters: those of the layer's child named for its attention (self_attn,
+// attention, ...), by storage id.
+std::vector<int64_t> attention_parameter_ids(const DecoderLayer& layer);
+// Whether the config builds the layer as census_recomputed prices it (the eager delta rule, no
+// replacements), so that the shares may be read off the forward of the layer as it is built.
+bool recompute_prices_as_built(const ModelConfig& config);
+RecomputeShares shares_of(const RecomputeLedger& ledger);
+
 // census_selective's kept_bytes from the forward alone, without the backward it does not depend on
 // (what census activations needs: most of the work is the recompute and the backward). With `shares`,
 // also census_recomputed's answer, read off the same forward where the config builds the layer as
 // census_recomputed does (the eager delta rule, no replacements), else from its own run.
 int64_t census_selective_kept(const ModelConfig& config, int64_t layer_index, int64_t seq_length,
                               RecomputeShares* shares = nullptr);
+
+// census_selective_kept's answer where the plain census's forward read it (`reading`, from census_layer),
+// else census_selective_kept's own run; `shares` likewise.
+struct SelectiveReading;
+int64_t selective_kept(const ModelConfig& config, int64_t layer_index, int64_t seq_length,
+                       const SelectiveReading& reading, RecomputeShares* shares = nullptr);
 
 }  // namespace census

@@ -41,6 +41,11 @@ struct LayerCarry {
   Tensor per_layer_inputs;  // (B, S, L, P)
   Tensor per_layer_input;   // the running layer's (B, S, P) slice
   std::map<std::string, std::pair<Tensor, Tensor>> shared_kv;  // by layer type: (keys, values)
+
+  bool empty() const {
+    return !topk_indices.defined() && !input_ids.defined() && positions.empty() && !per_layer_inputs.defined() &&
+           !per_layer_input.defined() && shared_kv.empty();
+  }
 };
 
 // The model's own forward before its first decoder layer and between its layers, where it is more than
@@ -78,6 +83,10 @@ class DecoderLayer {
   // graph dies, as torch.utils.checkpoint keeps its call's arguments for the recompute; forward makes
   // its own and drops them when it returns. A layer that takes none runs its plain forward.
   virtual LayerCarry lone_arguments(const Tensor& /*hidden*/) const { return {}; }
+  // Whether lone_arguments may hand the layer anything (or the layer store into them): then what a
+  // checkpointed call keeps is more than its plain forward shows (Note [Selective kept bytes from the
+  // plain forward], census/selective_reading.h). A layer overriding lone_arguments says so here.
+  virtual bool has_lone_arguments() const { return false; }
   virtual Tensor forward_alone(const Tensor& hidden_states, const nn::PositionEmbeddings& positions,
                                LayerCarry& /*arguments*/) const {
     return forward(hidden_states, positions);

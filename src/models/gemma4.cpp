@@ -290,6 +290,7 @@ class Gemma4TextDecoderLayer final : public DecoderLayer {
   // measurement, needing no gradient; and an empty shared_kv_states, which the layer fills where it is
   // the last of its type before the KV-shared ones (a checkpoint keeps both, and with them those keys
   // and values).
+  bool has_lone_arguments() const override { return true; }
   LayerCarry lone_arguments(const Tensor& hidden) const override {
     LayerCarry arguments;
     if (per_layer_width_ > 0)

@@ -119,6 +119,8 @@ class Session : public StorageListener, public SavedTensorHooks {
 
   // A new storage of `nbytes`, freed (and observers told) when its last tensor goes.
   Ref<Storage> new_storage(int64_t nbytes, bool is_parameter = false);
+  // How many storages the census has made: the id the next one gets (ids only grow).
+  int64_t storages_made() const { return next_storage_id_; }
 
   const std::vector<ModuleFrame>& modules() const { return modules_; }
 

@@ -1,0 +1,81 @@
+#include "census/selective_reading.h"
+
+#include <algorithm>
+
+namespace census {
+
+SelectiveReader::SelectiveReader(const std::vector<int64_t>* ledger_parameters)
+    : Observer(kOnOp),
+      first_new_id_(Session::current().storages_made()),
+      newest_id_(first_new_id_ - 1) {
+  if (ledger_parameters != nullptr) ledger_.emplace(*ledger_parameters);
+}
+
+void SelectiveReader::on_op(const OpCall& call) {
+  const int64_t newest_before = newest_id_;
+  for (const Tensor& output : call.outputs) {
+    const int64_t id = output.storage_id();
+    newest_id_ = std::max(newest_id_, id);
+    if (id < first_new_id_ && std::find(old_outputs_.begin(), old_outputs_.end(), id) == old_outputs_.end())
+      old_outputs_.push_back(id);
+  }
+  // Only these ops ask the checkpoint's dispatch mode (Note [Ops through the dispatch mode]), and
+  // every one of them must; the policy's alternating count is theirs.
+  if (call.def.sac == SacClass::kRecompute) {
+    // The ledger counts a matmul the mode was asked about; whether this one would be, no call says.
+    declined_ = declined_ || (ledger_ && call.def.is_matmul());
+    return;
+  }
+  const bool saves = policy_.saves(call.def.op, /*recompute=*/false);
+  if (ledger_ && call.def.is_matmul()) ledger_->count(call, saves);
+  if (!saves) return;
+  const int64_t weight = Session::current().op_weight();
+  for (const Tensor& output : call.outputs) {
+    const Storage& storage = *output.storage();
+    // A new storage, born in this op: else which iterations it stands for is not the op's to say.
+    if (storage.id <= newest_before) {
+      declined_ = true;
+      return;
+    }
+    if (storage.is_parameter || storage.nbytes == 0 || cached_ids_.contains(storage.id)) continue;
+    cached_ids_.insert(storage.id);
+    cached_.push_back({storage.id, storage.nbytes * weight});
+  }
+}
+
+SelectiveReading SelectiveReader::read(const Tensor& input, const Tensor& output,
+                                       const nn::PositionEmbeddings& positions, const LiveBytes& live,
+                                       const SavedTensors& saved) const {
+  SelectiveReading reading;
+  if (declined_) return reading;
+  // Left out of what the layer keeps, as the selective census leaves them out.
+  StorageSet not_kept;
+  not_kept.insert(output.storage_id());
+  for (const Tensor* shared : {&positions.position_ids, &positions.cos, &positions.sin})
+    if (shared->defined()) not_kept.insert(shared->storage_id());
+
+  bool accounted = true;
+  live.for_each_live([&](int64_t id, int64_t /*bytes*/) {
+    accounted = accounted && (id < first_new_id_ || not_kept.contains(id) || cached_ids_.contains(id) || saved.saved(id));
+  });
+  if (!accounted) return reading;
+
+  int64_t kept = 0;
+  // The input, which the selective census tracks from the start.
+  const Storage& input_storage = *input.storage();
+  if (!input_storage.is_parameter && !not_kept.contains(input_storage.id)) kept += input_storage.nbytes;
+  // Storages made before the forward, from where an op handed them out, while they stay live.
+  live.for_each_live([&](int64_t id, int64_t bytes) {
+    if (id >= first_new_id_ || not_kept.contains(id) || id == input_storage.id) return;
+    if (std::find(old_outputs_.begin(), old_outputs_.end(), id) != old_outputs_.end()) kept += bytes;
+  });
+  for (const Cached& c : cached_)
+    if (!not_kept.contains(c.storage_id)) kept += c.bytes;
+
+  reading.read = true;
+  reading.kept_bytes = kept;
+  if (ledger_) reading.shares = shares_of(*ledger_);
+  return reading;
+}
+
+}  // namespace census

@@ -14,10 +14,9 @@ SelectiveReader::SelectiveReader(const std::vector<int64_t>* ledger_parameters)
 void SelectiveReader::on_op(const OpCall& call) {
   const int64_t newest_before = newest_id_;
   for (const Tensor& output : call.outputs) {
-    const int64_t id = output.storage_id();
-    newest_id_ = std::max(newest_id_, id);
-    if (id < first_new_id_ && std::find(old_outputs_.begin(), old_outputs_.end(), id) == old_outputs_.end())
-      old_outputs_.push_back(id);
+    const Storage& storage = *output.storage();
+    newest_id_ = std::max(newest_id_, storage.id);
+    if (storage.id < first_new_id_ && !storage.is_parameter) old_outputs_.insert(storage.id);
   }
   // Only these ops ask the checkpoint's dispatch mode (Note [Ops through the dispatch mode]), and
   // every one of them must; the policy's alternating count is theirs.
@@ -67,7 +66,7 @@ SelectiveReading SelectiveReader::read(const Tensor& input, const Tensor& output
   // Storages made before the forward, from where an op handed them out, while they stay live.
   live.for_each_live([&](int64_t id, int64_t bytes) {
     if (id >= first_new_id_ || not_kept.contains(id) || id == input_storage.id) return;
-    if (std::find(old_outputs_.begin(), old_outputs_.end(), id) != old_outputs_.end()) kept += bytes;
+    if (old_outputs_.contains(id)) kept += bytes;
   });
   for (const Cached& c : cached_)
     if (!not_kept.contains(c.storage_id)) kept += c.bytes;

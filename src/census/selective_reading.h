@@ -69,7 +69,7 @@ class SelectiveReader final : public Observer {
   std::optional<RecomputeLedger> ledger_;
   std::vector<Cached> cached_;
   StorageSet cached_ids_;
-  std::vector<int64_t> old_outputs_;  // storages made before the forward that an op handed out
+  StorageSet old_outputs_;  // storages made before the forward that an op handed out
 };
 
 }  // namespace census

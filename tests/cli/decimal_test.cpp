@@ -1,11 +1,12 @@
 // decimal(): the fewest significant digits (as %.*g prints them) that read back as the value, checked
 // against printing and parsing every precision from 1, over integers, per-token fractions, tiny and
-// huge values and the values on either side of powers of ten.
+// huge values, the values on either side of powers of ten, subnormals and random bit patterns.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "cli/table.h"
@@ -38,6 +39,16 @@ TEST(Decimal, EqualsTheFewestDigitsThatReadBack) {
     values.push_back(static_cast<double>(random() % 1000000007) / static_cast<double>(1 + random() % 4096));
     values.push_back(std::ldexp(static_cast<double>(random() >> 11), static_cast<int>(random() % 200) - 100));
   }
+  // Any bit pattern, and values whose shortest form is not %.*g's at its own precision (16 digits
+  // read back where the nearest 16-digit decimal does not).
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t bits = random();
+    double value = 0;
+    std::memcpy(&value, &bits, sizeof value);
+    if (std::isfinite(value)) values.push_back(value);
+  }
+  values.insert(values.end(), {7.1202363472230444e-307, 7.1746481373430634e-43, -7.8545495444763625e-90, 1e-310,
+                               -2.5e-320, 123.456, -0.000123, 99999.5, 1e15 + 0.5, 4503599627370497.0});
   for (double value : values) EXPECT_EQ(decimal(value), every_precision(value)) << value;
 }
 

@@ -14,6 +14,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "models/registry.h"
+#include "shipped_layer_kinds.h"
 
 namespace census {
 namespace {
@@ -31,22 +32,9 @@ void expect_kept_agrees(const ModelConfig& config, int64_t layer, int64_t seq, c
 }
 
 TEST(SelectiveKept, AgreesWithTheFullSelectiveCensusOnEveryShippedConfigAndLayerKind) {
-  for (const cli::ShippedModel& model : cli::shipped_models()) {
-    const ModelConfig config = shipped(model.name);
-    for (int64_t tp : {1, 2}) {
-      const ModelConfig rank = tp_config(config, tp);
-      int64_t first = 0;
-      std::vector<std::string> seen;
-      for (const LayerGroup& group : layer_stack(rank)) {
-        if (!group.mtp && std::find(seen.begin(), seen.end(), group.kind) == seen.end()) {
-          seen.push_back(group.kind);
-          expect_kept_agrees(rank, first, 256,
-                             std::string(model.name) + " layer " + std::to_string(first) + " TP " + std::to_string(tp));
-        }
-        first += group.count;
-      }
-    }
-  }
+  testing::for_each_shipped_layer_kind([](const ModelConfig& rank, int64_t layer, const std::string& where) {
+    expect_kept_agrees(rank, layer, 256, where);
+  });
 }
 
 TEST(SelectiveKept, TakesTheSharesFromTheirOwnRunWhereTheLayerIsNotBuiltAsTransformersBuildsIt) {

@@ -20,6 +20,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "models/registry.h"
+#include "shipped_layer_kinds.h"
 #include "ops/ops.h"
 #include "oracle_cases.h"
 
@@ -80,22 +81,9 @@ TEST(SelectiveReading, AgreesWithTheCheckpointedForwardOnEveryOracleCase) {
 }
 
 TEST(SelectiveReading, AgreesWithTheCheckpointedForwardOnEveryShippedConfigAndLayerKind) {
-  for (const cli::ShippedModel& model : cli::shipped_models()) {
-    const ModelConfig config = cli::resolve_model(std::string(model.name)).take();
-    for (int64_t tp : {1, 2}) {
-      const ModelConfig rank = tp_config(config, tp);
-      int64_t first = 0;
-      std::vector<std::string> seen;
-      for (const LayerGroup& group : layer_stack(rank)) {
-        if (!group.mtp && std::find(seen.begin(), seen.end(), group.kind) == seen.end()) {
-          seen.push_back(group.kind);
-          expect_reading_agrees(rank, first, 256,
-                                std::string(model.name) + " layer " + std::to_string(first) + " TP " + std::to_string(tp));
-        }
-        first += group.count;
-      }
-    }
-  }
+  testing::for_each_shipped_layer_kind([](const ModelConfig& rank, int64_t layer, const std::string& where) {
+    expect_reading_agrees(rank, layer, 256, where);
+  });
 }
 
 // Long enough that the delta rule's chunk loop folds its alike iterations (Note [Alike iterations]):

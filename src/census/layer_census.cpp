@@ -16,9 +16,10 @@ LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
   measurement.track(hidden);
   for (const Tensor& buffer : layer->buffers()) measurement.track(buffer);
-  // The selective census's reading wants the layer's forward as the checkpoint would run it: its
-  // positions made outside, no lone arguments.
-  const bool reads = selective != nullptr && !layer->has_lone_arguments();
+  // The selective census's reading wants the layer's forward as the checkpoint would run it (its
+  // positions made outside, no lone arguments) and no module keeping tensors past it (a train.yaml's
+  // fused modules may: GroupedExperts keeps its group list, which its matmuls also save).
+  const bool reads = selective != nullptr && !layer->has_lone_arguments() && config.replacements.empty();
   if (selective != nullptr) selective->read = false;
   const bool reads_shares = reads && selective->wants_shares && recompute_prices_as_built(config);
   const std::vector<int64_t> attention_parameters = reads_shares ? attention_parameter_ids(*layer) : std::vector<int64_t>();

@@ -20,9 +20,11 @@
 // It answers only where the plain forward's end accounts for everything live: every storage still
 // live is the input, the output, made before the forward, cached, or saved by a node (a storage held
 // by anything else, a module's state, would be kept under the checkpoint too, unseen here). It also
-// declines a cached output that is not a new storage, and a layer that takes arguments beyond its
-// input and positions (DecoderLayer::has_lone_arguments). Then the caller runs the checkpointed
-// forward itself.
+// declines a cached output that is not a new storage. A storage both saved by a node and kept by a
+// module would escape that check, so census_layer does not read a layer whose modules may keep
+// tensors past the forward (a train.yaml's fused modules: GroupedExperts keeps its group list), nor
+// one that takes arguments beyond its input and positions (DecoderLayer::has_lone_arguments). Then
+// the caller runs the checkpointed forward itself.
 #pragma once
 
 #include <cstdint>

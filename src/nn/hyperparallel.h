@@ -70,7 +70,8 @@ class GroupedExperts final : public MoeExperts {
   int64_t num_experts_;
   Tensor gate_up_proj_;  // (E, H, 2I)
   Tensor down_proj_;     // (E, I, H)
-  // The module keeps its last token counts and group list as attributes, alive until its next forward.
+  // The module keeps its last token counts and group list as attributes, alive until its next forward
+  // (so the selective census's kept bytes are not read off a plain forward here: census_layer).
   mutable Tensor tokens_per_expert_gmm_;
   mutable Tensor group_list_;
 };

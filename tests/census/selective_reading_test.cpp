@@ -19,6 +19,7 @@
 #include "census/selective_reading.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
+#include "cli/train_yaml.h"
 #include "models/registry.h"
 #include "shipped_layer_kinds.h"
 #include "ops/ops.h"
@@ -44,7 +45,7 @@ void expect_reading_agrees(const ModelConfig& config, int64_t layer, int64_t seq
   EXPECT_EQ(read.kept_bytes, plain.kept_bytes) << where;
   EXPECT_EQ(read.saved_by_op, plain.saved_by_op) << where;
 
-  EXPECT_EQ(reading.read, !takes_lone_arguments(config, layer)) << where;
+  EXPECT_EQ(reading.read, !takes_lone_arguments(config, layer) && config.replacements.empty()) << where;
   RecomputeShares own_shares;
   const int64_t own = census_selective_kept(config, layer, seq, &own_shares);
   if (reading.read) {
@@ -93,6 +94,15 @@ TEST(SelectiveReading, AgreesWhereTheChunkLoopFolds) {
     const ModelConfig config = cli::resolve_model(name).take();
     for (int64_t tp : {1, 2}) expect_reading_agrees(tp_config(config, tp), 0, 4096, std::string(name) + " at 4096 tokens");
   }
+}
+
+// A train.yaml's fused modules (GroupedExperts keeps its group list as an attribute, and its matmuls
+// save it): not read, the checkpointed forward runs.
+TEST(SelectiveReading, LeavesATrainYamlsFusedModulesToTheCheckpointedForward) {
+  ModelConfig config = cli::resolve_model("qwen3-30b-a3b").take();
+  config.replacements = cli::read_train_yaml(std::string(CENSUS_TEST_DATA) + "/recipes/qwen3_moe_train.yaml").take();
+  ASSERT_FALSE(config.replacements.empty());
+  for (int64_t tp : {1, 2}) expect_reading_agrees(tp_config(config, tp), 0, 256, "qwen3-30b-a3b with its train.yaml");
 }
 
 TEST(SelectiveReading, AgreesUnderTheDeltaRulesKernelAndEagerExperts) {

@@ -3,18 +3,16 @@
 #include <cassert>
 
 namespace census {
-namespace internal {
-constinit thread_local GraphContext* g_graph_context = nullptr;
-}  // namespace internal
-using internal::g_graph_context;
 
-GraphScope::GraphScope(SavedTensorHooks* base_hooks) : context_(base_hooks), previous_(g_graph_context) {
-  g_graph_context = &context_;
+constinit thread_local GraphContext* GraphContext::g_current = nullptr;
+
+GraphScope::GraphScope(SavedTensorHooks* base_hooks) : context_(base_hooks), previous_(GraphContext::g_current) {
+  GraphContext::g_current = &context_;
 }
 
 GraphScope::~GraphScope() {
-  assert(g_graph_context == &context_);
-  g_graph_context = previous_;
+  assert(GraphContext::g_current == &context_);
+  GraphContext::g_current = previous_;
 }
 
 }  // namespace census

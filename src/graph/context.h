@@ -12,17 +12,11 @@ namespace census {
 
 class SavedTensorHooks;
 
-class GraphContext;
-namespace internal {
-// The thread's context (a GraphScope's). Declared here so that current() inlines: every op asks.
-extern constinit thread_local GraphContext* g_graph_context;
-}  // namespace internal
-
 class GraphContext {
  public:
   static GraphContext& current() {
-    assert(internal::g_graph_context != nullptr && "no graph context: a census Session makes one");
-    return *internal::g_graph_context;
+    assert(g_current != nullptr && "no graph context: a census Session makes one");
+    return *g_current;
   }
 
   bool grad_enabled() const { return grad_enabled_; }
@@ -40,6 +34,9 @@ class GraphContext {
  private:
   friend class GraphScope;
   explicit GraphContext(SavedTensorHooks* hooks) : hooks_(hooks) {}
+
+  // The thread's context (a GraphScope's), here so that current() inlines: every op asks.
+  static constinit thread_local GraphContext* g_current;
 
   uint64_t next_sequence_nr_ = 0;
   bool grad_enabled_ = true;

@@ -27,8 +27,7 @@ void* Arena::allocate_in_new_block(size_t bytes, size_t alignment) {
   } else {
     memory.reset(new std::byte[size]);  // no zeroing: the memory is written before it is read
   }
-  const auto address = reinterpret_cast<uintptr_t>(memory.get());
-  auto* start = reinterpret_cast<std::byte*>((address + alignment - 1) & ~(alignment - 1));
+  std::byte* start = align_up(memory.get(), alignment);
   next_ = start + bytes;
   end_ = memory.get() + size;
   blocks_.push_back({std::move(memory), size});

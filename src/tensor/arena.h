@@ -28,8 +28,7 @@ class Arena {
 
   // `alignment` a power of two. Inline: a census allocates a few thousand times.
   void* allocate(size_t bytes, size_t alignment) {
-    const auto address = reinterpret_cast<uintptr_t>(next_);
-    auto* start = reinterpret_cast<std::byte*>((address + alignment - 1) & ~(alignment - 1));
+    std::byte* start = align_up(next_, alignment);
     if (next_ == nullptr || start + bytes > end_) return allocate_in_new_block(bytes, alignment);
     next_ = start + bytes;
     return start;
@@ -45,6 +44,10 @@ class Arena {
  private:
   static constinit thread_local Arena* g_current;
   void* allocate_in_new_block(size_t bytes, size_t alignment);
+  static std::byte* align_up(std::byte* at, size_t alignment) {
+    const auto address = reinterpret_cast<uintptr_t>(at);
+    return reinterpret_cast<std::byte*>((address + alignment - 1) & ~(alignment - 1));
+  }
 
   static constexpr size_t kBlockBytes = 64 * 1024;
   struct Block {

@@ -33,9 +33,7 @@ LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t
         measurement.add_observer(&reader);
         Tensor out = layer->forward(hidden, positions);
         measurement.remove_observer(&reader);
-        const bool wants_shares = selective->wants_shares;
-        *selective = reader.read(hidden, out, positions, measurement.live(), measurement.saved());
-        selective->wants_shares = wants_shares;
+        reader.read(hidden, out, positions, measurement.live(), measurement.saved(), *selective);
         return out;
       },
       layer->parameters(), make_tensor(shape, DType::kBFloat16));

@@ -42,39 +42,36 @@ void SelectiveReader::on_op(const OpCall& call) {
   }
 }
 
-SelectiveReading SelectiveReader::read(const Tensor& input, const Tensor& output,
-                                       const nn::PositionEmbeddings& positions, const LiveBytes& live,
-                                       const SavedTensors& saved) const {
-  SelectiveReading reading;
-  if (declined_) return reading;
+void SelectiveReader::read(const Tensor& input, const Tensor& output, const nn::PositionEmbeddings& positions,
+                           const LiveBytes& live, const SavedTensors& saved, SelectiveReading& reading) const {
+  reading.read = false;
+  if (declined_) return;
   // Left out of what the layer keeps, as the selective census leaves them out.
   StorageSet not_kept;
   not_kept.insert(output.storage_id());
   for (const Tensor* shared : {&positions.position_ids, &positions.cos, &positions.sin})
     if (shared->defined()) not_kept.insert(shared->storage_id());
 
-  bool accounted = true;
-  live.for_each_live([&](int64_t id, int64_t /*bytes*/) {
-    accounted = accounted && (id < first_new_id_ || not_kept.contains(id) || cached_ids_.contains(id) || saved.saved(id));
-  });
-  if (!accounted) return reading;
-
-  int64_t kept = 0;
   // The input, which the selective census tracks from the start.
   const Storage& input_storage = *input.storage();
-  if (!input_storage.is_parameter && !not_kept.contains(input_storage.id)) kept += input_storage.nbytes;
-  // Storages made before the forward, from where an op handed them out, while they stay live.
+  int64_t kept = input_storage.is_parameter || not_kept.contains(input_storage.id) ? 0 : input_storage.nbytes;
+  bool accounted = true;
   live.for_each_live([&](int64_t id, int64_t bytes) {
-    if (id >= first_new_id_ || not_kept.contains(id) || id == input_storage.id) return;
-    if (old_outputs_.contains(id)) kept += bytes;
+    if (not_kept.contains(id)) return;
+    // Made before the forward: kept from where an op handed it out, while it stays live.
+    if (id < first_new_id_) {
+      if (id != input_storage.id && old_outputs_.contains(id)) kept += bytes;
+      return;
+    }
+    accounted = accounted && (cached_ids_.contains(id) || saved.saved(id));
   });
+  if (!accounted) return;
   for (const Cached& c : cached_)
     if (!not_kept.contains(c.storage_id)) kept += c.bytes;
 
   reading.read = true;
   reading.kept_bytes = kept;
   if (ledger_) reading.shares = shares_of(*ledger_);
-  return reading;
 }
 
 }  // namespace census

@@ -55,9 +55,10 @@ class SelectiveReader final : public Observer {
   explicit SelectiveReader(const std::vector<int64_t>* ledger_parameters);
   void on_op(const OpCall& call) override;
 
-  // At the forward's end: the reading of a forward from `input`, with `positions`, to `output`.
-  SelectiveReading read(const Tensor& input, const Tensor& output, const nn::PositionEmbeddings& positions,
-                        const LiveBytes& live, const SavedTensors& saved) const;
+  // At the forward's end: the reading of a forward from `input`, with `positions`, to `output`, into
+  // `reading` (its wants_shares as the caller set it).
+  void read(const Tensor& input, const Tensor& output, const nn::PositionEmbeddings& positions, const LiveBytes& live,
+            const SavedTensors& saved, SelectiveReading& reading) const;
 
  private:
   struct Cached {

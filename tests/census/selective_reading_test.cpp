@@ -134,7 +134,7 @@ TEST(SelectiveReader, ReadsTheInputAndTheCachedOutputs) {
     const Tensor h = ops::mm(x, w1);
     Tensor out = ops::mul(ops::mm(h, w2), 2.0);
     measurement.remove_observer(&reader);
-    reading = reader.read(x, out, nn::PositionEmbeddings{}, measurement.live(), measurement.saved());
+    reader.read(x, out, nn::PositionEmbeddings{}, measurement.live(), measurement.saved(), reading);
     return out;
   });
   ASSERT_TRUE(reading.read);
@@ -159,7 +159,7 @@ TEST(SelectiveReader, DeclinesAStorageLiveThatNoNodeSaved) {
     state = ops::neg(h);  // neg saves nothing
     Tensor out = ops::mul(h, 2.0);
     measurement.remove_observer(&reader);
-    reading = reader.read(x, out, nn::PositionEmbeddings{}, measurement.live(), measurement.saved());
+    reader.read(x, out, nn::PositionEmbeddings{}, measurement.live(), measurement.saved(), reading);
     return out;
   });
   EXPECT_FALSE(reading.read);

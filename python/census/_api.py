@@ -387,28 +387,26 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 optimizer: str = "adamw",
                 tp: int = 1, dp: int = 1, zero: int = 0, master_weights: str = "bf16", grad_dtype: str = "bf16",
                 cuda_context: int = 0, nccl_buffers: int = 0, fragmentation: int = 0,
-                cp: int = 1, ep: int = 1) -> Dict[str, Any]:
+                cp: int = 1, ep: int = 1, micro_batch_size: int = 1) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
-    *micro_batches* micro-batches of *seq_length* tokens under *schedule* (``1f1b``, ``gpipe``, or
+    *micro_batches* micro-batches of *micro_batch_size* sequences of *seq_length* tokens under *schedule* (``1f1b``, ``gpipe``, or
     ``interleaved`` over *virtual_stages* model chunks a stage), every
     layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s first step (``adamw``
     or ``none``); the rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. Composed onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
     *master_weights* and *grad_dtype* (``bf16`` or ``fp32``), and the bytes of the CUDA context, NCCL's
-    buffers and fragmentation the caller states. ValueError for a value it refuses; CensusUnavailable for
-    what is not priced yet (a family whose model forward the step does not model). A config that ties the
-    LM head to the embedding (``tie_word_embeddings``) is stepped with one shared weight.
+    buffers and fragmentation the caller states. ValueError for a value it refuses. A config that ties the
+    LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
+    shared weight.
     """
     mapping = _mapping(config)
-    tied = isinstance(mapping, Mapping) and bool(mapping.get("tie_word_embeddings")
-                                                 or (mapping.get("text_config") or {}).get("tie_word_embeddings"))
     text = _census.step(load_config(mapping), int(seq_length), int(micro_batches), int(pp),
                         None if stage is None else int(stage), str(schedule), int(virtual_stages), str(recompute),
                         str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
-                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), tied)
+                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size))
     return json.loads(text)
 
 
@@ -424,12 +422,9 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     preset (``h100``, ``h200``, ``a100``, ``b200``, ``910b``, ``910c``), else *peak_tflops*, *hbm_gbs*,
     *link_gbs* and *nic_gbs* are all given (beside a preset they replace its figures). The step time is
     an estimate; each layout's peak is the simulated step's (``census_step`` with its ``step_args``).
-    ValueError for a value it refuses; CensusUnavailable for what the step does not price yet.
+    ValueError for a value it refuses.
     """
     mapping = _mapping(config)
-    if isinstance(mapping, Mapping) and (mapping.get("tie_word_embeddings")
-                                         or (mapping.get("text_config") or {}).get("tie_word_embeddings")):
-        raise CensusUnavailable("tie_word_embeddings: an LM head tied to the embedding is not priced yet by census_plan")
 
     def size(name: str, value: Any) -> str:
         if value is None:

@@ -9,6 +9,7 @@
 #include "graph/context.h"
 #include "graph/node.h"
 #include "census/live_bytes.h"
+#include "models/causal_lm.h"
 #include "ops/embedding.h"
 #include "ops/ops.h"
 
@@ -96,76 +97,45 @@ std::pair<double, double> split(double one, double two, int64_t seq_length) {
   return {std::max(0.0, 2.0 * two - one) / s, std::max(0.0, 2.0 * (one - two)) / s};
 }
 
-// The families whose model forward is the plain one the stack census runs (check_stack).
-constexpr std::string_view kPlainModelForward[] = {"deepseek_v3", "deepseek_v32", "deepseek_v4", "glm_moe_dsa", "llama", "mistral",
-                                                   "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
+// Between the hooks of layer `index`'s boundary, its saves counted toward it (Note [Stack windows]).
+class HookedLayers final : public LayerRunner {
+ public:
+  HookedLayers(Windows& windows, LayerSaves& saves) : windows_(windows), saves_(saves) {}
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    const Tensor input = hook(hidden_states, windows_, index, BackwardHookNode::Side::kInput);
+    saves_.running = index;
+    const Tensor output = forward(input);
+    saves_.running = -1;
+    return hook(output, windows_, index, BackwardHookNode::Side::kOutput);
+  }
+
+ private:
+  Windows& windows_;
+  LayerSaves& saves_;
+};
 
 }  // namespace
 
-Status check_stack(const ModelConfig& config) {
-  if (config.family != nullptr && config.family->build_model_prologue != nullptr) return {};
-  for (std::string_view family : kPlainModelForward)
-    if (config.model_type == family) return {};
-  return refuse("model_type", "the stack census does not build " + config.model_type +
-                                  "'s model forward yet (it builds " + std::string(kPlainModelForward[0]) +
-                                  ", ..., qwen3_moe); its layers run alone: use census layer or census activations");
-}
-
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length) {
   Session session;  // first: every tensor of the census dies before it
-  LiveBytes live;
+  LiveBytes live;   // then the observers: they see every tensor die
   LayerSaves saves(live);
   ParameterGrads parameter_grads;
+  // Built before anything watches: what building runs (the rotary's probe for its buffers) is not the
+  // model's forward.
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, config, whole_model(config));
   session.add_observer(&live);
   session.add_observer(&saves);
   session.add_observer(&parameter_grads);
 
   const int64_t count = config.num_hidden_layers;
-  nn::ParameterList parameters;
-  // The model's own forward before its layers where it has one (Family::build_model_prologue), else the
-  // token embedding and the first layer's rotary.
-  std::unique_ptr<ModelPrologue> prologue;
-  Tensor embed_tokens;
-  if (config.family->build_model_prologue != nullptr) prologue = config.family->build_model_prologue(config, parameters);
-  else embed_tokens = nn::register_parameter(parameters, "embed_tokens", "weight", Dims{config.vocab_size, config.hidden_size});
-  std::vector<std::unique_ptr<DecoderLayer>> layers;
-  for (int64_t i = 0; i < count; ++i) layers.push_back(config.family->build_layer(config, i));
-  std::unique_ptr<nn::Norm> norm = config.family->build_final_norm(config, parameters);
-  for (const auto& layer : layers) parameters.insert(parameters.end(), layer->parameters().begin(), layer->parameters().end());
-
   Windows windows{&live, std::vector<std::pair<size_t, size_t>>(count), std::vector<bool>(count, false),
                   std::vector<Tensor>(count)};
   Tensor out;
   {
-    // The model's forward: its locals (the embeddings, the positions) go when it returns.
     Tensor input_ids = make_tensor(Dims{1, seq_length}, DType::kInt64);
     live.track(input_ids);
-    LayerCarry carry;
-    carry.input_ids = input_ids;  // the model's argument: live while its forward runs
-    // The model's locals: its token embeddings (a local of the model's forward until it returns), the
-    // hidden states its layers take (DeepSeek-V4's streams), one rotary for every layer.
-    Tensor inputs_embeds;
-    Tensor hidden_states;
-    nn::PositionEmbeddings positions;
-    if (prologue) {
-      hidden_states = prologue->embed(input_ids, carry);
-    } else {
-      inputs_embeds = ops::embedding(embed_tokens, input_ids);
-      hidden_states = layers.front()->model_streams(inputs_embeds);
-      positions = layers.front()->embed_positions(inputs_embeds);
-    }
-    input_ids = Tensor();
-    for (int64_t i = 0; i < count; ++i) {
-      if (prologue) prologue->before_layer(i, carry);
-      Tensor input = hook(hidden_states, windows, i, BackwardHookNode::Side::kInput);
-      hidden_states = Tensor();
-      saves.running = i;
-      Tensor output = layers[static_cast<size_t>(i)]->forward_in_model(input, positions, carry);
-      saves.running = -1;
-      input = Tensor();
-      hidden_states = hook(output, windows, i, BackwardHookNode::Side::kOutput);
-    }
-    out = norm->forward(hidden_states);
+    out = model->model_forward(input_ids, Tensor(), HookedLayers(windows, saves));
   }
 
   std::vector<StackLayerCensus> result(static_cast<size_t>(count));
@@ -177,7 +147,7 @@ std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t se
     const Tensor total = ops::sum(out);
     run_backward(total, ops::ones_like(total));
   }
-  for (const Tensor& parameter : parameters)
+  for (const Tensor& parameter : model->parameters())
     if (parameter.impl()->grad) parameter_grads.ids.insert(parameter.impl()->grad->storage->id);
 
   // What the heap holds beyond every layer's saves, the parameters and their gradients, after each event.

@@ -1,8 +1,8 @@
 // File: stack_census.h
-// The census of a whole decoder: the model's embedding, every decoder layer in model order (the
-// multi-token-prediction layers left out, as Transformers builds none) and its final norm run their
-// forward on one sequence of S tokens, then the backward from the last hidden state
-// (out.sum().backward()). It prices layers that cannot run alone, since each layer is called as the
+// The census of a whole decoder: the model's forward as its family writes it (models/causal_lm.h: the
+// embedding, what the model computes once, every decoder layer in model order, the
+// multi-token-prediction layers left out as Transformers builds none, and its final norm) on one
+// sequence of S tokens, then the backward from the last hidden state (out.sum().backward()). It prices layers that cannot run alone, since each layer is called as the
 // model calls it, with what earlier layers wrote.
 //
 //   kept   the bytes of the storages autograd saves first while layer i's forward runs (its own
@@ -30,14 +30,6 @@ struct StackLayerCensus {
   int64_t kept = 0;
   int64_t held = 0;
 };
-
-// Whether the stack census builds `config`'s model as Transformers runs it: a model whose forward is the
-// embedding, the rotary computed once, the layers in order and the final norm, or whose family states
-// its own forward before and between the layers (Family::build_model_prologue: Gemma 4's scaled
-// embeddings, per-layer inputs and rotary per layer type). A model that scales its embeddings (Gemma's),
-// builds several rotary flavours or masks per layer kind (Gemma 3, gpt-oss, the gated delta nets) or
-// multi-axis positions (Qwen3-VL) without one is refused, naming what to run instead.
-Status check_stack(const ModelConfig& config);
 
 // Each decoder layer's (kept, held), in model order.
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length);

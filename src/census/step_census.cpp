@@ -7,10 +7,8 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "models/causal_lm.h"
 #include "nn/adamw.h"
-#include "nn/embedding.h"
-#include "nn/linear.h"
-#include "nn/loss.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -61,24 +59,9 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
   return order;
 }
 
-bool step_models_family(const ModelConfig& config) {
-  // The families whose causal LM is Llama's model forward around their own layers (Transformers'
-  // modular copies): the embedding, the rotary once, the layers, the final norm, the head.
-  static constexpr std::string_view kModelled[] = {"llama",     "mistral", "qwen2",    "qwen3",         "qwen2_moe",
-                                                   "qwen3_moe", "mixtral", "seed_oss", "hunyuan_v1_moe"};
-  for (std::string_view type : kModelled)
-    if (config.model_type == type) return config.family != nullptr;
-  return false;
-}
-
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
-  if (!step_models_family(config))
-    return refuse("model_type " + config.model_type,
-                  "census step models the Llama-like causal LMs (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
-                  "mixtral, seed_oss, hunyuan_v1_moe); this family's model forward is not priced yet");
-  if (!config.replacements.empty())
-    return refuse("--train-yaml", "census step runs Transformers' own modules; module replacements are not priced yet");
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
+  if (o.micro_batch_size < 1) return refuse("--micro-batch-size", "must be at least 1");
   if (o.micro_batches < 1) return refuse("--micro-batches", "must be at least 1");
   if (o.pipeline_stages < 1) return refuse("--pp", "must be at least 1");
   if (o.virtual_stages < 1) return refuse("--virtual-stages", "must be at least 1");
@@ -118,25 +101,20 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
+  // Every boundary between two model chunks, of any stage: where the model cannot be cut, refused.
+  const int64_t chunks = o.pipeline_stages * o.virtual_stages;
+  if (chunks > 1 && config.family->pipeline_refusal != nullptr) {
+    const int64_t per_chunk = config.num_hidden_layers / chunks;
+    for (int64_t boundary = per_chunk; boundary < config.num_hidden_layers; boundary += per_chunk)
+      if (const char* why = config.family->pipeline_refusal(config, boundary))
+        return refuse("--pp " + std::to_string(o.pipeline_stages) + " on " + config.model_type,
+                      std::string("cannot cut the model before layer ") + std::to_string(boundary) + ": " + why +
+                          "; run it without a pipeline");
+  }
   return {};
 }
 
 namespace {
-
-// The buffers the model's rotary module holds: the layer's rotary embedding reads its inv_freq when it
-// runs; what it reads is found by running it once before the step (a view of a storage made before).
-class BufferProbe final : public Observer {
- public:
-  explicit BufferProbe(int64_t first_new_id) : Observer(kOnOp), first_new_id_(first_new_id) {}
-  void on_op(const OpCall& call) override {
-    for (const Tensor& out : call.outputs)
-      if (out.storage_id() < first_new_id_ && !out.is_parameter() && !found.defined()) found = out;
-  }
-  Tensor found;
-
- private:
-  int64_t first_new_id_;
-};
 
 // The config as the rank builds its layers: tp_config's heads and widths, its share of the experts.
 ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
@@ -176,22 +154,39 @@ struct Recorded {
   bool has_forward = false, has_backward = false;
 };
 
+// Each decoder layer of the model's loop as the step's recompute mode wraps it.
+class RecomputedLayers final : public LayerRunner {
+ public:
+  explicit RecomputedLayers(Recompute recompute) : recompute_(recompute) {}
+  Tensor run(int64_t /*index*/, const Tensor& hidden_states, const LayerForward& forward) const override {
+    switch (recompute_) {
+      case Recompute::kSelective: return checkpoint(forward, hidden_states);
+      case Recompute::kFull: return checkpoint_full(forward, hidden_states);
+      case Recompute::kNone: break;
+    }
+    return forward(hidden_states);
+  }
+
+ private:
+  Recompute recompute_;
+};
+
 class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
       : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
-        tokens_(options.seq_length / options.context_parallel) {
+        tokens_(options.seq_length / options.context_parallel), layers_(options.recompute) {
     // Chunk v of stage r holds the model's (v * P + r)-th run of L / (P * V) layers; the first chunk
     // of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
     const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
     const int64_t per_chunk = c_.num_hidden_layers / (p * v);
     for (int64_t chunk = 0; chunk < v; ++chunk) {
-      Chunk c;
+      ModelChunk c;
       c.begin = (chunk * p + o_.stage) * per_chunk;
       c.end = c.begin + per_chunk;
       c.first = o_.stage == 0 && chunk == 0;
       c.last = o_.stage == p - 1 && chunk == v - 1;
-      chunks_.push_back(std::move(c));
+      chunks_.push_back(c);
     }
   }
 
@@ -199,17 +194,9 @@ class StepRunner {
   bool replay_failed() const { return replay_failed_; }
 
  private:
-  // The layers a stage runs as one model chunk (all of them, but for the interleaved schedule).
-  struct Chunk {
-    int64_t begin = 0, end = 0;
-    bool first = false, last = false;
-    std::vector<std::unique_ptr<DecoderLayer>> layers;
-  };
-
   void build();
-  Held forward(const Chunk& chunk);
+  Held forward(const CausalLM& model);
   void backward(Held held);
-  Tensor run_layers(const Chunk& chunk, Tensor hidden, const nn::PositionEmbeddings& positions);
   void note_gradients();
   int64_t gradient_bytes() const;
 
@@ -218,124 +205,55 @@ class StepRunner {
   bool replays_;  // later micro-batches' passes replayed, not run through the engine
   bool replay_failed_ = false;
   ModelConfig layer_config_;  // as one tensor- and expert-parallel rank builds its layers
-  int64_t tokens_;            // each micro-batch's tokens on this rank: its context-parallel share
-  Session session_;  // first: every tensor of the step dies before it
+  int64_t tokens_;            // each sequence's tokens on this rank: its context-parallel share
+  RecomputedLayers layers_;
+  Session session_;  // before the models: every tensor of the step dies before it
   StepBytes bytes_;
-  nn::ParameterList embedding_params_, head_params_;
-  std::optional<nn::Embedding> embed_tokens_;
-  std::vector<Chunk> chunks_;
-  std::unique_ptr<nn::Norm> norm_;
-  std::optional<nn::Linear> lm_head_;
+  std::vector<ModelChunk> chunks_;
+  std::vector<std::unique_ptr<CausalLM>> models_;  // one per chunk, as the stage builds them
   std::vector<Tensor> params_;   // the stage's, in the model's order
-  std::vector<Tensor> buffers_;  // each chunk's rotary module's inv_freq and original_inv_freq
+  std::vector<Tensor> buffers_;  // each chunk's registered buffers
   int64_t largest_layer_bytes_ = 0;
 };
 
 void StepRunner::build() {
-  if (chunks_.front().first) embed_tokens_.emplace("model.embed_tokens", c_.vocab_size, c_.hidden_size, embedding_params_);
-  for (Chunk& chunk : chunks_)
-    for (int64_t i = chunk.begin; i < chunk.end; ++i) chunk.layers.push_back(c_.family->build_layer(layer_config_, i));
-  if (chunks_.back().last) {
-    norm_ = c_.family->build_final_norm(c_, head_params_);
-    // Tied where the stage holds the embedding too: the head reads its weight, no parameter of its own.
-    if (!(o_.tie_word_embeddings && embed_tokens_))
-      lm_head_.emplace("lm_head", c_.hidden_size, c_.vocab_size, /*bias=*/false, head_params_);
-  }
-  for (const Tensor& p : embedding_params_) params_.push_back(p);
-  for (const Chunk& chunk : chunks_)
-  for (const auto& layer : chunk.layers) {
-    int64_t layer_bytes = 0;
-    for (const Tensor& p : layer->parameters()) {
-      params_.push_back(p);
-      layer_bytes += p.storage()->nbytes;
-    }
-    largest_layer_bytes_ = std::max(largest_layer_bytes_, layer_bytes);
-  }
-  for (const Tensor& p : head_params_) params_.push_back(p);
-
-  // Each chunk's rotary module's buffers: inv_freq (which its rotary embedding reads) and
-  // original_inv_freq, its copy of the same size, which no op reads.
-  for (const Chunk& chunk : chunks_) {
-    const Tensor marker = make_tensor(Dims{1}, DType::kFloat32);
-    BufferProbe probe(marker.storage_id());
-    session_.add_observer(&probe);
-    {
-      const Tensor hidden = make_tensor(Dims{1, 1, c_.hidden_size}, DType::kBFloat16);
-      NoGradGuard no_grad;
-      chunk.layers.front()->embed_positions(hidden);
-    }
-    session_.remove_observer(&probe);
-    if (probe.found.defined()) {
-      buffers_.push_back(probe.found);
-      buffers_.push_back(make_tensor(probe.found.sizes(), probe.found.dtype()));
-    }
+  for (const ModelChunk& chunk : chunks_) {
+    models_.push_back(build_causal_lm(c_, layer_config_, chunk));
+    const CausalLM& model = *models_.back();
+    params_.insert(params_.end(), model.parameters().begin(), model.parameters().end());
+    buffers_.insert(buffers_.end(), model.buffers().begin(), model.buffers().end());
+    largest_layer_bytes_ = std::max(largest_layer_bytes_, model.largest_layer_parameter_bytes());
   }
 }
 
-Tensor StepRunner::run_layers(const Chunk& chunk, Tensor hidden, const nn::PositionEmbeddings& positions) {
-  for (const auto& layer_ptr : chunk.layers) {
-    const DecoderLayer* layer = layer_ptr.get();
-    // By value, as the checkpoint's partial binds its keyword arguments: under checkpointing the
-    // position ids, cos and sin live as long as a layer's frame can recompute it.
-    auto forward = [layer, positions](const Tensor& input) { return layer->forward(input, positions); };
-    switch (o_.recompute) {
-      case Recompute::kNone: hidden = forward(hidden); break;
-      case Recompute::kSelective: hidden = checkpoint(forward, hidden); break;
-      case Recompute::kFull: hidden = checkpoint_full(forward, hidden); break;
-    }
-  }
-  return hidden;
-}
-
-Held StepRunner::forward(const Chunk& chunk) {
+Held StepRunner::forward(const CausalLM& model) {
   Held held;
-  const int64_t seq = tokens_;
+  const int64_t batch = o_.micro_batch_size, seq = tokens_;
   Tensor labels;
-  if (chunk.last) {
-    labels = ops::randint(Dims{1, seq});
+  if (model.chunk().last) {
+    labels = ops::randint(Dims{batch, seq});
     bytes_.note(labels, StepCategory::kInputs);
   }
-  Tensor model_out;
+  Tensor hidden_states;
   {
-    // The decoder model's forward: its locals (the embeddings, the positions) die when it returns.
-    Tensor inputs_embeds;
-    if (chunk.first) {
-      const Tensor input_ids = ops::randint(Dims{1, seq});
+    // The model's argument: the input ids (the first chunk), else the hidden states received, a leaf.
+    Tensor input_ids;
+    if (model.chunk().first) {
+      input_ids = ops::randint(Dims{batch, seq});
       bytes_.note(input_ids, StepCategory::kInputs);
-      inputs_embeds = embed_tokens_->forward(input_ids);
     } else {
-      held.x = ops::randn(Dims{1, seq, c_.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+      held.x = ops::randn(Dims{batch, seq, c_.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
       bytes_.note(held.x, StepCategory::kInputs);
-      inputs_embeds = held.x;
     }
-    nn::PositionEmbeddings positions;
-    {
-      // position_ids = torch.arange(S) + past_seen_tokens: the arange is a temporary; the rotary
-      // embedding's own arange stands for the sum.
-      const Tensor arange = ops::arange(seq);
-      positions = chunk.layers.front()->embed_positions(inputs_embeds);
-    }
-    Tensor hidden_states = run_layers(chunk, inputs_embeds, positions);
-    if (chunk.last) hidden_states = norm_->forward(hidden_states);  // a stage that is not last: nn.Identity
-    model_out = std::move(hidden_states);
+    hidden_states = model.model_forward(input_ids, held.x, layers_);
   }
-  if (!chunk.last) {
-    held.out = std::move(model_out);
+  if (!model.chunk().last) {
+    held.out = std::move(hidden_states);
     return held;
   }
-  // The causal LM's forward: logits = lm_head(hidden_states[:, -0:, :]); the loss; the output object
-  // (loss and logits) returned, then dropped with its logits; the loss kept, scaled by 1/M.
-  Tensor logits;
-  if (lm_head_) {
-    logits = lm_head_->forward(ops::slice(model_out, 1, 0, seq));
-  } else {  // tied: lm_head's forward over the embedding's weight
-    const Tensor kept = ops::slice(model_out, 1, 0, seq);
-    ModuleScope scope("lm_head", ModuleKind::kOther);
-    logits = ops::linear(kept, embed_tokens_->weight(), Tensor());
-  }
-  model_out = Tensor();
-  Tensor loss = nn::for_causal_lm_loss(logits, labels, c_.vocab_size);
-  logits = Tensor();
+  // The causal LM's logits and loss; the output object (loss and logits) returned, then dropped with its
+  // logits; the loss kept, scaled by 1/M.
+  Tensor loss = model.causal_lm_loss(std::move(hidden_states), labels);
   held.loss = o_.micro_batches > 1 ? ops::div_number(loss, static_cast<double>(o_.micro_batches)) : loss;
   return held;
 }
@@ -400,7 +318,7 @@ StepCensus StepRunner::run() {
     bytes_.mark_phase(name);
     InFlight& flight = flights[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
     Recorded& rec = recorded[static_cast<size_t>(pass.chunk)];
-    const Chunk& chunk = chunks_[static_cast<size_t>(pass.chunk)];
+    const CausalLM& model = *models_[static_cast<size_t>(pass.chunk)];
     if (pass.pass == 'F') {
       if (replays_ && rec.has_forward) {
         flight.replay = bytes_.replay(rec.forward);
@@ -409,7 +327,7 @@ StepCensus StepRunner::run() {
       }
       const bool records = replays_ && ++rec.forwards == 2;
       StepPassLog log = bytes_.begin_pass();
-      flight.held = forward(chunk);
+      flight.held = forward(model);
       if (!records) continue;
       bytes_.end_pass(log);
       // A forward that frees what another pass made is not replayed.

@@ -1,17 +1,17 @@
 // File: step_census.h
 // One rank's whole training step, simulated op by op through the engine: the model as Transformers'
-// AutoModelForCausalLM builds it (the token embedding, the stage's decoder layers, the final norm, the
-// LM head and the causal-LM loss), M micro-batches in the pipeline schedule's order, gradients
+// AutoModelForCausalLM builds it, as its family writes it (models/causal_lm.h: the token embedding, the
+// stage's decoder layers, the final norm, the LM head and the causal-LM loss), M micro-batches in the pipeline schedule's order, gradients
 // accumulated in .grad, then the first AdamW step and zero_grad(set_to_none=True). Every storage is
 // counted, parameters included (census/step_bytes.h); the answer is the step's peak, where it falls,
 // and its split into parameters, gradients, optimizer states and the rest.
 //
 // What one micro-batch runs (each graph alive until its backward):
-//   forward   labels = randint (last stage); input_ids = randint and the embedding (first stage), else
-//             a received hidden state x, a bf16 leaf requiring grad; positions and rotary once; the
-//             stage's layers (plain, or each under selective or full checkpointing); last stage: the
-//             final norm, the head, ForCausalLMLoss, the model's output (its bf16 logits) dropped,
-//             the loss divided by M where M > 1. A stage that is not last keeps its output.
+//   forward   labels = randint (B, S) (last stage); input_ids = randint (B, S) (first stage), else a
+//             received hidden state x (B, S, H), a bf16 leaf requiring grad; the family's model forward
+//             with the stage's layers (plain, or each under selective or full checkpointing); last
+//             stage: the logits and the loss, the model's output (its bf16 logits) dropped, the loss
+//             divided by M where M > 1. A stage that is not last keeps its output.
 //   backward  last stage: loss.backward(); else out.backward(g), g a received gradient of out's
 //             shape; a middle stage's x.grad is the gradient it sends, dropped with x.
 // Schedules (the order of (pass, micro-batch) is the only thing a schedule changes):
@@ -43,6 +43,7 @@ enum class StepOptimizer : uint8_t { kNone, kAdamW };
 
 struct StepOptions {
   int64_t seq_length = 4096;
+  int64_t micro_batch_size = 1;  // sequences a micro-batch: input ids (B, S)
   int64_t micro_batches = 1;
   int64_t pipeline_stages = 1;
   int64_t stage = 0;
@@ -59,10 +60,6 @@ struct StepOptions {
   // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
   // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
   int64_t expert_parallel = 1;
-  // The LM head tied to the embedding (config.json's tie_word_embeddings): a stage holding both uses
-  // the embedding's weight as the head's, one parameter whose two gradients the backward sums before
-  // it becomes .grad. A pipeline's last stage holds its own copy as its head (as Megatron shares it).
-  bool tie_word_embeddings = false;
   // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
   // a planner trying several ZeRO stages or master-weight choices over one simulation.
   std::vector<StepComposition> also_composed;
@@ -108,11 +105,8 @@ struct StepCensus {
   std::vector<StepMoment> also_composed_peaks;
 };
 
-// Whether the step models this family's causal-LM forward (the Llama-like families).
-bool step_models_family(const ModelConfig& config);
-
-// Refuse what the simulation cannot run: a family whose model forward it has not modelled, layers that
-// the stages do not divide, a stage out of range, a sequence or micro-batch count below 1, a data-
+// Refuse what the simulation cannot run: layers that the stages do not divide, a model its family cannot
+// cut where the stages would (Family::pipeline_refusal), a stage out of range, a sequence or micro-batch count below 1, a data-
 // parallel degree below 1 or a ZeRO stage other than 0-3, tokens the context-parallel degree does not
 // divide, experts the expert-parallel degree does not divide (or a model with none).
 Status check_step_options(const ModelConfig& config, const StepOptions& options);

@@ -155,8 +155,6 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());
   if (Status applied = apply_options(request); !applied) return refuse_line(err, applied.refusal().message());
   if (report->parsed()) return run_report(request, report_options, out, err);
-  if (request.command == "stack")
-    if (Status stacked = check_stack(request.config); !stacked) return refuse_line(err, stacked.refusal().message());
   if (!layers_file.empty()) {
     auto stack = read_stack_file(layers_file, request.config);
     if (!stack) return refuse_line(err, stack.refusal().message());

@@ -318,8 +318,6 @@ Result<ordered_json> plan_report_json(const PlanArgs& a, const ModelConfig& conf
 int run_plan_command(const PlanArgs& a, std::ostream& out, std::ostream& err) {
   auto model = resolve_model(a.model);
   if (!model) return refuse_line(err, model.refusal().message());
-  if (ties_embeddings(a.model))
-    return refuse_line(err, "tie_word_embeddings: an LM head tied to the embedding is not priced yet by census step");
   auto planned = plan(a, *model);
   if (!planned) return refuse_line(err, planned.refusal().message());
   std::ostringstream answer;

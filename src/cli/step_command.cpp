@@ -187,7 +187,8 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
 CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   CLI::App* sub = app.add_subcommand("step", "one rank's whole training step: peak memory, where, and its split");
   sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
-  sub->add_option("--seq-length", a.seq_length, "tokens of each micro-batch's one sequence (default 4096)");
+  sub->add_option("--seq-length", a.seq_length, "tokens of each sequence (default 4096)");
+  sub->add_option("--micro-batch-size", a.micro_batch_size, "sequences of each micro-batch (default 1)");
   sub->add_option("--micro-batches", a.micro_batches, "micro-batches accumulated per step (default 1)");
   sub->add_option("--pp", a.pp, "pipeline stages (default 1)");
   sub->add_option("--stage", a.stage, "the pipeline stage to run (default: every stage)");
@@ -261,6 +262,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
 
   StepOptions o;
   o.seq_length = a.seq_length;
+  o.micro_batch_size = a.micro_batch_size;
   o.micro_batches = a.micro_batches;
   o.pipeline_stages = a.pp;
   o.schedule = a.schedule == "gpipe"         ? PipelineSchedule::kGPipe
@@ -274,7 +276,6 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.tensor_parallel = a.tp;
   o.context_parallel = a.cp;
   o.expert_parallel = a.ep;
-  o.tie_word_embeddings = a.tie_word_embeddings;
   o.composition.data_parallel = a.dp;
   o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
@@ -324,20 +325,6 @@ ordered_json runs_json(const StepRuns& r, const StepArgs& a) {
 
 }  // namespace
 
-// Whether a config.json (a shipped model's or a file's) ties the LM head to the embedding.
-bool ties_embeddings(const std::string& source) {
-  nlohmann::json json;
-  for (const ShippedModel& model : shipped_models())
-    if (model.name == source) json = nlohmann::json::parse(model.json, nullptr, /*allow_exceptions=*/false);
-  if (json.is_null()) {
-    std::ifstream file(source);
-    if (file) json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-  }
-  for (const nlohmann::json* c : {&json, json.is_object() && json.contains("text_config") ? &json["text_config"] : nullptr})
-    if (c != nullptr && c->is_object() && c->value("tie_word_embeddings", false)) return true;
-  return false;
-}
-
 Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& config) {
   auto runs = run_step(a, config);
   CENSUS_TRY(runs);
@@ -347,9 +334,7 @@ Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& conf
 int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   auto model = resolve_model(a.model);
   if (!model) return refuse_line(err, model.refusal().message());
-  StepArgs args = a;
-  args.tie_word_embeddings = ties_embeddings(a.model);
-  auto result = run_step(args, *model);
+  auto result = run_step(a, *model);
   if (!result) return refuse_line(err, result.refusal().message());
   const StepRuns& r = *result;
   const std::vector<StageRun>& runs = r.runs;
@@ -364,7 +349,8 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   }
   const ModelConfig& c = r.config;
   answer << a.model << " (" << c.model_type << "): one rank's training step, " << a.seq_length << " tokens x "
-         << a.micro_batches << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
+         << (a.micro_batch_size > 1 ? std::to_string(a.micro_batch_size) + " sequences x " : "") << a.micro_batches
+         << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
          << schedule_name(a) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
   const bool data_parallel_terms =
@@ -398,7 +384,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
              << " = " << c.moe.num_experts / a.ep << " experts (simulated: their parameters, gradients and states), "
              << "the router whole; the experts run every token-expert pair of the rank's tokens, "
              << "the pairs routed elsewhere masked, as Transformers' expert-parallel plan runs them\n";
-    if (args.tie_word_embeddings)
+    if (c.tie_word_embeddings)
       answer << "tie_word_embeddings: a stage holding the embedding and the head runs the head over the embedding's "
                 "weight (one parameter, its two gradients summed into one .grad); a pipeline's last stage holds "
                 "its own copy as its head\n";

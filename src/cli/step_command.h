@@ -18,6 +18,7 @@ namespace census::cli {
 struct StepArgs {
   std::string model;
   int64_t seq_length = 4096;
+  int64_t micro_batch_size = 1;
   int64_t micro_batches = 1;
   int64_t pp = 1;
   int64_t stage = -1;  // -1: every stage
@@ -38,7 +39,6 @@ struct StepArgs {
   int64_t fragmentation = 0;
   std::string format = "table";
   bool explain = false;
-  bool tie_word_embeddings = false;  // the config ties the LM head to the embedding (read from its JSON)
 };
 
 CLI::App* add_step_command(CLI::App& app, StepArgs& args);
@@ -49,9 +49,5 @@ int run_step_command(const StepArgs& args, std::ostream& out, std::ostream& err)
 // one stage's object, or {"stages": [...], "worst_stage", "total_bytes"} for every stage. Refused: an
 // option value the step does not know, or what census_step refuses.
 Result<nlohmann::ordered_json> step_report_json(const StepArgs& args, const ModelConfig& config);
-
-// Whether a config.json (a shipped model's, or the file at `source`) ties the LM head to the embedding,
-// which the step does not price yet.
-bool ties_embeddings(const std::string& source);
 
 }  // namespace census::cli

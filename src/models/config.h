@@ -27,6 +27,8 @@
 namespace census {
 
 struct Family;
+class CausalLM;
+struct ModelChunk;
 
 // What a layer hands on to the layers after it in the model's forward, beyond the hidden states, and
 // what the model computes once for its layers: GLM-5's top-k indices, which its "shared" layers reuse;
@@ -48,28 +50,12 @@ struct LayerCarry {
   }
 };
 
-// The model's own forward before its first decoder layer and between its layers, where it is more than
-// the token embedding and one rotary for every layer (Gemma 4's scaled embeddings, per-layer inputs and
-// a rotary per layer type). The stack census runs it in place of the plain embedding; it owns its
-// modules, whose parameters it registered when built.
-class ModelPrologue {
- public:
-  virtual ~ModelPrologue() = default;
-  // The first layer's hidden states from the input ids (1, S) int64; what the layers read, into `carry`.
-  virtual Tensor embed(const Tensor& input_ids, LayerCarry& carry) const = 0;
-  // What the model's loop computes for layer `index` before it calls the layer, into `carry`.
-  virtual void before_layer(int64_t /*index*/, LayerCarry& /*carry*/) const {}
-};
-
 // One decoder layer built for a census: its forward as the model calls it, and its parameters.
 class DecoderLayer {
  public:
   virtual ~DecoderLayer() = default;
   // The model's rotary embedding of the positions of `hidden`, computed once for all layers.
   virtual nn::PositionEmbeddings embed_positions(const Tensor& hidden) const = 0;
-  // What the model makes of its embeddings before the first layer (the stack census): the embeddings
-  // themselves, or DeepSeek-V4's hc_mult residual streams.
-  virtual Tensor model_streams(const Tensor& inputs_embeds) const { return inputs_embeds; }
   virtual Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const = 0;
   // The forward as the model's loop calls it (the stack census), reading and writing `carry`; a layer
   // that reads nothing an earlier layer wrote runs its plain forward.
@@ -217,6 +203,9 @@ struct ModelConfig {
   // Transformers' own, where a spec selects them (models/replacements.h).
   std::vector<ReplacementSpec> replacements;
   int64_t num_mtp_layers = 0;  // multi-token-prediction layers, stacked after the body
+  // The LM head's weight is the token embedding's (tie_word_embeddings, with the family config class's
+  // default).
+  bool tie_word_embeddings = false;
 
   // Gated delta net (Qwen3-Next, Qwen3.5): the linear_attention layers' sizes, and the full-attention
   // layers' output gate and partial rotary.
@@ -273,9 +262,17 @@ struct Family {
   // forward (GLM-5's shared-indexer layers); nullptr where it can. Such a layer is priced by the stack
   // census only (census/stack_census.h).
   const char* (*stack_only)(const ModelConfig& config, int64_t index) = nullptr;
-  // The model's forward before and between its layers where it is not the plain one (ModelPrologue),
-  // its modules' parameters registered in `params`; nullptr where it is.
-  std::unique_ptr<ModelPrologue> (*build_model_prologue)(const ModelConfig& config, nn::ParameterList& params) = nullptr;
+  // The family's causal LM around its layers (models/causal_lm.h) where it is not written as Llama's;
+  // nullptr where it is.
+  std::unique_ptr<CausalLM> (*build_causal_lm)(const ModelConfig& config, const ModelConfig& layer_config,
+                                               ModelChunk chunk) = nullptr;
+  // Why the model cannot be cut into pipeline stages before layer `boundary` honestly (the stage
+  // boundary would have to carry more than the hidden states); nullptr where it can.
+  const char* (*pipeline_refusal)(const ModelConfig& config, int64_t boundary) = nullptr;
+  // The config class's default of tie_word_embeddings, and the default of the composite config class
+  // (the multimodal one holding this family's under text_config), whose value a composite model ties by.
+  bool ties_word_embeddings = false;
+  bool composite_ties_word_embeddings = false;
 };
 
 // Defines a family's registry entry in its own file:

@@ -24,6 +24,7 @@
 #include <tuple>
 #include <variant>
 
+#include "models/causal_lm.h"
 #include "models/llama.h"
 #include "models/moe_layers.h"
 #include "nn/attention_kernel.h"
@@ -183,12 +184,6 @@ class DeepseekV4DecoderLayer final : public DecoderLayer {
     std::tie(out.compress_cos, out.compress_sin) = compress_rotary.forward(inputs_embeds, out.position_ids);
     return out;
   }
-  // inputs_embeds.unsqueeze(2).expand(-1, -1, hc_mult, -1).contiguous(): (B, S, M, H).
-  Tensor model_streams(const Tensor& inputs_embeds) const override {
-    Dims streams = inputs_embeds.sizes();
-    streams.insert(2, hc_mult_);
-    return ops::contiguous(ops::expand(ops::unsqueeze(inputs_embeds, 2), streams));
-  }
   Tensor forward(const Tensor& /*hidden_states*/, const nn::PositionEmbeddings& /*positions*/) const override {
     // The commands refuse a DeepSeek-V4 layer alone (Family::stack_only) before building it.
     throw std::logic_error("a DeepSeek-V4 layer runs only inside the model's forward");
@@ -241,6 +236,38 @@ std::unique_ptr<nn::Norm> build_deepseek_v4_head(const ModelConfig& config, nn::
   return std::make_unique<DeepseekV4ModelHead>(config, params);
 }
 
+// DeepseekV4Model and DeepseekV4ForCausalLM around the layers: the token embedding expanded to hc_mult
+// contiguous residual streams, the "main" and "compress" rotary computed once, the input ids handed to
+// every layer (its hash router reads them), and at the end norm(hc_head(streams)).
+class DeepseekV4ForCausalLM final : public CausalLM {
+ public:
+  using CausalLM::CausalLM;
+
+  Tensor model_forward(const Tensor& input_ids, const Tensor& /*inputs_embeds*/, const LayerRunner& runner) const override {
+    auto carry = std::make_shared<LayerCarry>();
+    carry->input_ids = input_ids;  // the model's argument, bound into every layer's call
+    const Tensor inputs_embeds = embed(input_ids);  // (B, S, H)
+    // inputs_embeds.unsqueeze(2).expand(-1, -1, hc_mult, -1).contiguous(): (B, S, M, H).
+    Dims streams = inputs_embeds.sizes();
+    streams.insert(2, config_.deepseek_v4->hc_mult);
+    Tensor hidden_states = ops::contiguous(ops::expand(ops::unsqueeze(inputs_embeds, 2), streams));
+    const nn::PositionEmbeddings positions = embed_positions(inputs_embeds);
+    for (size_t k = 0; k < layers_.size(); ++k) {
+      const DecoderLayer* layer = layers_[k].get();
+      hidden_states = runner.run(chunk_.begin + static_cast<int64_t>(k), hidden_states,
+                                 [layer, positions, carry](const Tensor& input) {
+                                   return layer->forward_in_model(input, positions, *carry);
+                                 });
+    }
+    return final_norm(hidden_states);
+  }
+};
+
+std::unique_ptr<CausalLM> build_deepseek_v4_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                      ModelChunk chunk) {
+  return make_causal_lm<DeepseekV4ForCausalLM>(config, layer_config, chunk);
+}
+
 std::unique_ptr<DecoderLayer> build_deepseek_v4_layer(const ModelConfig& config, int64_t index) {
   return std::make_unique<DeepseekV4DecoderLayer>(config, index);
 }
@@ -252,10 +279,22 @@ const char* stack_only(const ModelConfig& /*config*/, int64_t /*index*/) {
 
 Result<ModelConfig> read_deepseek_v4(const ConfigReader& r);
 
+const char* pipeline_refusal(const ModelConfig& /*config*/, int64_t /*boundary*/) {
+  return "a DeepSeek-V4 stage boundary would have to carry the model's hc_mult residual streams, not "
+         "one hidden state";
+}
+
 }  // namespace
 
-CENSUS_FAMILY(kDeepseekV4Family) = {"deepseek_v4", read_deepseek_v4, build_deepseek_v4_layer, build_deepseek_v4_head,
-                                    nullptr, stack_only};
+CENSUS_FAMILY(kDeepseekV4Family) = {
+    .model_type = "deepseek_v4",
+    .read = read_deepseek_v4,
+    .build_layer = build_deepseek_v4_layer,
+    .build_final_norm = build_deepseek_v4_head,
+    .stack_only = stack_only,
+    .build_causal_lm = build_deepseek_v4_causal_lm,
+    .pipeline_refusal = pipeline_refusal,
+};
 
 namespace {
 

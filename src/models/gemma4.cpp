@@ -34,6 +34,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "models/causal_lm.h"
 #include "models/gemma.h"
 #include "models/llama.h"
 #include "nn/attention_kernel.h"
@@ -369,25 +370,29 @@ class Gemma4TextDecoderLayer final : public DecoderLayer {
   nn::RotaryEmbedding rotary_emb;  // the model's, of this layer's type, held here so one layer can run alone
 };
 
-// Gemma4TextModel's forward before its layers: the scaled token embedding (Gemma4TextScaledWordEmbedding,
-// whose multiply keeps its (0-d) embed_scale buffer), the per-layer inputs (get_per_layer_inputs, then
-// project_per_layer_inputs), one rotary per layer type; and in its loop, each layer's per-layer input,
-// per_layer_inputs[:, :, i, :] (a select, whose backward allocates the whole (1, S, L, P) gradient).
-class Gemma4Prologue final : public ModelPrologue {
+// Gemma4TextModel and Gemma4ForCausalLM around the layers: the scaled token embedding
+// (Gemma4TextScaledWordEmbedding, whose multiply keeps its (0-d) embed_scale buffer), the per-layer
+// inputs (get_per_layer_inputs, then project_per_layer_inputs), one rotary per layer type; and in its
+// loop, each layer's per-layer input, per_layer_inputs[:, :, i, :] (a select, whose backward allocates
+// the whole (B, S, L, P) gradient), and the shared_kv_states dict every layer reads and writes.
+class Gemma4ForCausalLM final : public CausalLM {
  public:
-  Gemma4Prologue(const ModelConfig& c, nn::ParameterList& params)
-      : hidden_size_(c.hidden_size),
-        layers_(c.num_hidden_layers),
+  Gemma4ForCausalLM(const ModelConfig& c, const ModelConfig& layer_config, ModelChunk chunk)
+      : CausalLM(c, layer_config, chunk),
+        hidden_size_(c.hidden_size),
+        layer_count_(c.num_hidden_layers),
         per_layer_width_(c.gemma4.hidden_size_per_layer_input),
-        embed_tokens_(nn::register_parameter(params, "embed_tokens", "weight", Dims{c.vocab_size, c.hidden_size})),
         embed_scale_(make_tensor(Dims{}, DType::kBFloat16)) {
+    add_buffer(embed_scale_);
     if (per_layer_width_ > 0) {
-      embed_tokens_per_layer_ = nn::register_parameter(params, "embed_tokens_per_layer", "weight",
-                                                       Dims{c.gemma4.vocab_size_per_layer_input, layers_ * per_layer_width_});
+      nn::ParameterList& params = model_parameters();
+      embed_tokens_per_layer_ = nn::register_parameter(params, "model.embed_tokens_per_layer", "weight",
+                                                       Dims{c.gemma4.vocab_size_per_layer_input, layer_count_ * per_layer_width_});
       per_layer_embed_scale_ = make_tensor(Dims{}, DType::kBFloat16);
-      per_layer_model_projection.emplace("per_layer_model_projection", c.hidden_size, layers_ * per_layer_width_,
-                                         /*bias=*/false, params);
-      per_layer_projection_norm.emplace("per_layer_projection_norm", per_layer_width_, c.rms_norm_eps, params);
+      add_buffer(per_layer_embed_scale_);
+      per_layer_model_projection.emplace("model.per_layer_model_projection", c.hidden_size,
+                                         layer_count_ * per_layer_width_, /*bias=*/false, params);
+      per_layer_projection_norm.emplace("model.per_layer_projection_norm", per_layer_width_, c.rms_norm_eps, params);
     }
     // One rotary per layer type, in the order the types first appear.
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -398,12 +403,13 @@ class Gemma4Prologue final : public ModelPrologue {
     }
   }
 
-  Tensor embed(const Tensor& input_ids, LayerCarry& carry) const override {
+  Tensor model_forward(const Tensor& input_ids, const Tensor& /*inputs_embeds*/, const LayerRunner& runner) const override {
     const int64_t batch = input_ids.size(0), seq = input_ids.size(1);
+    auto carry = std::make_shared<LayerCarry>();  // what the layers read and write: shared_kv_states
     Tensor inputs_embeds;
     {
       ModuleScope scope("embed_tokens", ModuleKind::kOther);
-      inputs_embeds = ops::mul(ops::embedding(embed_tokens_, input_ids), embed_scale_);
+      inputs_embeds = ops::mul(ops::embedding(embed_tokens->weight(), input_ids), embed_scale_);
     }
     if (per_layer_width_ > 0) {
       Tensor per_layer_inputs;
@@ -411,27 +417,33 @@ class Gemma4Prologue final : public ModelPrologue {
         ModuleScope scope("embed_tokens_per_layer", ModuleKind::kOther);
         per_layer_inputs = ops::mul(ops::embedding(embed_tokens_per_layer_, input_ids), per_layer_embed_scale_);
       }
-      const Dims per_layer_shape{batch, seq, layers_, per_layer_width_};
+      const Dims per_layer_shape{batch, seq, layer_count_, per_layer_width_};
       per_layer_inputs = ops::reshape(per_layer_inputs, per_layer_shape);
       Tensor per_layer_projection = ops::mul_number(per_layer_model_projection->forward(inputs_embeds),
                                                     std::pow(static_cast<double>(hidden_size_), -0.5));
       per_layer_projection = ops::reshape(per_layer_projection, per_layer_shape);
       per_layer_projection = per_layer_projection_norm->forward(per_layer_projection);
-      carry.per_layer_inputs = ops::mul_number(ops::add(per_layer_projection, per_layer_inputs), std::pow(2.0, -0.5));
+      carry->per_layer_inputs = ops::mul_number(ops::add(per_layer_projection, per_layer_inputs), std::pow(2.0, -0.5));
     }
-    for (const auto& [type, rotary] : rotaries_) carry.positions[type] = rotary.forward(inputs_embeds);
-    return inputs_embeds;
-  }
-
-  void before_layer(int64_t index, LayerCarry& carry) const override {
-    if (per_layer_width_ > 0) carry.per_layer_input = ops::select(carry.per_layer_inputs, 2, index);
+    for (const auto& [type, rotary] : rotaries_) carry->positions[type] = rotary.forward(inputs_embeds);
+    Tensor hidden_states = inputs_embeds;
+    for (size_t k = 0; k < layers_.size(); ++k) {
+      const int64_t index = chunk_.begin + static_cast<int64_t>(k);
+      // The layer's per-layer input is bound by value, as the model's loop hands it.
+      const Tensor per_layer_input = per_layer_width_ > 0 ? ops::select(carry->per_layer_inputs, 2, index) : Tensor();
+      const DecoderLayer* layer = layers_[k].get();
+      hidden_states = runner.run(index, hidden_states, [layer, carry, per_layer_input](const Tensor& input) {
+        carry->per_layer_input = per_layer_input;
+        return layer->forward_in_model(input, nn::PositionEmbeddings(), *carry);
+      });
+    }
+    return final_norm(hidden_states);
   }
 
  private:
   int64_t hidden_size_;
-  int64_t layers_;
+  int64_t layer_count_;
   int64_t per_layer_width_;
-  Tensor embed_tokens_;            // (V, H)
   Tensor embed_scale_;             // () bf16 buffer, sqrt(H)
   Tensor embed_tokens_per_layer_;  // (V_per_layer, L * P)
   Tensor per_layer_embed_scale_;   // () bf16 buffer, sqrt(P)
@@ -450,14 +462,29 @@ std::unique_ptr<nn::Norm> build_gemma4_final_norm(const ModelConfig& config, nn:
   return std::make_unique<Gemma4RMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
 }
 
-std::unique_ptr<ModelPrologue> build_gemma4_prologue(const ModelConfig& config, nn::ParameterList& params) {
-  return std::make_unique<Gemma4Prologue>(config, params);
+std::unique_ptr<CausalLM> build_gemma4_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                  ModelChunk chunk) {
+  return make_causal_lm<Gemma4ForCausalLM>(config, layer_config, chunk);
+}
+
+const char* pipeline_refusal(const ModelConfig& /*config*/, int64_t /*boundary*/) {
+  return "Gemma 4's model builds every layer's per-layer input from the input ids and embeddings, and its "
+         "KV-shared layers read the keys and values of layers on earlier stages";
 }
 
 }  // namespace
 
-CENSUS_FAMILY(kGemma4TextFamily) = {"gemma4_text", read_gemma4_text, build_gemma4_layer, build_gemma4_final_norm,
-                                    nullptr, stack_only, build_gemma4_prologue};
+CENSUS_FAMILY(kGemma4TextFamily) = {
+    .model_type = "gemma4_text",
+    .read = read_gemma4_text,
+    .build_layer = build_gemma4_layer,
+    .build_final_norm = build_gemma4_final_norm,
+    .stack_only = stack_only,
+    .build_causal_lm = build_gemma4_causal_lm,
+    .pipeline_refusal = pipeline_refusal,
+    .ties_word_embeddings = true,
+    .composite_ties_word_embeddings = true,
+};
 
 namespace {
 

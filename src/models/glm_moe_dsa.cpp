@@ -8,9 +8,11 @@
 // `census activations` price it inside the model's forward.
 #include <stdexcept>
 
+#include "models/causal_lm.h"
 #include "models/deepseek_v3.h"
 #include "models/deepseek_v32.h"
 #include "nn/pre_norm_layer.h"
+#include "ops/ops.h"
 
 namespace census {
 namespace {
@@ -77,10 +79,64 @@ std::unique_ptr<DecoderLayer> build_glm_moe_dsa_layer(const ModelConfig& config,
   return std::make_unique<GlmMoeDsaDecoderLayer>(config, index);
 }
 
+// GlmMoeDsaModel's loop: `hidden_states, topk_indices = decoder_layer(hidden_states, ...,
+// prev_topk_indices=topk_indices)`, topk_indices None before the first layer. Each call binds the top-k
+// it is handed by value; the top-k it returns reaches the model's loop while the forward runs (a
+// checkpoint's recompute returns one nobody reads).
+class GlmMoeDsaForCausalLM final : public CausalLM {
+ public:
+  using CausalLM::CausalLM;
+
+  Tensor model_forward(const Tensor& input_ids, const Tensor& received, const LayerRunner& runner) const override {
+    const Tensor inputs_embeds = chunk_.first ? embed(input_ids) : received;
+    nn::PositionEmbeddings positions;
+    {
+      const Tensor arange = ops::arange(inputs_embeds.size(1));  // position_ids = arange(S) + 0: a temporary
+      positions = embed_positions(inputs_embeds);
+    }
+    Tensor hidden_states = inputs_embeds;
+    auto topk_indices = std::make_shared<Tensor>();
+    const std::weak_ptr<Tensor> returned = topk_indices;
+    for (size_t k = 0; k < layers_.size(); ++k) {
+      const DecoderLayer* layer = layers_[k].get();
+      const Tensor prev_topk_indices = *topk_indices;
+      hidden_states = runner.run(chunk_.begin + static_cast<int64_t>(k), hidden_states,
+                                 [layer, positions, prev_topk_indices, returned](const Tensor& input) {
+                                   LayerCarry carry;
+                                   carry.topk_indices = prev_topk_indices;
+                                   Tensor out = layer->forward_in_model(input, positions, carry);
+                                   if (auto slot = returned.lock()) *slot = std::move(carry.topk_indices);
+                                   return out;
+                                 });
+    }
+    if (chunk_.last) hidden_states = final_norm(hidden_states);
+    return hidden_states;  // the model's locals, the last top-k among them, go on return
+  }
+};
+
+std::unique_ptr<CausalLM> build_glm_moe_dsa_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                      ModelChunk chunk) {
+  return make_causal_lm<GlmMoeDsaForCausalLM>(config, layer_config, chunk);
+}
+
+// A stage cannot begin with a shared layer: the top-k it attends with were chosen on the stage before.
+const char* pipeline_refusal(const ModelConfig& config, int64_t boundary) {
+  return shared_indexer(config, boundary) ? "a stage would begin with a \"shared\" indexer layer, which attends with "
+                                            "the top-k indices the layer before it (on the stage before) chose"
+                                          : nullptr;
+}
+
 }  // namespace
 
-CENSUS_FAMILY(kGlmMoeDsaFamily) = {"glm_moe_dsa", read_glm_moe_dsa, build_glm_moe_dsa_layer, build_llama_final_norm,
-                                   nullptr, stack_only};
+CENSUS_FAMILY(kGlmMoeDsaFamily) = {
+    .model_type = "glm_moe_dsa",
+    .read = read_glm_moe_dsa,
+    .build_layer = build_glm_moe_dsa_layer,
+    .build_final_norm = build_llama_final_norm,
+    .stack_only = stack_only,
+    .build_causal_lm = build_glm_moe_dsa_causal_lm,
+    .pipeline_refusal = pipeline_refusal,
+};
 
 namespace {
 

@@ -56,13 +56,23 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
     return refuse("num_hidden_layers", std::to_string(*layers) +
                                            " layers are more than a census prices (at most 2^20 = 1048576); fix the config");
   const std::string& model_type = fields->at("model_type").get_ref<const std::string&>();
+  const Family* family = nullptr;
   std::string known;
-  for (const Family* family : families()) {
-    if (model_type == family->model_type) return family->read(reader);
+  for (const Family* each : families()) {
+    if (model_type == each->model_type) family = each;
     known += known.empty() ? "" : ", ";
-    known += family->model_type;
+    known += each->model_type;
   }
-  return refuse("model_type", echoed(model_type) + " is not priced by this Census; known: " + known);
+  if (family == nullptr) return refuse("model_type", echoed(model_type) + " is not priced by this Census; known: " + known);
+  auto config = family->read(reader);
+  CENSUS_TRY(config);
+  // A composite model (one built around its text_config) ties its head by its own config's value.
+  const bool composite = fields != &json;
+  auto tied = ConfigReader(json).flag("tie_word_embeddings", composite ? family->composite_ties_word_embeddings
+                                                                       : family->ties_word_embeddings);
+  CENSUS_TRY(tied);
+  config->tie_word_embeddings = *tied;
+  return config;
 }
 
 Result<ModelConfig> read_config_file(const std::string& path) {

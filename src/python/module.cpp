@@ -365,7 +365,6 @@ std::vector<std::pair<std::string, std::string>> shipped() {
 std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping, int64_t seq_length, int64_t tp) {
   const ModelConfig config = config_of(mapping);
   check(config, 0, seq_length);
-  if (Status status = check_stack(config); !status) throw Unavailable(status.refusal().message());
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const StackLayerCensus& layer : census_stack(tp_config(config, tp), seq_length)) out.emplace_back(layer.kept, layer.held);
   return out;
@@ -377,14 +376,12 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
-                 int64_t cp, int64_t ep, bool tie_word_embeddings) {
+                 int64_t cp, int64_t ep, int64_t micro_batch_size) {
   const ModelConfig config = config_of(config_in);
-  if (!step_models_family(config))
-    throw Unavailable("model_type " + config.model_type + ": census_step models the Llama-like causal LMs; this "
-                      "family's model forward is not priced yet");
   cli::StepArgs a;
   a.model = config.model_type;
   a.seq_length = seq_length;
+  a.micro_batch_size = micro_batch_size;
   a.micro_batches = micro_batches;
   a.pp = pp;
   a.stage = stage.value_or(-1);
@@ -403,7 +400,6 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.fragmentation = fragmentation;
   a.cp = cp;
   a.ep = ep;
-  a.tie_word_embeddings = tie_word_embeddings;
   auto report = cli::step_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -416,9 +412,6 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
                  const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
                  const std::string& nccl_buffers, const std::string& fragmentation) {
   const ModelConfig config = config_of(config_in);
-  if (!step_models_family(config))
-    throw Unavailable("model_type " + config.model_type + ": census_plan runs census step, which models the "
-                      "Llama-like causal LMs; this family's model forward is not priced yet");
   cli::PlanArgs a;
   a.model = config.model_type;
   a.gpus = gpus;
@@ -483,8 +476,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
-        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1,
-        py::arg("tie_word_embeddings") = false);
+        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1);
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -309,7 +309,6 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--device", "h100", "--top", "0"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--compute-efficiency", "1.5"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--seq-length", "0"},
-           {"plan", "gemma-3-27b", "--gpus", "8", "--device", "h100"},
            {"plan", t, "--gpus", "4000000000", "--device", "h100"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--global-batch", "100000000"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--gpus-per-node", "0"},

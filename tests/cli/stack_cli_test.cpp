@@ -97,18 +97,3 @@ TEST(StackOnlyLayers, ActivationsTakesTheirKindFromTheStack) {
 }  // namespace
 }  // namespace census
 
-namespace census {
-namespace {
-
-// A model whose forward the stack does not build (Gemma scales its embeddings) is refused in one line.
-TEST(StackCli, RefusesAModelForwardItDoesNotBuild) {
-  const std::string path = testing::write_test_file("gemma_stack.json", R"({"model_type": "gemma", "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2, "vocab_size": 4096})");
-  const CliRun r = run({"stack", path, "--seq-length", "64"});
-  EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(r.out.empty());
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
-
-}  // namespace
-}  // namespace census

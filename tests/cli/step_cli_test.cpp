@@ -85,15 +85,6 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
   }
 }
 
-TEST(StepCli, FamiliesWhoseModelForwardIsNotModelledAreRefused) {
-  const std::string path = ::testing::TempDir() + "/step_toy_gemma.json";
-  std::ofstream(path) << R"({"model_type": "gemma", "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 4096})";
-  const CliRun run = census({"step", path});
-  EXPECT_EQ(run.code, 2);
-  EXPECT_NE(run.err.find("not priced yet"), std::string::npos) << run.err;
-}
-
 // A config.json that ties the LM head to the embedding is stepped with one shared weight: the Llama
 // toy's parameters less the head's 4096 x 256 (tests/census/step_tied_test.cpp).
 TEST(StepCli, TiedEmbeddingsShareOneWeight) {

@@ -59,8 +59,3 @@ def test_nothing_fits_is_an_answer():
 def test_bad_values_raise_value_error(kwargs):
     with pytest.raises(ValueError):
         census.census_plan(TOY, seq_length=128, **kwargs)
-
-
-def test_what_the_step_does_not_price_raises_census_unavailable():
-    with pytest.raises(census.CensusUnavailable):
-        census.census_plan(dict(TOY, model_type="gemma"), gpus=8, device="h100")

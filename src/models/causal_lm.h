@@ -1,0 +1,143 @@
+// File: causal_lm.h
+// CausalLM: a family's causal language model around its decoder layers, as Transformers 5 writes it in
+// the family's modeling_*.py: *Model.forward (the token embedding and any scale on it, what the model
+// computes once for its layers such as the rotary, the layers in order, the final norm) and
+// *ForCausalLM.forward (the LM head, tied to the embedding or not, any transform of the logits, the
+// loss). Every command that runs more than one layer (stack, step, plan) runs the model through it.
+// A family whose model is written as Llama's needs nothing of its own; one whose model differs says
+// how in its own file (Family::build_causal_lm), overriding the pieces that differ.
+//
+// Built for one model chunk: the decoder layers [begin, end) a pipeline stage (or one of its
+// interleaved chunks) holds, the embedding where the chunk is the model's first, the final norm, head
+// and loss where it is the last. A chunk that is not the first receives its hidden states as
+// inputs_embeds; one that is not the last returns its last layer's output (its final norm an
+// nn.Identity), as a pipeline stage runs the model.
+//
+// Not for: one layer alone (DecoderLayer), or the reference's output census (census/output_census.h),
+// which prices a final norm of the layer's class, a plain head and the loss.
+//
+// Legend: B = micro-batch size (sequences), S = tokens a sequence, H = hidden_size, V = vocab_size.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "models/config.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+
+namespace census {
+
+struct ModelChunk {
+  int64_t begin = 0;  // the chunk's decoder layers [begin, end)
+  int64_t end = 0;
+  bool first = true;  // holds the token embedding
+  bool last = true;   // holds the final norm, the LM head and the loss
+};
+
+// How the caller runs each decoder layer of the model's loop: plainly, under a checkpoint, or between
+// hooks. `forward` is the layer's call with every argument but its hidden states bound, by value where
+// the model hands them by value, as a checkpoint's partial binds a GradientCheckpointingLayer's
+// keyword arguments.
+using LayerForward = std::function<Tensor(const Tensor&)>;
+class LayerRunner {
+ public:
+  virtual ~LayerRunner() = default;
+  virtual Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const = 0;
+};
+
+// Each layer called plainly.
+class PlainLayers final : public LayerRunner {
+ public:
+  Tensor run(int64_t /*index*/, const Tensor& hidden_states, const LayerForward& forward) const override {
+    return forward(hidden_states);
+  }
+};
+
+class CausalLM {
+ public:
+  // `layer_config`: the config the chunk's decoder layers are built from (one tensor- and expert-
+  // parallel rank's share of their heads, widths and experts); the model's own modules (embedding,
+  // final norm, head) are built from `config`.
+  CausalLM(const ModelConfig& config, const ModelConfig& layer_config, ModelChunk chunk);
+  virtual ~CausalLM() = default;
+  CausalLM(const CausalLM&) = delete;
+  CausalLM& operator=(const CausalLM&) = delete;
+
+  // *Model.forward over the chunk: from input_ids (B, S) int64 where the chunk is the first, else from
+  // the received inputs_embeds (B, S, H) bf16; each layer run by `runner`. Returns the model's last
+  // hidden state (after the final norm where the chunk is the last). Its locals (the embeddings, the
+  // positions) die when it returns, as the Python frame's do.
+  virtual Tensor model_forward(const Tensor& input_ids, const Tensor& inputs_embeds, const LayerRunner& runner) const;
+
+  // *ForCausalLM.forward past the model: the logits of the last hidden state and the loss against
+  // `labels` (B, S) int64. The logits go when the loss is made, as the trainer drops the model's output.
+  Tensor causal_lm_loss(Tensor hidden_states, const Tensor& labels) const;
+
+  // The chunk's parameters in the order model.parameters() lists them: the embedding, the layers, the
+  // final norm, the model's other modules, the head (each storage once: a tied head adds none).
+  const nn::ParameterList& parameters() const { return parameters_; }
+  // The tensors the model registers as buffers (the rotary module's inv_freq and original_inv_freq, an
+  // embedding scale, the layers' own), tracked from the step's start as the oracle tracks them.
+  const std::vector<Tensor>& buffers() const { return buffers_; }
+  const std::vector<std::unique_ptr<DecoderLayer>>& layers() const { return layers_; }
+  const ModelChunk& chunk() const { return chunk_; }
+  // The most parameter bytes one decoder layer of the chunk holds (ZeRO-3's gathered unit).
+  int64_t largest_layer_parameter_bytes() const;
+
+ protected:
+  // The pieces of the forward a family overrides where its model differs from Llama's.
+  // *Model.forward's embedding of the input ids (B, S) -> (B, S, H): embed_tokens, plainly.
+  virtual Tensor embed(const Tensor& input_ids) const;
+  // What the model computes once from its embeddings for every layer: the rotary's cos and sin of
+  // positions 0..S-1 (the chunk's first layer's rotary, which every layer of a Llama-like model shares).
+  virtual nn::PositionEmbeddings embed_positions(const Tensor& inputs_embeds) const;
+  // The final norm on the last chunk's last hidden state.
+  virtual Tensor final_norm(const Tensor& hidden_states) const;
+  // *ForCausalLM.forward's logits of the last hidden state: lm_head(hidden_states[:, -0:, :]).
+  virtual Tensor logits(const Tensor& hidden_states) const;
+  // The loss function (ForCausalLMLoss) on the logits, which it takes and drops once cast.
+  virtual Tensor loss_function(Tensor logits, const Tensor& labels) const;
+
+  // For a family's constructor: a module of the model's own, registered after the final norm (as the
+  // families that have one register it), and a buffer the model registers.
+  nn::ParameterList& model_parameters() { return model_params_; }
+  void add_buffer(const Tensor& buffer) { buffers_.push_back(buffer); }
+  // Called by the family's builder once its constructor has run: the parameters in model order and
+  // the rotary's buffers (the family's own registered ones kept).
+  void finish();
+
+  const ModelConfig& config_;
+  ModelChunk chunk_;
+  nn::ParameterList embedding_params_, model_params_, norm_params_, head_params_;
+  std::optional<nn::Embedding> embed_tokens;  // (V, H), the chunk being the first
+  std::vector<std::unique_ptr<DecoderLayer>> layers_;
+  std::unique_ptr<nn::Norm> norm;             // the chunk being the last
+  std::optional<nn::Linear> lm_head;          // (V, H); absent where tied to embed_tokens
+
+  template <typename Model, typename... Args>
+  friend std::unique_ptr<CausalLM> make_causal_lm(Args&&... args);
+
+ private:
+  nn::ParameterList parameters_;
+  std::vector<Tensor> buffers_;
+};
+
+// A family's CausalLM built and finished: what Family::build_causal_lm returns.
+template <typename Model, typename... Args>
+std::unique_ptr<CausalLM> make_causal_lm(Args&&... args) {
+  auto model = std::make_unique<Model>(std::forward<Args>(args)...);
+  static_cast<CausalLM&>(*model).finish();
+  return model;
+}
+
+// The family's model for `chunk` (Family::build_causal_lm, else Llama's).
+std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, const ModelConfig& layer_config, ModelChunk chunk);
+
+// The whole model as one chunk.
+inline ModelChunk whole_model(const ModelConfig& config) { return ModelChunk{0, config.num_hidden_layers, true, true}; }
+
+}  // namespace census

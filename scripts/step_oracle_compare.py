@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Run `census step` on cases of the step oracle and print every number that differs.
+
+Usage: scripts/step_oracle_compare.py [--census build/census] [--only REGEX] CASE.json|DIR ...
+
+For each case (a step oracle JSON, or a trimmed one of tests/data/step/), runs the census binary with
+the case's config, sequence, micro-batch size, micro-batches, pipeline stage and kind, and compares the
+numbers tests/census/step_oracle_test.cpp compares: the schedule, parameters, gradients, optimizer
+states, the peak (bytes, phase, op, split), other_peak, each phase's bytes and the forward, backward
+and optimizer-step peaks. A case the oracle could not run (it records an error) must be refused in one
+line with exit code 2. Prints one line per case (ok, refused as expected, or the first differences) and
+a count; exit status 1 when any case differs.
+"""
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def options(case):
+    kind = case["kind"]
+    args = ["--seq-length", str(case["seq"]), "--micro-batch-size", str(case.get("batch") or 1),
+            "--micro-batches", str(case["m"]), "--pp", str(case["p"]), "--stage", str(case["r"]), "--format", "json"]
+    args += ["--optimizer", "adamw" if kind == "accum_adamw" else "none"]
+    if kind == "sac_selective":
+        args += ["--recompute", "selective"]
+    if kind == "ac_full":
+        args += ["--recompute", "full"]
+    return args
+
+
+def config_of(case, folder):
+    """The config the oracle built; a case that failed before building one takes its family's single case's."""
+    config = case.get("config")
+    if config is None:
+        single = re.sub(r"_L4_s(\d+)_.*", r"_L4_s\1_single.json", case["case"])
+        config = json.loads((folder / single).read_text())["config"]
+    return config["fields"] if "fields" in config else config
+
+
+def split_of(split):
+    detail = split["other_detail"]
+    return [split["parameters"], split["gradients"], split["optimizer_states"], split["other"],
+            detail["buffers"], detail["inputs"], detail["param_grad_inflight"], detail["activations"]]
+
+
+def differences(case, got):
+    out = []
+
+    def same(name, want, have):
+        if want != have:
+            out.append(f"{name}: oracle {want} census {have}")
+
+    same("schedule", case["schedule"], got["schedule"])
+    for key in ("count", "tensors", "bytes", "buffers_bytes"):
+        same("parameters." + key, case["parameters"][key], got["parameters"][key])
+    for key in ("bytes_after_first_backward", "bytes_after_last_backward", "bytes_live_at_end"):
+        same("gradients." + key, case["gradients"][key], got["gradients"][key])
+    if case.get("optimizer"):
+        same("optimizer.state_bytes", case["optimizer"]["state_bytes"], (got.get("optimizer") or {}).get("state_bytes"))
+    for key in ("peak", "other_peak"):
+        for field in ("bytes", "phase", "op"):
+            same(f"{key}.{field}", case[key][field], got[key][field])
+    same("peak.split", split_of(case["peak"]["split"]), split_of(got["peak"]["split"]))
+    for key in ("forward_peak", "backward_peak", "optimizer_step_peak"):
+        want, have = case.get(key), got.get(key)
+        same(key, None if want is None else (want["bytes"], want["phase"]),
+             None if have is None else (have["bytes"], have["phase"]))
+    same("phases", [p["name"] for p in case["phases"]], [p["name"] for p in got["phases"]])
+    for want, have in zip(case["phases"], got["phases"]):
+        for field in ("live_at_start", "peak_bytes", "live_at_end"):
+            same(f"{want['name']}.{field}", want[field], have[field])
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--census", default="build/census")
+    parser.add_argument("--only", default="")
+    parser.add_argument("--all", action="store_true", help="print every difference, not the first four")
+    parser.add_argument("paths", nargs="+")
+    args = parser.parse_args()
+    files = []
+    for path in map(pathlib.Path, args.paths):
+        files += sorted(path.glob("*.json")) if path.is_dir() else [path]
+    bad = good = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        for file in files:
+            case = json.loads(file.read_text())
+            if "case" not in case or not re.search(args.only, case["case"]):
+                continue
+            config = pathlib.Path(scratch) / "config.json"
+            config.write_text(json.dumps(config_of(case, file.parent)))
+            run = subprocess.run([args.census, "step", str(config)] + options(case), capture_output=True, text=True)
+            error = case.get("error") or (case.get("errors") or [{}])[0].get("error")
+            if error:
+                ok = run.returncode == 2 and run.stdout == "" and run.stderr.count("\n") == 1
+                print(f"{case['case']}: {'refused, as the oracle' if ok else 'NOT REFUSED'}: {run.stderr.strip()}")
+                good, bad = good + ok, bad + (not ok)
+                continue
+            if run.returncode != 0:
+                print(f"{case['case']}: REFUSED: {run.stderr.strip()}")
+                bad += 1
+                continue
+            found = differences(case, json.loads(run.stdout))
+            if found:
+                shown = found if args.all else found[:4]
+                print(f"{case['case']}: {len(found)} differ: " + "; ".join(shown))
+                bad += 1
+            else:
+                print(f"{case['case']}: ok")
+                good += 1
+    print(f"{good} ok, {bad} differ")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

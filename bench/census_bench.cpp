@@ -14,8 +14,8 @@
 #include "census/output_census.h"
 #include "census/selective_census.h"
 #include "cli/report.h"
-#include "census/step_census.h"
-#include "census/plan.h"
+#include "step/step_census.h"
+#include "plan/plan.h"
 #include "cli/request.h"
 #include "models/registry.h"
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "census/plan.h"
+#include "plan/plan.h"
 #include "cli/request.h"
 #include "cli/step_command.h"
 #include "cli/table.h"

@@ -1,5 +1,5 @@
 // File: plan_command.h
-// `census plan CONFIG --gpus N --gpu-memory 80GiB ...`: the parallel layouts that fit (census/plan.h),
+// `census plan CONFIG --gpus N --gpu-memory 80GiB ...`: the parallel layouts that fit (plan/plan.h),
 // ranked by an estimated step time, as a table or as JSON whose layouts carry the `census step`
 // arguments that reproduce each one's most-loaded rank.
 #pragma once

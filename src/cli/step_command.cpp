@@ -8,7 +8,7 @@
 #include <sstream>
 #include <thread>
 
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/table.h"

@@ -1,6 +1,6 @@
 // File: step_command.h
-// `census step CONFIG ...`: one rank's whole training step (census/step_census.h), with the composed
-// terms (census/step_compose.h) and the user's overhead terms, as a table or as JSON in the step
+// `census step CONFIG ...`: one rank's whole training step (step/step_census.h), with the composed
+// terms (step/step_compose.h) and the user's overhead terms, as a table or as JSON in the step
 // oracle's names.
 #pragma once
 

@@ -16,7 +16,7 @@
 #include "census/stack_census.h"
 #include "census/parts.h"
 #include "cli/report.h"
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "cli/step_command.h"
 #include "cli/plan_command.h"
 #include "cli/request.h"

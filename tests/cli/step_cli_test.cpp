@@ -86,7 +86,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
 }
 
 // A config.json that ties the LM head to the embedding is stepped with one shared weight: the Llama
-// toy's parameters less the head's 4096 x 256 (tests/census/step_tied_test.cpp).
+// toy's parameters less the head's 4096 x 256 (tests/step/step_tied_test.cpp).
 TEST(StepCli, TiedEmbeddingsShareOneWeight) {
   const std::string path = ::testing::TempDir() + "/step_toy_tied.json";
   std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,

@@ -91,7 +91,7 @@ struct Share {
   bool identity() const { return num == den; }
 };
 
-// How the composed terms reweigh the simulated step (census/step_compose.h): each category's storages
+// How the composed terms reweigh the simulated step (step/step_compose.h): each category's storages
 // counted at a share of their bytes; the optimizer step's temporaries at their own share; and bytes
 // added to every moment of a forward or backward pass (ZeRO-3's gathered parameters).
 struct StepWeights {

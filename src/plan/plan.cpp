@@ -1,4 +1,4 @@
-#include "census/plan.h"
+#include "plan/plan.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "census/parts.h"
-#include "census/plan_cost.h"
+#include "plan/plan_cost.h"
 
 namespace census {
 

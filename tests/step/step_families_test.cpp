@@ -14,7 +14,7 @@
 //               experts and shared MLP)
 #include <gtest/gtest.h>
 
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "models/registry.h"
 
 namespace census {

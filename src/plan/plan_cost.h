@@ -1,6 +1,6 @@
 // File: plan_cost.h
 // The step-time estimate `census plan` ranks layouts by. It is an estimate, every term by name, built
-// from the census's own counts and a device's datasheet figures (census/plan_device.h):
+// from the census's own counts and a device's datasheet figures (plan/plan_device.h):
 //
 //   a part's forward     max(FLOPs / (peak x efficiency), bytes moved / HBM bandwidth): the layer
 //                        census's FLOPs and traffic by part (census_flops, census_traffic) at the

@@ -1,7 +1,7 @@
 // File: plan.h
 // `census plan`: every parallel layout of a model on N devices, the most-loaded rank's peak of each
-// from the simulated step (census/step_census.h, every stage), whether it fits, and an estimated step
-// time (census/plan_cost.h) to rank the ones that fit.
+// from the simulated step (step/step_census.h, every stage), whether it fits, and an estimated step
+// time (plan/plan_cost.h) to rank the ones that fit.
 //
 // A layout is TP x CP x PP x DP = N with an EP degree (MoE models only) taken from the expert
 // layers' data-parallel ranks, DP x CP (Megatron's expert-model-parallel groups), a schedule (1F1B, GPipe, interleaved over V chunks a stage; none
@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "census/plan_device.h"
-#include "census/step_census.h"
+#include "plan/plan_device.h"
+#include "step/step_census.h"
 #include "models/config.h"
 #include "util/result.h"
 

@@ -20,7 +20,7 @@
 //   what no census sees   the CUDA context, NCCL's communicator buffers, allocator fragmentation: bytes the
 //                         user states (default 0), each its own line, added to the peak
 //
-// Each storage of the simulated step is counted at its category's share (census/step_bytes.h), and the
+// Each storage of the simulated step is counted at its category's share (step/step_bytes.h), and the
 // peak is found again over the reweighed event log, so a term that shrinks one category can move the
 // peak to another phase. Tensor parallelism is not composed: the step builds the rank's layers as
 // tp_config holds them (heads and widths divided).
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "census/step_bytes.h"
+#include "step/step_bytes.h"
 
 namespace census {
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "models/registry.h"
 
 namespace census {

@@ -1,4 +1,4 @@
-#include "census/step_compose.h"
+#include "step/step_compose.h"
 
 namespace census {
 

@@ -16,7 +16,7 @@
 //   a pipeline's last stage holds the head as its own parameter (the copy Megatron shares), as untied.
 #include <gtest/gtest.h>
 
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "models/registry.h"
 
 namespace census {

@@ -3,7 +3,7 @@
 // AutoModelForCausalLM builds it, as its family writes it (models/causal_lm.h: the token embedding, the
 // stage's decoder layers, the final norm, the LM head and the causal-LM loss), M micro-batches in the pipeline schedule's order, gradients
 // accumulated in .grad, then the first AdamW step and zero_grad(set_to_none=True). Every storage is
-// counted, parameters included (census/step_bytes.h); the answer is the step's peak, where it falls,
+// counted, parameters included (step/step_bytes.h); the answer is the step's peak, where it falls,
 // and its split into parameters, gradients, optimizer states and the rest.
 //
 // What one micro-batch runs (each graph alive until its backward):
@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "census/step_bytes.h"
-#include "census/step_compose.h"
+#include "step/step_bytes.h"
+#include "step/step_compose.h"
 #include "models/config.h"
 #include "util/result.h"
 
@@ -53,9 +53,9 @@ struct StepOptions {
   StepOptimizer optimizer = StepOptimizer::kNone;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
   int64_t tensor_parallel = 1;
-  StepComposition composition;  // composed onto the simulated step (census/step_compose.h)
+  StepComposition composition;  // composed onto the simulated step (step/step_compose.h)
   // Context parallelism: the rank runs seq_length / C of each sequence's tokens; the K/V of the other
-  // C - 1 shards, which its ring attention receives, composed (census/step_compose.h).
+  // C - 1 shards, which its ring attention receives, composed (step/step_compose.h).
   int64_t context_parallel = 1;
   // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
   // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
@@ -112,7 +112,7 @@ struct StepCensus {
 Status check_step_options(const ModelConfig& config, const StepOptions& options);
 
 // Run the step (options checked first). Each chunk's first two micro-batches run through the engine;
-// a later micro-batch's forward and backward are replays of the second's (census/step_bytes.h): the
+// a later micro-batch's forward and backward are replays of the second's (step/step_bytes.h): the
 // same events, the same answer, without the engine's work.
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options);
 

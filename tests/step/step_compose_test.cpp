@@ -12,7 +12,7 @@
 // And the tensor-parallel shards of a Llama layer and of a Qwen3-MoE layer, counted by hand.
 #include <gtest/gtest.h>
 
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "models/registry.h"
 
 namespace census {

@@ -1,4 +1,4 @@
-#include "census/step_census.h"
+#include "step/step_census.h"
 
 #include <algorithm>
 #include <cctype>
@@ -138,7 +138,7 @@ struct Held {
 };
 
 // A micro-batch's pass through a chunk, in flight between its forward and its backward: its graph
-// (a pass through the engine) or its replay's id (census/step_bytes.h).
+// (a pass through the engine) or its replay's id (step/step_bytes.h).
 struct InFlight {
   std::optional<Held> held;
   int64_t replay = -1;

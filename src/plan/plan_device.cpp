@@ -1,4 +1,4 @@
-#include "census/plan_device.h"
+#include "plan/plan_device.h"
 
 namespace census {
 

@@ -19,7 +19,7 @@
 // above its start; at EP 2 it is 4 x 16 B less, 9,860,688, and at EP 4 (2 experts, 8 B) 4 x 24 B less.
 #include <gtest/gtest.h>
 
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "models/registry.h"
 
 namespace census {
@@ -86,7 +86,7 @@ TEST(StepContextParallel, TheRingReceivesTheOtherShardsKeysAndValues) {
 // ZeRO shards over every rank holding the same parameters, the D data-parallel ranks and the C context-
 // parallel ranks with them. The Llama toy at 256 tokens, CP 2, DP 2, ZeRO-1, 4 micro-batches then AdamW
 // simulates the oracle's 128-token accumulated step (tests/data/step/llama_toy_L4_s128_accum_m4_adamw,
-// worked in tests/census/step_compose_test.cpp): its states O = 17,310,876 and the update's temporaries
+// worked in tests/step/step_compose_test.cpp): its states O = 17,310,876 and the update's temporaries
 // 4,194,816 divide by 2 x 2 = 4, so the optimizer step falls to P + G + 4,327,719 + 128 + 1,048,704 =
 // 22,687,271 and B1 peaks, at its simulated 29,260,424 plus the ring's 32,768.
 TEST(StepContextParallel, ZeroShardsOverTheDataAndContextParallelRanks) {

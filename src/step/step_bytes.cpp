@@ -1,4 +1,4 @@
-#include "census/step_bytes.h"
+#include "step/step_bytes.h"
 
 #include <algorithm>
 #include <map>

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "census/plan_cost.h"
-#include "census/plan_device.h"
+#include "plan/plan_cost.h"
+#include "plan/plan_device.h"
 #include "census/selective_census.h"
 #include "models/registry.h"
 

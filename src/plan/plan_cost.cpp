@@ -1,4 +1,4 @@
-#include "census/plan_cost.h"
+#include "plan/plan_cost.h"
 
 #include <algorithm>
 #include <map>

@@ -4,7 +4,7 @@
 // expert parallelism, a tied head and a composition, on the Llama and Qwen3-MoE toys, every number both report is the same.
 #include <gtest/gtest.h>
 
-#include "census/step_census.h"
+#include "step/step_census.h"
 #include "models/registry.h"
 
 namespace census {

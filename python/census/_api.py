@@ -110,6 +110,13 @@ def _integer(name: str, value: Any, positive: bool = False) -> int:
     return int(value)
 
 
+def _flag(name: str, value: Any) -> bool:
+    """*value* as a bool, or ValueError naming *name*: only True or False."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: must be True or False, not {_shown(value)}")
+    return value
+
+
 def _refuse_unpriced(replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
     if gdn_backend not in _GDN_BACKENDS:
         raise ValueError(f"unsupported GDN backend {gdn_backend!r}; expected one of {sorted(_GDN_BACKENDS)}.")
@@ -387,7 +394,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 optimizer: str = "adamw",
                 tp: int = 1, dp: int = 1, zero: int = 0, master_weights: str = "bf16", grad_dtype: str = "bf16",
                 cuda_context: int = 0, nccl_buffers: int = 0, fragmentation: int = 0,
-                cp: int = 1, ep: int = 1, micro_batch_size: int = 1) -> Dict[str, Any]:
+                cp: int = 1, ep: int = 1, micro_batch_size: int = 1, fsdp: bool = False,
+                reshard_after_forward: str = "default") -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -395,7 +403,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     ``interleaved`` over *virtual_stages* model chunks a stage), every
     layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s first step (``adamw``
     or ``none``); the rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
-    num_experts / *ep* experts. Composed onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
+    num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
+    decoder layer and the root, *reshard_after_forward* ``default``, ``true`` or ``false``; with
+    *master_weights* ``fp32`` the shards are fp32 under MixedPrecisionPolicy(bf16, fp32)). Composed onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
     *master_weights* and *grad_dtype* (``bf16`` or ``fp32``), and the bytes of the CUDA context, NCCL's
     buffers and fragmentation the caller states. ValueError for a value it refuses. A config that ties the
     LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
@@ -406,7 +416,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         None if stage is None else int(stage), str(schedule), int(virtual_stages), str(recompute),
                         str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
-                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size))
+                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size),
+                        _flag("fsdp", fsdp), str(reshard_after_forward))
     return json.loads(text)
 
 

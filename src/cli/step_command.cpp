@@ -33,6 +33,10 @@ ordered_json split_json(const StepSplit& s) {
            {{"buffers", s[StepCategory::kBuffers]},
             {"inputs", s[StepCategory::kInputs]},
             {"param_grad_inflight", s[StepCategory::kParamGradInflight]},
+            {"fsdp_unsharded_params", s[StepCategory::kFsdpUnshardedParams]},
+            {"fsdp_all_gather_buffers", s[StepCategory::kFsdpAllGatherBuffers]},
+            {"fsdp_unsharded_grads", s[StepCategory::kFsdpUnshardedGrads]},
+            {"fsdp_reduce_scatter_buffers", s[StepCategory::kFsdpReduceScatterBuffers]},
             {"activations", s[StepCategory::kActivations]}}}};
 }
 
@@ -71,9 +75,43 @@ const StepMoment& reported_peak(const StepCensus& s, const StepComposition& c) {
   return c.composes() ? s.composed_peak : s.analysis.peak;
 }
 
+// What each parallel degree means on this rank, by the names of the semantics it runs.
+ordered_json parallel_json(const StepArgs& a) {
+  const bool dtensor = a.tp > 1 && (a.sequence_parallel || a.loss_parallel);
+  ordered_json j;
+  j["world_size"] = a.dp * a.tp * a.pp * a.cp;
+  j["data_parallel"] = {
+      {"degree", a.dp},
+      {"semantics", a.fsdp       ? "fsdp2"
+                    : a.zero > 0 ? "zero-" + std::to_string(a.zero) + " (composed)"
+                                 : std::string("replicated")}};
+  if (a.fsdp)
+    j["fsdp"] = {{"units", "fully_shard per decoder layer, then the root (embedding, final norm, head)"},
+                 {"reshard_after_forward", a.reshard_after_forward},
+                 {"mp_policy",
+                  {{"param_dtype", "bfloat16"},
+                   {"reduce_dtype", a.master_weights == "fp32" ? "float32" : "bfloat16"},
+                   {"sharded_dtype", a.master_weights == "fp32" ? "float32" : "bfloat16"}}},
+                 {"prefetch", "implicit in forward, one unit in backward"}};
+  j["tensor_parallel"] = {{"degree", a.tp},
+                          {"semantics", a.tp == 1  ? "none"
+                                        : dtensor ? "dtensor (torchtitan's Llama plan on Transformers' names)"
+                                                  : "tp_config (the layers' heads and widths divided; norms, "
+                                                    "embedding, head and loss whole)"},
+                          {"sequence_parallel", a.sequence_parallel},
+                          {"loss_parallel", a.loss_parallel}};
+  j["pipeline_parallel"] = {{"degree", a.pp}, {"schedule", a.pp == 1 ? "none" : a.schedule}};
+  j["context_parallel"] = {{"degree", a.cp}, {"semantics", a.cp == 1 ? "none" : "ring (its received K/V composed)"}};
+  j["expert_parallel"] = {{"degree", a.ep},
+                          {"dispatch", a.ep == 1 ? "none" : "transformers_masking (every token-expert pair, the "
+                                                            "pairs routed elsewhere masked)"}};
+  return j;
+}
+
 ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepComposition& c) {
   const StepCensus& s = run.step;
   ordered_json j;
+  j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
                 {"first", run.stage == 0},
@@ -120,8 +158,13 @@ void print_split(Table& table, const StepSplit& split, bool detail) {
   table.add({"  other", grouped(split.other()), human_bytes(split.other()), ""});
   if (!detail) return;
   for (StepCategory c : {StepCategory::kActivations, StepCategory::kInputs, StepCategory::kParamGradInflight,
-                         StepCategory::kBuffers})
+                         StepCategory::kBuffers, StepCategory::kFsdpUnshardedParams, StepCategory::kFsdpAllGatherBuffers,
+                         StepCategory::kFsdpUnshardedGrads, StepCategory::kFsdpReduceScatterBuffers}) {
+    const bool fsdp = c != StepCategory::kActivations && c != StepCategory::kInputs &&
+                      c != StepCategory::kParamGradInflight && c != StepCategory::kBuffers;
+    if (fsdp && split[c] == 0) continue;  // FSDP2's buffers, shown where the step holds some
     table.add({"    " + std::string(step_category_name(c)), grouped(split[c]), human_bytes(split[c]), ""});
+  }
 }
 
 // "0-9", or for model chunks "0-3 +4 chunks (to 67)": the first chunk's layers and how many follow.
@@ -203,6 +246,18 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_option("--dp", a.dp, "data-parallel degree, for --zero (default 1)");
   sub->add_option("--zero", a.zero, "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)")
       ->check(CLI::IsMember({0, 1, 2, 3}));
+  sub->add_flag("--fsdp", a.fsdp,
+               "FSDP2 over --dp ranks, run on the rank: fully_shard per decoder layer and the root, its all-gathers, "
+               "reduce-scatters and resharding as PyTorch runs them; with --master-weights fp32, fp32 shards under "
+               "MixedPrecisionPolicy(bf16, fp32)");
+  sub->add_flag("--sequence-parallel", a.sequence_parallel,
+               "with --tp: DTensor's plan as torchtitan applies it, SequenceParallel on the norms and the residual "
+               "stream (S / T tokens a rank), the vocabulary-parallel embedding and head, collectives on the rank");
+  sub->add_flag("--loss-parallel", a.loss_parallel,
+                "with --tp: loss_parallel, the fp32 logits and the loss on the rank's V / T vocabulary shard");
+  sub->add_option("--world", a.world, "ranks in all, if stated: --dp x --tp x --pp x --cp must equal it");
+  sub->add_option("--reshard-after-forward", a.reshard_after_forward,
+                  "FSDP2's reshard_after_forward: default (every layer but the last, and the root), true, false");
   sub->add_option("--cp", a.cp, "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
   sub->add_option("--ep", a.ep, "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
   sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32 (fp32 master copy and moments)")
@@ -241,6 +296,24 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(one_of("--optimizer", a.optimizer, {"adamw", "none"}));
   CENSUS_TRY(one_of("--master-weights", a.master_weights, {"bf16", "fp32"}));
   CENSUS_TRY(one_of("--grad-dtype", a.grad_dtype, {"bf16", "fp32"}));
+  CENSUS_TRY(one_of("--reshard-after-forward", a.reshard_after_forward, {"default", "true", "false"}));
+  if (a.fsdp && a.dp < 2) return refuse("--fsdp", "shards over the data-parallel ranks; give --dp N with N > 1");
+  if (a.fsdp && a.zero > 0)
+    return refuse("--fsdp with --zero " + std::to_string(a.zero),
+                  "FSDP2 shards parameters, gradients and optimizer states itself; drop --zero or --fsdp");
+  if ((a.sequence_parallel || a.loss_parallel) && a.tp < 2)
+    return refuse(a.sequence_parallel ? "--sequence-parallel" : "--loss-parallel",
+                  "shards over the tensor-parallel ranks; give --tp T with T > 1");
+  if (a.world != 0) {
+    const int64_t mesh = a.dp * a.tp * a.pp * a.cp;
+    if (a.world < 1 || mesh != a.world)
+      return refuse("--world " + std::to_string(a.world),
+                    "the mesh --dp " + std::to_string(a.dp) + " x --tp " + std::to_string(a.tp) + " x --pp " +
+                        std::to_string(a.pp) + " x --cp " + std::to_string(a.cp) + " is " + std::to_string(mesh) +
+                        " ranks; give degrees whose product is the world");
+  }
+  if (!a.fsdp && a.reshard_after_forward != "default")
+    return refuse("--reshard-after-forward", "is FSDP2's; give --fsdp, or drop the option");
   if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
                                     std::pair{"--fragmentation", a.fragmentation}})
@@ -274,12 +347,21 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
                                            : Recompute::kNone;
   o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
   o.tensor_parallel = a.tp;
+  o.sequence_parallel = a.sequence_parallel;
+  o.loss_parallel = a.loss_parallel;
   o.context_parallel = a.cp;
   o.expert_parallel = a.ep;
   o.composition.data_parallel = a.dp;
   o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
-  o.composition.fp32_master_weights = a.master_weights == "fp32";
+  o.composition.fp32_master_weights = a.master_weights == "fp32" && !a.fsdp;
+  if (a.fsdp) {
+    o.fsdp.shards = a.dp;
+    o.fsdp.mixed_precision = a.master_weights == "fp32";  // torchtitan: fp32 shards, bf16 compute, fp32 reduce
+    o.fsdp.reshard_after_forward = a.reshard_after_forward == "true"    ? ReshardAfterForward::kAlways
+                                   : a.reshard_after_forward == "false" ? ReshardAfterForward::kNever
+                                                                        : ReshardAfterForward::kDefault;
+  }
   o.composition.fp32_gradients = a.grad_dtype == "fp32";
   o.composition.cuda_context = a.cuda_context;
   o.composition.nccl_buffers = a.nccl_buffers;
@@ -358,6 +440,10 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   if (data_parallel_terms)
     answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
            << a.grad_dtype;
+  if (a.fsdp)
+    answer << ", FSDP2 over " << a.dp << " (fully_shard per layer and root, "
+           << (a.master_weights == "fp32" ? "fp32 shards, MixedPrecisionPolicy(bf16, fp32)" : "bf16 shards, no policy")
+           << ", reshard_after_forward " << a.reshard_after_forward << ")";
   answer << ", bf16 parameters\n";
   if (a.explain) {
     // The terms that shape what is simulated, by name.

@@ -1,6 +1,7 @@
 #include "models/causal_lm.h"
 
 #include "nn/loss.h"
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -78,10 +79,17 @@ Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, 
   const Tensor inputs_embeds = chunk_.first ? embed(input_ids) : received;  // (B, S, H)
   nn::PositionEmbeddings positions;
   {
+    // Under sequence parallelism the rank holds S / T tokens of the stream; the positions are the whole
+    // sequence's (a shape-only stand-in of the global shape, which no op makes).
+    const nn::ParallelStyles* styles = nn::parallel_styles();
+    const int64_t shards = styles ? styles->sequence_shards() : 1;
+    const Tensor global = shards > 1 ? make_tensor(Dims{inputs_embeds.size(0), inputs_embeds.size(1) * shards,
+                                                        inputs_embeds.size(2)}, inputs_embeds.dtype())
+                                     : inputs_embeds;
     // position_ids = torch.arange(S) + past_seen_tokens: the arange is a temporary; the rotary
     // embedding's own arange stands for the sum.
-    const Tensor arange = ops::arange(inputs_embeds.size(1));
-    positions = embed_positions(inputs_embeds);
+    const Tensor arange = ops::arange(global.size(1));
+    positions = embed_positions(global);
   }
   Tensor hidden_states = inputs_embeds;
   for (size_t k = 0; k < layers_.size(); ++k) {
@@ -99,6 +107,14 @@ Tensor CausalLM::causal_lm_loss(Tensor hidden_states, const Tensor& labels) cons
   Tensor logits_ = logits(hidden_states);
   hidden_states = Tensor();
   return loss_function(logits_, labels);  // logits_ goes on return, once the loss is made
+}
+
+CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& labels) const {
+  Output out;
+  out.logits = logits(hidden_states);
+  hidden_states = Tensor();
+  out.loss = loss_function(out.logits, labels);
+  return out;
 }
 
 Tensor CausalLM::embed(const Tensor& input_ids) const { return embed_tokens->forward(input_ids); }

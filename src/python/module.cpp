@@ -376,7 +376,8 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
-                 int64_t cp, int64_t ep, int64_t micro_batch_size) {
+                 int64_t cp, int64_t ep, int64_t micro_batch_size, bool fsdp,
+                 const std::string& reshard_after_forward) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -400,6 +401,8 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.fragmentation = fragmentation;
   a.cp = cp;
   a.ep = ep;
+  a.fsdp = fsdp;
+  a.reshard_after_forward = reshard_after_forward;
   auto report = cli::step_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -476,7 +479,8 @@ PYBIND11_MODULE(_census, m) {
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
-        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1);
+        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1,
+        py::arg("fsdp") = false, py::arg("reshard_after_forward") = "default");
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

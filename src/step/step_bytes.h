@@ -6,8 +6,13 @@
 //
 // Each storage is given a category for its whole life, by what it turned out to be over the step
 // (the strongest wins, in this order): activations (the default: saved tensors and temporaries),
-// param_grad_inflight (a gradient handed to a parameter that did not become its .grad), inputs,
-// buffers, optimizer_states, gradients (some parameter's .grad), parameters. The analysis walks the
+// FSDP2's buffers by where they were made (fsdp_all_gather_buffers: a unit's all-gather output and
+// its copy-in; fsdp_unsharded_params: the unsharded parameters its copy-out makes; fsdp_reduce_
+// scatter_buffers: what its reduce makes that is no .grad), param_grad_inflight (a gradient handed to
+// a parameter that did not become its .grad), fsdp_unsharded_grads (an unsharded parameter's
+// gradient, handed to the reduce-scatter), inputs, buffers, optimizer_states, gradients (some
+// parameter's .grad), parameters. A storage may be resized (FSDP2 frees an unsharded parameter by
+// resize_(0) and makes it again by resize_(n)): each resize an event of the bytes it adds. The analysis walks the
 // events once: the peak (the running maximum of all live bytes, the first maximum wins), each
 // phase's peak, and other_peak (the running maximum of what is neither parameter, gradient nor
 // optimizer state), each with the live bytes split by category.
@@ -24,7 +29,8 @@
 namespace census {
 
 enum class StepCategory : uint8_t {
-  kActivations, kParamGradInflight, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
+  kActivations, kFsdpAllGatherBuffers, kFsdpUnshardedParams, kFsdpReduceScatterBuffers, kParamGradInflight,
+  kFsdpUnshardedGrads, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
 };
 
 // Live bytes by category.
@@ -121,6 +127,9 @@ class StepBytes final : public Observer {
   void track(const Tensor& tensor, std::string_view op = "input");
   // `tensor`'s storage is (also) of `category`; the strongest category a storage is given wins.
   void note(const Tensor& tensor, StepCategory category);
+  // `tensor`'s counted storage now holds `bytes` (UntypedStorage.resize_), an event of the difference
+  // named `op`; a storage resized to 0 counts nothing until it is resized again.
+  void resize(const Tensor& tensor, int64_t bytes, std::string_view op);
 
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
@@ -130,7 +139,8 @@ class StepBytes final : public Observer {
   StepPassLog begin_pass() const;
   void end_pass(StepPassLog& log) const;
   // Whether a replay of `pass` stands for the pass: every storage it frees it made, or (a backward)
-  // `forward` made. A pass that frees another storage (one some other pass made) cannot be replayed.
+  // `forward` made; a storage made before it (FSDP2's unsharded parameters) it may only resize. A pass
+  // that frees another storage (one some other pass made) cannot be replayed.
   bool replays(const StepPassLog& pass, const StepPassLog* forward) const;
   // Replay `pass` (checked by replays()) in the current phase: its events logged again, each storage
   // it made made anew; `forward` is the replay whose storages it frees (a backward's), or -1. Returns
@@ -144,6 +154,7 @@ class StepBytes final : public Observer {
  private:
   struct Event {
     int32_t slot;
+    bool resize = false;  // a resize of a live storage, not its birth or death
     int64_t delta_bytes;
     std::string_view op;  // the allocating op; "free" for a death
   };
@@ -175,7 +186,7 @@ class StepBytes final : public Observer {
   };
   int32_t slot(int64_t storage_id);  // made on first sight
   int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
-  void log(int32_t slot, int64_t delta_bytes, std::string_view op);
+  void log(int32_t slot, int64_t delta_bytes, std::string_view op, bool resize = false);
   // The storages live after event `peak_event`: bytes, category, allocating op and phase of each.
   struct Live {
     int64_t bytes;

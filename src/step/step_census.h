@@ -32,6 +32,8 @@
 
 #include "step/step_bytes.h"
 #include "step/step_compose.h"
+#include "step/fsdp.h"
+#include "step/tensor_parallel.h"
 #include "models/config.h"
 #include "util/result.h"
 
@@ -51,8 +53,12 @@ struct StepOptions {
   int64_t virtual_stages = 1;  // model chunks per stage (interleaved)
   Recompute recompute = Recompute::kNone;
   StepOptimizer optimizer = StepOptimizer::kNone;
-  // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
+  // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
+  // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
+  // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.
   int64_t tensor_parallel = 1;
+  bool sequence_parallel = false;
+  bool loss_parallel = false;
   StepComposition composition;  // composed onto the simulated step (step/step_compose.h)
   // Context parallelism: the rank runs seq_length / C of each sequence's tokens; the K/V of the other
   // C - 1 shards, which its ring attention receives, composed (step/step_compose.h).
@@ -60,6 +66,9 @@ struct StepOptions {
   // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
   // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
   int64_t expert_parallel = 1;
+  // FSDP2 (fully_shard per decoder layer and the root) over `fsdp.shards` data-parallel ranks, run on
+  // the rank (step/fsdp.h); shards 1: off.
+  FsdpPolicy fsdp;
   // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
   // a planner trying several ZeRO stages or master-weight choices over one simulation.
   std::vector<StepComposition> also_composed;

@@ -110,9 +110,10 @@ Tensor CausalLM::causal_lm_loss(Tensor hidden_states, const Tensor& labels) cons
 }
 
 CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& labels) const {
+  // *ForCausalLM.forward's frame holds the model's last hidden state until it returns: where the head
+  // keeps another tensor (the all-gathered one under sequence parallelism), it goes only then.
   Output out;
   out.logits = logits(hidden_states);
-  hidden_states = Tensor();
   out.loss = loss_function(out.logits, labels);
   return out;
 }

@@ -88,33 +88,36 @@ class VocabParallelNllLossBackward final : public Node {
     const Tensor target = target_.unpack();
     const Tensor total_weight = total_weight_.unpack();
     const int64_t n = x.size(0);
+    // The handler's locals, declared in the reverse of the order its frame drops them at its return:
+    // the arange, 1 - mask, the masked target, the mask, grad_input, the safe target, the weight.
+    Tensor weight, safe_target, grad_input;
+    Masked m;
+    Tensor not_masked, rows;
     Tensor grad_output = binary_op(Op::kDivTensor, grads[0], total_weight, Dims{}, grads[0].dtype());
-    Tensor safe_target;  // torch.where(target != ignore_index, target, 0) of target.unsqueeze(1)
-    {
+    {  // torch.where(target != ignore_index, target, 0) of target.unsqueeze(1)
       const Tensor keep = local_op(Op::kNeScalar, target, Dims{n, 1}, DType::kBool);
       safe_target = local_op(Op::kWhereScalarOther, keep, Dims{n, 1}, target.dtype());
     }
-    const Tensor grad_input = local_op(Op::kZerosLike, x, x.sizes(), x.dtype());
-    const Masked m = mask_partition(squeeze(safe_target, 1));
-    Tensor not_masked;  // 1 - mask.float()
-    {
+    grad_input = local_op(Op::kZerosLike, x, x.sizes(), x.dtype());
+    m = mask_partition(squeeze(safe_target, 1));
+    {  // 1 - mask.float()
       const Tensor mask_float = local_op(Op::kToDtype, m.mask, Dims{n}, x.dtype());
       not_masked = local_op(Op::kSub, mask_float, Dims{n}, x.dtype());
     }
-    const Tensor rows = local_op(Op::kArange, target, Dims{n}, DType::kInt64);
-    Tensor weight;  // torch.where(target != ignore_index, grad_output, 0)
-    {
+    rows = local_op(Op::kArange, target, Dims{n}, DType::kInt64);
+    {  // torch.where(target != ignore_index, grad_output, 0)
       const Tensor keep = local_op(Op::kNeScalar, target, Dims{n, 1}, DType::kBool);
       weight = local_op(Op::kWhereScalarOther, keep, Dims{n, 1}, x.dtype());
     }
     grad_output = Tensor();
     dispatch<3, 1>(Op::kIndexPutInplace, {grad_input, rows, not_masked}, {grad_input});  // grad_input[rows, t] -= 1
-    Tensor result;
+    Tensor sum;
     {
       const Tensor softmax = local_op(Op::kExp, x, x.sizes(), x.dtype());
-      const Tensor sum = binary_op(Op::kAddTensor, grad_input, softmax, x.sizes(), x.dtype());
-      result = binary_op(Op::kMulTensor, sum, weight, x.sizes(), x.dtype());
+      sum = binary_op(Op::kAddTensor, grad_input, softmax, x.sizes(), x.dtype());
     }
+    Tensor result = binary_op(Op::kMulTensor, sum, weight, x.sizes(), x.dtype());
+    sum = Tensor();
     return {result};
   }
   SavedVariable self_{this};

@@ -133,7 +133,12 @@ class StepBytes final : public Observer {
 
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
-  void on_parameter_grad(const Tensor& grad) override { note(grad, StepCategory::kParamGradInflight); }
+  void on_parameter_grad(const Tensor& grad) override {
+    if (parameter_grads_in_flight_) note(grad, StepCategory::kParamGradInflight);
+  }
+  // Whether a gradient handed to one of the engine's leaves is the model's parameter's (not where FSDP2's
+  // unsharded parameters are the leaves: the model's parameters, its shards, receive none in backward).
+  void count_parameter_grads(bool counted) { parameter_grads_in_flight_ = counted; }
 
   // Start and end recording a pass.
   StepPassLog begin_pass() const;
@@ -203,6 +208,7 @@ class StepBytes final : public Observer {
   int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   int64_t live_ = 0;
+  bool parameter_grads_in_flight_ = true;
 };
 
 std::string_view step_category_name(StepCategory category);

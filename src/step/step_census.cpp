@@ -270,6 +270,7 @@ void StepRunner::build() {
       policy.sequence_parallel = o_.sequence_parallel;
     }
     fsdp_.emplace(bytes_, policy, chunks);
+    bytes_.count_parameter_grads(false);
     params_ = fsdp_->sharded_parameters();
   }
 }

@@ -395,7 +395,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 tp: int = 1, dp: int = 1, zero: int = 0, master_weights: str = "bf16", grad_dtype: str = "bf16",
                 cuda_context: int = 0, nccl_buffers: int = 0, fragmentation: int = 0,
                 cp: int = 1, ep: int = 1, micro_batch_size: int = 1, fsdp: bool = False,
-                reshard_after_forward: str = "default") -> Dict[str, Any]:
+                reshard_after_forward: str = "default", sequence_parallel: bool = False,
+                loss_parallel: bool = False, world: int = 0) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -405,7 +406,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     or ``none``); the rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
     decoder layer and the root, *reshard_after_forward* ``default``, ``true`` or ``false``; with
-    *master_weights* ``fp32`` the shards are fp32 under MixedPrecisionPolicy(bf16, fp32)). Composed onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
+    *master_weights* ``fp32`` the shards are fp32 under MixedPrecisionPolicy(bf16, fp32)). With
+    *sequence_parallel* or *loss_parallel* (and *tp* > 1), DTensor's plan as torchtitan applies it runs on
+    the rank (docs/parallelism.md). A *world* other than 0 must be *dp* x *tp* x *pp* x *cp*. Composed onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
     *master_weights* and *grad_dtype* (``bf16`` or ``fp32``), and the bytes of the CUDA context, NCCL's
     buffers and fragmentation the caller states. ValueError for a value it refuses. A config that ties the
     LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
@@ -417,7 +420,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
                         int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size),
-                        _flag("fsdp", fsdp), str(reshard_after_forward))
+                        _flag("fsdp", fsdp), str(reshard_after_forward), _flag("sequence_parallel", sequence_parallel),
+                        _flag("loss_parallel", loss_parallel), int(world))
     return json.loads(text)
 
 

@@ -24,32 +24,36 @@ int refuse_line(std::ostream& err, const std::string& message) {
   return 2;
 }
 
-ordered_json split_json(const StepSplit& s) {
+// FSDP2's parts of `other` are listed where FSDP2 runs (as the parallel oracle lists them), and left out
+// of every other step's record (as the step oracle's has none).
+ordered_json split_json(const StepSplit& s, bool fsdp) {
+  ordered_json detail = {{"buffers", s[StepCategory::kBuffers]},
+                         {"inputs", s[StepCategory::kInputs]},
+                         {"param_grad_inflight", s[StepCategory::kParamGradInflight]}};
+  if (fsdp) {
+    detail["fsdp_unsharded_params"] = s[StepCategory::kFsdpUnshardedParams];
+    detail["fsdp_all_gather_buffers"] = s[StepCategory::kFsdpAllGatherBuffers];
+    detail["fsdp_unsharded_grads"] = s[StepCategory::kFsdpUnshardedGrads];
+    detail["fsdp_reduce_scatter_buffers"] = s[StepCategory::kFsdpReduceScatterBuffers];
+  }
+  detail["activations"] = s[StepCategory::kActivations];
   return {{"parameters", s.parameters()},
           {"gradients", s.gradients()},
           {"optimizer_states", s.optimizer_states()},
           {"other", s.other()},
-          {"other_detail",
-           {{"buffers", s[StepCategory::kBuffers]},
-            {"inputs", s[StepCategory::kInputs]},
-            {"param_grad_inflight", s[StepCategory::kParamGradInflight]},
-            {"fsdp_unsharded_params", s[StepCategory::kFsdpUnshardedParams]},
-            {"fsdp_all_gather_buffers", s[StepCategory::kFsdpAllGatherBuffers]},
-            {"fsdp_unsharded_grads", s[StepCategory::kFsdpUnshardedGrads]},
-            {"fsdp_reduce_scatter_buffers", s[StepCategory::kFsdpReduceScatterBuffers]},
-            {"activations", s[StepCategory::kActivations]}}}};
+          {"other_detail", detail}};
 }
 
 ordered_json op_json(std::string_view op) { return op.empty() ? ordered_json(nullptr) : ordered_json(std::string(op)); }
 
-ordered_json moment_json(const StepMoment& m) {
+ordered_json moment_json(const StepMoment& m, bool fsdp) {
   if (m.bytes < 0) return nullptr;
-  return {{"bytes", m.bytes}, {"phase", m.phase}, {"op", op_json(m.op)}, {"split", split_json(m.split)}};
+  return {{"bytes", m.bytes}, {"phase", m.phase}, {"op", op_json(m.op)}, {"split", split_json(m.split, fsdp)}};
 }
 
 // "F3" -> micro-batch 3, forward; "optimizer_step" -> no micro-batch.
-ordered_json peak_json(const StepMoment& m) {
-  ordered_json j = moment_json(m);
+ordered_json peak_json(const StepMoment& m, bool fsdp) {
+  ordered_json j = moment_json(m, fsdp);
   const bool pass = m.phase.size() > 1 && (m.phase[0] == 'F' || m.phase[0] == 'B') && std::isdigit(m.phase[1]);
   j["micro_batch"] = pass ? ordered_json(std::stoll(m.phase.substr(1))) : ordered_json(nullptr);
   j["pass"] = pass ? ordered_json(m.phase[0] == 'F' ? "forward" : "backward") : ordered_json(m.phase);
@@ -117,13 +121,13 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
                 {"first", run.stage == 0},
                 {"last", run.stage == a.pp - 1}};
   j["schedule"] = s.schedule;
-  j["peak"] = peak_json(s.analysis.peak);
-  ordered_json other = moment_json(s.analysis.other_peak);
+  j["peak"] = peak_json(s.analysis.peak, a.fsdp);
+  ordered_json other = moment_json(s.analysis.other_peak, a.fsdp);
   other["live_total"] = s.analysis.other_peak.split.total();
   j["other_peak"] = other;
-  j["forward_peak"] = moment_json(s.forward_peak);
-  j["backward_peak"] = moment_json(s.backward_peak);
-  j["optimizer_step_peak"] = moment_json(s.optimizer_step_peak);
+  j["forward_peak"] = moment_json(s.forward_peak, a.fsdp);
+  j["backward_peak"] = moment_json(s.backward_peak, a.fsdp);
+  j["optimizer_step_peak"] = moment_json(s.optimizer_step_peak, a.fsdp);
   j["parameters"] = {{"count", s.parameter_count}, {"tensors", s.parameter_tensors}, {"bytes", s.parameter_bytes},
                      {"buffers_bytes", s.buffer_bytes}};
   j["gradients"] = {{"bytes_after_first_backward", s.gradient_bytes_after_first_backward},
@@ -136,14 +140,14 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
                       {"live_at_start", p.live_at_start},
                       {"peak_bytes", p.peak.bytes},
                       {"peak_op", op_json(p.peak.op)},
-                      {"split_at_peak", split_json(p.peak.split)},
+                      {"split_at_peak", split_json(p.peak.split, a.fsdp)},
                       {"live_at_end", p.live_at_end}});
   j["phases"] = phases;
   if (c.composes()) {
     ordered_json terms = ordered_json::array();
     for (const ComposedTerm& t : composed_terms(s.composition, s.composed_peak))
       terms.push_back({{"name", t.name}, {"bytes", t.bytes}, {"formula", t.formula}});
-    j["composed"] = {{"peak", peak_json(s.composed_peak)}, {"terms", terms}};
+    j["composed"] = {{"peak", peak_json(s.composed_peak, a.fsdp)}, {"terms", terms}};
   }
   j["overheads"] = {{"cuda_context", c.cuda_context}, {"nccl_buffers", c.nccl_buffers},
                     {"fragmentation", c.fragmentation}};

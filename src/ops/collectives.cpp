@@ -84,33 +84,16 @@ bool chunk_cat_is_view(const Tensor& local, int64_t dim) {
   return true;
 }
 
-class ShardToReplicateBackward final : public Node {
+// A redistribution's backward: the gradient redistributed back (DTensor's Redistribute.backward).
+class RedistributeBackward final : public Node {
  public:
-  ShardToReplicateBackward(uint64_t seq, int64_t dim, int64_t group_size)
-      : Node("RedistributeBackward", seq), dim_(dim), group_(group_size) {}
-  GradList apply(GradList& grads) override { return {partial_to_shard(grads[0], dim_, group_)}; }
+  using Back = Tensor (*)(const Tensor&, int64_t, int64_t);
+  RedistributeBackward(uint64_t seq, Back back, int64_t dim, int64_t group_size)
+      : Node("RedistributeBackward", seq), back_(back), dim_(dim), group_(group_size) {}
+  GradList apply(GradList& grads) override { return {back_(grads[0], dim_, group_)}; }
 
  private:
-  int64_t dim_, group_;
-};
-
-class PartialToShardBackward final : public Node {
- public:
-  PartialToShardBackward(uint64_t seq, int64_t dim, int64_t group_size)
-      : Node("RedistributeBackward", seq), dim_(dim), group_(group_size) {}
-  GradList apply(GradList& grads) override { return {shard_to_replicate(grads[0], dim_, group_)}; }
-
- private:
-  int64_t dim_, group_;
-};
-
-class ReplicateToShardBackward final : public Node {
- public:
-  ReplicateToShardBackward(uint64_t seq, int64_t dim, int64_t group_size)
-      : Node("RedistributeBackward", seq), dim_(dim), group_(group_size) {}
-  GradList apply(GradList& grads) override { return {shard_to_replicate(grads[0], dim_, group_)}; }
-
- private:
+  Back back_;
   int64_t dim_, group_;
 };
 
@@ -163,7 +146,7 @@ Tensor all_to_all_single(const Tensor& self, int64_t output_rows, int64_t group_
 }
 
 Tensor shard_to_replicate(const Tensor& local, int64_t dim, int64_t group_size) {
-  auto node = make_node<ShardToReplicateBackward>({&local}, dim, group_size);
+  auto node = make_node<RedistributeBackward>({&local}, &partial_to_shard, dim, group_size);
   Tensor gathered;
   {
     NoGradGuard no_grad;
@@ -183,7 +166,7 @@ Tensor shard_to_replicate(const Tensor& local, int64_t dim, int64_t group_size) 
 }
 
 Tensor partial_to_shard(const Tensor& partial, int64_t dim, int64_t group_size) {
-  auto node = make_node<PartialToShardBackward>({&partial}, dim, group_size);
+  auto node = make_node<RedistributeBackward>({&partial}, &shard_to_replicate, dim, group_size);
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -209,7 +192,7 @@ Tensor partial_to_replicate(const Tensor& partial, int64_t group_size) {
 }
 
 Tensor replicate_to_shard(const Tensor& full, int64_t dim, int64_t group_size) {
-  auto node = make_node<ReplicateToShardBackward>({&full}, dim, group_size);
+  auto node = make_node<RedistributeBackward>({&full}, &shard_to_replicate, dim, group_size);
   Dims sizes = full.sizes();
   sizes[static_cast<size_t>(dim)] /= group_size;
   Tensor out = alloc(sizes, full.dtype());  // the rank's chunk, copied out (_split_tensor's clone)

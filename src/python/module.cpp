@@ -377,7 +377,8 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
                  int64_t cp, int64_t ep, int64_t micro_batch_size, bool fsdp,
-                 const std::string& reshard_after_forward) {
+                 const std::string& reshard_after_forward, bool sequence_parallel, bool loss_parallel,
+                 int64_t world) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -403,6 +404,9 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.ep = ep;
   a.fsdp = fsdp;
   a.reshard_after_forward = reshard_after_forward;
+  a.sequence_parallel = sequence_parallel;
+  a.loss_parallel = loss_parallel;
+  a.world = world;
   auto report = cli::step_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -480,7 +484,8 @@ PYBIND11_MODULE(_census, m) {
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
         py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1,
-        py::arg("fsdp") = false, py::arg("reshard_after_forward") = "default");
+        py::arg("fsdp") = false, py::arg("reshard_after_forward") = "default", py::arg("sequence_parallel") = false,
+        py::arg("loss_parallel") = false, py::arg("world") = 0);
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

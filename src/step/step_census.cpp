@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "autograd/checkpoint.h"
@@ -58,6 +59,39 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
   for (int64_t i = micro_batches - warm_up; i < micro_batches; ++i) order.push_back({'B', i});
   return order;
 }
+
+namespace {
+
+// FSDP2 and DTensor's plan run on the rank as the parallel oracle checks them; beside context or expert
+// parallelism they would run on a rank that torchtitan lays out otherwise (FSDP2 over dp x cp ranks, the
+// ring on the rank, experts dispatched by all-to-all), which census step does not simulate. Refused by name
+// rather than answered with a number nothing checks.
+Status check_rank_model_combinations(const StepOptions& o) {
+  const bool dtensor = o.sequence_parallel || o.loss_parallel;
+  const std::string plan = o.sequence_parallel ? "--sequence-parallel" : "--loss-parallel";
+  if (o.fsdp.shards > 1 && o.context_parallel > 1)
+    return refuse("--fsdp with --cp " + std::to_string(o.context_parallel),
+                  "torchtitan shards FSDP2 over the dp x cp ranks and runs context_parallel's ring on the rank, "
+                  "which census step does not simulate (--cp composes the ring's K/V onto the rank's tokens); "
+                  "drop --fsdp or --cp");
+  if (o.fsdp.shards > 1 && o.expert_parallel > 1)
+    return refuse("--fsdp with --ep " + std::to_string(o.expert_parallel),
+                  "FSDP2 beside expert parallelism shards each rank's experts over dp / ep ranks behind an "
+                  "all-to-all dispatch, which census step does not simulate (--ep runs Transformers' masking "
+                  "plan); drop --fsdp or --ep");
+  if (dtensor && o.context_parallel > 1)
+    return refuse(plan + " with --cp " + std::to_string(o.context_parallel),
+                  "DTensor's plan under context_parallel's ring is not simulated on the rank (--cp composes "
+                  "the ring's K/V); drop --cp, or run --tp without --sequence-parallel and --loss-parallel");
+  if (dtensor && o.expert_parallel > 1)
+    return refuse(plan + " with --ep " + std::to_string(o.expert_parallel),
+                  "DTensor's plan keeps a MoE block's experts whole on the tensor-parallel ranks, as the "
+                  "parallel oracle runs it; experts dispatched by all-to-all beside it are not simulated; drop "
+                  "--ep, or run --tp without --sequence-parallel and --loss-parallel");
+  return {};
+}
+
+}  // namespace
 
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
@@ -119,6 +153,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                       "): every expert-parallel rank holds the same number of them");
   if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
     return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
+  CENSUS_TRY(check_rank_model_combinations(o));
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
@@ -497,7 +532,12 @@ StepCensus StepRunner::run() {
 
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
-  {
+  // A replay repeats a recorded pass's events, FSDP2's included, so the units must stand as they stood
+  // when it was recorded: so they do where each micro-batch's backward follows its forward (every unit
+  // resharded between them), not in a pipeline's schedule, whose passes find the units as the other
+  // micro-batches left them. There every pass runs through the engine.
+  const bool fsdp_in_pipeline = options.fsdp.shards > 1 && options.pipeline_stages > 1;
+  if (!fsdp_in_pipeline) {
     StepRunner runner(config, options, /*replays=*/true);
     StepCensus step = runner.run();
     if (!runner.replay_failed()) return step;

@@ -122,7 +122,8 @@ Status check_step_options(const ModelConfig& config, const StepOptions& options)
 
 // Run the step (options checked first). Each chunk's first two micro-batches run through the engine;
 // a later micro-batch's forward and backward are replays of the second's (step/step_bytes.h): the
-// same events, the same answer, without the engine's work.
+// same events, the same answer, without the engine's work. Under FSDP2 in a pipeline every pass runs
+// through the engine (a pass finds FSDP2's units as the schedule's other passes left them).
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options);
 
 // The same step with every pass run through the engine: what the replayed step is tested against.

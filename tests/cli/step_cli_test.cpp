@@ -80,12 +80,31 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         // does not divide, an FSDP2 option without FSDP2
         {"--sequence-parallel"}, {"--loss-parallel"}, {"--fsdp", "--dp", "4", "--zero", "3"}, {"--fsdp"},
         {"--dp", "2", "--tp", "2", "--world", "8"}, {"--tp", "2", "--sequence-parallel", "--seq-length", "127"},
-        {"--reshard-after-forward", "true"}, {"--fsdp", "--dp", "2", "--reshard-after-forward", "maybe"}}) {
+        {"--reshard-after-forward", "true"}, {"--fsdp", "--dp", "2", "--reshard-after-forward", "maybe"},
+        // FSDP2 or DTensor's plan beside context parallelism: a rank the parallel oracle does not run
+        {"--fsdp", "--dp", "2", "--cp", "2"}, {"--tp", "2", "--sequence-parallel", "--cp", "2"},
+        {"--tp", "2", "--loss-parallel", "--cp", "2"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);
     EXPECT_EQ(run.code, 2) << extra[0];
     EXPECT_TRUE(run.out.empty()) << extra[0];
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+// FSDP2 or DTensor's plan beside expert parallelism (an all-to-all dispatch, not simulated): refused by
+// name, one line, exit code 2; each alone runs.
+TEST(StepCli, ParallelCombinationsTheOracleDoesNotRunAreRefused) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--fsdp", "--dp", "2", "--ep", "2"}, {"--tp", "2", "--sequence-parallel", "--ep", "2"},
+        {"--tp", "2", "--loss-parallel", "--ep", "2"}}) {
+    std::vector<std::string> args = {"step", "qwen3-30b-a3b", "--seq-length", "128", "--optimizer", "none"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << extra[2];
+    EXPECT_TRUE(run.out.empty()) << extra[2];
+    EXPECT_NE(run.err.find("with --ep 2"), std::string::npos) << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
   }
 }

@@ -12,9 +12,14 @@
 
 #include "step/step_census.h"
 #include "models/registry.h"
+#include "step_record_expect.h"
 
 namespace census {
 namespace {
+
+using testing::expect_moment;
+using testing::expect_split;
+using testing::expect_totals;
 
 nlohmann::json step_case(const std::string& name) {
   std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/" + name + ".json");
@@ -42,27 +47,6 @@ StepOptions options_of(const nlohmann::json& oracle) {
   return o;
 }
 
-void expect_split(const StepSplit& split, const nlohmann::json& expected, const std::string& where) {
-  EXPECT_EQ(split.parameters(), expected.at("parameters").get<int64_t>()) << where;
-  EXPECT_EQ(split.gradients(), expected.at("gradients").get<int64_t>()) << where;
-  EXPECT_EQ(split.optimizer_states(), expected.at("optimizer_states").get<int64_t>()) << where;
-  EXPECT_EQ(split.other(), expected.at("other").get<int64_t>()) << where;
-  const auto& detail = expected.at("other_detail");
-  EXPECT_EQ(split[StepCategory::kBuffers], detail.at("buffers").get<int64_t>()) << where;
-  EXPECT_EQ(split[StepCategory::kInputs], detail.at("inputs").get<int64_t>()) << where;
-  EXPECT_EQ(split[StepCategory::kParamGradInflight], detail.at("param_grad_inflight").get<int64_t>()) << where;
-  EXPECT_EQ(split[StepCategory::kActivations], detail.at("activations").get<int64_t>()) << where;
-}
-
-void expect_moment(const StepMoment& moment, const nlohmann::json& expected, const std::string& what) {
-  if (expected.is_null()) {
-    EXPECT_EQ(moment.bytes, -1) << what;
-    return;
-  }
-  EXPECT_EQ(moment.bytes, expected.at("bytes").get<int64_t>()) << what;
-  EXPECT_EQ(moment.phase, expected.at("phase").get<std::string>()) << what;
-}
-
 class StepOracleCase : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StepOracleCase, EveryNumberToTheByte) {
@@ -73,19 +57,7 @@ TEST_P(StepOracleCase, EveryNumberToTheByte) {
   ASSERT_TRUE(step) << step.refusal().message();
   const StepAnalysis& a = step->analysis;
 
-  std::vector<std::string> schedule = oracle.at("schedule");
-  EXPECT_EQ(step->schedule, schedule);
-  EXPECT_EQ(step->parameter_count, oracle.at("parameters").at("count").get<int64_t>());
-  EXPECT_EQ(step->parameter_tensors, oracle.at("parameters").at("tensors").get<int64_t>());
-  EXPECT_EQ(step->parameter_bytes, oracle.at("parameters").at("bytes").get<int64_t>());
-  EXPECT_EQ(step->buffer_bytes, oracle.at("parameters").at("buffers_bytes").get<int64_t>());
-  const auto& grads = oracle.at("gradients");
-  EXPECT_EQ(step->gradient_bytes_after_first_backward, grads.at("bytes_after_first_backward").get<int64_t>());
-  EXPECT_EQ(step->gradient_bytes_after_last_backward, grads.at("bytes_after_last_backward").get<int64_t>());
-  EXPECT_EQ(step->gradient_bytes_at_end, grads.at("bytes_live_at_end").get<int64_t>());
-  if (!oracle.at("optimizer").is_null()) {
-    EXPECT_EQ(step->optimizer_state_bytes, oracle.at("optimizer").at("state_bytes").get<int64_t>());
-  }
+  expect_totals(*step, oracle);
 
   const auto& peak = oracle.at("peak");
   EXPECT_EQ(a.peak.bytes, peak.at("bytes").get<int64_t>());

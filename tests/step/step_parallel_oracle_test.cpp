@@ -3,7 +3,9 @@
 // step, every storage the rank allocates tracked), copied into tests/data/step/parallel/: the Llama and
 // Qwen3-MoE toys at 128 tokens (hidden 256, 8 heads, 2 KV heads, head_dim 32, vocab 4096, 4 layers;
 // Qwen3-MoE 8 experts top-2 of width 256), each layout's `parallel` record mapped onto StepOptions one to
-// one. Every number to the byte, FSDP2's parts of `other` included.
+// one. Every number to the byte, FSDP2's parts of `other` included, for every layout: the control (world 1),
+// FSDP2 over 4 (fp32 shards under MixedPrecisionPolicy(bf16, fp32), and bf16 shards), TP 2 with and without
+// sequence parallelism (with loss_parallel), and FSDP2 2 x TP 2 with SP.
 //
 // What FSDP2 adds, by hand, for llama_toy_L4_s128_fsdp4_single (4 ranks, fp32 shards under
 // MixedPrecisionPolicy(bf16, fp32)): the shards hold 4,327,680 parameters / 4 x 4 B = 4,327,680 B. The
@@ -16,24 +18,30 @@
 // holds the shards 4,327,680 + buffers 128 + inputs 2,048 + the root's unsharded parameters 4,194,816 +
 // the last layer's (never resharded after forward) 1,115,136 + the last all-gather output 1,115,136 + the
 // control's activations there: 21,655,952 B.
+//
+// And for llama_toy_L4_s128_tp2_sp_single (TP 2, SP, loss_parallel): a layer holds q 128 x 256, k and v
+// 32 x 256, o 256 x 128, gate, up and down 256 x 256 each (278,528) and its two norms whole (512):
+// 279,040 parameters; with 4 layers, the embedding's and the head's 2048 x 256 rows each and the final
+// norm, 2,164,992 parameters, 4,329,984 B in bf16. The embedding's gradient is the whole 4096 x 256 table
+// (a replicated gradient of the Shard(0) table), 1,048,576 B more than its shard: 5,378,560 B of gradients.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "step/step_census.h"
 #include "models/registry.h"
+#include "step_record_expect.h"
 
 namespace census {
 namespace {
 
-const std::string kFolder = std::string(CENSUS_TEST_DATA) + "/step/parallel";
+using testing::expect_moment;
+using testing::expect_split;
+using testing::expect_totals;
 
-// The layouts census step runs on the rank today; the oracle's other layouts are listed in
-// docs/parallelism.md as not yet simulated.
-const std::set<std::string> kSimulated = {"control", "fsdp4", "fsdp4_bf16"};
+const std::string kFolder = std::string(CENSUS_TEST_DATA) + "/step/parallel";
 
 nlohmann::json parallel_case(const std::string& name) {
   std::ifstream file(kFolder + "/" + name + ".json");
@@ -42,10 +50,8 @@ nlohmann::json parallel_case(const std::string& name) {
 
 std::vector<std::string> case_names() {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(kFolder)) {
-    const std::string name = entry.path().stem().string();
-    if (kSimulated.contains(parallel_case(name).at("layout").get<std::string>())) names.push_back(name);
-  }
+  for (const auto& entry : std::filesystem::directory_iterator(kFolder))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -62,33 +68,9 @@ StepOptions options_of(const nlohmann::json& oracle) {
     o.fsdp.mixed_precision = p.at("mixed_precision");
   }
   o.tensor_parallel = p.at("tp");
+  o.sequence_parallel = p.at("sequence_parallel");
+  o.loss_parallel = p.at("loss_parallel");
   return o;
-}
-
-void expect_split(const StepSplit& split, const nlohmann::json& expected, const std::string& where) {
-  EXPECT_EQ(split.parameters(), expected.at("parameters").get<int64_t>()) << where;
-  EXPECT_EQ(split.gradients(), expected.at("gradients").get<int64_t>()) << where;
-  EXPECT_EQ(split.optimizer_states(), expected.at("optimizer_states").get<int64_t>()) << where;
-  EXPECT_EQ(split.other(), expected.at("other").get<int64_t>()) << where;
-  const auto& d = expected.at("other_detail");
-  for (const auto& [category, name] :
-       {std::pair{StepCategory::kBuffers, "buffers"}, std::pair{StepCategory::kInputs, "inputs"},
-        std::pair{StepCategory::kParamGradInflight, "param_grad_inflight"},
-        std::pair{StepCategory::kFsdpUnshardedParams, "fsdp_unsharded_params"},
-        std::pair{StepCategory::kFsdpAllGatherBuffers, "fsdp_all_gather_buffers"},
-        std::pair{StepCategory::kFsdpUnshardedGrads, "fsdp_unsharded_grads"},
-        std::pair{StepCategory::kFsdpReduceScatterBuffers, "fsdp_reduce_scatter_buffers"},
-        std::pair{StepCategory::kActivations, "activations"}})
-    EXPECT_EQ(split[category], d.at(name).get<int64_t>()) << where << " " << name;
-}
-
-void expect_moment(const StepMoment& moment, const nlohmann::json& expected, const std::string& what) {
-  if (expected.is_null()) {
-    EXPECT_EQ(moment.bytes, -1) << what;
-    return;
-  }
-  EXPECT_EQ(moment.bytes, expected.at("bytes").get<int64_t>()) << what;
-  EXPECT_EQ(moment.phase, expected.at("phase").get<std::string>()) << what;
 }
 
 class StepParallelOracleCase : public ::testing::TestWithParam<std::string> {};
@@ -101,18 +83,7 @@ TEST_P(StepParallelOracleCase, EveryNumberToTheByte) {
   ASSERT_TRUE(step) << step.refusal().message();
   const StepAnalysis& a = step->analysis;
 
-  EXPECT_EQ(step->schedule, oracle.at("schedule").get<std::vector<std::string>>());
-  const auto& params = oracle.at("parameters");
-  EXPECT_EQ(step->parameter_count, params.at("count").get<int64_t>());
-  EXPECT_EQ(step->parameter_tensors, params.at("tensors").get<int64_t>());
-  EXPECT_EQ(step->parameter_bytes, params.at("bytes").get<int64_t>());
-  EXPECT_EQ(step->buffer_bytes, params.at("buffers_bytes").get<int64_t>());
-  const auto& grads = oracle.at("gradients");
-  EXPECT_EQ(step->gradient_bytes_after_first_backward, grads.at("bytes_after_first_backward").get<int64_t>());
-  EXPECT_EQ(step->gradient_bytes_after_last_backward, grads.at("bytes_after_last_backward").get<int64_t>());
-  EXPECT_EQ(step->gradient_bytes_at_end, grads.at("bytes_live_at_end").get<int64_t>());
-  if (!oracle.at("optimizer").is_null())
-    EXPECT_EQ(step->optimizer_state_bytes, oracle.at("optimizer").at("state_bytes").get<int64_t>());
+  expect_totals(*step, oracle);
 
   for (const auto& [moment, key] : {std::pair{&a.peak, "peak"}, std::pair{&a.other_peak, "other_peak"}}) {
     const auto& expected = oracle.at(key);

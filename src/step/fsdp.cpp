@@ -12,6 +12,14 @@ constexpr std::string_view kEmptyOp = "aten.empty.memory_format";
 constexpr std::string_view kGrowOp = "UntypedStorage.resize_@fsdp_copy_out";
 constexpr std::string_view kFreeOp = "UntypedStorage.resize_@other";
 
+// An unsharded parameter's storage is its all-gather output's part (FSDP2's padded_unsharded_size): dim 0
+// padded to a multiple of the shard degree, as every rank's shard is.
+int64_t padded_unsharded_bytes(const Tensor& p, int64_t shards) {
+  const int64_t rows = p.sizes()[0];
+  if (rows == 0) return 0;
+  return (rows + shards - 1) / shards * shards * (p.numel() / rows) * p.element_size();
+}
+
 }  // namespace
 
 Fsdp2::Fsdp2(StepBytes& bytes, const FsdpPolicy& policy, const std::vector<const CausalLM*>& chunks)
@@ -74,11 +82,12 @@ void Fsdp2::wait_for_unshard(Unit& unit, bool forward) {
   // prefetch: the walrus-bound local outlives the new state's assignment).
   Tensor previous = forward ? std::move(all_gather_state_) : Tensor();
   for (const Tensor& p : unit.params) {
+    const int64_t padded = padded_unsharded_bytes(p, policy_.shards);
     if (!unit.allocated) {
-      bytes_.track(p, kEmptyOp);
+      bytes_.track(p, kEmptyOp, padded);
       bytes_.note(p, StepCategory::kFsdpUnshardedParams);
     } else {
-      bytes_.resize(p, p.storage()->nbytes, kGrowOp);
+      bytes_.resize(p, padded, kGrowOp);
     }
   }
   unit.allocated = unit.unsharded = true;

@@ -8,8 +8,8 @@
 // What a unit does, as _fsdp_param_group.py runs it on the rank (every buffer a storage of the step):
 //   unshard           all-gather: under mixed precision a copy-in (the rank's shards cast to bf16,
 //                     empty(shard numel)), the output empty(N x shard numel) in bf16, the copy-in freed
-//   wait_for_unshard  copy-out: each unsharded parameter made (empty) the first time, else grown
-//                     back by resize_; in forward the all-gather output is kept until the next unit's
+//   wait_for_unshard  copy-out: each unsharded parameter made (empty, dim 0 padded to a multiple of N)
+//                     the first time, else grown back by resize_; in forward the all-gather output is kept until the next unit's
 //                     copy-out (implicit prefetch), in backward freed at once
 //   reshard           each unsharded parameter resize_(0)
 //   pre_forward       unshard, wait_for_unshard; its input passed through RegisterPostBackwardFunction

@@ -53,16 +53,17 @@ void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op, bool r
   live_ += delta_bytes;
 }
 
-void StepBytes::track(const Tensor& tensor, std::string_view op) {
+void StepBytes::track(const Tensor& tensor, std::string_view op, int64_t bytes) {
   const Storage& storage = *tensor.storage();
-  if (storage.nbytes == 0) return;
+  if (bytes < 0) bytes = storage.nbytes;
+  if (bytes == 0) return;
   const int32_t id = slot(storage.id);
   StorageInfo& s = storages_[static_cast<size_t>(id)];
   if (s.live_bytes != 0) return;
-  s.live_bytes = storage.nbytes;
+  s.live_bytes = bytes;
   s.op = op;
   s.phase = static_cast<int32_t>(phases_.size()) - 1;
-  log(id, storage.nbytes, op);
+  log(id, bytes, op);
 }
 
 void StepBytes::note(const Tensor& tensor, StepCategory category) {

@@ -123,8 +123,9 @@ class StepBytes final : public Observer {
   StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
 
   void mark_phase(std::string name);
-  // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`.
-  void track(const Tensor& tensor, std::string_view op = "input");
+  // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`: its own
+  // bytes, or `bytes` where the storage PyTorch allocates is larger than the tensor (FSDP2's padding).
+  void track(const Tensor& tensor, std::string_view op = "input", int64_t bytes = -1);
   // `tensor`'s storage is (also) of `category`; the strongest category a storage is given wins.
   void note(const Tensor& tensor, StepCategory category);
   // `tensor`'s counted storage now holds `bytes` (UntypedStorage.resize_), an event of the difference

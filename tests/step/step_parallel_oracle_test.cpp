@@ -24,6 +24,14 @@
 // 279,040 parameters; with 4 layers, the embedding's and the head's 2048 x 256 rows each and the final
 // norm, 2,164,992 parameters, 4,329,984 B in bf16. The embedding's gradient is the whole 4096 x 256 table
 // (a replicated gradient of the Shard(0) table), 1,048,576 B more than its shard: 5,378,560 B of gradients.
+//
+// And FSDP2's padding, for llama_toy_L4_s128_fsdp3_bf16_single (3 ranks, bf16 shards): each unsharded
+// parameter's storage is its dim 0 padded to a multiple of 3, as its all-gather output part is. At the
+// peak (F0, the loss) the root and the last layer are unsharded. The root: the embedding and the head
+// 4096 -> 4098 rows of 256 (2 x 1,024 B more) and the final norm 256 -> 258 (4 B): 2,052 B. The last
+// layer: q and o 256 -> 258 rows of 256, k and v 64 -> 66 rows of 256 (4 x 1,024 B), gate and up 512 ->
+// 513 rows of 256 (2 x 512 B), down 256 -> 258 rows of 512 (2,048 B), its two norms (2 x 4 B): 7,176 B.
+// 9,228 B above the unpadded parameters: fsdp_unsharded_params 5,319,180 B, the oracle's.
 #include <gtest/gtest.h>
 
 #include <filesystem>

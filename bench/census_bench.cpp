@@ -158,6 +158,25 @@ void BM_StepFirstStage(benchmark::State& state, const char* model) {
 }
 BENCHMARK_CAPTURE(BM_StepFirstStage, llama_3_1_70b_pp8_m16_tp8, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
 
+// Flagship MoE steps, the whole rank through each family's own causal LM:
+// `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
+// AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`
+// (15 layers: gated delta nets and gated attention, 512 experts).
+void BM_StepFlagship(benchmark::State& state, const char* model, int64_t stages) {
+  const census::ModelConfig config = shipped(model);
+  census::StepOptions options;
+  options.seq_length = 4096;
+  options.micro_batches = 32;
+  options.pipeline_stages = stages;
+  options.tensor_parallel = 8;
+  options.expert_parallel = 8;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepFlagship, deepseek_v3_m32_tp8_ep8, "deepseek-v3", 1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepFlagship, qwen3_5_397b_a17b_pp4_m32_tp8_ep8, "qwen3.5-397b-a17b", 4)
+    ->Unit(benchmark::kMillisecond);
+
 // A whole `census plan` search: every layout enumerated and estimated, then simulated in order of the
 // estimate until the top 5 that fit (counters, per second of wall time: layouts that passed the
 // divisibility rules, and stage steps simulated; the stages run one a core).

@@ -169,8 +169,9 @@ def _priced(config: Any, replacements: Sequence[Any] = ()) -> Any:
 
 def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool = False,
                  ops: Dict[str, int] | None = None, replacements: Sequence[Any] = (),
-                 gdn_backend: str = "eager") -> Tuple[int, int]:
-    """Bytes layer *layer_index* keeps for its backward, and the most its backward holds.
+                 gdn_backend: str = "eager", micro_batch_size: int = 1) -> Tuple[int, int]:
+    """Bytes layer *layer_index* keeps for its backward, and the most its backward holds, on a micro-batch
+    of *micro_batch_size* sequences of *seq_length* tokens.
 
     Where *selective*, the layer runs under HyperParallel's selective activation checkpointing and the
     bytes kept are its input and the outputs the policy saves. Where *ops* is given (and the layer
@@ -180,9 +181,10 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
         raise ValueError(f"ops: must be a dict to fill with bytes by op, not {_shown(ops)}")
     _refuse_unpriced(replacements, gdn_backend)
     priced = _priced(config, replacements)
+    micro_batch_size = _integer("micro_batch_size", micro_batch_size, positive=True)
     if selective:
-        return _census.selective(priced, layer_index, seq_length, gdn_backend)
-    saved, working, by_op = _census.layer(priced, layer_index, seq_length, 1, gdn_backend)
+        return _census.selective(priced, layer_index, seq_length, gdn_backend, micro_batch_size)
+    saved, working, by_op = _census.layer(priced, layer_index, seq_length, 1, gdn_backend, micro_batch_size)
     if ops is not None:
         ops.update(by_op)
     return saved, working
@@ -254,15 +256,19 @@ def census_output(config: Any, seq_length: int, replacements: Sequence[Any] = ()
     return _census.output(handle, seq_length, vocab)
 
 
-def census_stack(config: Any, seq_length: int, replacements: Sequence[Any] = ()) -> List[Tuple[int, int]]:
+def census_stack(config: Any, seq_length: int, replacements: Sequence[Any] = (),
+                 micro_batch_size: int = 1) -> List[Tuple[int, int]]:
     """What each decoder layer keeps for its backward, and the most its backward holds, from one pass of the whole stack.
 
-    The embedding, every layer in model order and the final norm run forward on one sequence, then
+    The embedding, every layer in model order and the final norm run forward on a micro-batch of
+    *micro_batch_size* sequences, then
     backward from the last hidden state; each save counts toward the layer whose forward makes it
     first. Layers that read what an earlier layer wrote (GLM-5's shared-indexer layers) run as the
     model runs them. Raises CensusUnavailable for a model forward the stack census does not build.
     """
-    return [tuple(pair) for pair in _census.stack_census(load_config(_priced(config, replacements)), int(seq_length))]
+    micro_batch_size = _integer("micro_batch_size", micro_batch_size, positive=True)
+    return [tuple(pair) for pair in _census.stack_census(load_config(_priced(config, replacements)), int(seq_length),
+                                                         micro_batch_size=micro_batch_size)]
 
 
 def census_output_activations(config: Any, seq_length: int = 4096,
@@ -348,15 +354,19 @@ def _group(index: int, group: Any) -> Tuple[str, int, bool]:
 
 
 def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_length: int = 4096,
-                       replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> Dict[str, KindActivations]:
-    """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2, plain and selective.
+                       replacements: Sequence[Any] = (), gdn_backend: str = "eager",
+                       micro_batch_size: int = 1) -> Dict[str, KindActivations]:
+    """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2, plain and selective,
+    on micro-batches of *micro_batch_size* sequences of *seq_length* tokens.
 
     *layers* is the stack's groups in model order (``{"kind", "count", "mtp"}``); MTP groups are left
     out, and each kind is censused on its first layer.
     """
     _refuse_unpriced(replacements=replacements, gdn_backend=gdn_backend)
     groups = [_group(i, group) for i, group in enumerate(_items("layers", layers))]
-    records = _census.activations(load_config(_priced(config, replacements)), groups, seq_length, gdn_backend)
+    micro_batch_size = _integer("micro_batch_size", micro_batch_size, positive=True)
+    records = _census.activations(load_config(_priced(config, replacements)), groups, seq_length, gdn_backend,
+                                  micro_batch_size)
     return {kind: KindActivations.from_dict(record) for kind, record in records.items()}
 
 

@@ -68,7 +68,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     sub->add_option("config", model, "a config.json path, or a shipped model name (census models)")->required();
     if (std::string_view(name) != "stack")
       sub->add_option("--layer-index", request.layer_index, "the layer to census (default 0)");
-    sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
+    sub->add_option("--seq-length", request.seq_length, "tokens of each sequence (default 4096)");
+    sub->add_option("--micro-batch-size", request.micro_batch_size, "sequences of the micro-batch (default 1)");
     sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank censused (default 1)");
     sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
     text_options.push_back(
@@ -150,6 +151,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto config = resolve_model(model);
   if (!config) return refuse_line(err, config.refusal().message());
   request.config = config.take();
+  // A backend option names a kind of layer; on a model without one it would change nothing, silently.
+  if (gdn_backend != "eager" && request.config.linear_num_key_heads == 0)
+    return refuse_line(err, "--gdn-backend " + gdn_backend + ": " + request.config.model_type +
+                                " has no gated-delta-net (linear_attention) layers; drop the option");
+  if (mamba_backend != "torch" && !request.config.mamba)
+    return refuse_line(err, "--mamba-backend " + mamba_backend + ": " + request.config.model_type +
+                                " has no Mamba-2 layers; drop the option");
   request.config.gdn_backend = *nn::parse_gdn_backend(gdn_backend);
   if (request.config.mamba) request.config.mamba->backend = *nn::parse_mamba_backend(mamba_backend);
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());

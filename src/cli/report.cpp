@@ -56,7 +56,8 @@ CLI::App* add_report_command(CLI::App& app, Request& request, std::string& model
   sub->add_option("--output", options.output, "the HTML file to write (default report.html)");
   sub->add_option("--svg", options.svg_dir, "also write each chart as a standalone SVG file into this directory");
   sub->add_option("--layer-index", request.layer_index, "the layer to draw (default 0)");
-  sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
+  sub->add_option("--seq-length", request.seq_length, "tokens of each sequence (default 4096)");
+  sub->add_option("--micro-batch-size", request.micro_batch_size, "sequences of the micro-batch (default 1)");
   sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank drawn (default 1)");
   sub->add_option("--experts-implementation", request.experts_implementation,
                   "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)");

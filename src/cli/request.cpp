@@ -106,6 +106,12 @@ Status check_request(const Request& r) {
   const ModelConfig& c = r.config;
   if (r.seq_length <= 0)
     return refuse("--seq-length", std::to_string(r.seq_length) + " is not a positive number of tokens; give one");
+  if (r.micro_batch_size <= 0)
+    return refuse("--micro-batch-size", std::to_string(r.micro_batch_size) +
+                                            " is not a positive number of sequences; give one (1 by default)");
+  if ((Checked{r.seq_length} * r.micro_batch_size).overflows(INT64_MAX / 16))
+    return refuse("--micro-batch-size", std::to_string(r.micro_batch_size) + " sequences of " +
+                                            std::to_string(r.seq_length) + " tokens overflow 64-bit counts; give fewer");
   if (r.layer_index < 0 || r.layer_index >= c.num_hidden_layers)
     return refuse("--layer-index", std::to_string(r.layer_index) + " is out of range: the model has " +
                                        std::to_string(c.num_hidden_layers) + " layers (0.." +
@@ -119,6 +125,11 @@ Status check_request(const Request& r) {
                                          " model cannot be priced alone: " + why +
                                          "; use census stack, or census activations (which prices it through the stack)");
   }
+  // The whole model's forward keeps every layer's router logits for the load-balancing loss then.
+  if (r.command == "stack" && c.output_router_logits)
+    return refuse("output_router_logits: true in the config",
+                  "the load-balancing loss over every layer's router logits is not priced yet; set it to false to "
+                  "price the stack without it");
   if (r.tp <= 0) return refuse("--tp", std::to_string(r.tp) + " is not a positive degree; give one");
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
@@ -135,10 +146,13 @@ Status check_request(const Request& r) {
   }
   if (r.command == "output" && r.tp != 1)
     return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");
-  return check_sizes(c, r.seq_length);
+  // The micro-batch's tokens bound every count as one sequence of them would (its attention scores the
+  // more tightly: those grow with each sequence's tokens squared).
+  return check_sizes(c, r.seq_length * r.micro_batch_size);
 }
 
 Status apply_options(Request& r) {
+  r.config.micro_batch_size = r.micro_batch_size;
   if (!r.kernels.empty()) {
     const std::optional<nn::KernelProfile> profile = nn::parse_kernel_profile(r.kernels);
     if (!profile) return refuse("--kernels", echoed(r.kernels) + " is not a kernel profile; use npu (the default) or cuda");

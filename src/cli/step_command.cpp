@@ -210,6 +210,8 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32 (Megatron's main_grad)")
       ->check(CLI::IsMember({"bf16", "fp32"}));
   sub->add_option("--experts-implementation", a.experts_implementation, "grouped_mm (default) or eager");
+  sub->add_option("--kernels", a.kernels, "the kernel profile: npu (the default, the reference's flash contract) or cuda");
+  sub->add_option("--train-yaml", a.train_yaml, "a HyperParallel train.yaml: its fused modules replace Transformers' own");
   sub->add_option("--cuda-context", a.cuda_context, "bytes of the CUDA context, added to the peak (default 0)");
   sub->add_option("--nccl-buffers", a.nccl_buffers, "bytes of NCCL's communicator buffers, added (default 0)");
   sub->add_option("--fragmentation", a.fragmentation, "bytes the allocator loses to fragmentation, added (default 0)");
@@ -255,8 +257,11 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   request.model_name = a.model;
   request.config = model;
   request.seq_length = a.seq_length;
+  request.micro_batch_size = a.micro_batch_size;
   request.tp = a.tp;
   request.experts_implementation = a.experts_implementation;
+  request.kernels = a.kernels;
+  request.train_yaml = a.train_yaml;
   CENSUS_TRY(check_request(request));
   CENSUS_TRY(apply_options(request));
 

@@ -34,6 +34,8 @@ struct StepArgs {
   std::string master_weights = "bf16";
   std::string grad_dtype = "bf16";
   std::string experts_implementation;
+  std::string kernels;     // the kernel profile (npu, cuda); empty: npu
+  std::string train_yaml;  // a HyperParallel train.yaml whose fused modules the trainer builds
   int64_t cuda_context = 0;
   int64_t nccl_buffers = 0;
   int64_t fragmentation = 0;

@@ -155,6 +155,8 @@ class DeepseekV32DecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   DeepseekV32Attention self_attn;

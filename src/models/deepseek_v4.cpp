@@ -66,7 +66,8 @@ class DeepseekV4Attention {
                  v4(c).o_groups * v4(c).o_lora_rank, v4(c).o_groups, params),
         o_b_proj("self_attn.o_b_proj", v4(c).o_groups * v4(c).o_lora_rank, c.hidden_size, false, params),
         sinks_(nn::register_parameter(params, "self_attn", "sinks", Dims{c.num_attention_heads})) {
-    const nn::CompressorSizes compressor{c.hidden_size, c.head_dim, 0, v4(c).compress_rope_dim, c.rms_norm_eps};
+    const nn::CompressorSizes compressor{c.hidden_size, c.head_dim, 0, v4(c).compress_rope_dim, c.rms_norm_eps,
+                                         v4(c).main_rope_dim};
     if (layer_type_ == kHca) {
       nn::CompressorSizes hca = compressor;
       hca.compress_rate = v4(c).hca_compress_rate;
@@ -80,6 +81,13 @@ class DeepseekV4Attention {
                                              nn::CompressorIndexerSizes{v4(c).q_lora_rank, c.index_n_heads, c.index_topk},
                                              params);
     }
+  }
+
+  // The compressor's rotary's buffers (and its indexer's), where the layer has one.
+  std::vector<Tensor> buffers() const {
+    if (const auto* hca = std::get_if<nn::HcaCompressor>(&compressor_)) return hca->buffers();
+    if (const auto* csa = std::get_if<nn::CsaCompressor>(&compressor_)) return csa->buffers();
+    return {};
   }
 
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const {
@@ -202,6 +210,12 @@ class DeepseekV4DecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override {
+    std::vector<Tensor> out = self_attn.buffers();
+    for (const Tensor& buffer : mlp.buffers()) out.push_back(buffer);
+    return out;
+  }
+
  private:
   int64_t hidden_size_;
   int64_t hc_mult_;
@@ -222,8 +236,8 @@ class DeepseekV4ModelHead final : public nn::Norm {
   DeepseekV4ModelHead(const ModelConfig& c, nn::ParameterList& params)
       : hc_mult_(v4(c).hc_mult), norm("norm", c.hidden_size, c.rms_norm_eps, params), hc_head("hc_head", hc_sizes(c), params) {}
   Tensor forward(const Tensor& streams) const override { return norm.forward(hc_head.forward(streams)); }
-  Dims input_sizes(int64_t seq_length, int64_t hidden_size) const override {
-    return Dims{1, seq_length, hc_mult_, hidden_size};
+  Dims input_sizes(int64_t batch, int64_t seq_length, int64_t hidden_size) const override {
+    return Dims{batch, seq_length, hc_mult_, hidden_size};
   }
 
  private:
@@ -241,7 +255,12 @@ std::unique_ptr<nn::Norm> build_deepseek_v4_head(const ModelConfig& config, nn::
 // every layer (its hash router reads them), and at the end norm(hc_head(streams)).
 class DeepseekV4ForCausalLM final : public CausalLM {
  public:
-  using CausalLM::CausalLM;
+  DeepseekV4ForCausalLM(const ModelConfig& c, const ModelConfig& layer_config, ModelChunk chunk)
+      : CausalLM(c, layer_config, chunk),
+        main_rotary(v4(c).main_rope_dim),
+        compress_rotary(v4(c).compress_rope_dim) {
+    state_rotary_buffers({main_rotary.inv_freq(), compress_rotary.inv_freq()});
+  }
 
   Tensor model_forward(const Tensor& input_ids, const Tensor& /*inputs_embeds*/, const LayerRunner& runner) const override {
     auto carry = std::make_shared<LayerCarry>();
@@ -251,7 +270,11 @@ class DeepseekV4ForCausalLM final : public CausalLM {
     Dims streams = inputs_embeds.sizes();
     streams.insert(2, config_.deepseek_v4->hc_mult);
     Tensor hidden_states = ops::contiguous(ops::expand(ops::unsqueeze(inputs_embeds, 2), streams));
-    const nn::PositionEmbeddings positions = embed_positions(inputs_embeds);
+    // position_ids = arange(S) + 0, then the "main" and "compress" cos and sin of the model's rotary.
+    nn::PositionEmbeddings positions;
+    positions.position_ids = ops::unsqueeze(ops::add(ops::arange(inputs_embeds.size(1)), 0.0), 0);
+    std::tie(positions.cos, positions.sin) = main_rotary.forward(inputs_embeds, positions.position_ids);
+    std::tie(positions.compress_cos, positions.compress_sin) = compress_rotary.forward(inputs_embeds, positions.position_ids);
     for (size_t k = 0; k < layers_.size(); ++k) {
       const DecoderLayer* layer = layers_[k].get();
       hidden_states = runner.run(chunk_.begin + static_cast<int64_t>(k), hidden_states,
@@ -261,6 +284,11 @@ class DeepseekV4ForCausalLM final : public CausalLM {
     }
     return final_norm(hidden_states);
   }
+
+ private:
+  // DeepseekV4RotaryEmbedding, one per rope type.
+  nn::InterleavedRotaryEmbedding main_rotary;
+  nn::InterleavedRotaryEmbedding compress_rotary;
 };
 
 std::unique_ptr<CausalLM> build_deepseek_v4_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,

@@ -401,6 +401,10 @@ class Gemma4ForCausalLM final : public CausalLM {
       for (const auto& each : rotaries_) seen = seen || each.first == type;
       if (!seen) rotaries_.emplace_back(type, nn::RotaryEmbedding(layer_head_dim(c, i)));
     }
+    // Gemma4TextRotaryEmbedding: each type's inv_freq and original_inv_freq.
+    std::vector<Tensor> inv_freqs;
+    for (const auto& [type, rotary] : rotaries_) inv_freqs.push_back(rotary.inv_freq());
+    state_rotary_buffers(inv_freqs);
   }
 
   Tensor model_forward(const Tensor& input_ids, const Tensor& /*inputs_embeds*/, const LayerRunner& runner) const override {
@@ -425,7 +429,12 @@ class Gemma4ForCausalLM final : public CausalLM {
       per_layer_projection = per_layer_projection_norm->forward(per_layer_projection);
       carry->per_layer_inputs = ops::mul_number(ops::add(per_layer_projection, per_layer_inputs), std::pow(2.0, -0.5));
     }
-    for (const auto& [type, rotary] : rotaries_) carry->positions[type] = rotary.forward(inputs_embeds);
+    Tensor position_ids;  // the model's one, every type's rotary rotating by it
+    for (const auto& [type, rotary] : rotaries_) {
+      nn::PositionEmbeddings& positions = carry->positions[type] = rotary.forward(inputs_embeds);
+      if (position_ids.defined()) positions.position_ids = position_ids;
+      else position_ids = positions.position_ids;
+    }
     Tensor hidden_states = inputs_embeds;
     for (size_t k = 0; k < layers_.size(); ++k) {
       const int64_t index = chunk_.begin + static_cast<int64_t>(k);
@@ -438,6 +447,11 @@ class Gemma4ForCausalLM final : public CausalLM {
       });
     }
     return final_norm(hidden_states);
+  }
+
+ protected:
+  Tensor logits(const Tensor& hidden_states) const override {
+    return softcap_logits(CausalLM::logits(hidden_states), config_.final_logit_softcapping);
   }
 
  private:
@@ -586,6 +600,7 @@ Result<ModelConfig> read_gemma4_text(const ConfigReader& r) {
   c.gemma4.global_head_dim = full.head_dim;
   c.gemma4.num_global_key_value_heads = full.kv_heads;
   CENSUS_TRY(read_rope_types(r, c));
+  CENSUS_TRY(read_final_logit_softcapping(r, c, 0));
 
   CENSUS_ASSIGN(c.gemma4.num_kv_shared_layers, r.count("num_kv_shared_layers", 0));
   const int64_t first_shared = c.num_hidden_layers - c.gemma4.num_kv_shared_layers;

@@ -63,6 +63,8 @@ class GlmMoeDsaDecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   bool shared_;
@@ -92,7 +94,7 @@ class GlmMoeDsaForCausalLM final : public CausalLM {
     nn::PositionEmbeddings positions;
     {
       const Tensor arange = ops::arange(inputs_embeds.size(1));  // position_ids = arange(S) + 0: a temporary
-      positions = embed_positions(inputs_embeds);
+      positions = embed_positions(inputs_embeds).front();
     }
     Tensor hidden_states = inputs_embeds;
     auto topk_indices = std::make_shared<Tensor>();

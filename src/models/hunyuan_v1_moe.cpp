@@ -79,6 +79,8 @@ class HunYuanMoEV1DecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   HunYuanMoEV1Attention self_attn;

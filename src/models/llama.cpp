@@ -40,7 +40,7 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   k = Tensor();
   v = Tensor();
 
-  if (use_rope_) {
+  if (use_rope_ && positions.cos.defined()) {  // a model without a rotary hands none (Granite's)
     auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
     query_states = q_embed;
     key_states = k_embed;

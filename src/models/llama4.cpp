@@ -15,6 +15,8 @@
 // Legend: S = seq_length, T = tokens, H = hidden_size, Nh = heads, Nkv = key/value heads, D = head_dim,
 // E = experts, I = intermediate_size (an expert's and the shared expert's width).
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "models/llama.h"
 #include "models/moe_layers.h"
@@ -212,36 +214,34 @@ class Llama4TextMoe final : public nn::FeedForward {
         shared_expert("feed_forward.shared_expert", c.hidden_size, c.moe.shared_expert_intermediate_size,
                       /*bias=*/false, params, c.hidden_act, "activation_fn") {}
 
-  Tensor forward(const Tensor& input) const override {
+  Tensor forward(const Tensor& input) const override { return forward_with_router_logits(input).first; }
+
+  // Llama4TextMoe.forward returns (out, router_logits); its router_scores live until it returns.
+  std::pair<Tensor, Tensor> forward_with_router_logits(const Tensor& input) const {
     ModuleScope scope("feed_forward", ModuleKind::kOther);
     Tensor hidden_states = ops::reshape(input, Dims{input.size(0) * input.size(1), hidden_dim_});  // (T, H)
-    Tensor router_scores = route(hidden_states);                                                 // (T, E) bf16
+    auto [router_scores, router_logits] = route(hidden_states);                                  // (T, E) bf16 each
     const int64_t num_experts = router_scores.size(1);
     Tensor routed_in = ops::repeat(hidden_states, Dims{num_experts, 1});                           // (E T, H)
     routed_in = ops::mul(routed_in, ops::reshape(ops::transpose(router_scores, 0, 1), Dims{num_experts * hidden_states.size(0), 1}));
-    router_scores = Tensor();
     Tensor routed_out = experts.forward(routed_in);
-    routed_in = Tensor();
     Tensor out = shared_expert.forward(hidden_states);
-    {
-      Tensor summed = ops::sum(ops::view(routed_out, Dims{num_experts, hidden_states.size(0), hidden_dim_}), {0},
-                               /*keepdim=*/false);
-      routed_out = Tensor();
-      ops::add_(out, summed);
-    }
-    return out;
+    ops::add_(out, ops::sum(ops::view(routed_out, Dims{num_experts, hidden_states.size(0), hidden_dim_}), {0},
+                            /*keepdim=*/false));
+    return {out, router_logits};
   }
 
  private:
   // Llama4Router: logits = x W^T; the top-k logits scattered into -inf; sigmoid in fp32, cast back.
-  Tensor route(const Tensor& hidden_states) const {
+  // Returns (router_scores, router_logits).
+  std::pair<Tensor, Tensor> route(const Tensor& hidden_states) const {
     Tensor router_logits = router.forward(hidden_states);  // (T, E) bf16
     ModuleScope scope("feed_forward.router", ModuleKind::kOther);
     ops::ValuesIndices top = ops::topk(router_logits, top_k_);
     Tensor router_scores = ops::full_like(router_logits, -std::numeric_limits<double>::infinity());
     ops::scatter_(router_scores, 1, top.indices, top.values);
     top = {};
-    return ops::to(ops::sigmoid(ops::to(router_scores, DType::kFloat32)), router_scores.dtype());
+    return {ops::to(ops::sigmoid(ops::to(router_scores, DType::kFloat32)), router_scores.dtype()), router_logits};
   }
 
   int64_t top_k_;
@@ -262,19 +262,25 @@ class Llama4TextDecoderLayer final : public DecoderLayer {
                                                           /*bias=*/false, parameters_, c.hidden_act, "activation_fn")),
         input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
         post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
-        rotary_emb(c.head_dim) {}
+        rotary_emb(c.head_dim),
+        moe_(dynamic_cast<const Llama4TextMoe*>(feed_forward.get())) {}
   nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
   Tensor forward(const Tensor& input, const nn::PositionEmbeddings& positions) const override {
     Tensor residual = input;
     Tensor hidden_states = input_layernorm.forward(input);
-    Tensor attention_states = self_attn.forward(hidden_states, positions);
+    // attention_states, and a MoE layer's router_logits (its `_`), are locals until the layer returns.
+    const Tensor attention_states = self_attn.forward(hidden_states, positions);
     hidden_states = ops::add(residual, attention_states);
-    attention_states = Tensor();
     residual = hidden_states;
     hidden_states = post_attention_layernorm.forward(hidden_states);
-    hidden_states = feed_forward->forward(hidden_states);
+    Tensor router_logits;
+    if (moe_ != nullptr) {
+      std::tie(hidden_states, router_logits) = moe_->forward_with_router_logits(hidden_states);
+    } else {
+      hidden_states = feed_forward->forward(hidden_states);
+    }
     return ops::add(residual, ops::view(hidden_states, residual.sizes()));
   }
 
@@ -285,6 +291,7 @@ class Llama4TextDecoderLayer final : public DecoderLayer {
   Llama4TextRMSNorm input_layernorm;
   Llama4TextRMSNorm post_attention_layernorm;
   Llama4TextRotaryEmbedding rotary_emb;  // the model's, held here so one layer can run alone
+  const Llama4TextMoe* moe_;             // feed_forward where the layer is a MoE layer, else null
 };
 
 Result<ModelConfig> read_llama4_text(const ConfigReader& r);

@@ -81,6 +81,7 @@ class MiMoV2FlashMoE final : public nn::FeedForward {
     Tensor hidden_states = ops::view(input, Dims{orig_shape[0] * orig_shape[1], orig_shape[2]});
     return ops::view(experts->forward(hidden_states, routing.indices, routing.weights), orig_shape);
   }
+  std::vector<Tensor> buffers() const override { return {gate.e_score_correction_bias()}; }
 
  private:
   std::unique_ptr<nn::MoeExperts> experts;
@@ -108,6 +109,8 @@ class MiMoV2FlashDecoderLayer final : public DecoderLayer {
         input, input_layernorm, [&](const Tensor& normed) { return self_attn.forward(normed, positions); },
         post_attention_layernorm, *mlp);
   }
+
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
 
  private:
   int64_t hidden_size_;
@@ -143,8 +146,13 @@ std::unique_ptr<DecoderLayer> build_mimo_v2_flash_layer(const ModelConfig& confi
 
 }  // namespace
 
-CENSUS_FAMILY(kMiMoV2FlashFamily) = {"mimo_v2_flash", read_mimo_v2_flash, build_mimo_v2_flash_layer,
-                                     build_llama_final_norm};
+CENSUS_FAMILY(kMiMoV2FlashFamily) = {
+    .model_type = "mimo_v2_flash",
+    .read = read_mimo_v2_flash,
+    .build_layer = build_mimo_v2_flash_layer,
+    .build_final_norm = build_llama_final_norm,
+    .rotary_per_layer_type = true,
+};
 
 namespace {
 

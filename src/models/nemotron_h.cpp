@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "util/escape.h"
+#include "models/causal_lm.h"
 #include "models/llama.h"
 #include "models/moe_layers.h"
 #include "nn/attention_kernel.h"
@@ -74,6 +75,7 @@ class NemotronHMoE {
     hidden_states = ops::view(hidden_states, orig_shape);
     return ops::add(hidden_states, shared_experts.forward(residuals));
   }
+  const Tensor& e_score_correction_bias() const { return gate.e_score_correction_bias(); }
 
  private:
   static nn::ExpertsLayout ungated() {
@@ -147,6 +149,10 @@ class NemotronHBlock final : public DecoderLayer {
     else hidden_states = mlp_->forward(hidden_states);
     return ops::add(residual, hidden_states);
   }
+  std::vector<Tensor> registered_buffers() const override {
+    if (moe_) return {moe_->e_score_correction_bias()};
+    return {};
+  }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
  private:
@@ -169,9 +175,30 @@ std::unique_ptr<DecoderLayer> build_nemotron_h_layer(const ModelConfig& config, 
   return std::make_unique<NemotronHBlock>(config, mamba, index);
 }
 
+// NemotronHForCausalLM upcasts its logits itself, lm_head(hidden_states[:, slice_indices, :]).float(): the
+// bf16 logits die at once, and the loss's own .float() is then a no-op.
+class NemotronHForCausalLM final : public CausalLM {
+ public:
+  using CausalLM::CausalLM;
+
+ protected:
+  Tensor logits(const Tensor& hidden_states) const override {
+    return ops::to(CausalLM::logits(hidden_states), DType::kFloat32);
+  }
+};
+
+std::unique_ptr<CausalLM> build_nemotron_h_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                     ModelChunk chunk) {
+  return make_causal_lm<NemotronHForCausalLM>(config, layer_config, chunk);
+}
+
 }  // namespace
 
-CENSUS_FAMILY(kNemotronHFamily) = {"nemotron_h", read_nemotron_h, build_nemotron_h_layer, build_llama_final_norm};
+CENSUS_FAMILY(kNemotronHFamily) = {.model_type = "nemotron_h",
+                                   .read = read_nemotron_h,
+                                   .build_layer = build_nemotron_h_layer,
+                                   .build_final_norm = build_llama_final_norm,
+                                   .build_causal_lm = build_nemotron_h_causal_lm};
 
 namespace {
 

@@ -72,6 +72,10 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
                                                                        : family->ties_word_embeddings);
   CENSUS_TRY(tied);
   config->tie_word_embeddings = *tied;
+  // A MoE ForCausalLM adds the load-balancing loss over every layer's router logits where this is set.
+  auto router_logits = reader.flag("output_router_logits", false);
+  CENSUS_TRY(router_logits);
+  config->output_router_logits = *router_logits;
   return config;
 }
 

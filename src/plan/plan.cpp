@@ -55,6 +55,13 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
   for (const auto& [flag, value] : {std::pair{"--peak-tflops", o.device.peak_tflops}, std::pair{"--hbm-gbs", o.device.hbm_gbs},
                                     std::pair{"--link-gbs", o.device.link_gbs}, std::pair{"--nic-gbs", o.device.nic_gbs}})
     if (!(value > 0)) return refuse(flag, "must be a positive figure; give it, or a --device preset");
+  // The time model prices each layer by its own census; a layer that runs only inside its model's
+  // forward (DeepSeek-V4's, Gemma 4's KV-shared ones) has none.
+  for (int64_t i = 0; i < config.num_hidden_layers && config.family->stack_only != nullptr; ++i)
+    if (const char* why = config.family->stack_only(config, i))
+      return refuse("census plan on " + config.model_type,
+                    "layer " + std::to_string(i) + " cannot be timed alone (" + why +
+                        "), and the plan's time model times each layer alone; run census step on the layout instead");
   StepOptions probe;
   probe.seq_length = o.seq_length;
   return check_step_options(config, probe);
@@ -249,6 +256,7 @@ void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
             else if (tp * ep > o_.gpus_per_node)
               why = "TP x EP spans nodes (EP stays inside a node of " + std::to_string(o_.gpus_per_node) + ")";
             else if (layers % (pp * v) != 0) why = v > 1 ? "PP x V does not divide the layers" : "PP does not divide the layers";
+            else if (pipeline_cut_refusal(c_, pp * v)) why = "the model cannot be cut into pipeline stages";
             else if (batch % dp != 0) why = "DP does not divide the global batch";
             else if (schedule == PipelineSchedule::kInterleaved && (batch / dp) % pp != 0)
               why = "interleaved: micro-batches not a multiple of PP";

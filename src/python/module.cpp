@@ -125,13 +125,15 @@ struct Unavailable : std::runtime_error {
 
 // The request's checks, refusals naming the Python argument (seq_length) where the command line's
 // name its option (--seq-length).
-void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+// `runs_layer`: the call runs the layer (its parameters alone are counted without running it, as the
+// command line's `parameters` counts them).
+void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool runs_layer = true) {
   cli::Request request;
   request.config = config;
   request.layer_index = layer_index;
   request.seq_length = seq_length;
   // A layer that reads what an earlier layer wrote in the same forward has no census of its own.
-  if (config.family->stack_only != nullptr && layer_index >= 0 && layer_index < config.num_hidden_layers)
+  if (runs_layer && config.family->stack_only != nullptr && layer_index >= 0 && layer_index < config.num_hidden_layers)
     if (const char* why = config.family->stack_only(config, layer_index))
       throw Unavailable("no census of layer " + std::to_string(layer_index) + " of this " + config.model_type +
                         " model alone: " + why + ". census_stack and census_activations price it through the stack");
@@ -147,10 +149,10 @@ void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
 
 // The layer index and sequence length of a call, each an integer the config can take, or ValueError.
 std::pair<int64_t, int64_t> checked(const ModelConfig& config, const py::handle& layer_index_arg,
-                                    const py::handle& seq_length_arg) {
+                                    const py::handle& seq_length_arg, bool runs_layer = true) {
   const int64_t layer_index = integer(layer_index_arg, "layer_index");
   const int64_t seq_length = integer(seq_length_arg, "seq_length");
-  check(config, layer_index, seq_length);
+  check(config, layer_index, seq_length, runs_layer);
   return {layer_index, seq_length};
 }
 
@@ -159,6 +161,9 @@ ModelConfig with_backend(ModelConfig config, const std::string& gdn_backend) {
   const std::optional<nn::GdnBackend> backend = nn::parse_gdn_backend(gdn_backend);
   if (!backend)
     throw py::value_error("gdn_backend: " + echoed(gdn_backend) + " is not a gated delta rule backend; give eager or triton");
+  if (*backend != nn::GdnBackend::kEager && config.linear_num_key_heads == 0)
+    throw py::value_error("gdn_backend: " + echoed(gdn_backend) + ": " + config.model_type +
+                          " has no gated-delta-net (linear_attention) layers; leave it eager");
   config.gdn_backend = *backend;
   return config;
 }
@@ -198,12 +203,26 @@ py::dict ops_of(const LayerCensus& c) {
   return ops;
 }
 
+// The config as a micro-batch of `micro_batch_size` sequences of `seq_length` tokens runs it: every
+// input's batch dimension (ModelConfig::micro_batch_size), as `--micro-batch-size` sets it.
+ModelConfig with_micro_batch(ModelConfig config, int64_t micro_batch_size, int64_t seq_length) {
+  if (micro_batch_size <= 0)
+    throw py::value_error("micro_batch_size: " + std::to_string(micro_batch_size) +
+                          " is not a positive count of sequences; give 1 or more");
+  if ((Checked{seq_length} * micro_batch_size).overflows(INT64_MAX / 16))
+    throw py::value_error("micro_batch_size: " + std::to_string(micro_batch_size) + " sequences of " +
+                          std::to_string(seq_length) + " tokens overflow 64-bit counts; give fewer");
+  config.micro_batch_size = micro_batch_size;
+  return config;
+}
+
 py::tuple layer(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg,
-                const py::object& tp_arg, const std::string& gdn_backend) {
+                const py::object& tp_arg, const std::string& gdn_backend, int64_t micro_batch_size) {
   const int64_t tp = tp_degree(tp_arg);
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
-  const LayerCensus c = census_layer(tp_config(config, tp), layer_index, seq_length);
+  const LayerCensus c =
+      census_layer(tp_config(with_micro_batch(config, micro_batch_size, seq_length), tp), layer_index, seq_length);
   return py::make_tuple(c.saved_bytes, c.working_bytes, ops_of(c));
 }
 
@@ -220,10 +239,12 @@ py::tuple traffic(const py::object& mapping, const py::object& layer_index_arg, 
   return py::make_tuple(t.moved, t.parameter, t.launches);
 }
 
-py::tuple selective(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg, const std::string& gdn_backend) {
+py::tuple selective(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg,
+                    const std::string& gdn_backend, int64_t micro_batch_size) {
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
-  const SelectiveCensus c = census_selective(config, layer_index, seq_length);
+  const SelectiveCensus c =
+      census_selective(with_micro_batch(config, micro_batch_size, seq_length), layer_index, seq_length);
   return py::make_tuple(c.kept_bytes, c.working_bytes);
 }
 
@@ -236,9 +257,10 @@ py::tuple recomputed(const py::object& mapping, const py::object& layer_index_ar
 
 // Each kind's record as a mapping, the kinds and their first layers taken from `groups`.
 py::dict activations(const py::object& mapping, const std::vector<std::tuple<std::string, int64_t, bool>>& groups,
-                     const py::object& seq_length_arg, const std::string& gdn_backend) {
-  const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
-  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+                     const py::object& seq_length_arg, const std::string& gdn_backend, int64_t micro_batch_size) {
+  ModelConfig config = with_backend(config_of(mapping), gdn_backend);
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg, /*runs_layer=*/false).second;
+  config = with_micro_batch(std::move(config), micro_batch_size, seq_length);
   // Each group's first layer is censused: the counts must be positive and stay within the model.
   std::vector<LayerGroup> stack;
   Checked layers = 0;
@@ -275,7 +297,7 @@ py::dict activations(const py::object& mapping, const std::vector<std::tuple<std
 
 py::tuple output(const py::object& mapping, const py::object& seq_length_arg, const py::object& vocab_size_arg) {
   const ModelConfig config = config_of(mapping);
-  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg, /*runs_layer=*/false).second;
   const int64_t vocab_size = integer(vocab_size_arg, "vocab_size");
   if (vocab_size <= 0 || vocab_size > config.vocab_size)
     throw py::value_error("vocab_size: must be a positive integer, at most the model's vocabulary");
@@ -286,7 +308,7 @@ py::tuple output(const py::object& mapping, const py::object& seq_length_arg, co
 // The output layer's record at the vocabulary and half of it, as a mapping.
 py::dict output_activations(const py::object& mapping, const py::object& seq_length_arg) {
   const ModelConfig config = config_of(mapping);
-  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg, /*runs_layer=*/false).second;
   const KindActivations k = census_output_activations(config, seq_length);
   py::dict record;
   record["saved"] = k.saved;
@@ -299,7 +321,7 @@ py::dict output_activations(const py::object& mapping, const py::object& seq_len
 
 py::tuple parameters(const py::object& mapping, const py::object& layer_index_arg) {
   const ModelConfig config = config_of(mapping);
-  const int64_t layer_index = checked(config, layer_index_arg, py::int_(1)).first;
+  const int64_t layer_index = checked(config, layer_index_arg, py::int_(1), /*runs_layer=*/false).first;
   const LayerParameters p = census_parameters(config, layer_index);
   return py::make_tuple(p.parts, p.final_norm);
 }
@@ -362,9 +384,11 @@ std::vector<std::pair<std::string, std::string>> shipped() {
 }
 
 // Each decoder layer's (kept, held) from one pass of the whole stack (census/stack_census.h).
-std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping, int64_t seq_length, int64_t tp) {
-  const ModelConfig config = config_of(mapping);
-  check(config, 0, seq_length);
+std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping, int64_t seq_length, int64_t tp,
+                                                      int64_t micro_batch_size) {
+  ModelConfig config = config_of(mapping);
+  check(config, 0, seq_length, /*runs_layer=*/false);
+  config = with_micro_batch(std::move(config), micro_batch_size, seq_length);
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const StackLayerCensus& layer : census_stack(tp_config(config, tp), seq_length)) out.emplace_back(layer.kept, layer.held);
   return out;
@@ -451,22 +475,23 @@ PYBIND11_MODULE(_census, m) {
       .def("tp", [](const census::ModelConfig& c, const py::object& tp) { return census::tp_config(c, tp_degree(tp)); },
            "the config as one of `tp` tensor-parallel ranks holds its layers");
   m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it",
-        py::arg("config"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("gdn_backend") = "eager");
+        py::arg("config"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("gdn_backend") = "eager",
+        py::arg("micro_batch_size") = 1);
   m.def("flops", &flops, "forward FLOPs by part (a gated delta rule's as Transformers' eager rule runs it)");
   m.def("traffic", &traffic, "(moved, parameter, launches) by part", py::arg("config"), py::arg("layer_index"),
         py::arg("seq_length"), py::arg("gdn_backend") = "eager");
   m.def("selective", &selective, "(kept, working) of one layer under the selective policy", py::arg("config"),
-        py::arg("layer_index"), py::arg("seq_length"), py::arg("gdn_backend") = "eager");
+        py::arg("layer_index"), py::arg("seq_length"), py::arg("gdn_backend") = "eager", py::arg("micro_batch_size") = 1);
   m.def("recomputed", &recomputed, "(attention share, rest share) of matmul FLOPs the selective backward re-runs");
   m.def("activations", &activations, "{kind: record} of the stack's kinds", py::arg("config"), py::arg("groups"),
-        py::arg("seq_length"), py::arg("gdn_backend") = "eager");
+        py::arg("seq_length"), py::arg("gdn_backend") = "eager", py::arg("micro_batch_size") = 1);
   m.def("output", &output, "(saved, working) of the output layer at `vocab_size`");
   m.def("output_activations", &output_activations, "the output layer's record, per token");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
   m.def("tp_fields", &tp_fields, "the config fields a tensor-parallel rank holds a share of");
   m.def("stack_census", &stack_census, "(kept, held) of each decoder layer from one pass of the whole stack",
-        py::arg("config"), py::arg("seq_length"), py::arg("tp") = 1);
+        py::arg("config"), py::arg("seq_length"), py::arg("tp") = 1, py::arg("micro_batch_size") = 1);
   m.def("stack", &stack, "the layer stack as (kind, count, mtp) groups");
   m.def("report", &report, "write `census report`'s page (and charts into svg_dir, where not empty)", py::arg("config"),
         py::arg("path"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("selective"),

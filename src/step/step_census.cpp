@@ -98,20 +98,28 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                       "): every expert-parallel rank holds the same number of them");
   if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
     return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
+  if (config.output_router_logits)
+    return refuse("output_router_logits: true in the config",
+                  "the load-balancing loss over every layer's router logits is not priced yet; set it to false to "
+                  "price the step without it");
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
   // Every boundary between two model chunks, of any stage: where the model cannot be cut, refused.
-  const int64_t chunks = o.pipeline_stages * o.virtual_stages;
-  if (chunks > 1 && config.family->pipeline_refusal != nullptr) {
-    const int64_t per_chunk = config.num_hidden_layers / chunks;
-    for (int64_t boundary = per_chunk; boundary < config.num_hidden_layers; boundary += per_chunk)
-      if (const char* why = config.family->pipeline_refusal(config, boundary))
-        return refuse("--pp " + std::to_string(o.pipeline_stages) + " on " + config.model_type,
-                      std::string("cannot cut the model before layer ") + std::to_string(boundary) + ": " + why +
-                          "; run it without a pipeline");
-  }
+  if (const auto cut = pipeline_cut_refusal(config, o.pipeline_stages * o.virtual_stages))
+    return refuse("--pp " + std::to_string(o.pipeline_stages) + " on " + config.model_type,
+                  std::string("cannot cut the model before layer ") + std::to_string(cut->boundary) + ": " + cut->why +
+                      "; run it without a pipeline");
   return {};
+}
+
+std::optional<PipelineCutRefusal> pipeline_cut_refusal(const ModelConfig& config, int64_t chunks) {
+  if (chunks <= 1 || config.family->pipeline_refusal == nullptr) return std::nullopt;
+  const int64_t per_chunk = config.num_hidden_layers / chunks;
+  if (per_chunk < 1) return std::nullopt;  // the layer-count rule refuses it
+  for (int64_t boundary = per_chunk; boundary < config.num_hidden_layers; boundary += per_chunk)
+    if (const char* why = config.family->pipeline_refusal(config, boundary)) return PipelineCutRefusal{boundary, why};
+  return std::nullopt;
 }
 
 namespace {

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,14 @@ struct StepCensus {
 // parallel degree below 1 or a ZeRO stage other than 0-3, tokens the context-parallel degree does not
 // divide, experts the expert-parallel degree does not divide (or a model with none).
 Status check_step_options(const ModelConfig& config, const StepOptions& options);
+
+// Where the model's family cannot cut it into `chunks` equal model chunks (Family::pipeline_refusal):
+// the first layer a chunk would start at, and why; nullopt where it can (or chunks is 1).
+struct PipelineCutRefusal {
+  int64_t boundary;
+  const char* why;
+};
+std::optional<PipelineCutRefusal> pipeline_cut_refusal(const ModelConfig& config, int64_t chunks);
 
 // Run the step (options checked first). Each chunk's first two micro-batches run through the engine;
 // a later micro-batch's forward and backward are replays of the second's (step/step_bytes.h): the

@@ -10,6 +10,8 @@ import census
 
 TOY = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
        "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2, "vocab_size": 4096}
+# The field a family's config class reads its norms' epsilon from, where it is not rms_norm_eps.
+NORM_EPSILON = {"nemotron_h": "layer_norm_epsilon"}
 MODEL_TYPES = sorted({census.shipped_config(name).get("text_config", census.shipped_config(name))["model_type"]
                       for name in census.shipped_models()})
 
@@ -90,7 +92,8 @@ def test_out_of_range_arguments_name_the_python_argument():
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_non_finite_numbers_are_refused_for_every_family(model_type, value):
-    refused(lambda: census.load_config({"model_type": model_type, "rms_norm_eps": value}), "rms_norm_eps")
+    epsilon = NORM_EPSILON.get(model_type, "rms_norm_eps")
+    refused(lambda: census.load_config({"model_type": model_type, epsilon: value}), epsilon)
     refused(lambda: census.load_config({"model_type": model_type, "hidden_size": value}), "hidden_size")
 
 

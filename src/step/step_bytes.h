@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,7 +86,9 @@ struct Share {
   int64_t num = 1;
   int64_t den = 1;
   int64_t of(int64_t bytes) const {
-    __extension__ using Wide = __int128;  // bytes * num may pass 64 bits
+    if (num == den) return bytes;
+    if (bytes <= std::numeric_limits<int64_t>::max() / num) return bytes * num / den;
+    __extension__ using Wide = __int128;  // bytes * num passes 64 bits
     return static_cast<int64_t>(static_cast<Wide>(bytes) * num / den);
   }
   bool identity() const { return num == den; }

@@ -5,40 +5,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "step/step_census.h"
 #include "models/registry.h"
+#include "step_cases.h"
 
 namespace census {
 namespace {
 
-nlohmann::json oracle_case(const std::string& name) {
-  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/" + name + ".json");
-  return nlohmann::json::parse(file);
-}
-
-std::vector<std::string> oracle_case_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(CENSUS_TEST_DATA) + "/step"))
-    names.push_back(entry.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using testing::step_case;
+using testing::step_case_names;
 
 // The step the oracle ran (its kind, micro-batches, pipeline and stage), with the allocator.
 StepOptions allocator_step(const nlohmann::json& oracle, bool every_storage_on_device) {
-  StepOptions o;
-  o.seq_length = oracle.at("seq");
-  o.micro_batches = oracle.at("m");
-  o.pipeline_stages = oracle.at("p");
-  o.stage = oracle.at("r");
-  const std::string kind = oracle.at("kind");
-  if (kind == "accum_adamw") o.optimizer = StepOptimizer::kAdamW;
-  if (kind == "sac_selective") o.recompute = Recompute::kSelective;
-  if (kind == "ac_full") o.recompute = Recompute::kFull;
+  StepOptions o = testing::options_of(oracle);
   StepAllocatorOptions a;
   a.every_storage_on_device = every_storage_on_device;
   o.allocator = a;
@@ -71,7 +52,7 @@ class StepAllocatorOracleCase : public ::testing::TestWithParam<std::string> {};
 // 4 x tensors where that peak falls in an update (its op the update's aten.div.Tensor, after every
 // count is made), and zero_grad's and end's peaks less 4 x tensors.
 TEST_P(StepAllocatorOracleCase, RequestedPeakIsTheStepPeak) {
-  const nlohmann::json oracle = oracle_case(GetParam());
+  const nlohmann::json oracle = step_case(GetParam());
   auto config = read_config(oracle.at("config"));
   ASSERT_TRUE(config) << config.refusal().message();
   auto every = census_step(*config, allocator_step(oracle, true));
@@ -117,7 +98,7 @@ TEST_P(StepAllocatorOracleCase, RequestedPeakIsTheStepPeak) {
 // A later micro-batch's replayed passes are new storages of their own, made and freed where the engine
 // would: the allocator sees the same trace, so every figure is the same as with every pass run.
 TEST_P(StepAllocatorOracleCase, ReplayedPassesGiveTheSameAllocator) {
-  const nlohmann::json oracle = oracle_case(GetParam());
+  const nlohmann::json oracle = step_case(GetParam());
   auto config = read_config(oracle.at("config"));
   ASSERT_TRUE(config);
   const StepOptions options = allocator_step(oracle, false);
@@ -127,11 +108,11 @@ TEST_P(StepAllocatorOracleCase, ReplayedPassesGiveTheSameAllocator) {
   expect_same_allocator(*replayed->allocator, *op_by_op->allocator);
 }
 
-INSTANTIATE_TEST_SUITE_P(Oracle, StepAllocatorOracleCase, ::testing::ValuesIn(oracle_case_names()),
+INSTANTIATE_TEST_SUITE_P(Oracle, StepAllocatorOracleCase, ::testing::ValuesIn(step_case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The Llama toy of the oracle (hidden 256, 4 layers, vocab 4096) at 128 tokens, 4 micro-batches, AdamW.
-Result<ModelConfig> llama_toy() { return read_config(oracle_case("llama_toy_L4_s128_accum_m4_adamw").at("config")); }
+Result<ModelConfig> llama_toy() { return read_config(step_case("llama_toy_L4_s128_accum_m4_adamw").at("config")); }
 
 StepOptions accumulated_adamw() {
   StepOptions o;

@@ -62,7 +62,7 @@ ordered_json allocator_json(const StepAllocatorCensus& s, const StepArgs& a) {
           {"allocated_peak", s.allocated_peak},
           {"largest_inactive_split", s.largest_inactive_split},
           {"num_alloc_retries", s.num_alloc_retries},
-          {"out_of_memory", s.limited ? ordered_json(s.out_of_memory) : ordered_json(nullptr)},
+          {"out_of_memory", s.limited || s.out_of_memory ? ordered_json(s.out_of_memory) : ordered_json(nullptr)},
           {"requested_peak", s.requested_peak},
           {"reserved_peak_at", {{"phase", s.reserved_peak_phase}, {"op", op_or_null(s.reserved_peak_op)}}},
           {"out_of_memory_at", oom},
@@ -90,7 +90,7 @@ void print_allocator(const StepAllocatorCensus& s, const StepArgs& a, std::ostre
          "most bytes at once free in split segments (inactive_split_bytes)"});
   t.add({"num_alloc_retries", std::to_string(s.num_alloc_retries), "", "allocations that flushed the cache first"});
   std::string verdict = "not checked: give --gpu-memory";
-  if (s.limited)
+  if (s.limited || s.out_of_memory)  // (a request past any device's memory fails without a limit too)
     verdict = s.out_of_memory ? "YES: " + grouped(s.out_of_memory_request) + " B asked at " + s.out_of_memory_phase +
                                     (s.out_of_memory_op.empty() ? "" : ", " + std::string(s.out_of_memory_op)) +
                                     " (the figures above stop there)"

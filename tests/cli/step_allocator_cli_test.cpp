@@ -112,5 +112,37 @@ TEST(StepAllocatorCli, BadInputIsOneLineAndExitTwo) {
   }
 }
 
+// census plan --reserved: the header says the memory is the reserved peak; every layout's peak is
+// census step --allocator's reserved peak for its step arguments (tests/python/test_allocator.py
+// checks that through Python); --alloc-conf alone, or text PyTorch refuses, is one line and exit 2.
+TEST(StepAllocatorCli, PlanRanksOnReserved) {
+  const std::vector<std::string> plan = {"plan", toy_llama(), "--gpus", "2", "--device", "h100", "--gpu-memory", "1GiB",
+                                         "--seq-length", "128", "--top", "1"};
+  std::vector<std::string> reserved = plan;
+  reserved.insert(reserved.end(), {"--reserved", "--alloc-conf", "expandable_segments:True"});
+  const CliRun table = census(reserved);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("memory: RESERVED, the most-loaded stage's reserved peak"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("PYTORCH_CUDA_ALLOC_CONF \"expandable_segments:True\""), std::string::npos);
+  reserved.insert(reserved.end(), {"--format", "json"});
+  const nlohmann::json j = nlohmann::json::parse(census(reserved).out);
+  EXPECT_EQ(j["memory"], "reserved");
+  ASSERT_EQ(j["layouts"].size(), 1u);
+  std::vector<std::string> step = {"step", toy_llama()};
+  for (const auto& arg : j["layouts"][0]["step_args"]) step.push_back(arg.get<std::string>());
+  step.insert(step.end(), {"--format", "json"});
+  const CliRun stepped = census(step);
+  ASSERT_EQ(stepped.code, 0) << stepped.err;
+  EXPECT_EQ(j["layouts"][0]["peak_bytes"], nlohmann::json::parse(stepped.out)["allocator"]["reserved_peak"]);
+  std::vector<std::string> alone = plan;
+  alone.insert(alone.end(), {"--alloc-conf", "expandable_segments:True"});
+  const CliRun refused = census(alone);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.err, "census: --alloc-conf: configures the caching allocator --reserved simulates; give --reserved too\n");
+  std::vector<std::string> floor = plan;
+  floor.insert(floor.end(), {"--reserved", "--alloc-conf", "max_split_size_mb:8"});
+  EXPECT_EQ(census(floor).code, 2);
+}
+
 }  // namespace
 }  // namespace census

@@ -26,10 +26,12 @@ inline std::vector<std::string> step_case_names() {
   return names;
 }
 
-// The step the oracle ran: its tokens, micro-batches, pipeline stage, optimizer and checkpointing.
+// The step the oracle ran: its tokens, sequences a micro-batch ("batch", 1 where the case predates
+// it), micro-batches, pipeline stage, optimizer and checkpointing.
 inline StepOptions options_of(const nlohmann::json& oracle) {
   StepOptions o;
   o.seq_length = oracle.at("seq");
+  o.micro_batch_size = oracle.value("batch", 1);
   o.micro_batches = oracle.at("m");
   o.pipeline_stages = oracle.at("p");
   o.stage = oracle.at("r");

@@ -397,7 +397,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 optimizer: str = "adamw",
                 tp: int = 1, dp: int = 1, zero: int = 0, master_weights: str = "bf16", grad_dtype: str = "bf16",
                 cuda_context: int = 0, nccl_buffers: int = 0, fragmentation: int = 0,
-                cp: int = 1, ep: int = 1, micro_batch_size: int = 1) -> Dict[str, Any]:
+                cp: int = 1, ep: int = 1, micro_batch_size: int = 1, allocator: bool = False, alloc_conf: str = "",
+                gpu_memory: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -410,13 +411,25 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     buffers and fragmentation the caller states. ValueError for a value it refuses. A config that ties the
     LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
     shared weight.
+
+    *allocator* simulates PyTorch's CUDA caching allocator over the step (``census step --allocator``):
+    each stage's ``"allocator"`` holds ``reserved_peak``, ``allocated_peak``, ``largest_inactive_split``,
+    ``num_alloc_retries``, ``out_of_memory`` (None without *gpu_memory*) and ``requested_peak``, under
+    *alloc_conf* (``PYTORCH_CUDA_ALLOC_CONF`` as you set it) on a device of *gpu_memory* (bytes or a size
+    such as ``"141GB"``).
     """
+    if not isinstance(allocator, bool):
+        raise ValueError(f"allocator: must be True or False, not {_shown(allocator)}")
+    if not isinstance(alloc_conf, str):
+        raise ValueError(f"alloc_conf: must be PYTORCH_CUDA_ALLOC_CONF's text, not {_shown(alloc_conf)}")
+    memory = "" if gpu_memory is None else gpu_memory if isinstance(gpu_memory, str) else str(_integer("gpu_memory", gpu_memory))
     mapping = _mapping(config)
     text = _census.step(load_config(mapping), int(seq_length), int(micro_batches), int(pp),
                         None if stage is None else int(stage), str(schedule), int(virtual_stages), str(recompute),
                         str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
-                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size))
+                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size), allocator,
+                        alloc_conf, memory)
     return json.loads(text)
 
 
@@ -424,7 +437,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 device: str = "", peak_tflops: Any = None, hbm_gbs: Any = None, link_gbs: Any = None,
                 nic_gbs: Any = None, gpus_per_node: int = 8, compute_efficiency: float = 0.5, top: int = 5,
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
-                nccl_buffers: Any = 0, fragmentation: Any = 0) -> Dict[str, Any]:
+                nccl_buffers: Any = 0, fragmentation: Any = 0, reserved: bool = False,
+                alloc_conf: str = "") -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -433,7 +447,15 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     *link_gbs* and *nic_gbs* are all given (beside a preset they replace its figures). The step time is
     an estimate; each layout's peak is the simulated step's (``census_step`` with its ``step_args``).
     ValueError for a value it refuses.
+
+    *reserved* ranks on reserved memory (``census plan --reserved``): each stage's step with PyTorch's CUDA
+    caching allocator simulated over it under *alloc_conf* (``PYTORCH_CUDA_ALLOC_CONF`` as you set it); a
+    layout's ``peak_bytes`` is then its reserved peak and ``"memory"`` says ``"reserved"``.
     """
+    if not isinstance(reserved, bool):
+        raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")
+    if not isinstance(alloc_conf, str):
+        raise ValueError(f"alloc_conf: must be PYTORCH_CUDA_ALLOC_CONF's text, not {_shown(alloc_conf)}")
     mapping = _mapping(config)
 
     def size(name: str, value: Any) -> str:
@@ -456,5 +478,6 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         figure("nic_gbs", nic_gbs), _integer("gpus_per_node", gpus_per_node),
                         figure("compute_efficiency", compute_efficiency), _integer("top", top), str(master_weights),
                         str(grad_dtype), size("cuda_context", cuda_context) or "0",
-                        size("nccl_buffers", nccl_buffers) or "0", size("fragmentation", fragmentation) or "0")
+                        size("nccl_buffers", nccl_buffers) or "0", size("fragmentation", fragmentation) or "0",
+                        reserved, alloc_conf)
     return json.loads(text)

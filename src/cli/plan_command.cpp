@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "alloc/alloc_conf.h"
 #include "plan/plan.h"
 #include "cli/request.h"
 #include "cli/step_command.h"
@@ -50,6 +51,10 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   for (const auto& [flag, bytes] : {std::pair{"--cuda-context", o.cuda_context}, std::pair{"--nccl-buffers", o.nccl_buffers},
                                     std::pair{"--fragmentation", o.fragmentation}})
     if (bytes > 0) a.insert(a.end(), {flag, std::to_string(bytes)});
+  if (o.reserved) {
+    a.push_back("--allocator");
+    if (!o.alloc_conf.text.empty()) a.insert(a.end(), {"--alloc-conf", o.alloc_conf.text});
+  }
   return a;
 }
 
@@ -114,6 +119,12 @@ Result<PlanOptions> plan_options(const PlanArgs& a) {
   if (a.grad_dtype != "bf16" && a.grad_dtype != "fp32") return refuse("--grad-dtype", echoed(a.grad_dtype) + " is not known; use bf16 or fp32");
   o.fp32_master_weights = a.master_weights == "fp32";
   o.fp32_gradients = a.grad_dtype == "fp32";
+  if (!a.reserved && !a.alloc_conf.empty())
+    return refuse("--alloc-conf", "configures the caching allocator --reserved simulates; give --reserved too");
+  if (a.reserved && o.fragmentation != 0)
+    return refuse("--fragmentation", "is what --reserved simulates; give one of them, not both");
+  o.reserved = a.reserved;
+  CENSUS_ASSIGN(o.alloc_conf, alloc::parse_alloc_conf(a.alloc_conf));
   return o;
 }
 
@@ -153,6 +164,8 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"gpu_memory_bytes", o.gpu_memory},
       {"overheads", {{"cuda_context", o.cuda_context}, {"nccl_buffers", o.nccl_buffers}, {"fragmentation", o.fragmentation}}},
       {"budget_bytes", r.budget_bytes},
+      {"memory", o.reserved ? "reserved" : "allocated"},
+      {"alloc_conf", o.reserved ? ordered_json(o.alloc_conf.text) : ordered_json(nullptr)},
       {"seq_length", o.seq_length},
       {"global_batch", o.global_batch > 0 ? o.global_batch : o.gpus},
       {"device", {{"name", o.device.name}, {"peak_tflops", o.device.peak_tflops}, {"hbm_gbs", o.device.hbm_gbs},
@@ -196,8 +209,14 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
   else
     out << (p.eager_experts ? "EP 1 (eager experts: census step shards grouped_mm ones); " : "EP 1 (no experts); ");
   out << "a micro-batch is one sequence, so M = " << batch << " / DP\n";
-  out << "memory: the most-loaded stage's simulated peak (census step, every stage) against " << grouped(o.gpu_memory)
-      << " B less cuda_context " << grouped(o.cuda_context) << ", nccl_buffers " << grouped(o.nccl_buffers)
+  if (o.reserved)
+    out << "memory: RESERVED, the most-loaded stage's reserved peak (PyTorch's caching allocator simulated over census step "
+           "--allocator, every stage, PYTORCH_CUDA_ALLOC_CONF "
+        << (o.alloc_conf.text.empty() ? std::string("(defaults)") : "\"" + o.alloc_conf.text + "\"")
+        << "; a layout fits with no cache flush) against " << grouped(o.gpu_memory);
+  else
+    out << "memory: the most-loaded stage's simulated peak (census step, every stage) against " << grouped(o.gpu_memory);
+  out << " B less cuda_context " << grouped(o.cuda_context) << ", nccl_buffers " << grouped(o.nccl_buffers)
       << ", fragmentation " << grouped(o.fragmentation) << "\n";
   out << "time: an estimate (" << o.device.name << ": " << o.device.peak_tflops << " TFLOPS x " << o.compute_efficiency
       << ", HBM " << o.device.hbm_gbs << " GB/s, link " << o.device.link_gbs << " GB/s, NIC " << o.device.nic_gbs
@@ -306,6 +325,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   sub->add_option("--fragmentation", a.fragmentation, "what the allocator loses to fragmentation, taken from it (default 0)");
   sub->add_option("--format", a.format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
   sub->add_flag("--explain", a.explain, "every term of the time estimate, the rules that pruned, each layout's step command");
+  sub->add_flag("--reserved", a.reserved, "rank on reserved memory: PyTorch's caching allocator simulated over each step");
+  sub->add_option("--alloc-conf", a.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF for --reserved, e.g. \"expandable_segments:True\"");
   return sub;
 }
 

@@ -34,6 +34,8 @@ struct PlanArgs {
   std::string cuda_context = "0", nccl_buffers = "0", fragmentation = "0";
   std::string format = "table";
   bool explain = false;
+  bool reserved = false;   // rank on the simulated caching allocator's reserved peak
+  std::string alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF for it
 };
 
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);

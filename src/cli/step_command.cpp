@@ -11,6 +11,7 @@
 #include "step/step_census.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
+#include "cli/step_allocator.h"
 #include "cli/table.h"
 #include "models/config.h"
 
@@ -110,6 +111,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["overheads"] = {{"cuda_context", c.cuda_context}, {"nccl_buffers", c.nccl_buffers},
                     {"fragmentation", c.fragmentation}};
   j["total_bytes"] = total_of(s, c);
+  if (s.allocator) j["allocator"] = allocator_json(*s.allocator, a);
   return j;
 }
 
@@ -175,6 +177,7 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
     for (const StepHolder& h : s.analysis.peak_other_by_op) held.add({h.label, grouped(h.bytes), human_bytes(h.bytes)});
     held.print(out);
   }
+  if (s.allocator) print_allocator(*s.allocator, a, out);
   out << '\n';
   Table phases({"phase", "live_at_start", "peak", "peak_op", "live_at_end"});
   for (const StepPhase& p : s.analysis.phases)
@@ -217,6 +220,7 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_option("--fragmentation", a.fragmentation, "bytes the allocator loses to fragmentation, added (default 0)");
   sub->add_option("--format", a.format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
   sub->add_flag("--explain", a.explain, "each composed term's formula, and what the peak holds by op");
+  add_allocator_options(sub, a);
   return sub;
 }
 
@@ -289,6 +293,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.composition.cuda_context = a.cuda_context;
   o.composition.nccl_buffers = a.nccl_buffers;
   o.composition.fragmentation = a.fragmentation;
+  CENSUS_ASSIGN(o.allocator, allocator_options(a));
 
   StepRuns result{request.config, o.composition, {}, 0};
   std::vector<int64_t> stages;  // --stage's, else every stage
@@ -411,6 +416,11 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
                    grouped(total_of(run.step, composition))});
     }
     summary.print(answer);
+    if (a.allocator) {
+      std::vector<std::pair<int64_t, const StepAllocatorCensus*>> stages;
+      for (const StageRun& run : runs) stages.emplace_back(run.stage, &*run.step.allocator);
+      print_allocator_stages(stages, answer);
+    }
     answer << "\nthe stage that needs the most:\n";
   }
   print_stage(runs[worst], a, composition, answer);

@@ -41,6 +41,10 @@ struct StepArgs {
   int64_t fragmentation = 0;
   std::string format = "table";
   bool explain = false;
+  // PyTorch's caching allocator over the step (cli/step_allocator.h)
+  bool allocator = false;
+  std::string alloc_conf;
+  std::string gpu_memory;
 };
 
 CLI::App* add_step_command(CLI::App& app, StepArgs& args);

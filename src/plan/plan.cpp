@@ -444,6 +444,12 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
       o.expert_parallel = l.ep;
       o.composition = composition(l, 0);
       for (int z : zeros_of(l.dp * l.cp)) o.also_composed.push_back(composition(l, z));
+      if (o_.reserved) {
+        StepAllocatorOptions allocator;
+        allocator.conf = o_.alloc_conf;
+        allocator.device_total = o_.gpu_memory;
+        o.allocator = allocator;
+      }
       steps[i].emplace(census_step(c_, o));
     }
   };
@@ -454,8 +460,10 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
   for (std::thread& thread : pool) thread.join();
   for (size_t i = 0; i < missing.size(); ++i) {
     CENSUS_TRY(*steps[i]);
-    simulation(missing[i].first).stages[static_cast<size_t>(missing[i].second)] =
-        std::move((*steps[i])->also_composed_peaks);
+    std::vector<StepMoment> peaks = std::move((*steps[i])->also_composed_peaks);
+    if (o_.reserved)  // the reserved peak in place of the allocated one: the bytes that must fit
+      for (size_t z = 0; z < peaks.size(); ++z) peaks[z].bytes = (*steps[i])->also_composed_allocators[z].reserved_peak;
+    simulation(missing[i].first).stages[static_cast<size_t>(missing[i].second)] = std::move(peaks);
   }
   counts_.stage_runs += static_cast<int64_t>(missing.size());
   return {};

@@ -52,6 +52,11 @@ struct PlanOptions {
   int64_t cuda_context = 0;
   int64_t nccl_buffers = 0;
   int64_t fragmentation = 0;
+  // Rank on reserved bytes: each stage's step with PyTorch's caching allocator simulated over it
+  // (step/step_alloc.h) under `alloc_conf`, its reserved peak in place of the allocated one (a layout
+  // fits when that peak does, with no cache flush; the phase and split shown stay the allocated peak's).
+  bool reserved = false;
+  alloc::AllocConf alloc_conf;
 };
 
 struct Layout {

@@ -400,7 +400,8 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
-                 int64_t cp, int64_t ep, int64_t micro_batch_size) {
+                 int64_t cp, int64_t ep, int64_t micro_batch_size, bool allocator, const std::string& alloc_conf,
+                 const std::string& gpu_memory) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -424,6 +425,9 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.fragmentation = fragmentation;
   a.cp = cp;
   a.ep = ep;
+  a.allocator = allocator;
+  a.alloc_conf = alloc_conf;
+  a.gpu_memory = gpu_memory;
   auto report = cli::step_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -434,7 +438,8 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
                  int64_t global_batch, const std::string& device, double peak_tflops, double hbm_gbs, double link_gbs,
                  double nic_gbs, int64_t gpus_per_node, double compute_efficiency, int64_t top,
                  const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
-                 const std::string& nccl_buffers, const std::string& fragmentation) {
+                 const std::string& nccl_buffers, const std::string& fragmentation, bool reserved,
+                 const std::string& alloc_conf) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
   a.model = config.model_type;
@@ -455,6 +460,8 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
   a.cuda_context = cuda_context;
   a.nccl_buffers = nccl_buffers;
   a.fragmentation = fragmentation;
+  a.reserved = reserved;
+  a.alloc_conf = alloc_conf;
   auto report = cli::plan_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -501,7 +508,13 @@ PYBIND11_MODULE(_census, m) {
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
-        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1);
-  m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
+        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1,
+        py::arg("allocator") = false, py::arg("alloc_conf") = "", py::arg("gpu_memory") = "");
+  m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
+        py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
+        py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),
+        py::arg("gpus_per_node"), py::arg("compute_efficiency"), py::arg("top"), py::arg("master_weights"),
+        py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"), py::arg("fragmentation"),
+        py::arg("reserved") = false, py::arg("alloc_conf") = "");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

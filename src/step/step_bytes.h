@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,7 +86,9 @@ struct Share {
   int64_t num = 1;
   int64_t den = 1;
   int64_t of(int64_t bytes) const {
-    __extension__ using Wide = __int128;  // bytes * num may pass 64 bits
+    if (num == den) return bytes;
+    if (bytes <= std::numeric_limits<int64_t>::max() / num) return bytes * num / den;
+    __extension__ using Wide = __int128;  // bytes * num passes 64 bits
     return static_cast<int64_t>(static_cast<Wide>(bytes) * num / den);
   }
   bool identity() const { return num == den; }
@@ -121,6 +124,9 @@ class StepBytes final : public Observer {
   void track(const Tensor& tensor, std::string_view op = "input");
   // `tensor`'s storage is (also) of `category`; the strongest category a storage is given wins.
   void note(const Tensor& tensor, StepCategory category);
+  // `tensor` lives on the host in a CUDA run (AdamW's step counts): counted here as the step oracle
+  // counts it, and left out of what the device's allocator sees (step/step_alloc.h).
+  void note_off_device(const Tensor& tensor);
 
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
@@ -140,8 +146,11 @@ class StepBytes final : public Observer {
   int64_t live_bytes() const { return live_; }
   bool is_live(const Tensor& tensor) const;
   StepAnalysis analyse(const StepWeights& weights = {}) const;
+  // Whether the phase `name` is a forward or backward pass ("F3", "B0.1"): where during_passes counts.
+  static bool is_pass_phase(std::string_view name);
 
  private:
+  friend class StepWalk;  // every event in order, replays expanded (step/step_walk.h)
   struct Event {
     int32_t slot;
     int64_t delta_bytes;
@@ -152,6 +161,7 @@ class StepBytes final : public Observer {
     StepCategory category = StepCategory::kActivations;
     std::string_view op;
     int32_t phase = 0;
+    bool off_device = false;
   };
   // A run of the log: events the engine's storages made (stored in events_ from `from`), or a replay
   // of a recorded pass (its events events_[from, from + length), its storages made anew).
@@ -184,6 +194,13 @@ class StepBytes final : public Observer {
     int32_t phase;
   };
   std::vector<Live> live_after(int64_t event) const;
+  // Each replay segment's first storage key (past every slot; -1 for the engine's segments), and the
+  // number of keys in all.
+  std::vector<int64_t> replay_key_bases(int64_t& keys) const;
+  // The key of the storage event `e` of segment `i` is about.
+  int64_t storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const;
+  // The bytes event `e` moves under `weights`.
+  int64_t weighted(const Event& e, const StepWeights& weights) const;
 
   std::vector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
   std::vector<StorageInfo> storages_;  // by slot

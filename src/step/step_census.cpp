@@ -373,6 +373,7 @@ StepCensus StepRunner::run() {
     adamw.emplace(params_);
     bytes_.mark_phase("optimizer_step");
     adamw->step([&](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); });
+    for (const Tensor& count : adamw->step_counts()) bytes_.note_off_device(count);
     result.optimizer_state_bytes = adamw->state_bytes();
     bytes_.mark_phase("zero_grad");
     adamw->zero_grad();
@@ -391,15 +392,21 @@ StepCensus StepRunner::run() {
     result.composed_peak.bytes = -1;
     for (const StepPhase& phase : result.composed.phases)
       if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
+    if (o_.allocator) result.allocator = simulate_step_allocator(bytes_, step_weights(composition), *o_.allocator);
+  } else if (o_.allocator) {
+    result.allocator = simulate_step_allocator(bytes_, StepWeights{}, *o_.allocator);
   }
   for (StepComposition also : o_.also_composed) {
     also.context_parallel = o_.context_parallel;  // as the step's own composition: set from its options
     also.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
+    also.largest_layer_parameter_bytes = largest_layer_bytes_;
+    if (o_.allocator)
+      result.also_composed_allocators.push_back(
+          simulate_step_allocator(bytes_, also.composes() ? step_weights(also) : StepWeights{}, *o_.allocator));
     if (!also.composes()) {
       result.also_composed_peaks.push_back(result.analysis.peak);
       continue;
     }
-    also.largest_layer_parameter_bytes = largest_layer_bytes_;
     StepMoment peak;
     peak.bytes = -1;
     for (const StepPhase& phase : bytes_.analyse(step_weights(also)).phases)

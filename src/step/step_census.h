@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "step/step_alloc.h"
 #include "step/step_bytes.h"
 #include "step/step_compose.h"
 #include "models/config.h"
@@ -64,6 +65,9 @@ struct StepOptions {
   // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
   // a planner trying several ZeRO stages or master-weight choices over one simulation.
   std::vector<StepComposition> also_composed;
+  // PyTorch's caching allocator run over the step's device allocations (step/step_alloc.h): for the
+  // step as composed, and for each of also_composed.
+  std::optional<StepAllocatorOptions> allocator;
 };
 
 struct StepPass {
@@ -104,6 +108,10 @@ struct StepCensus {
   // highest phase peak of the reweighed step, as composed_peak; the simulated peak where it composes
   // nothing), before the user's overheads.
   std::vector<StepMoment> also_composed_peaks;
+  // Where StepOptions::allocator asks: the allocator over the step (as composed), and over each
+  // also_composed composition in its order.
+  std::optional<StepAllocatorCensus> allocator;
+  std::vector<StepAllocatorCensus> also_composed_allocators;
 };
 
 // Refuse what the simulation cannot run: layers that the stages do not divide, a model its family cannot

@@ -15,36 +15,14 @@
 
 #include "step/step_census.h"
 #include "models/registry.h"
+#include "step_cases.h"
 
 namespace census {
 namespace {
 
-nlohmann::json step_case(const std::string& name) {
-  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/" + name + ".json");
-  return nlohmann::json::parse(file);
-}
-
-std::vector<std::string> step_case_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(CENSUS_TEST_DATA) + "/step"))
-    names.push_back(entry.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-StepOptions options_of(const nlohmann::json& oracle) {
-  StepOptions o;
-  o.seq_length = oracle.at("seq");
-  o.micro_batch_size = oracle.value("batch", 1);
-  o.micro_batches = oracle.at("m");
-  o.pipeline_stages = oracle.at("p");
-  o.stage = oracle.at("r");
-  const std::string kind = oracle.at("kind");
-  if (kind == "accum_adamw") o.optimizer = StepOptimizer::kAdamW;
-  if (kind == "sac_selective") o.recompute = Recompute::kSelective;
-  if (kind == "ac_full") o.recompute = Recompute::kFull;
-  return o;
-}
+using testing::options_of;
+using testing::step_case;
+using testing::step_case_names;
 
 void expect_split(const StepSplit& split, const nlohmann::json& expected, const std::string& where) {
   EXPECT_EQ(split.parameters(), expected.at("parameters").get<int64_t>()) << where;

@@ -376,7 +376,8 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
-                 int64_t cp, int64_t ep, int64_t micro_batch_size) {
+                 int64_t cp, int64_t ep, int64_t micro_batch_size, int64_t first_stage_layers, int64_t last_stage_layers,
+                 bool embedding_as_layer, bool loss_as_layer) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -400,6 +401,10 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.fragmentation = fragmentation;
   a.cp = cp;
   a.ep = ep;
+  a.first_stage_layers = first_stage_layers;
+  a.last_stage_layers = last_stage_layers;
+  a.embedding_as_layer = embedding_as_layer;
+  a.loss_as_layer = loss_as_layer;
   auto report = cli::step_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -410,7 +415,8 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
                  int64_t global_batch, const std::string& device, double peak_tflops, double hbm_gbs, double link_gbs,
                  double nic_gbs, int64_t gpus_per_node, double compute_efficiency, int64_t top,
                  const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
-                 const std::string& nccl_buffers, const std::string& fragmentation) {
+                 const std::string& nccl_buffers, const std::string& fragmentation, const std::string& layout,
+                 const std::string& overlap, const std::string& calibration) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
   a.model = config.model_type;
@@ -431,6 +437,9 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
   a.cuda_context = cuda_context;
   a.nccl_buffers = nccl_buffers;
   a.fragmentation = fragmentation;
+  a.layout = layout;
+  a.overlap = overlap;
+  a.calibration = calibration;
   auto report = cli::plan_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();

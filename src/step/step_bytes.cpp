@@ -162,7 +162,7 @@ std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
   return out;
 }
 
-StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
+StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const {
   StepAnalysis out;
   out.events = events_logged_;
   const bool identity = weights.identity();
@@ -277,6 +277,7 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
   out.other_peak.bytes = -1;
   if (peak.bytes >= 0) out.peak = moment(peak);
   if (other_peak.bytes >= 0) out.other_peak = moment(other_peak);
+  if (!holders) return out;
   // What else is live at the peak, by allocating op and phase.
   std::map<std::string, std::pair<StepCategory, int64_t>> by_op;
   for (const Live& held : live_after(out.peak.event)) {

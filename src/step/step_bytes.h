@@ -139,7 +139,8 @@ class StepBytes final : public Observer {
 
   int64_t live_bytes() const { return live_; }
   bool is_live(const Tensor& tensor) const;
-  StepAnalysis analyse(const StepWeights& weights = {}) const;
+  // `holders`: also what is live at the peak by op (peak_other_by_op), a walk of the log up to it.
+  StepAnalysis analyse(const StepWeights& weights = {}, bool holders = true) const;
 
  private:
   struct Event {

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "step/pipeline_split.h"
+#include "step/recompute_choice.h"
 #include "step/step_bytes.h"
 #include "step/step_compose.h"
 #include "models/config.h"
@@ -38,7 +40,6 @@
 namespace census {
 
 enum class PipelineSchedule : uint8_t { k1F1B, kGPipe, kInterleaved };
-enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class StepOptimizer : uint8_t { kNone, kAdamW };
 
 struct StepOptions {
@@ -49,7 +50,10 @@ struct StepOptions {
   int64_t stage = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;  // model chunks per stage (interleaved)
+  PipelineSplit split;         // how many layers each chunk holds (step/pipeline_split.h); even by default
   Recompute recompute = Recompute::kNone;
+  // The layers of these kinds (layer_kind) under their own mode instead (step/recompute_choice.h).
+  std::vector<std::pair<std::string, Recompute>> recompute_by_kind;
   StepOptimizer optimizer = StepOptimizer::kNone;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
   int64_t tensor_parallel = 1;
@@ -63,6 +67,9 @@ struct StepOptions {
   // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
   // a planner trying several ZeRO stages or master-weight choices over one simulation.
   std::vector<StepComposition> also_composed;
+  // Whether the analyses list what is live at their peak by op (StepAnalysis::peak_other_by_op), which
+  // only --explain prints: a planner reading peaks alone leaves it out.
+  bool peak_holders = true;
 };
 
 struct StepPass {
@@ -80,6 +87,7 @@ struct StepCensus {
   std::vector<std::string> schedule;  // "F0", "B0", ...
   int64_t first_layer = 0;            // the stage's layers [first_layer, end_layer) (its first and last chunk's)
   int64_t end_layer = 0;
+  std::vector<LayerRange> chunks;     // each of its model chunks' layers
   int64_t parameter_count = 0;
   int64_t parameter_tensors = 0;
   int64_t parameter_bytes = 0;
@@ -105,7 +113,8 @@ struct StepCensus {
   std::vector<StepMoment> also_composed_peaks;
 };
 
-// Refuse what the simulation cannot run: layers that the stages do not divide, a model its family cannot
+// Refuse what the simulation cannot run: layers that the stages do not split as asked (pipeline_chunks), a
+// recompute kind the model does not have, a model its family cannot
 // cut where the stages would (Family::pipeline_refusal), a stage out of range, a sequence or micro-batch count below 1, a data-
 // parallel degree below 1 or a ZeRO stage other than 0-3, tokens the context-parallel degree does not
 // divide, experts the expert-parallel degree does not divide (or a model with none).

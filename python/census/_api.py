@@ -389,7 +389,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 cuda_context: int = 0, nccl_buffers: int = 0, fragmentation: int = 0,
                 cp: int = 1, ep: int = 1, micro_batch_size: int = 1, first_stage_layers: int = 0,
                 last_stage_layers: int = 0, embedding_as_layer: bool = False,
-                loss_as_layer: bool = False) -> Dict[str, Any]:
+                loss_as_layer: bool = False, expert_tp: int = 0) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -403,7 +403,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
     shared weight. *recompute* may name a mode per layer kind (``"none,moe=full"``); *first_stage_layers*
     and *last_stage_layers* (Megatron's num_layers_in_first/last_pipeline_stage), or *embedding_as_layer*
-    and *loss_as_layer*, make uneven pipeline stages.
+    and *loss_as_layer*, make uneven pipeline stages; *expert_tp* 1 keeps every rank's experts whole.
     """
     mapping = _mapping(config)
     text = _census.step(load_config(mapping), int(seq_length), int(micro_batches), int(pp),
@@ -411,7 +411,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
                         int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size),
-                        int(first_stage_layers), int(last_stage_layers), bool(embedding_as_layer), bool(loss_as_layer))
+                        int(first_stage_layers), int(last_stage_layers), bool(embedding_as_layer), bool(loss_as_layer),
+                        int(expert_tp))
     return json.loads(text)
 
 

@@ -61,6 +61,7 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
                      o.time.fp32_master_weights ? "fp32" : "bf16", "--grad-dtype", o.time.fp32_gradients ? "fp32" : "bf16"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
   if (l.ep > 1) a.insert(a.end(), {"--ep", std::to_string(l.ep)});
+  if (l.etp == 1 && l.tp > 1) a.insert(a.end(), {"--expert-tp", "1"});
   for (const auto& [flag, bytes] : {std::pair{"--cuda-context", o.cuda_context}, std::pair{"--nccl-buffers", o.nccl_buffers},
                                     std::pair{"--fragmentation", o.fragmentation}})
     if (bytes > 0) a.insert(a.end(), {flag, std::to_string(bytes)});
@@ -76,7 +77,7 @@ ordered_json layout_json(const LayoutResult& r, const PlanOptions& o) {
   ordered_json overlaps = ordered_json::object();
   for (size_t k = 0; k < kOverlaps; ++k)
     overlaps[overlap_name(static_cast<Overlap>(k))] = {{"on", o.time.overlaps.on[k]}, {"seconds", r.time.overlap_seconds[k]}};
-  return {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"pp", l.pp}, {"dp", l.dp},
+  return {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"expert_tp", l.etp == 1 ? 1 : l.tp}, {"pp", l.pp}, {"dp", l.dp},
           {"schedule", l.pp == 1 ? "none" : schedule_name(l.schedule)}, {"virtual_stages", l.virtual_stages},
           {"first_stage_layers", l.split.first_stage_layers}, {"last_stage_layers", l.split.last_stage_layers},
           {"embedding_as_layer", l.split.embedding_as_layer}, {"loss_as_layer", l.split.loss_as_layer},
@@ -262,7 +263,8 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
     out << "layouts: TP x CP x PP x DP = " << o.run.gpus << ", TP inside a node (--gpus-per-node " << o.run.gpus_per_node
         << "), CP dividing the " << o.run.seq_length << " tokens; ";
     if (p.model_experts > 0)
-      out << "EP dividing the " << p.model_experts << " experts and DP x CP, inside a node or across; ";
+      out << "EP dividing the " << p.model_experts << " experts and DP x CP (TP x DP x CP with whole experts: "
+          << "EP \"(whole)\"), inside a node or across; ";
     else
       out << (p.eager_experts ? "EP 1 (eager experts: census step shards grouped_mm ones); " : "EP 1 (no experts); ");
     out << "1F1B and interleaved, uneven stages where the layers need them; b dividing the per-rank batch, M = "
@@ -355,7 +357,8 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
       else compute += term.seconds;
     }
     t.add({r.named ? "-" : std::to_string(i + 1), std::to_string(l.layout.tp), std::to_string(l.layout.cp),
-           std::to_string(l.layout.ep), std::to_string(l.layout.pp), std::to_string(l.layout.dp), schedule_cell(l.layout),
+           std::to_string(l.layout.ep) + (l.layout.etp == 1 && l.layout.tp > 1 ? " (whole)" : ""),
+           std::to_string(l.layout.pp), std::to_string(l.layout.dp), schedule_cell(l.layout),
            std::to_string(l.layout.micro_batch_size), std::to_string(l.layout.micro_batches), recompute_text(l.layout.recompute),
            l.layout.fsdp ? "FSDP" : std::to_string(l.layout.zero), human_bytes(static_cast<double>(l.peak_bytes)),
            human_bytes(static_cast<double>(o.gpu_memory - l.peak_bytes)), std::to_string(l.worst_stage),
@@ -420,8 +423,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
                   "the overlaps on, comma-separated: fsdp_prefetch, tp_async, ep_1f1b, dp_reduce_scatter, or none "
                   "(default fsdp_prefetch,dp_reduce_scatter)");
   sub->add_option("--layout", a.layout,
-                  "one layout to price, as \"tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective\" (keys tp cp ep pp vpp dp "
-                  "mbs recompute zero fsdp schedule first last)");
+                  "one layout to price, as \"tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective\" (keys tp cp ep etp pp vpp "
+                  "dp mbs recompute zero fsdp schedule first last)");
   sub->add_option("--top", a.top, "layouts shown (default 5)");
   sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32, as census step takes it");
   sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32, as census step takes it");

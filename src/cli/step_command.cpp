@@ -213,6 +213,9 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
       ->check(CLI::IsMember({0, 1, 2, 3}));
   sub->add_option("--cp", a.cp, "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
   sub->add_option("--ep", a.ep, "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
+  sub->add_option("--expert-tp", a.expert_tp,
+                  "the experts' tensor-parallel degree: 1 keeps every rank's experts whole (Megatron's "
+                  "expert_tensor_parallel_size); default --tp");
   sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32 (fp32 master copy and moments)")
       ->check(CLI::IsMember({"bf16", "fp32"}));
   sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32 (Megatron's main_grad)")
@@ -285,6 +288,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.tensor_parallel = a.tp;
   o.context_parallel = a.cp;
   o.expert_parallel = a.ep;
+  o.expert_tensor_parallel = a.expert_tp;
   o.composition.data_parallel = a.dp;
   o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
@@ -362,7 +366,8 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << (a.micro_batch_size > 1 ? std::to_string(a.micro_batch_size) + " sequences x " : "") << a.micro_batches
          << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
-         << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
+         << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
+         << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)
@@ -371,13 +376,14 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   answer << ", bf16 parameters\n";
   if (a.explain) {
     // The terms that shape what is simulated, by name.
-    const ModelConfig rank = tp_config(c, a.tp);
+    const ModelConfig rank = rank_config(c, a.tp, a.ep, a.expert_tp);
     answer << "tensor_parallel: the rank's layers as tp_config holds them at TP " << a.tp << ": attention heads "
            << c.num_attention_heads << " / " << a.tp << " = " << rank.num_attention_heads << ", KV heads "
            << c.num_key_value_heads << " -> " << rank.num_key_value_heads << ", intermediate " << c.intermediate_size
            << " / " << a.tp << " = " << rank.intermediate_size;
     if (c.moe.moe_intermediate_size > 0)
-      answer << ", expert width " << c.moe.moe_intermediate_size << " / " << a.tp << " = " << rank.moe.moe_intermediate_size
+      answer << ", expert width " << c.moe.moe_intermediate_size << " / " << (a.expert_tp == 1 ? 1 : a.tp) << " = "
+             << rank.moe.moe_intermediate_size
              << (a.ep > 1 ? " (the rank's " + std::to_string(c.moe.num_experts / a.ep) + " experts)"
                           : " (all " + std::to_string(c.moe.num_experts) + " experts)");
     answer << "; the norms, the router, the embedding, the final norm, the LM head and the loss whole on every rank "

@@ -35,6 +35,7 @@ struct StepArgs {
   int64_t zero = 0;
   int64_t cp = 1;
   int64_t ep = 1;
+  int64_t expert_tp = 0;  // 0: --tp
   std::string master_weights = "bf16";
   std::string grad_dtype = "bf16";
   std::string experts_implementation;

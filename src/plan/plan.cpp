@@ -92,7 +92,7 @@ std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c) {
 
 // A layout but its recompute and ZeRO stage, as the search enumerates it.
 struct Shape {
-  int64_t tp, cp, ep, pp, dp, v, mbs, micro_batches;
+  int64_t tp, cp, ep, etp, pp, dp, v, mbs, micro_batches;
   PipelineSchedule schedule;
   PipelineSplit split;
 };
@@ -125,7 +125,7 @@ class Planner {
  private:
   Layout layout_of(const Shape& s) const {
     Layout l;
-    l.tp = s.tp, l.cp = s.cp, l.ep = s.ep, l.pp = s.pp, l.dp = s.dp, l.virtual_stages = s.v;
+    l.tp = s.tp, l.cp = s.cp, l.ep = s.ep, l.etp = s.etp, l.pp = s.pp, l.dp = s.dp, l.virtual_stages = s.v;
     l.schedule = s.schedule, l.split = s.split, l.micro_batch_size = s.mbs, l.micro_batches = s.micro_batches;
     return l;
   }
@@ -173,7 +173,8 @@ class Planner {
   }
   // The simulation a layout shares with its other ZeRO stages.
   static std::string simulation_key(const Layout& l) {
-    return std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.ep) + "/" + std::to_string(l.pp) + "/" +
+    return std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.ep) + "/" + std::to_string(l.etp) +
+           "/" + std::to_string(l.pp) + "/" +
            std::to_string(static_cast<int>(l.schedule)) + "/" + std::to_string(l.virtual_stages) + "/" +
            split_name(l.split) + "/" + std::to_string(l.micro_batch_size) + "/" + std::to_string(l.micro_batches) + "/" +
            recompute_text(l.recompute);
@@ -212,6 +213,7 @@ void Planner::enumerate(PlanResult& result) {
   std::map<std::string, int64_t> pruned;
   const int64_t n = run_.gpus, layers = c_.num_hidden_layers, batch = run_.global_batch;
   const std::vector<int64_t> eps = ep_degrees(c_, n);
+  const bool whole_experts = c_.moe.moe_intermediate_size > 0;  // experts of their own width TP can leave whole
   std::map<int64_t, std::vector<std::tuple<PipelineSchedule, int64_t, PipelineSplit>>> pipelines;  // by PP
   for (int64_t tp : divisors(n)) {
     const std::string tp_rule = tensor_parallel_rule(c_, run_, tp);
@@ -232,7 +234,9 @@ void Planner::enumerate(PlanResult& result) {
         // any run holds: larger micro-batches are outside the search.
         while (sizes.size() > 1 && sizes.back() * run_.seq_length > kMostMicroBatchTokens) sizes.pop_back();
         const int64_t variants = static_cast<int64_t>(recomputes_.size() * zeros_of(dp * cp).size());
+        // The experts' TP: TP's, and where TP splits them and EP shards them, whole (ETP 1).
         for (int64_t ep : eps)
+          for (int64_t etp : whole_experts && tp > 1 && ep > 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0})
           for (const auto& [schedule, v, split] : found->second)
             for (int64_t mbs : sizes) {
               counts_.tried += variants;
@@ -243,10 +247,11 @@ void Planner::enumerate(PlanResult& result) {
                 why = "CP does not divide the sequence length";
               } else if (ep > 1 && c_.moe.num_experts % ep != 0) {
                 why = "EP does not divide the experts";
-              } else if ((dp * cp) % ep != 0) {
+              } else if (((etp == 1 ? tp : 1) * dp * cp) % ep != 0) {
                 // EP takes its ranks from the expert layers' data-parallel ones, DP x CP (Megatron's
-                // expert-model-parallel groups inside its data-and-context-parallel group).
-                why = "EP does not divide DP x CP";
+                // expert-model-parallel groups inside its data-and-context-parallel group), and the TP
+                // ranks too where the experts are whole.
+                why = etp == 1 ? "EP does not divide TP x DP x CP" : "EP does not divide DP x CP";
               } else if (const std::string& rule = pipeline_rule(pp, v, split); !rule.empty()) {
                 why = rule;
               } else if (batch % dp != 0) {
@@ -259,7 +264,7 @@ void Planner::enumerate(PlanResult& result) {
                 counts_.pruned_divisibility += variants;
                 continue;
               }
-              shapes_.push_back({tp, cp, ep, pp, dp, v, mbs, m, schedule, split});
+              shapes_.push_back({tp, cp, ep, etp, pp, dp, v, mbs, m, schedule, split});
             }
       }
   }

@@ -3,8 +3,8 @@
 // rank's peak of each from the simulated step (step/step_census.h, every stage), whether it fits, and an
 // estimated step time (plan/plan_time.h) to rank the ones that fit; or one layout the user names.
 //
-// The search space: TP (inside a node) x CP x PP x DP = N; EP from DP x CP, inside a node or across
-// nodes; 1F1B and interleaved schedules over every V the layers allow, each with the splits of
+// The search space: TP (inside a node) x CP x PP x DP = N; EP from DP x CP, or with whole experts
+// (expert TP 1) from TP x DP x CP, inside a node or across nodes; 1F1B and interleaved schedules over every V the layers allow, each with the splits of
 // balanced_splits (even; embedding and loss as layers; or Megatron's first and last stages' layers); the
 // micro-batch size b, every divisor of the per-rank batch; recompute none, selective, full for every
 // layer, and per layer kind where a model has two or three kinds; ZeRO 0-3 over DP x CP.

@@ -56,6 +56,7 @@ StepOptions layout_step_options(const Layout& l, int64_t seq_length, int64_t sta
   o.tensor_parallel = l.tp;
   o.context_parallel = l.cp;
   o.expert_parallel = l.ep;
+  o.expert_tensor_parallel = l.etp;
   o.composition.data_parallel = l.dp;
   o.composition.context_parallel = l.cp;
   // Note [FSDP until the step simulates it]: FSDP2 shards parameters, gradients and optimizer states
@@ -76,8 +77,8 @@ std::string layout_rule_broken(const ModelConfig& c, const RunShape& run, const 
   if (run.seq_length % l.cp != 0) return "CP does not divide the sequence length";
   if (l.ep > 1 && (c.moe.num_experts == 0 || c.moe.num_experts % l.ep != 0)) return "EP does not divide the experts";
   // EP takes its ranks from the expert layers' data-parallel ones, DP x CP (Megatron's expert-model-
-  // parallel groups inside its data-and-context-parallel group).
-  if ((l.dp * l.cp) % l.ep != 0) return "EP does not divide DP x CP";
+  // parallel groups inside its data-and-context-parallel group), with whole experts TP x DP x CP.
+  if (expert_ranks(l) % l.ep != 0) return l.etp == 1 ? "EP does not divide TP x DP x CP" : "EP does not divide DP x CP";
   if (!pipeline_chunks(c.num_hidden_layers, l.pp, l.virtual_stages, l.split))
     return l.virtual_stages > 1 ? "PP x V does not split the layers" : "PP does not split the layers";
   if (batch % l.dp != 0) return "DP does not divide the global batch";
@@ -135,7 +136,7 @@ Result<int64_t> positive(const std::string& key, const std::string& value) {
 }  // namespace
 
 Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std::string& text) {
-  static const char* const kKeys = "tp, cp, ep, pp, vpp, dp, mbs, recompute, recompute.KIND, zero, fsdp, schedule, first, last";
+  static const char* const kKeys = "tp, cp, ep, pp, vpp, dp, mbs, recompute, recompute.KIND, zero, fsdp, schedule, first, last, etp";
   std::map<std::string, std::string> given;
   size_t at = 0;
   while (at <= text.size()) {
@@ -146,7 +147,7 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     if (equals == std::string::npos) return refuse("--layout", "'" + echoed(item) + "' is not KEY=VALUE; keys: " + kKeys);
     const std::string key = item.substr(0, equals), value = item.substr(equals + 1);
     static const std::vector<std::string> kKnown = {"tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute",
-                                                    "zero", "fsdp", "schedule", "first", "last"};
+                                                    "zero", "fsdp", "schedule", "first", "last", "etp"};
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end() && key.rfind("recompute.", 0) != 0)
       return refuse("--layout", "'" + echoed(key) + "' is not a key; use " + kKeys);
     if (!given.emplace(key, value).second) return refuse("--layout", "gives " + key + " twice; give each key once");
@@ -208,6 +209,14 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     // Where the even split does not divide the layers: the one the search would try.
     const std::vector<PipelineSplit> splits = balanced_splits(c.num_hidden_layers, l.pp, l.virtual_stages);
     if (!splits.empty()) l.split = splits.front();
+  }
+  if (given.count("etp")) {
+    auto n = positive("etp", given["etp"]);
+    CENSUS_TRY(n);
+    if (*n != 1 && *n != l.tp) return refuse("--layout etp", "must be 1 (whole experts) or tp (" + std::to_string(l.tp) + ")");
+    l.etp = *n == 1 && l.tp > 1 ? 1 : 0;
+  } else if (l.tp > 1 && (l.dp * l.cp) % l.ep != 0 && (l.tp * l.dp * l.cp) % l.ep == 0 && c.moe.moe_intermediate_size > 0) {
+    l.etp = 1;  // EP from the TP ranks too: Megatron keeps the experts whole then
   }
   if (run.global_batch % l.dp == 0) l.micro_batches = run.global_batch / l.dp / l.micro_batch_size;
   std::string detail;

@@ -2,8 +2,9 @@
 // A parallel layout of a training run, the rules it must keep, and the census step it runs:
 //
 //   TP x CP x PP x DP = N devices; EP taken from the expert layers' data-parallel ranks DP x CP
-//   (Megatron's expert-model-parallel groups); ranks placed TP innermost, then CP, DP, PP (Megatron's
-//   tp-cp-ep-dp-pp), so an EP group spans TP x EP consecutive ranks
+//   (Megatron's expert-model-parallel groups), and from the TP ranks too where the experts are whole
+//   (expert TP 1); ranks placed TP innermost, then CP, DP, PP (Megatron's tp-cp-ep-dp-pp), so an EP group
+//   spans TP x EP consecutive ranks (EP consecutive ones with whole experts)
 //   a pipeline schedule (1F1B, GPipe, interleaved over V chunks a stage) and how its chunks split the
 //   layers (step/pipeline_split.h)
 //   a micro-batch of b sequences: M = B / (DP x b) micro-batches a step
@@ -12,15 +13,17 @@
 //   simulates FSDP2's own gathers: Note [FSDP until the step simulates it])
 //
 // The rules (a layout that breaks one is never simulated): TP inside a node and dividing the heads and
-// widths as tp_config splits them; CP dividing the sequence; EP dividing the experts and DP x CP; the
+// widths as tp_config splits them; CP dividing the sequence; EP dividing the experts and DP x CP (TP x DP
+// x CP with whole experts); the
 // chunks splitting the layers (pipeline_chunks) where the family can be cut there; DP dividing the global
 // batch and b the per-rank batch; the interleaved schedule's M a multiple of PP; anything else
 // census step refuses.
 //
 // `census plan --layout "tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective"` names one layout: keys tp cp
-// ep pp vpp dp mbs recompute (and recompute.KIND for one kind) zero fsdp schedule, and first / last for
-// Megatron's first and last stages' layers. An omitted degree is 1, dp what remains of --gpus; where PP x
-// V does not divide the layers, the split the search would choose (balanced_splits).
+// ep pp vpp dp mbs recompute (and recompute.KIND for one kind) zero fsdp schedule, first / last for
+// Megatron's first and last stages' layers, and etp (1 or TP). An omitted degree is 1, dp what remains of
+// --gpus; where PP x V does not divide the layers, the split the search would choose (balanced_splits);
+// where EP does not divide DP x CP but TP x DP x CP, whole experts (etp 1), as Megatron then runs them.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,9 @@ namespace census {
 
 struct Layout {
   int64_t tp = 1, cp = 1, ep = 1, pp = 1, dp = 1;
+  // The experts' TP degree (Megatron's expert_tensor_parallel_size): 0, TP's (EP then from DP x CP), or 1,
+  // every rank's experts whole (EP from TP x DP x CP).
+  int64_t etp = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;
   PipelineSplit split;
@@ -52,6 +58,10 @@ struct RunShape {
   int64_t seq_length = 4096;
   int64_t global_batch = 0;  // sequences a step (B)
 };
+
+// The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole
+// experts (ETP 1) the TP ranks too.
+inline int64_t expert_ranks(const Layout& l) { return (l.etp == 1 ? l.tp : 1) * l.dp * l.cp; }
 
 // "1f1b", "interleaved V4", or "none" (no pipeline).
 std::string schedule_name(PipelineSchedule schedule);

@@ -59,13 +59,10 @@ int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   // Every storage a layer keeps is a micro-batch's (its sequences' tokens, b times one's) or not the
   // micro-batch's at all: measured at one sequence and at two, b sequences keep one's and b - 1 times
   // the difference.
-  auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
+  auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, l.etp, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
   if (made) {
-    auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep});
-    if (new_rank) {
-      rank->second = tp_config(c_, l.tp);
-      rank->second.moe.expert_parallel = l.ep;
-    }
+    auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep, l.etp});
+    if (new_rank) rank->second = rank_config(c_, l.tp, l.ep, l.etp);
     const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode);
     const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode);
     it->second = {one, two - one};

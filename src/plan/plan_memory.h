@@ -58,8 +58,8 @@ class MemoryBound {
   int64_t overheads_;
   std::vector<std::string> kinds_;       // by layer index
   std::vector<int64_t> representative_;  // by layer index: the first layer of its kind
-  std::map<std::pair<int64_t, int64_t>, ModelConfig> ranks_;  // by (TP, EP)
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::pair<int64_t, int64_t>> kept_;  // one, per more
+  std::map<std::tuple<int64_t, int64_t, int64_t>, ModelConfig> ranks_;  // by (TP, EP, ETP)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, std::pair<int64_t, int64_t>> kept_;  // one, per more
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<std::vector<int64_t>>> in_flight_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
 };

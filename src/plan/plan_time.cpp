@@ -89,6 +89,17 @@ double fsdp_exposed(const std::vector<double>& compute, const std::vector<double
   return std::max(compute_free, comm_free) - total;
 }
 
+// The EP group: TP x EP consecutive ranks at stride TP, or (whole experts) EP consecutive ones; and the
+// experts' data-parallel group, the ranks holding the same experts (at stride TP x EP, or EP).
+Group expert_group(const Layout& l, int64_t gpn) {
+  const int64_t stride = l.etp == 1 ? 1 : l.tp;
+  return Group{l.ep, std::max<int64_t>(1, std::min(l.ep, gpn / stride))};
+}
+Group expert_data_group(const Layout& l, int64_t gpn) {
+  const int64_t n = expert_ranks(l) / l.ep, stride = (l.etp == 1 ? 1 : l.tp) * l.ep;
+  return Group{n, std::max<int64_t>(1, std::min(n, gpn / stride))};
+}
+
 std::string seconds_text(double s) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, s >= 1 ? "%.2f s" : "%.2f ms", s >= 1 ? s : s * 1e3);
@@ -113,30 +124,27 @@ struct TimeModel::Impl {
     }
   }
 
-  const ModelConfig& rank_config(int64_t tp, int64_t ep) {
-    auto [it, made] = ranks.try_emplace({tp, ep});
-    if (made) {
-      it->second = tp_config(c, tp);
-      it->second.moe.expert_parallel = ep;
-    }
+  const ModelConfig& rank_config(int64_t tp, int64_t ep, int64_t etp) {
+    auto [it, made] = ranks.try_emplace({tp, ep, etp});
+    if (made) it->second = census::rank_config(c, tp, ep, etp);
     return it->second;
   }
 
   // Every layer's cost at (TP, EP, CP, b), by layer index: each kind recorded once.
-  const std::vector<LayerCost>& layer_costs(int64_t tp, int64_t ep, int64_t cp, int64_t b) {
-    auto [it, made] = costs.try_emplace({tp, ep, cp, b});
+  const std::vector<LayerCost>& layer_costs(int64_t tp, int64_t ep, int64_t etp, int64_t cp, int64_t b) {
+    auto [it, made] = costs.try_emplace({tp, ep, etp, cp, b});
     if (!made) return it->second;
-    const ModelConfig& rank = rank_config(tp, ep);
+    const ModelConfig& rank = rank_config(tp, ep, etp);
     const int64_t tokens = run.seq_length / cp;
     std::map<int64_t, LayerCost> by_kind;
     for (size_t i = 0; i < kinds.size(); ++i) {
       const int64_t rep = representative[i];
       auto found = by_kind.find(rep);
       if (found == by_kind.end()) {
-        auto [s, new_shares] = shares.try_emplace({rep, tp, ep});
+        auto [s, new_shares] = shares.try_emplace({rep, tp, ep, etp});
         // The policy's shares are of matmuls whose FLOPs all grow with the tokens: read once per kind.
         if (new_shares) s->second = census_recomputed(rank, rep, tokens);
-        auto [ops_it, new_ops] = ops.try_emplace({rep, tp, ep, tokens});
+        auto [ops_it, new_ops] = ops.try_emplace({rep, tp, ep, etp, tokens});
         if (new_ops) ops_it->second = record_layer(rank, rep, tokens, s->second);
         const LayerOps& layer = ops_it->second;
         LayerCost cost;
@@ -195,7 +203,8 @@ struct TimeModel::Impl {
     Layout layout;  // whose work it is
   } w;
   static bool same_work(const Layout& a, const Layout& b) {
-    return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.pp == b.pp && a.dp == b.dp && a.schedule == b.schedule &&
+    return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.pp == b.pp && a.dp == b.dp &&
+           a.schedule == b.schedule &&
            a.virtual_stages == b.virtual_stages && a.split == b.split && a.micro_batch_size == b.micro_batch_size &&
            a.micro_batches == b.micro_batches && a.recompute == b.recompute;
   }
@@ -208,10 +217,10 @@ struct TimeModel::Impl {
   Network net;
   std::vector<std::string> kinds;       // by layer index
   std::vector<int64_t> representative;  // by layer index: the first layer of its kind
-  std::map<std::pair<int64_t, int64_t>, ModelConfig> ranks;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, RecomputeShares> shares;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, LayerOps> ops;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<LayerCost>> costs;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, ModelConfig> ranks;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, RecomputeShares> shares;  // by (layer, TP, EP, ETP)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, LayerOps> ops;    // and tokens
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<LayerCost>> costs;  // (TP, EP, ETP, CP, b)
   std::map<std::pair<int64_t, int64_t>, std::pair<PassTime, PassTime>> end_costs;
   std::map<std::string, PipelineRun> pipelines;
 };
@@ -224,20 +233,20 @@ void TimeModel::Impl::work(const Layout& l) {
   w.valid = true;
   w.sharded = sharded;
   w.layout = l;
-  const std::vector<LayerCost>& layers = layer_costs(l.tp, l.ep, l.cp, l.micro_batch_size);
+  const std::vector<LayerCost>& layers = layer_costs(l.tp, l.ep, l.etp, l.cp, l.micro_batch_size);
   const auto [embedding, output] = ends(l.cp, l.micro_batch_size);
-  const ModelConfig& rank = rank_config(l.tp, l.ep);
+  const ModelConfig& rank = rank_config(l.tp, l.ep, l.etp);
   const int64_t gpn = run.gpus_per_node;
   const int64_t tokens = run.seq_length / l.cp, b = l.micro_batch_size;
   const int64_t hidden_bytes = b * tokens * c.hidden_size * kBf16;
   const bool sharded_passes = l.zero == 3 || l.fsdp;  // parameters gathered every pass
   const int64_t grad_size = l.fsdp || o.fp32_gradients ? 4 : 2;  // FSDP2 reduces in fp32 (MixedPrecisionPolicy)
-  const int64_t dp_cp = l.dp * l.cp, edp = dp_cp / l.ep;
-  // Ranks TP innermost, then CP, DP (EP within DP x CP), PP: a group of n ranks at stride s shares a node
-  // with max(1, min(n, gpus_per_node / s)) of its members.
+  const int64_t dp_cp = l.dp * l.cp;
+  // Ranks TP innermost, then CP, DP (EP within DP x CP, or TP x DP x CP), PP: a group of n ranks at
+  // stride s shares a node with max(1, min(n, gpus_per_node / s)) of its members.
   auto group = [&](int64_t n, int64_t stride) { return Group{n, std::max<int64_t>(1, std::min(n, gpn / stride))}; };
-  const Group tp_group = group(l.tp, 1), cp_group = group(l.cp, l.tp), ep_group = group(l.ep, l.tp);
-  const Group dp_group = group(dp_cp, l.tp), edp_group = group(edp, l.tp * l.ep);
+  const Group tp_group = group(l.tp, 1), cp_group = group(l.cp, l.tp), dp_group = group(dp_cp, l.tp);
+  const Group ep_group = expert_group(l, gpn), edp_group = expert_data_group(l, gpn);
   const bool pp_inside = l.tp * l.cp * l.dp * l.pp <= gpn;
   const double tp_collective = l.tp > 1 ? all_reduce_seconds(hidden_bytes, tp_group, net) : 0;
   const int64_t ring_kv = b * tokens * 2 * rank.num_key_value_heads * rank.head_dim * kBf16;
@@ -372,9 +381,9 @@ void TimeModel::Impl::work(const Layout& l) {
 TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) const {
   const bool sharded_passes = l.zero == 3 || l.fsdp;
   const int64_t grad_size = l.fsdp || o.fp32_gradients ? 4 : 2;
-  const int64_t dp_cp = l.dp * l.cp, edp = dp_cp / l.ep, gpn = run.gpus_per_node;
-  auto group = [&](int64_t n, int64_t stride) { return Group{n, std::max<int64_t>(1, std::min(n, gpn / stride))}; };
-  const Group dp_group = group(dp_cp, l.tp), edp_group = group(edp, l.tp * l.ep);
+  const int64_t dp_cp = l.dp * l.cp, gpn = run.gpus_per_node;
+  const Group dp_group{dp_cp, std::max<int64_t>(1, std::min(dp_cp, gpn / l.tp))};
+  const Group edp_group = expert_data_group(l, gpn);
   const int64_t params = w.rank_params[w.heaviest], experts = w.rank_experts[w.heaviest], dense = params - experts;
   StepEnd end;
   if (!sharded_passes) {
@@ -442,7 +451,7 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
                   static_cast<long long>(l.micro_batch_size), static_cast<long long>(l.micro_batches),
                   static_cast<int>(l.split.first_stage_layers * 1000 + l.split.last_stage_layers),
                   (l.split.embedding_as_layer ? 1 : 0) + (l.split.loss_as_layer ? 2 : 0), sharded_passes ? 1 : 0);
-    const std::string full_key = std::string(key) + "/" + recompute_text(l.recompute);
+    const std::string full_key = std::string(key) + "/" + std::to_string(l.etp) + "/" + recompute_text(l.recompute);
     auto found = pipelines.find(full_key);
     if (found == pipelines.end())
       found = pipelines.emplace(full_key, simulate_pipeline(l.schedule, p, l.micro_batches, v, w.times)).first;
@@ -451,12 +460,12 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
 
   const StepEnd end = step_end(l);
   const double dp = end.dp, optimizer = end.optimizer;
-  const int64_t dp_cp = l.dp * l.cp, edp = dp_cp / l.ep;
+  const int64_t dp_cp = l.dp * l.cp, edp = expert_ranks(l) / l.ep;
   const int64_t experts = w.rank_experts[w.heaviest];
-  const ModelConfig& rank = rank_config(l.tp, l.ep);
+  const ModelConfig& rank = rank_config(l.tp, l.ep, l.etp);
   const int64_t ring_kv = b * tokens * 2 * rank.num_key_value_heads * rank.head_dim * kBf16;
   const int64_t routed_bytes = b * tokens * c.moe.num_experts_per_tok * c.hidden_size * kBf16;
-  const bool ep_inside = l.tp * l.ep <= run.gpus_per_node;
+  const bool ep_inside = expert_group(l, run.gpus_per_node).inside_node();
   for (size_t k = 0; k < kOverlaps; ++k) e.overlap_seconds[k] = m * s.hidden[k];
   e.overlap_seconds[static_cast<size_t>(Overlap::kDpReduceScatter)] = end.reduce - end.overlapped;
   // The pipeline's hidden-state sends lie on its critical path (the bubble), not in a stage's work.

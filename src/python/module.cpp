@@ -377,7 +377,7 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
                  int64_t cp, int64_t ep, int64_t micro_batch_size, int64_t first_stage_layers, int64_t last_stage_layers,
-                 bool embedding_as_layer, bool loss_as_layer) {
+                 bool embedding_as_layer, bool loss_as_layer, int64_t expert_tp) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -405,6 +405,7 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.last_stage_layers = last_stage_layers;
   a.embedding_as_layer = embedding_as_layer;
   a.loss_as_layer = loss_as_layer;
+  a.expert_tp = expert_tp;
   auto report = cli::step_report_json(a, config);
   if (!report) throw py::value_error(report.refusal().message());
   return report->dump();
@@ -485,7 +486,9 @@ PYBIND11_MODULE(_census, m) {
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
-        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1);
+        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1,
+        py::arg("first_stage_layers") = 0, py::arg("last_stage_layers") = 0, py::arg("embedding_as_layer") = false,
+        py::arg("loss_as_layer") = false, py::arg("expert_tp") = 0);
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -59,6 +59,13 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
   return order;
 }
 
+ModelConfig rank_config(const ModelConfig& config, int64_t tp, int64_t ep, int64_t etp) {
+  ModelConfig rank = tp_config(config, tp);
+  if (etp == 1) rank.moe.moe_intermediate_size = config.moe.moe_intermediate_size;
+  rank.moe.expert_parallel = ep;
+  return rank;
+}
+
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
   if (o.micro_batch_size < 1) return refuse("--micro-batch-size", "must be at least 1");
@@ -99,6 +106,11 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--ep " + std::to_string(o.expert_parallel),
                   "must divide the experts (" + std::to_string(config.moe.num_experts) +
                       "): every expert-parallel rank holds the same number of them");
+  if (o.expert_tensor_parallel != 0 && o.expert_tensor_parallel != 1 && o.expert_tensor_parallel != o.tensor_parallel)
+    return refuse("--expert-tp", "must be 1 (whole experts on every rank) or the --tp degree");
+  if (o.expert_tensor_parallel == 1 && o.tensor_parallel > 1 && config.moe.moe_intermediate_size == 0)
+    return refuse("--expert-tp 1", "the model's experts have no width of their own (moe_intermediate_size) for TP to "
+                                   "leave whole; drop the option");
   if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
     return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
@@ -117,11 +129,8 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
 
 namespace {
 
-// The config as the rank builds its layers: tp_config's heads and widths, its share of the experts.
 ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
-  ModelConfig rank = tp_config(config, options.tensor_parallel);
-  rank.moe.expert_parallel = options.expert_parallel;
-  return rank;
+  return census::rank_config(config, options.tensor_parallel, options.expert_parallel, options.expert_tensor_parallel);
 }
 
 // The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'

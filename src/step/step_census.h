@@ -64,6 +64,9 @@ struct StepOptions {
   // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
   // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
   int64_t expert_parallel = 1;
+  // The experts' tensor-parallel degree (Megatron's expert_tensor_parallel_size): 0, the TP degree (the
+  // experts' width divided as tp_config divides moe_intermediate_size), or 1 (every rank's experts whole).
+  int64_t expert_tensor_parallel = 0;
   // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
   // a planner trying several ZeRO stages or master-weight choices over one simulation.
   std::vector<StepComposition> also_composed;
@@ -112,6 +115,11 @@ struct StepCensus {
   // nothing), before the user's overheads.
   std::vector<StepMoment> also_composed_peaks;
 };
+
+// The config as one rank builds its layers: tp_config's heads and widths (the experts' whole where the
+// experts' TP degree is 1), its num_experts / EP experts.
+ModelConfig rank_config(const ModelConfig& config, int64_t tensor_parallel, int64_t expert_parallel,
+                        int64_t expert_tensor_parallel);
 
 // Refuse what the simulation cannot run: layers that the stages do not split as asked (pipeline_chunks), a
 // recompute kind the model does not have, a model its family cannot

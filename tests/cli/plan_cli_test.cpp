@@ -70,19 +70,23 @@ TEST(PlanCli, EveryLayoutCountedOnce) {
   EXPECT_EQ(two_sequences, 3 + 12);  // PP 2's 1F1B, and CP 2's
 }
 
-// The MoE toy on 2 devices of a node: EP 2 takes the DP x CP ranks (DP 2, or CP 2), never TP 2's or PP 2's
-// single one (TP 2 at micro-batch 1 and 2, PP 2's 4 pipelines and micro-batches, 3 recompute modes each:
-// 18 pruned). EP 2 layouts: DP 2 3 x 4, CP 2 2 x 3 x 4: 36.
+// The MoE toy on 2 devices of a node: EP 2 takes the DP x CP ranks (DP 2, or CP 2), never PP 2's single
+// one, and TP 2's only with whole experts (expert TP 1, Megatron's expert_tensor_parallel_size 1): TP 2
+// with its experts split at micro-batch 1 and 2, PP 2's 4 pipelines and micro-batches, 3 recompute modes
+// each: 18 pruned. EP 2 layouts: DP 2 3 x 4, CP 2 2 x 3 x 4, TP 2 with whole experts 2 x 3: 42.
 TEST(PlanCli, ExpertParallelTakesTheDataParallelRanks) {
   const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
   EXPECT_EQ(all["pruned_by_rule"]["EP does not divide DP x CP"], 18);
-  int64_t ep2 = 0;
+  int64_t ep2 = 0, whole = 0;
   for (const auto& l : all["layouts"]) {
     if (l["ep"] != 2) continue;
     ++ep2;
-    EXPECT_EQ(l["dp"].get<int64_t>() * l["cp"].get<int64_t>(), 2);
+    const bool whole_experts = l["expert_tp"] == 1 && l["tp"] == 2;
+    whole += whole_experts ? 1 : 0;
+    EXPECT_EQ((whole_experts ? l["tp"].get<int64_t>() : 1) * l["dp"].get<int64_t>() * l["cp"].get<int64_t>(), 2);
   }
-  EXPECT_EQ(ep2, 36);
+  EXPECT_EQ(ep2, 42);
+  EXPECT_EQ(whole, 6);
 }
 
 // EP may leave a node: one device a node still plans EP 2, its all-to-all over the NIC (50 GB/s against
@@ -94,6 +98,21 @@ TEST(PlanCli, ExpertParallelAcrossNodes) {
   const nlohmann::json across = plan(toy(true), apart), inside = plan(toy(true), together);
   EXPECT_GT(across["layouts"][0]["time_estimate"]["ep_communication"].get<double>(),
             inside["layouts"][0]["time_estimate"]["ep_communication"].get<double>());
+}
+
+// TP 2 and EP 2 on 2 devices: EP takes the TP ranks, so the experts stay whole (expert TP 1, as Megatron
+// needs them then), said in the JSON and in the step it runs; asked to split them (etp=2), EP has no DP x
+// CP ranks to take and the layout is refused.
+TEST(PlanCli, ExpertParallelOverTheTensorParallelRanksKeepsTheExpertsWhole) {
+  const nlohmann::json whole = plan(toy(true), {"--gpus", "2", "--layout", "tp=2,ep=2", "--gpu-memory", "1TiB"});
+  ASSERT_EQ(whole["layouts"].size(), 1u);
+  const auto& l = whole["layouts"][0];
+  EXPECT_EQ(l["expert_tp"], 1);
+  const std::vector<std::string> args = l["step_args"];
+  EXPECT_NE(std::find(args.begin(), args.end(), "--expert-tp"), args.end());
+  const CliRun split = census({"plan", toy(true), "--gpus", "2", "--layout", "tp=2,ep=2,etp=2", "--seq-length", "128"});
+  EXPECT_EQ(split.code, 2);
+  EXPECT_NE(split.err.find("EP does not divide DP x CP"), std::string::npos) << split.err;
 }
 
 // The choice is the fastest layout, by its printed estimate, among those whose simulated peak fits;
@@ -304,7 +323,9 @@ TEST(PlanCli, ContextParallelTermDerived) {
 // x DP 2 (ZeRO-0, no overlap) is the dense gradients' alone, the experts' groups of DP x CP / EP = 1
 // rank reducing nothing: the embedding and head 4096 x 256 each, the final norm 256, 4 layers of q and o
 // 256 x 256, k and v 256 x 64, q_norm and k_norm 32, two norms 256, the router 8 x 256: 2,763,264
-// parameters, their bf16 gradients 5,526,528 B all-reduced, 2 (2-1)/2 x that / 450 GB/s.
+// parameters, their bf16 gradients 5,526,528 B all-reduced, 2 (2-1)/2 x that / 450 GB/s. The 6 layouts of
+// TP 2 with whole experts route the same b x 128 tokens (every TP rank holds the whole sequence: no sequence
+// parallelism) over the 2 consecutive ranks: 36 + 6.
 TEST(PlanCli, ExpertParallelTermDerived) {
   int64_t seen = 0;
   const nlohmann::json all = plain_plan(toy(true), {"--gpus-per-node", "8", "--overlap", "none"});
@@ -318,10 +339,11 @@ TEST(PlanCli, ExpertParallelTermDerived) {
     const double tokens = l["micro_batch_size"].get<double>() * 128 / l["cp"].get<double>();
     EXPECT_NEAR(l["time_estimate"]["ep_communication"].get<double>(),
                 l["micro_batches"].get<double>() * 4 * all_to_alls * 0.5 * tokens * 2 * 256 * 2 / 450e9, 1e-15);
-    if (l["dp"] == 2 && l["zero"] == 0)
+    if (l["dp"] == 2 && l["zero"] == 0) {
       EXPECT_NEAR(l["time_estimate"]["dp_communication"].get<double>(), 2 * 0.5 * 5'526'528 / 450e9, 1e-15);
+    }
   }
-  EXPECT_EQ(seen, 36);
+  EXPECT_EQ(seen, 42);
 }
 
 TEST(PlanCli, TableAndExplain) {
@@ -405,6 +427,9 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--layout", "zero=4"},
            {"plan", t, "--gpus", "8", "--layout", "schedule=zigzag"},
            {"plan", t, "--gpus", "8", "--layout", "tp=2,tp=4"},
+           // Expert TP other than 1 or TP's; whole experts on a model without experts.
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,etp=3"},
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,etp=1"},
            // An unknown overlap switch; a calibration file with a field missing, an unknown one, not JSON,
            // not there.
            {"plan", t, "--gpus", "8", "--overlap", "fsdp_prefetch,warp_drive"},

@@ -422,7 +422,8 @@ Result<PlanResult> Planner::run() {
       i = next_fastest();
     }
     if (!i) break;
-    const Candidate& cand = candidates_[*i];
+    // A copy: taking the next layouts from the line below grows candidates_, which may move it.
+    const Candidate cand = candidates_[*i];
     const Layout layout = layout_of(cand);
     // Where this layout's stage 0 is to be simulated: with it, those of the next layouts the search
     // would simulate, one a core, together (at most cores - 1 are run in vain at the end).

@@ -397,7 +397,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 optimizer: str = "adamw",
                 tp: int = 1, dp: int = 1, zero: int = 0, master_weights: str = "bf16", grad_dtype: str = "bf16",
                 cuda_context: int = 0, nccl_buffers: int = 0, fragmentation: int = 0,
-                cp: int = 1, ep: int = 1, micro_batch_size: int = 1, allocator: bool = False, alloc_conf: str = "",
+                cp: int = 1, ep: int = 1, micro_batch_size: int = 1, first_stage_layers: int = 0,
+                last_stage_layers: int = 0, embedding_as_layer: bool = False,
+                loss_as_layer: bool = False, expert_tp: int = 0, allocator: bool = False, alloc_conf: str = "",
                 gpu_memory: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
@@ -410,7 +412,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     *master_weights* and *grad_dtype* (``bf16`` or ``fp32``), and the bytes of the CUDA context, NCCL's
     buffers and fragmentation the caller states. ValueError for a value it refuses. A config that ties the
     LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
-    shared weight.
+    shared weight. *recompute* may name a mode per layer kind (``"none,moe=full"``); *first_stage_layers*
+    and *last_stage_layers* (Megatron's num_layers_in_first/last_pipeline_stage), or *embedding_as_layer*
+    and *loss_as_layer*, make uneven pipeline stages; *expert_tp* 1 keeps every rank's experts whole.
 
     *allocator* simulates PyTorch's CUDA caching allocator over the step (``census step --allocator``):
     each stage's ``"allocator"`` holds ``reserved_peak``, ``allocated_peak``, ``largest_inactive_split``,
@@ -428,25 +432,28 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         None if stage is None else int(stage), str(schedule), int(virtual_stages), str(recompute),
                         str(optimizer),
                         int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
-                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size), allocator,
-                        alloc_conf, memory)
+                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size),
+                        int(first_stage_layers), int(last_stage_layers), bool(embedding_as_layer), bool(loss_as_layer),
+                        int(expert_tp), allocator, alloc_conf, memory)
     return json.loads(text)
 
 
 def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int = 4096, global_batch: int = 0,
                 device: str = "", peak_tflops: Any = None, hbm_gbs: Any = None, link_gbs: Any = None,
-                nic_gbs: Any = None, gpus_per_node: int = 8, compute_efficiency: float = 0.5, top: int = 5,
+                nic_gbs: Any = None, gpus_per_node: int = 8, compute_efficiency: Any = None, top: int = 5,
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
-                nccl_buffers: Any = 0, fragmentation: Any = 0, reserved: bool = False,
-                alloc_conf: str = "") -> Dict[str, Any]:
+                nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
+                calibration: str = "", reserved: bool = False, alloc_conf: str = "") -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
     *gpu_memory* and the overheads are bytes (an int) or a size such as ``"80GiB"``; *device* names a
-    preset (``h100``, ``h200``, ``a100``, ``b200``, ``910b``, ``910c``), else *peak_tflops*, *hbm_gbs*,
-    *link_gbs* and *nic_gbs* are all given (beside a preset they replace its figures). The step time is
-    an estimate; each layout's peak is the simulated step's (``census_step`` with its ``step_args``).
-    ValueError for a value it refuses.
+    preset (``h100``, the default, ``h200``, ``a100``, ``b200``, ``910b``, ``910c``), or *peak_tflops*,
+    *hbm_gbs*, *link_gbs* and *nic_gbs* are all given (beside a preset they replace its figures);
+    *calibration* is the path of a calibration file. The step time is an estimate; each layout's peak is
+    the simulated step's (``census_step`` with its ``step_args``). *layout* prices one layout
+    (``"tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective"``), fitting or not; *overlap* names the overlap
+    switches on (``"fsdp_prefetch,tp_async"``, or ``"none"``). ValueError for a value it refuses.
 
     *reserved* ranks on reserved memory (``census plan --reserved``): each stage's step with PyTorch's CUDA
     caching allocator simulated over it under *alloc_conf* (``PYTORCH_CUDA_ALLOC_CONF`` as you set it); a
@@ -479,5 +486,5 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         figure("compute_efficiency", compute_efficiency), _integer("top", top), str(master_weights),
                         str(grad_dtype), size("cuda_context", cuda_context) or "0",
                         size("nccl_buffers", nccl_buffers) or "0", size("fragmentation", fragmentation) or "0",
-                        reserved, alloc_conf)
+                        str(layout), str(overlap), str(calibration), reserved, alloc_conf)
     return json.loads(text)

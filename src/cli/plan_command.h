@@ -1,7 +1,7 @@
 // File: plan_command.h
 // `census plan CONFIG --gpus N --gpu-memory 80GiB ...`: the parallel layouts that fit (plan/plan.h),
-// ranked by an estimated step time, as a table or as JSON whose layouts carry the `census step`
-// arguments that reproduce each one's most-loaded rank.
+// ranked by an estimated step time, or one layout (--layout), as a table or as JSON whose layouts carry
+// the `census step` arguments that reproduce each one's most-loaded rank.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,7 +27,10 @@ struct PlanArgs {
   std::string device;
   // NaN: not given (the preset's figure)
   double peak_tflops = kNotGiven, hbm_gbs = kNotGiven, link_gbs = kNotGiven, nic_gbs = kNotGiven;
-  double compute_efficiency = 0.5;
+  double compute_efficiency = kNotGiven;  // NaN: the calibration's gemm_efficiency
+  std::string calibration;                 // a calibration file (plan/plan_device.h); empty: the preset's
+  std::string overlap;                     // the overlap switches on (plan/plan_time.h); empty: the defaults
+  std::string layout;                      // one layout to price (plan/plan_layout.h); empty: the search
   int64_t top = 5;
   std::string master_weights = "bf16";
   std::string grad_dtype = "bf16";

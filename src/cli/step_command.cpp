@@ -127,12 +127,11 @@ void print_split(Table& table, const StepSplit& split, bool detail) {
 }
 
 // "0-9", or for model chunks "0-3 +4 chunks (to 67)": the first chunk's layers and how many follow.
-std::string layers_cell(const StepCensus& s, const StepArgs& a) {
-  if (a.schedule != "interleaved" || a.virtual_stages < 2)
-    return std::to_string(s.first_layer) + "-" + std::to_string(s.end_layer - 1);
-  const int64_t per_chunk = (s.end_layer - s.first_layer) / ((a.virtual_stages - 1) * a.pp + 1);
-  return std::to_string(s.first_layer) + "-" + std::to_string(s.first_layer + per_chunk - 1) + " +" +
-         std::to_string(a.virtual_stages - 1) + " chunks (to " + std::to_string(s.end_layer - 1) + ")";
+std::string layers_cell(const StepCensus& s) {
+  const LayerRange& first = s.chunks.front();
+  std::string cell = std::to_string(first.begin) + "-" + std::to_string(first.end - 1);
+  if (s.chunks.size() < 2) return cell;
+  return cell + " +" + std::to_string(s.chunks.size() - 1) + " chunks (to " + std::to_string(s.end_layer - 1) + ")";
 }
 
 std::string where(const StepMoment& m) {
@@ -141,7 +140,7 @@ std::string where(const StepMoment& m) {
 
 void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& c, std::ostream& out) {
   const StepCensus& s = run.step;
-  out << "stage " << run.stage << " of " << a.pp << ": layers " << layers_cell(s, a)
+  out << "stage " << run.stage << " of " << a.pp << ": layers " << layers_cell(s)
       << (run.stage == 0 ? ", the embedding" : "") << (run.stage == a.pp - 1 ? ", final norm, LM head and loss" : "")
       << "\nschedule:";
   for (const std::string& pass : s.schedule) out << ' ' << pass;
@@ -198,8 +197,17 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_option("--schedule", a.schedule, "pipeline schedule: 1f1b (default), gpipe, or interleaved (with --virtual-stages)")
       ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}));
   sub->add_option("--virtual-stages", a.virtual_stages, "model chunks per stage, for --schedule interleaved (Megatron's order)");
-  sub->add_option("--recompute", a.recompute, "activation checkpointing of every layer: none, selective, full")
-      ->check(CLI::IsMember({"none", "selective", "full"}));
+  sub->add_option("--first-stage-layers", a.first_stage_layers,
+                  "decoder layers of the first pipeline stage (Megatron's num_layers_in_first_pipeline_stage)");
+  sub->add_option("--last-stage-layers", a.last_stage_layers,
+                  "decoder layers of the last pipeline stage (num_layers_in_last_pipeline_stage)");
+  sub->add_flag("--embedding-as-layer", a.embedding_as_layer,
+                "count the embedding as a layer of the first stage (account_for_embedding_in_pipeline_split)");
+  sub->add_flag("--loss-as-layer", a.loss_as_layer,
+                "count the loss as a layer of the last stage (account_for_loss_in_pipeline_split)");
+  sub->add_option("--recompute", a.recompute,
+                  "activation checkpointing: none, selective or full for every layer, or per layer kind as "
+                  "'none,moe=full' (census layers names the kinds)");
   sub->add_option("--optimizer", a.optimizer, "adamw (default: its first step and zero_grad) or none")
       ->check(CLI::IsMember({"adamw", "none"}));
   sub->add_option("--tp", a.tp, "tensor-parallel degree: the rank's layers as tp_config holds them (default 1)");
@@ -208,6 +216,9 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
       ->check(CLI::IsMember({0, 1, 2, 3}));
   sub->add_option("--cp", a.cp, "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
   sub->add_option("--ep", a.ep, "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
+  sub->add_option("--expert-tp", a.expert_tp,
+                  "the experts' tensor-parallel degree: 1 keeps every rank's experts whole (Megatron's "
+                  "expert_tensor_parallel_size); default --tp");
   sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32 (fp32 master copy and moments)")
       ->check(CLI::IsMember({"bf16", "fp32"}));
   sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32 (Megatron's main_grad)")
@@ -243,7 +254,6 @@ Status check_names(const StepArgs& a) {
     return refuse(flag, "'" + value + "' is not known; use " + listed);
   };
   CENSUS_TRY(one_of("--schedule", a.schedule, {"1f1b", "gpipe", "interleaved"}));
-  CENSUS_TRY(one_of("--recompute", a.recompute, {"none", "selective", "full"}));
   CENSUS_TRY(one_of("--optimizer", a.optimizer, {"adamw", "none"}));
   CENSUS_TRY(one_of("--master-weights", a.master_weights, {"bf16", "fp32"}));
   CENSUS_TRY(one_of("--grad-dtype", a.grad_dtype, {"bf16", "fp32"}));
@@ -278,13 +288,16 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
                : a.schedule == "interleaved" ? PipelineSchedule::kInterleaved
                                              : PipelineSchedule::k1F1B;
   o.virtual_stages = a.virtual_stages;
-  o.recompute = a.recompute == "selective" ? Recompute::kSelective
-                : a.recompute == "full"    ? Recompute::kFull
-                                           : Recompute::kNone;
+  o.split = {a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer};
+  auto recompute = parse_recompute(request.config, a.recompute, "--recompute");
+  CENSUS_TRY(recompute);
+  o.recompute = recompute->all;
+  o.recompute_by_kind = recompute->by_kind;
   o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
   o.tensor_parallel = a.tp;
   o.context_parallel = a.cp;
   o.expert_parallel = a.ep;
+  o.expert_tensor_parallel = a.expert_tp;
   o.composition.data_parallel = a.dp;
   o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
@@ -358,11 +371,13 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
     return 0;
   }
   const ModelConfig& c = r.config;
+  const PipelineSplit split{a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer};
   answer << a.model << " (" << c.model_type << "): one rank's training step, " << a.seq_length << " tokens x "
          << (a.micro_batch_size > 1 ? std::to_string(a.micro_batch_size) + " sequences x " : "") << a.micro_batches
          << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
-         << schedule_name(a) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
-         << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
+         << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
+         << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
+         << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)
@@ -371,13 +386,14 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   answer << ", bf16 parameters\n";
   if (a.explain) {
     // The terms that shape what is simulated, by name.
-    const ModelConfig rank = tp_config(c, a.tp);
+    const ModelConfig rank = rank_config(c, a.tp, a.ep, a.expert_tp);
     answer << "tensor_parallel: the rank's layers as tp_config holds them at TP " << a.tp << ": attention heads "
            << c.num_attention_heads << " / " << a.tp << " = " << rank.num_attention_heads << ", KV heads "
            << c.num_key_value_heads << " -> " << rank.num_key_value_heads << ", intermediate " << c.intermediate_size
            << " / " << a.tp << " = " << rank.intermediate_size;
     if (c.moe.moe_intermediate_size > 0)
-      answer << ", expert width " << c.moe.moe_intermediate_size << " / " << a.tp << " = " << rank.moe.moe_intermediate_size
+      answer << ", expert width " << c.moe.moe_intermediate_size << " / " << (a.expert_tp == 1 ? 1 : a.tp) << " = "
+             << rank.moe.moe_intermediate_size
              << (a.ep > 1 ? " (the rank's " + std::to_string(c.moe.num_experts / a.ep) + " experts)"
                           : " (all " + std::to_string(c.moe.num_experts) + " experts)");
     answer << "; the norms, the router, the embedding, the final norm, the LM head and the loss whole on every rank "
@@ -398,8 +414,9 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
       answer << "tie_word_embeddings: a stage holding the embedding and the head runs the head over the embedding's "
                 "weight (one parameter, its two gradients summed into one .grad); a pipeline's last stage holds "
                 "its own copy as its head\n";
-    answer << "pipeline: " << c.num_hidden_layers << " layers / " << a.pp << " stages = " << c.num_hidden_layers / a.pp
-           << " per stage; stage 0 holds the embedding, the last the final norm, head and loss\n";
+    answer << "pipeline: " << c.num_hidden_layers << " layers over " << a.pp << " stages ("
+           << split_name({a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer})
+           << "); stage 0 holds the embedding, the last the final norm, head and loss\n";
     if (data_parallel_terms)
       answer << "data_parallel: DP " << a.dp << ", ZeRO-" << a.zero
              << ": the simulated step's storages counted at their category's share and its peak found again "
@@ -410,7 +427,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
     for (const StageRun& run : runs) {
       const StepMoment& m = reported_peak(run.step, composition);
       summary.add({std::to_string(run.stage),
-                   layers_cell(run.step, a), grouped(m.bytes),
+                   layers_cell(run.step), grouped(m.bytes),
                    m.phase, grouped(m.split.parameters()), grouped(m.split.gradients()),
                    grouped(m.split.optimizer_states()), grouped(m.split.other()),
                    grouped(total_of(run.step, composition))});

@@ -24,13 +24,18 @@ struct StepArgs {
   int64_t stage = -1;  // -1: every stage
   std::string schedule = "1f1b";
   int64_t virtual_stages = 1;
-  std::string recompute = "none";
+  int64_t first_stage_layers = 0;  // 0: not set (step/pipeline_split.h)
+  int64_t last_stage_layers = 0;
+  bool embedding_as_layer = false;
+  bool loss_as_layer = false;
+  std::string recompute = "none";  // a mode, or a mode per layer kind (step/recompute_choice.h)
   std::string optimizer = "adamw";
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;
   int64_t cp = 1;
   int64_t ep = 1;
+  int64_t expert_tp = 0;  // 0: --tp
   std::string master_weights = "bf16";
   std::string grad_dtype = "bf16";
   std::string experts_implementation;

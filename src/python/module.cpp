@@ -400,8 +400,9 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
-                 int64_t cp, int64_t ep, int64_t micro_batch_size, bool allocator, const std::string& alloc_conf,
-                 const std::string& gpu_memory) {
+                 int64_t cp, int64_t ep, int64_t micro_batch_size, int64_t first_stage_layers, int64_t last_stage_layers,
+                 bool embedding_as_layer, bool loss_as_layer, int64_t expert_tp, bool allocator,
+                 const std::string& alloc_conf, const std::string& gpu_memory) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -425,6 +426,11 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.fragmentation = fragmentation;
   a.cp = cp;
   a.ep = ep;
+  a.first_stage_layers = first_stage_layers;
+  a.last_stage_layers = last_stage_layers;
+  a.embedding_as_layer = embedding_as_layer;
+  a.loss_as_layer = loss_as_layer;
+  a.expert_tp = expert_tp;
   a.allocator = allocator;
   a.alloc_conf = alloc_conf;
   a.gpu_memory = gpu_memory;
@@ -438,7 +444,8 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
                  int64_t global_batch, const std::string& device, double peak_tflops, double hbm_gbs, double link_gbs,
                  double nic_gbs, int64_t gpus_per_node, double compute_efficiency, int64_t top,
                  const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
-                 const std::string& nccl_buffers, const std::string& fragmentation, bool reserved,
+                 const std::string& nccl_buffers, const std::string& fragmentation, const std::string& layout,
+                 const std::string& overlap, const std::string& calibration, bool reserved,
                  const std::string& alloc_conf) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
@@ -460,6 +467,9 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
   a.cuda_context = cuda_context;
   a.nccl_buffers = nccl_buffers;
   a.fragmentation = fragmentation;
+  a.layout = layout;
+  a.overlap = overlap;
+  a.calibration = calibration;
   a.reserved = reserved;
   a.alloc_conf = alloc_conf;
   auto report = cli::plan_report_json(a, config);
@@ -509,12 +519,9 @@ PYBIND11_MODULE(_census, m) {
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
         py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1,
-        py::arg("allocator") = false, py::arg("alloc_conf") = "", py::arg("gpu_memory") = "");
-  m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
-        py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
-        py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),
-        py::arg("gpus_per_node"), py::arg("compute_efficiency"), py::arg("top"), py::arg("master_weights"),
-        py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"), py::arg("fragmentation"),
-        py::arg("reserved") = false, py::arg("alloc_conf") = "");
+        py::arg("first_stage_layers") = 0, py::arg("last_stage_layers") = 0, py::arg("embedding_as_layer") = false,
+        py::arg("loss_as_layer") = false, py::arg("expert_tp") = 0, py::arg("allocator") = false,
+        py::arg("alloc_conf") = "", py::arg("gpu_memory") = "");
+  m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

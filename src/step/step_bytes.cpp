@@ -190,7 +190,7 @@ bool StepBytes::is_pass_phase(std::string_view name) {
   return name.size() > 1 && (name[0] == 'F' || name[0] == 'B') && name[1] >= '0' && name[1] <= '9';
 }
 
-StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
+StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const {
   StepAnalysis out;
   out.events = events_logged_;
   const bool identity = weights.identity();
@@ -292,6 +292,7 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
   out.other_peak.bytes = -1;
   if (peak.bytes >= 0) out.peak = moment(peak);
   if (other_peak.bytes >= 0) out.other_peak = moment(other_peak);
+  if (!holders) return out;
   // What else is live at the peak, by allocating op and phase.
   std::map<std::string, std::pair<StepCategory, int64_t>> by_op;
   for (const Live& held : live_after(out.peak.event)) {

@@ -145,7 +145,8 @@ class StepBytes final : public Observer {
 
   int64_t live_bytes() const { return live_; }
   bool is_live(const Tensor& tensor) const;
-  StepAnalysis analyse(const StepWeights& weights = {}) const;
+  // `holders`: also what is live at the peak by op (peak_other_by_op), a walk of the log up to it.
+  StepAnalysis analyse(const StepWeights& weights = {}, bool holders = true) const;
   // Whether the phase `name` is a forward or backward pass ("F3", "B0.1"): where during_passes counts.
   static bool is_pass_phase(std::string_view name);
 

@@ -59,6 +59,13 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
   return order;
 }
 
+ModelConfig rank_config(const ModelConfig& config, int64_t tp, int64_t ep, int64_t etp) {
+  ModelConfig rank = tp_config(config, tp);
+  if (etp == 1) rank.moe.moe_intermediate_size = config.moe.moe_intermediate_size;
+  rank.moe.expert_parallel = ep;
+  return rank;
+}
+
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
   if (o.micro_batch_size < 1) return refuse("--micro-batch-size", "must be at least 1");
@@ -69,11 +76,14 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--virtual-stages", "model chunks run under --schedule interleaved; give it, or drop the option");
   if (o.schedule == PipelineSchedule::kInterleaved && (o.pipeline_stages < 2 || o.virtual_stages < 2))
     return refuse("--schedule interleaved", "needs --pp 2 or more and --virtual-stages 2 or more");
-  if (config.num_hidden_layers % (o.pipeline_stages * o.virtual_stages) != 0)
-    return refuse("--pp " + std::to_string(o.pipeline_stages) +
-                      (o.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(o.virtual_stages) : ""),
-                  "must divide num_hidden_layers (" + std::to_string(config.num_hidden_layers) +
-                      "): every stage (and model chunk) holds the same number of layers");
+  auto chunks = pipeline_chunks(config.num_hidden_layers, o.pipeline_stages, o.virtual_stages, o.split);
+  CENSUS_TRY(chunks);
+  {
+    const std::vector<std::string> kinds = layer_kinds(config);
+    for (const auto& [kind, mode] : o.recompute_by_kind)
+      if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+        return refuse("--recompute", "'" + echoed(kind) + "' is not a layer kind of " + config.model_type);
+  }
   if (o.schedule == PipelineSchedule::kInterleaved && o.micro_batches % o.pipeline_stages != 0)
     return refuse("--micro-batches " + std::to_string(o.micro_batches),
                   "the interleaved schedule runs micro-batches in groups of --pp " +
@@ -96,6 +106,11 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--ep " + std::to_string(o.expert_parallel),
                   "must divide the experts (" + std::to_string(config.moe.num_experts) +
                       "): every expert-parallel rank holds the same number of them");
+  if (o.expert_tensor_parallel != 0 && o.expert_tensor_parallel != 1 && o.expert_tensor_parallel != o.tensor_parallel)
+    return refuse("--expert-tp", "must be 1 (whole experts on every rank) or the --tp degree");
+  if (o.expert_tensor_parallel == 1 && o.tensor_parallel > 1 && config.moe.moe_intermediate_size == 0)
+    return refuse("--expert-tp 1", "the model's experts have no width of their own (moe_intermediate_size) for TP to "
+                                   "leave whole; drop the option");
   if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
     return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
   if (config.output_router_logits)
@@ -106,29 +121,20 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
   // Every boundary between two model chunks, of any stage: where the model cannot be cut, refused.
-  if (const auto cut = pipeline_cut_refusal(config, o.pipeline_stages * o.virtual_stages))
-    return refuse("--pp " + std::to_string(o.pipeline_stages) + " on " + config.model_type,
-                  std::string("cannot cut the model before layer ") + std::to_string(cut->boundary) + ": " + cut->why +
-                      "; run it without a pipeline");
+  if (chunks->size() > 1 && config.family->pipeline_refusal != nullptr) {
+    for (size_t g = 1; g < chunks->size(); ++g)
+      if (const int64_t boundary = (*chunks)[g].begin; const char* why = config.family->pipeline_refusal(config, boundary))
+        return refuse("--pp " + std::to_string(o.pipeline_stages) + " on " + config.model_type,
+                      std::string("cannot cut the model before layer ") + std::to_string(boundary) + ": " + why +
+                          "; run it without a pipeline");
+  }
   return {};
-}
-
-std::optional<PipelineCutRefusal> pipeline_cut_refusal(const ModelConfig& config, int64_t chunks) {
-  if (chunks <= 1 || config.family->pipeline_refusal == nullptr) return std::nullopt;
-  const int64_t per_chunk = config.num_hidden_layers / chunks;
-  if (per_chunk < 1) return std::nullopt;  // the layer-count rule refuses it
-  for (int64_t boundary = per_chunk; boundary < config.num_hidden_layers; boundary += per_chunk)
-    if (const char* why = config.family->pipeline_refusal(config, boundary)) return PipelineCutRefusal{boundary, why};
-  return std::nullopt;
 }
 
 namespace {
 
-// The config as the rank builds its layers: tp_config's heads and widths, its share of the experts.
 ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
-  ModelConfig rank = tp_config(config, options.tensor_parallel);
-  rank.moe.expert_parallel = options.expert_parallel;
-  return rank;
+  return census::rank_config(config, options.tensor_parallel, options.expert_parallel, options.expert_tensor_parallel);
 }
 
 // The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
@@ -162,12 +168,20 @@ struct Recorded {
   bool has_forward = false, has_backward = false;
 };
 
-// Each decoder layer of the model's loop as the step's recompute mode wraps it.
+// Each decoder layer of the model's loop as the step's recompute mode for its kind wraps it.
 class RecomputedLayers final : public LayerRunner {
  public:
-  explicit RecomputedLayers(Recompute recompute) : recompute_(recompute) {}
-  Tensor run(int64_t /*index*/, const Tensor& hidden_states, const LayerForward& forward) const override {
-    switch (recompute_) {
+  RecomputedLayers(const ModelConfig& config, const StepOptions& o) {
+    const std::vector<std::string> kinds = layer_kinds(config);
+    for (const std::string& kind : kinds) {
+      Recompute mode = o.recompute;
+      for (const auto& [named, m] : o.recompute_by_kind)
+        if (named == kind) mode = m;
+      modes_.push_back(mode);
+    }
+  }
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    switch (modes_[static_cast<size_t>(index)]) {
       case Recompute::kSelective: return checkpoint(forward, hidden_states);
       case Recompute::kFull: return checkpoint_full(forward, hidden_states);
       case Recompute::kNone: break;
@@ -176,22 +190,22 @@ class RecomputedLayers final : public LayerRunner {
   }
 
  private:
-  Recompute recompute_;
+  std::vector<Recompute> modes_;  // by layer index
 };
 
 class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
       : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
-        tokens_(options.seq_length / options.context_parallel), layers_(options.recompute) {
-    // Chunk v of stage r holds the model's (v * P + r)-th run of L / (P * V) layers; the first chunk
-    // of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
+        tokens_(options.seq_length / options.context_parallel), layers_(config, options) {
+    // Chunk v of stage r holds the model's (v * P + r)-th run of layers (step/pipeline_split.h); the
+    // first chunk of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
     const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
-    const int64_t per_chunk = c_.num_hidden_layers / (p * v);
+    const std::vector<LayerRange> ranges = *pipeline_chunks(c_.num_hidden_layers, p, v, o_.split);  // checked
     for (int64_t chunk = 0; chunk < v; ++chunk) {
       ModelChunk c;
-      c.begin = (chunk * p + o_.stage) * per_chunk;
-      c.end = c.begin + per_chunk;
+      c.begin = ranges[static_cast<size_t>(chunk * p + o_.stage)].begin;
+      c.end = ranges[static_cast<size_t>(chunk * p + o_.stage)].end;
       c.first = o_.stage == 0 && chunk == 0;
       c.last = o_.stage == p - 1 && chunk == v - 1;
       chunks_.push_back(c);
@@ -299,6 +313,7 @@ StepCensus StepRunner::run() {
   StepCensus result;
   result.first_layer = chunks_.front().begin;
   result.end_layer = chunks_.back().end;
+  for (const ModelChunk& chunk : chunks_) result.chunks.push_back({chunk.begin, chunk.end});
   bytes_.mark_phase("setup");
   for (const Tensor& p : params_) {
     bytes_.track(p);
@@ -380,7 +395,7 @@ StepCensus StepRunner::run() {
   }
   bytes_.mark_phase("end");
   result.gradient_bytes_at_end = gradient_bytes();
-  result.analysis = bytes_.analyse();
+  result.analysis = bytes_.analyse({}, o_.peak_holders);
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
   if (o_.composition.composes() || o_.context_parallel > 1) {
     StepComposition composition = o_.composition;
@@ -388,7 +403,7 @@ StepCensus StepRunner::run() {
     composition.context_parallel = o_.context_parallel;
     composition.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
     result.composition = composition;
-    result.composed = bytes_.analyse(step_weights(composition));
+    result.composed = bytes_.analyse(step_weights(composition), o_.peak_holders);
     result.composed_peak.bytes = -1;
     for (const StepPhase& phase : result.composed.phases)
       if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
@@ -409,7 +424,7 @@ StepCensus StepRunner::run() {
     }
     StepMoment peak;
     peak.bytes = -1;
-    for (const StepPhase& phase : bytes_.analyse(step_weights(also)).phases)
+    for (const StepPhase& phase : bytes_.analyse(step_weights(also), /*holders=*/false).phases)
       if (phase.peak.bytes > peak.bytes) peak = phase.peak;
     result.also_composed_peaks.push_back(std::move(peak));
   }

@@ -2,8 +2,9 @@
 // parses, its numbers positive), so a config that stops working, or a family whose model the step or
 // the stack no longer builds, is caught. A layer command runs the first layer that can run alone (a
 // DeepSeek-V4 layer never can: its layer commands are refused in one line, as the family states).
-// Sizes are kept small (1,024 tokens, 64 devices) so the suite stays quick; the numbers themselves are
-// checked against the oracles elsewhere.
+// Sizes keep the suite quick: 1,024 tokens, and a plan on 2,048 devices, where even the trillion-
+// parameter models fit (where nothing fits, the search for the smallest memory takes minutes). The
+// numbers themselves are checked against the oracles elsewhere.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -73,7 +74,7 @@ TEST_P(ShippedConfig, EveryCommandAnswers) {
     EXPECT_GT(nlohmann::json::parse(step.out).at("peak").at("bytes").get<int64_t>(), 0) << name;
   }
   expect_json(census(with({"step", name, "--micro-batch-size", "2", "--micro-batches", "2"})), "step b2 " + name);
-  const auto plan = census({"plan", name, "--gpus", "64", "--device", "h100", "--seq-length", "1024", "--format", "json"});
+  const auto plan = census({"plan", name, "--gpus", "2048", "--device", "h100", "--seq-length", "1024", "--format", "json"});
   // The plan times each layer alone: a model with a layer that runs only inside its forward is refused.
   if (every_layer_runs_alone(name)) {
     expect_json(plan, "plan " + name);

@@ -270,6 +270,8 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(parse_choice("--optimizer", {"adamw", "none"}, a.optimizer));
   CENSUS_TRY(parse_choice("--master-weights", {"bf16", "fp32"}, a.master_weights));
   CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
+  if (a.recompute.empty())
+    return refuse("--recompute", "is empty; give none, selective, full, or a mode per layer kind ('none,moe=full')");
   if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
                                     std::pair{"--fragmentation", a.fragmentation}})

@@ -37,7 +37,7 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
   for (const auto& [flag, value] : {std::pair{"--peak-tflops", o.device.peak_tflops}, std::pair{"--hbm-gbs", o.device.hbm_gbs},
                                     std::pair{"--link-gbs", o.device.link_gbs}, std::pair{"--nic-gbs", o.device.nic_gbs}})
     if (!(value >= kLeastFigure && value <= kLargestFigure))
-      return refuse(flag, "must be a figure from 0.001 to 1e+06; give it, or a --device preset");
+      return refuse(flag, "must be a figure from 0.001 to 1e+09; give it, or a --device preset");
   // The time model prices each layer by its own census; a layer that runs only inside its model's
   // forward (DeepSeek-V4's, Gemma 4's KV-shared ones) has none.
   for (int64_t i = 0; i < config.num_hidden_layers && config.family->stack_only != nullptr; ++i)

@@ -352,7 +352,7 @@ TEST(HostileOptions, OutOfRangeIntegersAreRefused) {
   expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--gpus-per-node", "9223372036854775808"}),
                  "--gpus-per-node");
   expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--top", "9223372036854775808"}),
-                 "--top: '9223372036854775808' is more than 100, the most layouts a plan shows");
+                 "--top: '9223372036854775808' is more than 100000, the most layouts a plan shows");
   expect_refused(census({"layer", "llama-3.1-8b", "--layer-index", "18446744073709551615"}), "--layer-index");
   expect_refused(census({"layer", "llama-3.1-8b", "--tp", "0x2"}), "--tp: '0x2' is not an integer");
 }

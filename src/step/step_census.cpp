@@ -104,7 +104,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     const std::vector<std::string> kinds = layer_kinds(config);
     for (const auto& [kind, mode] : o.recompute_by_kind)
       if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
-        return refuse("--recompute", "'" + echoed(kind) + "' is not a layer kind of " + config.model_type);
+        return refuse("--recompute", echoed(kind) + " is not a layer kind of " + config.model_type);
   }
   if (o.schedule == PipelineSchedule::kInterleaved && o.micro_batches % o.pipeline_stages != 0)
     return refuse("--micro-batches " + std::to_string(o.micro_batches),

@@ -54,7 +54,11 @@ def _mapping(config: Any) -> Any:
             raise ValueError(f"{_shown(config)}: nests its values too deep; give a Transformers config.json") from exc
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict):
-        out = dict(to_dict())
+        out = to_dict()
+        if not isinstance(out, Mapping):
+            raise ValueError(f"config: its to_dict() returned {_shown(out)}, not a mapping; give a Transformers config, "
+                             "whose to_dict() is a dict of its fields")
+        out = dict(out)
         # A trainer's choice of experts implementation lives in a private attribute to_dict() leaves out.
         experts = getattr(config, "_experts_implementation", None)
         if isinstance(experts, str):
@@ -108,6 +112,29 @@ def _integer(name: str, value: Any, positive: bool = False) -> int:
     if not -(1 << 63) <= value < (1 << 63):
         raise ValueError(f"{name}: {_shown(value)} is beyond 64-bit integers")
     return int(value)
+
+
+def _path(name: str, value: Any) -> str:
+    """*value* (a str or an os.PathLike of one) as a str, or ValueError naming *name*."""
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if isinstance(path, str):
+            return path
+    raise ValueError(f"{name}: must be a path (a str or os.PathLike), not {_shown(value)}")
+
+
+def _text(name: str, value: Any) -> str:
+    """*value* as a str, or ValueError naming *name*: no other object is turned into its text."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: must be a string, not {_shown(value)}")
+    return value
+
+
+def _switch(name: str, value: Any) -> bool:
+    """*value* as a bool, or ValueError naming *name*: no other object is read as a switch."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: must be True or False, not {_shown(value)}")
+    return value
 
 
 def _refuse_unpriced(replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
@@ -207,8 +234,14 @@ def report(config: Any, path: Any = "report.html", layer_index: int = 0, seq_len
             name = str(config.get("_name_or_path") or config.get("model_type") or "config")
         else:
             name = str(getattr(config, "_name_or_path", None) or getattr(config, "model_type", None) or "config")
-    return _census.report(priced, os.fspath(path), int(layer_index), int(seq_length), int(tp), bool(selective),
-                          gdn_backend, os.fspath(svg_dir) if svg_dir is not None else "", name)
+    svg = "" if svg_dir is None else _path("svg_dir", svg_dir)
+    if svg_dir is not None and svg == "":
+        raise ValueError("svg_dir: is empty; give the directory to write the charts into, or None")
+    if not isinstance(selective, bool):
+        raise ValueError(f"selective: must be True or False, not {_shown(selective)}")
+    return _census.report(priced, _path("path", path), _integer("layer_index", layer_index),
+                          _integer("seq_length", seq_length), _integer("tp", tp), selective, gdn_backend, svg,
+                          _text("name", name))
 
 
 def census_saved_ops(config: Any, layer_index: int, seq_length: int,
@@ -266,9 +299,9 @@ def census_stack(config: Any, seq_length: int, replacements: Sequence[Any] = (),
     first. Layers that read what an earlier layer wrote (GLM-5's shared-indexer layers) run as the
     model runs them. Raises CensusUnavailable for a model forward the stack census does not build.
     """
-    micro_batch_size = _integer("micro_batch_size", micro_batch_size, positive=True)
-    return [tuple(pair) for pair in _census.stack_census(load_config(_priced(config, replacements)), int(seq_length),
-                                                         micro_batch_size=micro_batch_size)]
+    return [tuple(pair) for pair in _census.stack_census(load_config(_priced(config, replacements)),
+                                                         _integer("seq_length", seq_length),
+                                                         micro_batch_size=_integer("micro_batch_size", micro_batch_size))]
 
 
 def census_output_activations(config: Any, seq_length: int = 4096,
@@ -428,13 +461,18 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
         raise ValueError(f"alloc_conf: must be PYTORCH_CUDA_ALLOC_CONF's text, not {_shown(alloc_conf)}")
     memory = "" if gpu_memory is None else gpu_memory if isinstance(gpu_memory, str) else str(_integer("gpu_memory", gpu_memory))
     mapping = _mapping(config)
-    text = _census.step(load_config(mapping), int(seq_length), int(micro_batches), int(pp),
-                        None if stage is None else int(stage), str(schedule), int(virtual_stages), str(recompute),
-                        str(optimizer),
-                        int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
-                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size),
-                        int(first_stage_layers), int(last_stage_layers), bool(embedding_as_layer), bool(loss_as_layer),
-                        int(expert_tp), allocator, alloc_conf, memory)
+    text = _census.step(load_config(mapping), _integer("seq_length", seq_length), _integer("micro_batches", micro_batches),
+                        _integer("pp", pp), None if stage is None else _integer("stage", stage),
+                        _text("schedule", schedule), _integer("virtual_stages", virtual_stages),
+                        _text("recompute", recompute), _text("optimizer", optimizer), _integer("tp", tp),
+                        _integer("dp", dp), _integer("zero", zero), _text("master_weights", master_weights),
+                        _text("grad_dtype", grad_dtype), _integer("cuda_context", cuda_context),
+                        _integer("nccl_buffers", nccl_buffers), _integer("fragmentation", fragmentation),
+                        _integer("cp", cp), _integer("ep", ep), _integer("micro_batch_size", micro_batch_size),
+                        _integer("first_stage_layers", first_stage_layers),
+                        _integer("last_stage_layers", last_stage_layers),
+                        _switch("embedding_as_layer", embedding_as_layer), _switch("loss_as_layer", loss_as_layer),
+                        _integer("expert_tp", expert_tp), allocator, alloc_conf, memory)
     return json.loads(text)
 
 
@@ -465,26 +503,30 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
         raise ValueError(f"alloc_conf: must be PYTORCH_CUDA_ALLOC_CONF's text, not {_shown(alloc_conf)}")
     mapping = _mapping(config)
 
-    def size(name: str, value: Any) -> str:
-        if value is None:
-            return ""
-        if isinstance(value, str):
+    def size(name: str, value: Any) -> Any:
+        """A size as the command line's byte rule reads it: a str as it is (an empty one refused), an int
+        as its digits; None stays None (not given)."""
+        if value is None or isinstance(value, str):
             return value
         return str(_integer(name, value))
 
-    def figure(name: str, value: Any) -> float:
+    def overhead(name: str, value: Any) -> str:
+        return "0" if value is None else size(name, value)
+
+    def figure(name: str, value: Any) -> Any:
         if value is None:
-            return float("nan")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name}: must be a number, not {_shown(value)}")
         return float(value)
 
     text = _census.plan(load_config(mapping), _integer("gpus", gpus), size("gpu_memory", gpu_memory),
-                        _integer("seq_length", seq_length), _integer("global_batch", global_batch), str(device),
-                        figure("peak_tflops", peak_tflops), figure("hbm_gbs", hbm_gbs), figure("link_gbs", link_gbs),
-                        figure("nic_gbs", nic_gbs), _integer("gpus_per_node", gpus_per_node),
-                        figure("compute_efficiency", compute_efficiency), _integer("top", top), str(master_weights),
-                        str(grad_dtype), size("cuda_context", cuda_context) or "0",
-                        size("nccl_buffers", nccl_buffers) or "0", size("fragmentation", fragmentation) or "0",
-                        str(layout), str(overlap), str(calibration), reserved, alloc_conf)
+                        _integer("seq_length", seq_length), _integer("global_batch", global_batch),
+                        _text("device", device), figure("peak_tflops", peak_tflops), figure("hbm_gbs", hbm_gbs),
+                        figure("link_gbs", link_gbs), figure("nic_gbs", nic_gbs),
+                        _integer("gpus_per_node", gpus_per_node), figure("compute_efficiency", compute_efficiency),
+                        _integer("top", top), _text("master_weights", master_weights), _text("grad_dtype", grad_dtype),
+                        overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
+                        overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
+                        _text("calibration", calibration), reserved, alloc_conf)
     return json.loads(text)

@@ -116,6 +116,15 @@ class HookedLayers final : public LayerRunner {
 
 }  // namespace
 
+Status check_stack_depth(const ModelConfig& config) {
+  if (config.num_hidden_layers > kLargestStackLayers)
+    return refuse("num_hidden_layers", std::to_string(config.num_hidden_layers) +
+                                           " layers are more than a whole-model census runs (at most 2^10 = " +
+                                           std::to_string(kLargestStackLayers) +
+                                           "); census layer prices one layer of the model");
+  return {};
+}
+
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length) {
   Session session;  // first: every tensor of the census dies before it
   LiveBytes live;   // then the observers: they see every tensor die

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "alloc/alloc_conf.h"
+#include "cli/options.h"
 #include "plan/plan.h"
 #include "cli/request.h"
 #include "cli/step_command.h"
@@ -16,6 +17,10 @@ namespace census::cli {
 namespace {
 
 using nlohmann::ordered_json;
+
+// A device's figure: finite and within the plan's bounds (census/plan.h).
+constexpr NumberRule figure_rule(const char* flag, const char* unit) { return {flag, kLeastFigure, kLargestFigure, unit}; }
+constexpr NumberRule kComputeEfficiencyRule{"--compute-efficiency", kLeastEfficiency, 1, ""};
 
 int refuse_line(std::ostream& err, const std::string& message) {
   err << "census: " << escaped(message) << '\n';
@@ -99,8 +104,6 @@ ordered_json layout_json(const LayoutResult& r, const PlanOptions& o) {
           {"overlaps", overlaps}, {"step_args", step_args(r, o)}};
 }
 
-bool given(double figure) { return !std::isnan(figure); }
-
 Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
   PlanOptions o;
   o.run.gpus = a.gpus;
@@ -108,7 +111,8 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
   o.run.seq_length = a.seq_length;
   o.run.global_batch = a.global_batch;
   o.top = a.top;
-  const bool custom = a.device.empty() && given(a.peak_tflops) && given(a.hbm_gbs) && given(a.link_gbs) && given(a.nic_gbs);
+  const bool figures = a.peak_tflops || a.hbm_gbs || a.link_gbs || a.nic_gbs;
+  const bool custom = a.device.empty() && a.peak_tflops && a.hbm_gbs && a.link_gbs && a.nic_gbs;
   const Device* preset = find_device(a.device.empty() ? kDefaultDevice : a.device);
   if (preset == nullptr)
     return refuse("--device", echoed(a.device) + " is not known; use h100, h200, a100, b200, 910b or 910c, or give --peak-tflops, --hbm-gbs, --link-gbs and --nic-gbs");
@@ -120,11 +124,11 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
     o.device.calibration.source = "the h100's calibration (no --calibration given): " + o.device.calibration.source;
   }
   // A figure given beside a preset replaces the preset's.
-  if (given(a.peak_tflops)) o.device.peak_tflops = a.peak_tflops;
-  if (given(a.hbm_gbs)) o.device.hbm_gbs = a.hbm_gbs;
-  if (given(a.link_gbs)) o.device.link_gbs = a.link_gbs;
-  if (given(a.nic_gbs)) o.device.nic_gbs = a.nic_gbs;
-  if (!custom && (given(a.peak_tflops) || given(a.hbm_gbs) || given(a.link_gbs) || given(a.nic_gbs))) o.device.source += "; some figures from the command line";
+  o.device.peak_tflops = a.peak_tflops.value_or(o.device.peak_tflops);
+  o.device.hbm_gbs = a.hbm_gbs.value_or(o.device.hbm_gbs);
+  o.device.link_gbs = a.link_gbs.value_or(o.device.link_gbs);
+  o.device.nic_gbs = a.nic_gbs.value_or(o.device.nic_gbs);
+  if (!custom && figures) o.device.source += "; some figures from the command line";
   if (!a.calibration.empty()) {
     std::ifstream file(a.calibration);
     if (!file) return refuse("--calibration", echoed(a.calibration) + " cannot be read; give a calibration JSON file");
@@ -134,28 +138,19 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
     CENSUS_TRY(calibration);
     o.device.calibration = *calibration;
   }
-  if (given(a.compute_efficiency)) {
-    if (!(a.compute_efficiency > 0 && a.compute_efficiency <= 1)) return refuse("--compute-efficiency", "must be above 0 and at most 1");
-    o.device.calibration.gemm_efficiency = a.compute_efficiency;
+  if (a.compute_efficiency) {
+    CENSUS_TRY(check_number(kComputeEfficiencyRule, *a.compute_efficiency));
+    o.device.calibration.gemm_efficiency = *a.compute_efficiency;
     o.device.calibration.source += "; gemm_efficiency from --compute-efficiency";
   }
-  if (a.gpu_memory.empty()) {
-    if (o.device.memory_bytes == 0) return refuse("--gpu-memory", "is missing; give the memory of one device, such as 80GiB");
-    o.gpu_memory = o.device.memory_bytes;
-  } else {
-    auto memory = parse_bytes("--gpu-memory", a.gpu_memory);
-    CENSUS_TRY(memory);
-    o.gpu_memory = *memory;
-  }
-  for (const auto& [flag, text, into] : {std::tuple{"--cuda-context", &a.cuda_context, &o.cuda_context},
-                                         std::tuple{"--nccl-buffers", &a.nccl_buffers, &o.nccl_buffers},
-                                         std::tuple{"--fragmentation", &a.fragmentation, &o.fragmentation}}) {
-    auto bytes = parse_bytes(flag, *text);
-    CENSUS_TRY(bytes);
-    *into = *bytes;
-  }
-  if (a.master_weights != "bf16" && a.master_weights != "fp32") return refuse("--master-weights", echoed(a.master_weights) + " is not known; use bf16 or fp32");
-  if (a.grad_dtype != "bf16" && a.grad_dtype != "fp32") return refuse("--grad-dtype", echoed(a.grad_dtype) + " is not known; use bf16 or fp32");
+  if (!a.gpu_memory && o.device.memory_bytes == 0)
+    return refuse("--gpu-memory", "is missing; give the memory of one device, such as 80GiB");
+  o.gpu_memory = a.gpu_memory.value_or(o.device.memory_bytes);
+  o.cuda_context = a.cuda_context;
+  o.nccl_buffers = a.nccl_buffers;
+  o.fragmentation = a.fragmentation;
+  CENSUS_TRY(parse_choice("--master-weights", {"bf16", "fp32"}, a.master_weights));
+  CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
   o.time.fp32_master_weights = a.master_weights == "fp32";
   o.time.fp32_gradients = a.grad_dtype == "fp32";
   if (!a.overlap.empty()) {
@@ -400,60 +395,51 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
 
 }  // namespace
 
-Result<int64_t> parse_bytes(const std::string& flag, const std::string& text) {
-  size_t end = 0;
-  double number = 0;
-  try {
-    number = std::stod(text, &end);
-  } catch (...) {
-    return refuse(flag, echoed(text) + " is not a size; give one such as 80GiB, 141GB or a number of bytes");
-  }
-  std::string unit = text.substr(end);
-  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
-  for (const auto& [name, scale] : kUnits) {
-    if (unit != name) continue;
-    const double bytes = number * scale;
-    if (!std::isfinite(bytes) || bytes < 0 || bytes > 9.0e18)
-      return refuse(flag, echoed(text) + " is not a size a device has; give one such as 80GiB");
-    return static_cast<int64_t>(bytes);
-  }
-  return refuse(flag, echoed(text) + " has an unknown unit; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB");
-}
-
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   CLI::App* sub = app.add_subcommand("plan", "every parallel layout that fits on N devices, ranked by an estimated step time");
   sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
-  sub->add_option("--gpus", a.gpus, "devices in the run")->required();
-  sub->add_option("--gpu-memory", a.gpu_memory, "memory of one device: 80GiB, 141GB, or bytes (default: the --device preset's)");
-  sub->add_option("--gpus-per-node", a.gpus_per_node, "devices a node holds; TP stays inside one (default 8)");
-  sub->add_option("--seq-length", a.seq_length, "tokens of one sequence (default 4096)");
-  sub->add_option("--global-batch", a.global_batch, "sequences a step (default: one a device)");
-  sub->add_option("--device", a.device, "a preset: h100 (default), h200, a100, b200, 910b, 910c (datasheet figures, calibrated)");
-  sub->add_option("--peak-tflops", a.peak_tflops, "dense bf16 TFLOPS of one device (replaces the preset's)");
-  sub->add_option("--hbm-gbs", a.hbm_gbs, "HBM bandwidth, GB/s");
-  sub->add_option("--link-gbs", a.link_gbs, "scale-up link (NVLink, HCCS) per device and direction, GB/s");
-  sub->add_option("--nic-gbs", a.nic_gbs, "scale-out network per device and direction, GB/s");
-  sub->add_option("--calibration", a.calibration, "a JSON file of every calibration field (docs/plan.md), replacing the preset's");
-  sub->add_option("--compute-efficiency", a.compute_efficiency, "the largest GEMMs' share of the peak (default: the calibration's)");
-  sub->add_option("--overlap", a.overlap,
+  add_integer_option(*sub, degree_rule("--gpus"), a.gpus, "devices in the run")->required();
+  add_bytes_option(*sub, "--gpu-memory", a.gpu_memory, "memory of one device: 80GiB, 141GB, or bytes (default: the --device preset's)");
+  add_integer_option(*sub, degree_rule("--gpus-per-node"), a.gpus_per_node,
+                     "devices a node holds; TP stays inside one (default 8)");
+  add_integer_option(*sub, kSeqLengthRule, a.seq_length, "tokens of one sequence (default 4096)");
+  add_integer_option(*sub, {"--global-batch", 1, kLargestGlobalBatch, "the most sequences a step takes"}, a.global_batch,
+                     "sequences a step (default: one a device)");
+  add_text_option(*sub, "--device", a.device,
+                  "a preset: h100 (default), h200, a100, b200, 910b, 910c (datasheet figures, calibrated)",
+                  "name a preset, or leave the option out (h100)");
+  add_number_option(*sub, figure_rule("--peak-tflops", "TFLOPS"), a.peak_tflops,
+                    "dense bf16 TFLOPS of one device (replaces the preset's)");
+  add_number_option(*sub, figure_rule("--hbm-gbs", "GB/s"), a.hbm_gbs, "HBM bandwidth, GB/s");
+  add_number_option(*sub, figure_rule("--link-gbs", "GB/s"), a.link_gbs,
+                    "scale-up link (NVLink, HCCS) per device and direction, GB/s");
+  add_number_option(*sub, figure_rule("--nic-gbs", "GB/s"), a.nic_gbs, "scale-out network per device and direction, GB/s");
+  add_text_option(*sub, "--calibration", a.calibration,
+                  "a JSON file of every calibration field (docs/plan.md), replacing the preset's",
+                  "give the path of a calibration JSON file, or leave the option out");
+  add_number_option(*sub, kComputeEfficiencyRule, a.compute_efficiency,
+                    "the largest GEMMs' share of the peak (default: the calibration's)");
+  add_text_option(*sub, "--overlap", a.overlap,
                   "the overlaps on, comma-separated: fsdp_prefetch, tp_async, ep_1f1b, dp_reduce_scatter, or none "
-                  "(default fsdp_prefetch,dp_reduce_scatter)");
-  sub->add_option("--layout", a.layout,
+                  "(default fsdp_prefetch,dp_reduce_scatter)",
+                  "give the overlaps on, or none, or leave the option out");
+  add_text_option(*sub, "--layout", a.layout,
                   "one layout to price, as \"tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective\" (keys tp cp ep etp pp vpp "
-                  "dp mbs recompute zero fsdp schedule first last)");
-  sub->add_option("--top", a.top, "layouts shown (default 5)");
-  sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32, as census step takes it");
-  sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32, as census step takes it");
-  sub->add_option("--cuda-context", a.cuda_context, "the CUDA context, taken from each device's memory (default 0)");
-  sub->add_option("--nccl-buffers", a.nccl_buffers, "NCCL's communicator buffers, taken from it (default 0)");
-  sub->add_option("--fragmentation", a.fragmentation, "what the allocator loses to fragmentation, taken from it (default 0)");
-  sub->add_option("--format", a.format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+                  "dp mbs recompute zero fsdp schedule first last)",
+                  "give a layout such as tp=2,pp=4, or leave the option out");
+  add_integer_option(*sub, {"--top", 1, kLargestTop, "the most layouts a plan shows"}, a.top, "layouts shown (default 5)");
+  add_choice_option(*sub, "--master-weights", a.master_weights, {"bf16", "fp32"},
+                    "bf16 (default) or fp32, as census step takes it");
+  add_choice_option(*sub, "--grad-dtype", a.grad_dtype, {"bf16", "fp32"}, "bf16 (default) or fp32, as census step takes it");
+  add_bytes_option(*sub, "--cuda-context", a.cuda_context, "the CUDA context, taken from each device's memory (default 0)");
+  add_bytes_option(*sub, "--nccl-buffers", a.nccl_buffers, "NCCL's communicator buffers, taken from it (default 0)");
+  add_bytes_option(*sub, "--fragmentation", a.fragmentation,
+                   "what the allocator loses to fragmentation, taken from it (default 0)");
+  add_choice_option(*sub, "--format", a.format, {"table", "json"}, "table or json (default table)");
   sub->add_flag("--explain", a.explain, "every term of the time estimate, the rules that pruned, each layout's step command");
   sub->add_flag("--reserved", a.reserved, "rank on reserved memory: PyTorch's caching allocator simulated over each step");
-  sub->add_option("--alloc-conf", a.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF for --reserved, e.g. \"expandable_segments:True\"");
+  add_text_option(*sub, "--alloc-conf", a.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF for --reserved, e.g. \"expandable_segments:True\"",
+                  "give the allocator's settings, or leave the option out");
   return sub;
 }
 

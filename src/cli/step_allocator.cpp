@@ -1,5 +1,6 @@
 #include "cli/step_allocator.h"
 
+#include "cli/options.h"
 #include "cli/plan_command.h"
 #include "cli/table.h"
 
@@ -21,10 +22,13 @@ int64_t total_reserved(const StepAllocatorCensus& s, const StepArgs& a) {
 void add_allocator_options(CLI::App* step, StepArgs& a) {
   step->add_flag("--allocator", a.allocator,
                  "simulate PyTorch's CUDA caching allocator over the step: peak reserved beside peak allocated");
-  step->add_option("--alloc-conf", a.alloc_conf,
-                   "PYTORCH_CUDA_ALLOC_CONF as you set it, e.g. \"expandable_segments:True,max_split_size_mb:128\"");
-  step->add_option("--gpu-memory", a.gpu_memory,
-                   "memory of one device (80GiB, 141GB, or bytes), for the allocator's out-of-memory verdict");
+  add_text_option(*step, "--alloc-conf", a.alloc_conf,
+                  "PYTORCH_CUDA_ALLOC_CONF as you set it, e.g. \"expandable_segments:True,max_split_size_mb:128\"",
+                  "give the allocator's settings, or leave the option out");
+  // Read by the bytes rule where the allocator's options are built (allocator_options).
+  add_text_option(*step, "--gpu-memory", a.gpu_memory,
+                  "memory of one device (80GiB, 141GB, or bytes), for the allocator's out-of-memory verdict",
+                  "give the memory of one device, such as 80GiB, or leave the option out");
 }
 
 Result<std::optional<StepAllocatorOptions>> allocator_options(const StepArgs& a) {

@@ -8,17 +8,28 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/options.h"
 #include "step/step_census.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/step_allocator.h"
 #include "cli/table.h"
 #include "models/config.h"
+#include "util/checked.h"
 
 namespace census::cli {
 namespace {
 
 using nlohmann::ordered_json;
+
+constexpr IntegerRule kMicroBatchesRule{"--micro-batches", 1, kLargestMicroBatches,
+                                        "the most micro-batches a step accumulates"};
+// Decoder layers of a first or last pipeline stage; 0 (the default) leaves the split even.
+constexpr IntegerRule stage_layers_rule(const char* flag) {
+  return {flag, 0, kLargestLayerCount, "the layers of the largest config (2^20)"};
+}
+constexpr IntegerRule kStageRule{"--stage", 0, kLargestDegree - 1, "the last stage of the largest pipeline"};
+constexpr IntegerRule kZeroRule{"--zero", 0, 3, "the last ZeRO stage"};
 
 int refuse_line(std::ostream& err, const std::string& message) {
   err << "census: " << message << '\n';
@@ -189,47 +200,55 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
 CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   CLI::App* sub = app.add_subcommand("step", "one rank's whole training step: peak memory, where, and its split");
   sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
-  sub->add_option("--seq-length", a.seq_length, "tokens of each sequence (default 4096)");
-  sub->add_option("--micro-batch-size", a.micro_batch_size, "sequences of each micro-batch (default 1)");
-  sub->add_option("--micro-batches", a.micro_batches, "micro-batches accumulated per step (default 1)");
-  sub->add_option("--pp", a.pp, "pipeline stages (default 1)");
-  sub->add_option("--stage", a.stage, "the pipeline stage to run (default: every stage)");
-  sub->add_option("--schedule", a.schedule, "pipeline schedule: 1f1b (default), gpipe, or interleaved (with --virtual-stages)")
-      ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}));
-  sub->add_option("--virtual-stages", a.virtual_stages, "model chunks per stage, for --schedule interleaved (Megatron's order)");
-  sub->add_option("--first-stage-layers", a.first_stage_layers,
-                  "decoder layers of the first pipeline stage (Megatron's num_layers_in_first_pipeline_stage)");
-  sub->add_option("--last-stage-layers", a.last_stage_layers,
-                  "decoder layers of the last pipeline stage (num_layers_in_last_pipeline_stage)");
+  add_integer_option(*sub, kSeqLengthRule, a.seq_length, "tokens of each sequence (default 4096)");
+  add_integer_option(*sub, kMicroBatchSizeRule, a.micro_batch_size, "sequences of each micro-batch (default 1)");
+  add_integer_option(*sub, kMicroBatchesRule, a.micro_batches, "micro-batches accumulated per step (default 1)");
+  add_integer_option(*sub, degree_rule("--pp"), a.pp, "pipeline stages (default 1)");
+  add_integer_option(*sub, kStageRule, a.stage, "the pipeline stage to run (default: every stage)");
+  add_choice_option(*sub, "--schedule", a.schedule, {"1f1b", "gpipe", "interleaved"},
+                    "pipeline schedule: 1f1b (default), gpipe, or interleaved (with --virtual-stages)");
+  add_integer_option(*sub, degree_rule("--virtual-stages"), a.virtual_stages,
+                     "model chunks per stage, for --schedule interleaved (Megatron's order)");
+  add_integer_option(*sub, stage_layers_rule("--first-stage-layers"), a.first_stage_layers,
+                     "decoder layers of the first pipeline stage (Megatron's num_layers_in_first_pipeline_stage)");
+  add_integer_option(*sub, stage_layers_rule("--last-stage-layers"), a.last_stage_layers,
+                     "decoder layers of the last pipeline stage (num_layers_in_last_pipeline_stage)");
   sub->add_flag("--embedding-as-layer", a.embedding_as_layer,
                 "count the embedding as a layer of the first stage (account_for_embedding_in_pipeline_split)");
   sub->add_flag("--loss-as-layer", a.loss_as_layer,
                 "count the loss as a layer of the last stage (account_for_loss_in_pipeline_split)");
-  sub->add_option("--recompute", a.recompute,
+  add_text_option(*sub, "--recompute", a.recompute,
                   "activation checkpointing: none, selective or full for every layer, or per layer kind as "
-                  "'none,moe=full' (census layers names the kinds)");
-  sub->add_option("--optimizer", a.optimizer, "adamw (default: its first step and zero_grad) or none")
-      ->check(CLI::IsMember({"adamw", "none"}));
-  sub->add_option("--tp", a.tp, "tensor-parallel degree: the rank's layers as tp_config holds them (default 1)");
-  sub->add_option("--dp", a.dp, "data-parallel degree, for --zero (default 1)");
-  sub->add_option("--zero", a.zero, "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)")
-      ->check(CLI::IsMember({0, 1, 2, 3}));
-  sub->add_option("--cp", a.cp, "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
-  sub->add_option("--ep", a.ep, "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
-  sub->add_option("--expert-tp", a.expert_tp,
-                  "the experts' tensor-parallel degree: 1 keeps every rank's experts whole (Megatron's "
-                  "expert_tensor_parallel_size); default --tp");
-  sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32 (fp32 master copy and moments)")
-      ->check(CLI::IsMember({"bf16", "fp32"}));
-  sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32 (Megatron's main_grad)")
-      ->check(CLI::IsMember({"bf16", "fp32"}));
-  sub->add_option("--experts-implementation", a.experts_implementation, "grouped_mm (default) or eager");
-  sub->add_option("--kernels", a.kernels, "the kernel profile: npu (the default, the reference's flash contract) or cuda");
-  sub->add_option("--train-yaml", a.train_yaml, "a HyperParallel train.yaml: its fused modules replace Transformers' own");
-  sub->add_option("--cuda-context", a.cuda_context, "bytes of the CUDA context, added to the peak (default 0)");
-  sub->add_option("--nccl-buffers", a.nccl_buffers, "bytes of NCCL's communicator buffers, added (default 0)");
-  sub->add_option("--fragmentation", a.fragmentation, "bytes the allocator loses to fragmentation, added (default 0)");
-  sub->add_option("--format", a.format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+                  "'none,moe=full' (census layers names the kinds)",
+                  "give none, selective, full, or a mode per layer kind ('none,moe=full')");
+  add_choice_option(*sub, "--optimizer", a.optimizer, {"adamw", "none"},
+                    "adamw (default: its first step and zero_grad) or none");
+  add_integer_option(*sub, kTensorParallelRule, a.tp,
+                     "tensor-parallel degree: the rank's layers as tp_config holds them (default 1)");
+  add_integer_option(*sub, degree_rule("--dp"), a.dp, "data-parallel degree, for --zero (default 1)");
+  add_integer_option(*sub, kZeroRule, a.zero,
+                     "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)");
+  add_integer_option(*sub, degree_rule("--cp"), a.cp,
+                     "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
+  add_integer_option(*sub, degree_rule("--ep"), a.ep,
+                     "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
+  add_integer_option(*sub, degree_rule("--expert-tp"), a.expert_tp,
+                     "the experts' tensor-parallel degree: 1 keeps every rank's experts whole (Megatron's "
+                     "expert_tensor_parallel_size); default --tp");
+  add_choice_option(*sub, "--master-weights", a.master_weights, {"bf16", "fp32"},
+                    "bf16 (default) or fp32 (fp32 master copy and moments)");
+  add_choice_option(*sub, "--grad-dtype", a.grad_dtype, {"bf16", "fp32"},
+                    "bf16 (default) or fp32 (Megatron's main_grad)");
+  add_text_option(*sub, "--experts-implementation", a.experts_implementation, "grouped_mm (default) or eager",
+                  "give grouped_mm or eager, or leave the option out");
+  add_text_option(*sub, "--kernels", a.kernels, "the kernel profile: npu (the default, the reference's flash contract) or cuda",
+                  "give npu or cuda, or leave the option out");
+  add_text_option(*sub, "--train-yaml", a.train_yaml, "a HyperParallel train.yaml: its fused modules replace Transformers' own",
+                  "give the path of a train.yaml, or leave the option out");
+  add_bytes_option(*sub, "--cuda-context", a.cuda_context, "bytes of the CUDA context, added to the peak (default 0)");
+  add_bytes_option(*sub, "--nccl-buffers", a.nccl_buffers, "bytes of NCCL's communicator buffers, added (default 0)");
+  add_bytes_option(*sub, "--fragmentation", a.fragmentation, "bytes the allocator loses to fragmentation, added (default 0)");
+  add_choice_option(*sub, "--format", a.format, {"table", "json"}, "table or json (default table)");
   sub->add_flag("--explain", a.explain, "each composed term's formula, and what the peak holds by op");
   add_allocator_options(sub, a);
   return sub;
@@ -245,18 +264,14 @@ struct StepRuns {
 };
 
 Status check_names(const StepArgs& a) {
-  auto one_of = [](const std::string& flag, const std::string& value, std::initializer_list<const char*> names) -> Status {
-    std::string listed;
-    for (const char* name : names) {
-      if (value == name) return {};
-      listed += std::string(listed.empty() ? "" : ", ") + name;
-    }
-    return refuse(flag, "'" + value + "' is not known; use " + listed);
-  };
-  CENSUS_TRY(one_of("--schedule", a.schedule, {"1f1b", "gpipe", "interleaved"}));
-  CENSUS_TRY(one_of("--optimizer", a.optimizer, {"adamw", "none"}));
-  CENSUS_TRY(one_of("--master-weights", a.master_weights, {"bf16", "fp32"}));
-  CENSUS_TRY(one_of("--grad-dtype", a.grad_dtype, {"bf16", "fp32"}));
+  // The command line read these by their choice rule; Python's arguments meet the same one here
+  // (--recompute's modes per layer kind are read where the step parses them, step/recompute_choice.h).
+  CENSUS_TRY(parse_choice("--schedule", {"1f1b", "gpipe", "interleaved"}, a.schedule));
+  CENSUS_TRY(parse_choice("--optimizer", {"adamw", "none"}, a.optimizer));
+  CENSUS_TRY(parse_choice("--master-weights", {"bf16", "fp32"}, a.master_weights));
+  CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
+  if (a.recompute.empty())
+    return refuse("--recompute", "is empty; give none, selective, full, or a mode per layer kind ('none,moe=full')");
   if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
                                     std::pair{"--fragmentation", a.fragmentation}})
@@ -277,6 +292,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   request.kernels = a.kernels;
   request.train_yaml = a.train_yaml;
   CENSUS_TRY(check_request(request));
+  // check_request holds --micro-batch-size to its rule, and B x S tokens to the config's counts.
   CENSUS_TRY(apply_options(request));
 
   StepOptions o;
@@ -309,9 +325,10 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   CENSUS_ASSIGN(o.allocator, allocator_options(a));
 
   StepRuns result{request.config, o.composition, {}, 0};
-  std::vector<int64_t> stages;  // --stage's, else every stage
-  if (a.stage != -1) stages.push_back(a.stage);
-  for (int64_t r = 0; a.stage == -1 && r < a.pp; ++r) stages.push_back(r);
+  std::vector<int64_t> stages;  // --stage's, else every stage (checked first: --pp bounds the list)
+  if (a.stage) stages.push_back(*a.stage);
+  else CENSUS_TRY(check_step_options(result.config, o));
+  for (int64_t r = 0; !a.stage && r < a.pp; ++r) stages.push_back(r);
   // The stages are independent steps, each in its own Session: they run on as many threads as there
   // are cores (a Session and its arena are the thread's own).
   std::vector<std::optional<Result<StepCensus>>> steps(stages.size());
@@ -332,6 +349,9 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
     CENSUS_TRY(*steps[i]);
     result.runs.push_back({stages[i], steps[i]->take()});
   }
+  for (const StageRun& run : result.runs)
+    if ((Checked{reported_peak(run.step, o.composition).bytes} + overhead_bytes(o.composition)).overflows())
+      return refuse("--cuda-context", "the step's peak and the overheads sum past 64-bit byte counts; give smaller overheads");
   for (size_t i = 0; i < result.runs.size(); ++i)
     if (total_of(result.runs[i].step, o.composition) > total_of(result.runs[result.worst].step, o.composition))
       result.worst = i;

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -21,7 +22,7 @@ struct StepArgs {
   int64_t micro_batch_size = 1;
   int64_t micro_batches = 1;
   int64_t pp = 1;
-  int64_t stage = -1;  // -1: every stage
+  std::optional<int64_t> stage;  // not given: every stage
   std::string schedule = "1f1b";
   int64_t virtual_stages = 1;
   int64_t first_stage_layers = 0;  // 0: not set (step/pipeline_split.h)

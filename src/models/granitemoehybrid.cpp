@@ -195,16 +195,11 @@ Status read_granite_layer_types(const ConfigReader& r, ModelConfig& c) {
   c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), "mamba");
   const char* field = r.has("layer_types") ? "layer_types" : r.has("layers_block_type") ? "layers_block_type" : nullptr;
   if (field == nullptr) return {};
-  const nlohmann::json& types = r.json().at(field);
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse(field, "must list one kind per layer (" + std::to_string(c.num_hidden_layers) + " of them); fix the config");
+  CENSUS_ASSIGN(const std::vector<std::string> types,
+                r.layer_kinds(field, c.num_hidden_layers, {"linear_attention", "mamba", "full_attention", "attention"}));
   c.layer_types.clear();
-  for (const auto& type : types) {
-    const std::string name = type.is_string() ? type.get<std::string>() : std::string();
-    if (name == "linear_attention" || name == "mamba") c.layer_types.emplace_back("mamba");
-    else if (name == "full_attention" || name == "attention") c.layer_types.emplace_back("attention");
-    else return refuse(field, "has " + shown(type) + "; known kinds: linear_attention (mamba), full_attention (attention)");
-  }
+  for (const std::string& name : types)
+    c.layer_types.emplace_back(name == "linear_attention" || name == "mamba" ? "mamba" : "attention");
   return {};
 }
 

@@ -304,35 +304,24 @@ std::unique_ptr<nn::Norm> build_llama4_final_norm(const ModelConfig& config, nn:
   return std::make_unique<Llama4TextRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
 }
 
-// A list of 0/1 per layer under `name`; `fallback` where absent, null or empty.
-Result<std::vector<bool>> read_flags(const ConfigReader& r, const char* name, std::vector<bool> fallback) {
-  if (!r.has(name) || r.json().at(name).empty()) return fallback;
-  const nlohmann::json& stated = r.json().at(name);
-  if (!stated.is_array() || stated.size() != fallback.size())
-    return refuse(name, "must list one 0 or 1 per layer (" + std::to_string(fallback.size()) + " of them); fix the config");
-  std::vector<bool> flags;
-  for (const auto& each : stated) {
-    if (!each.is_number_integer() || (each != 0 && each != 1))
-      return refuse(name, "has " + shown(each) + "; each entry is 0 or 1");
-    flags.push_back(each == 1);
-  }
-  return flags;
-}
-
 // no_rope_layers (1: the layer rotates; by default 0 every no_rope_layer_interval-th layer) gives each
 // layer's kind, chunked_attention (rotary) or full_attention (NoPE), which a stated layer_types must match.
 Status read_llama4_layer_types(const ConfigReader& r, ModelConfig& c) {
   CENSUS_ASSIGN(const int64_t interval, r.size("no_rope_layer_interval", 4));
-  std::vector<bool> defaults;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) defaults.push_back((i + 1) % interval != 0);
-  CENSUS_ASSIGN(const std::vector<bool> use_rope, read_flags(r, "no_rope_layers", defaults));
+  std::vector<bool> use_rope;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) use_rope.push_back((i + 1) % interval != 0);
+  // Llama4TextConfig reads an empty no_rope_layers as absent. Its layers index the list, so a longer one
+  // runs where layer_types is stated; else layer_types is made from it, one per entry, and held to
+  // num_hidden_layers.
+  if (r.has("no_rope_layers") && !r.json().at("no_rope_layers").empty()) {
+    CENSUS_ASSIGN(use_rope, r.layer_flags("no_rope_layers", c.num_hidden_layers,
+                                          r.has("layer_types") ? PerLayer::kCut : PerLayer::kExact));
+  }
   c.layer_types.clear();
   for (bool rope : use_rope) c.layer_types.push_back(rope ? "chunked_attention" : "full_attention");
   if (!r.has("layer_types")) return {};
-  const nlohmann::json& stated = r.json().at("layer_types");
-  if (!stated.is_array() || static_cast<int64_t>(stated.size()) != c.num_hidden_layers)
-    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                     " of them); fix the config");
+  CENSUS_ASSIGN(const std::vector<std::string> stated,
+                r.layer_kinds("layer_types", c.num_hidden_layers, {"chunked_attention", "full_attention"}));
   for (size_t i = 0; i < stated.size(); ++i)
     if (stated[i] != c.layer_types[i])
       return refuse("layer_types", "has " + shown(stated[i]) + " at layer " + std::to_string(i) + ", where no_rope_layers makes it " +

@@ -214,18 +214,21 @@ Result<int64_t> size_or_legacy(const ConfigReader& r, const char* name, const ch
 Status read_block_types(const ConfigReader& r, ModelConfig& c) {
   std::vector<std::string> types;
   const char* field = r.has("layers_block_type") ? "layers_block_type" : r.has("layer_types") ? "layer_types" : nullptr;
+  // NemotronHConfig takes its layer count from the list or pattern (a num_hidden_layers that differs
+  // is only warned about): each entry is a layer, and their number is checked as any per-layer list's.
   if (field != nullptr) {
     const nlohmann::json& stated = r.json().at(field);
-    if (!stated.is_array() || stated.empty())
-      return refuse(field, "must be a non-empty list of block types; fix the config");
-    for (const auto& type : stated) {
-      if (!type.is_string()) return refuse(field, "has " + shown(type) + "; block types are strings");
-      types.push_back(type.get<std::string>());
-    }
+    if (!stated.is_array()) return refuse(field, "must be a list of block types, not " + shown(stated) + "; fix the config");
+    CENSUS_TRY(check_per_layer(field, static_cast<int64_t>(stated.size()), std::nullopt));
+    CENSUS_ASSIGN(types, r.layer_kinds(field, static_cast<int64_t>(stated.size()),
+                                       {"linear_attention", "mamba", "full_attention", "attention", "moe", "mlp"}));
   } else if (r.has("hybrid_override_pattern")) {
-    auto pattern = r.text("hybrid_override_pattern", "");
-    CENSUS_TRY(pattern);
-    for (char symbol : *pattern) {
+    if (!r.json().at("hybrid_override_pattern").is_string())
+      return refuse("hybrid_override_pattern", "must be a string of M, E, * and -, one per layer, not " +
+                                                   shown(r.json().at("hybrid_override_pattern")) + "; fix the config");
+    const std::string& pattern = r.json().at("hybrid_override_pattern").get_ref<const std::string&>();
+    CENSUS_TRY(check_per_layer("hybrid_override_pattern", static_cast<int64_t>(pattern.size()), std::nullopt));
+    for (char symbol : pattern) {
       switch (symbol) {
         case 'M': types.emplace_back("linear_attention"); break;
         case 'E': types.emplace_back("moe"); break;
@@ -235,7 +238,6 @@ Status read_block_types(const ConfigReader& r, ModelConfig& c) {
           return refuse("hybrid_override_pattern", "has " + echoed(std::string(1, symbol)) + "; known: M, E, *, -");
       }
     }
-    if (types.empty()) return refuse("hybrid_override_pattern", "is empty; state one symbol per layer");
   } else {
     types = {"linear_attention", "moe", "full_attention", "mlp"};
   }
@@ -243,9 +245,7 @@ Status read_block_types(const ConfigReader& r, ModelConfig& c) {
   for (const std::string& type : types) {
     if (type == "linear_attention" || type == "mamba") c.layer_types.emplace_back("mamba");
     else if (type == "full_attention" || type == "attention") c.layer_types.emplace_back("attention");
-    else if (type == "moe" || type == "mlp") c.layer_types.push_back(type);
-    else
-      return refuse("layers_block_type", "has '" + type + "'; known: linear_attention, full_attention, moe, mlp");
+    else c.layer_types.push_back(type);  // moe, mlp
   }
   c.num_hidden_layers = static_cast<int64_t>(c.layer_types.size());
   return {};

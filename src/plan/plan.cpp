@@ -13,28 +13,31 @@ namespace census {
 Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
   const RunShape& run = o.run;
   if (run.gpus < 1) return refuse("--gpus", std::to_string(run.gpus) + " is not a number of devices; give 1 or more");
-  constexpr int64_t kMostDevices = 1 << 20, kMostSequences = 1 << 24;
-  if (run.gpus > kMostDevices)
+  if (run.gpus > kLargestDegree)
     return refuse("--gpus", std::to_string(run.gpus) + " is more devices than a run has; give at most " +
-                                std::to_string(kMostDevices));
-  if (run.global_batch > kMostSequences)
+                                std::to_string(kLargestDegree));
+  if (run.global_batch > kLargestGlobalBatch)
     return refuse("--global-batch", std::to_string(run.global_batch) + " sequences is more than a step takes; give at most " +
-                                        std::to_string(kMostSequences));
-  if (run.gpus_per_node < 1) return refuse("--gpus-per-node", "must be 1 or more");
-  if (o.gpu_memory < 1) return refuse("--gpu-memory", "must be a positive size, such as 80GiB");
+                                        std::to_string(kLargestGlobalBatch));
+  if (run.gpus_per_node < 1 || run.gpus_per_node > kLargestDegree)
+    return refuse("--gpus-per-node", "must be 1 to " + std::to_string(kLargestDegree) + " devices");
+  if (o.gpu_memory < 1 || o.gpu_memory > kLargestBytes)
+    return refuse("--gpu-memory", "must be a positive size of at most 2^60 bytes, such as 80GiB");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", o.cuda_context}, std::pair{"--nccl-buffers", o.nccl_buffers},
                                     std::pair{"--fragmentation", o.fragmentation}})
-    if (value < 0) return refuse(flag, "is negative; give 0 or more bytes");
+    if (value < 0 || value > kLargestBytes) return refuse(flag, "must be 0 to 2^60 bytes");
+  // Each at most 2^60: their sum cannot wrap.
   const int64_t overheads = o.cuda_context + o.nccl_buffers + o.fragmentation;
   if (overheads >= o.gpu_memory)
     return refuse("--gpu-memory", std::to_string(o.gpu_memory) + " bytes leave nothing after the overheads (" +
                                       std::to_string(overheads) + " bytes); give more memory or smaller overheads");
   if (run.seq_length < 1) return refuse("--seq-length", "must be at least 1");
   if (run.global_batch < 0) return refuse("--global-batch", "must be a positive number of sequences");
-  if (o.top < 1) return refuse("--top", "must be 1 or more");
+  if (o.top < 1 || o.top > kLargestTop) return refuse("--top", "must be 1 to " + std::to_string(kLargestTop) + " layouts");
   for (const auto& [flag, value] : {std::pair{"--peak-tflops", o.device.peak_tflops}, std::pair{"--hbm-gbs", o.device.hbm_gbs},
                                     std::pair{"--link-gbs", o.device.link_gbs}, std::pair{"--nic-gbs", o.device.nic_gbs}})
-    if (!(value > 0)) return refuse(flag, "must be a positive figure; give it, or a --device preset");
+    if (!(value >= kLeastFigure && value <= kLargestFigure))
+      return refuse(flag, "must be a figure from 0.001 to 1e+09; give it, or a --device preset");
   // The time model prices each layer by its own census; a layer that runs only inside its model's
   // forward (DeepSeek-V4's, Gemma 4's KV-shared ones) has none.
   for (int64_t i = 0; i < config.num_hidden_layers && config.family->stack_only != nullptr; ++i)
@@ -265,6 +268,8 @@ void Planner::enumerate(PlanResult& result) {
                 why = "DP does not divide the global batch";
               } else if (schedule == PipelineSchedule::kInterleaved && m % pp != 0) {
                 why = "interleaved: micro-batches not a multiple of PP";
+              } else if (m * v > kLargestMicroBatches) {
+                why = "more micro-batches than a step accumulates (B / DP / MBS x V past 2^12)";
               }
               if (!why.empty()) {
                 pruned[why] += variants;

@@ -40,6 +40,17 @@
 
 namespace census {
 
+// The bounds on what a plan's user states (census plan's options, census_plan's arguments), past
+// which an answer would be no plan: a global batch of at most 2^24 sequences; at most 100,000 layouts
+// shown (the search simulates layouts until that many fit; a JSON reader may take every layout of a
+// small search); device figures (TFLOPS, GB/s) and the compute efficiency finite and within these, so
+// that the time estimate stays a number (1e-300 TFLOPS would make a step of 1e300 seconds; 1e9 GB/s
+// makes a term vanish, as a test pricing one term alone wants).
+inline constexpr int64_t kLargestGlobalBatch = int64_t{1} << 24;
+inline constexpr int64_t kLargestTop = 100000;
+inline constexpr double kLeastFigure = 1e-3, kLargestFigure = 1e9;
+inline constexpr double kLeastEfficiency = 1e-3;
+
 struct PlanOptions {
   RunShape run;              // gpus, gpus_per_node, seq_length, global_batch (0: one a device)
   int64_t gpu_memory = 0;    // bytes

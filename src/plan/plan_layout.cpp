@@ -129,7 +129,7 @@ Result<int64_t> positive(const std::string& key, const std::string& value) {
   int64_t n = 0;
   const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
   if (error != std::errc() || end != value.data() + value.size() || n < 1 || n > (int64_t{1} << 24))
-    return refuse("--layout " + key, "'" + echoed(value) + "' is not a degree; give a whole number from 1");
+    return refuse("--layout " + key, echoed(value) + " is not a degree; give a whole number from 1");
   return n;
 }
 
@@ -144,12 +144,12 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     const std::string item = text.substr(at, comma - at);
     at = comma + 1;
     const size_t equals = item.find('=');
-    if (equals == std::string::npos) return refuse("--layout", "'" + echoed(item) + "' is not KEY=VALUE; keys: " + kKeys);
+    if (equals == std::string::npos) return refuse("--layout", echoed(item) + " is not KEY=VALUE; keys: " + kKeys);
     const std::string key = item.substr(0, equals), value = item.substr(equals + 1);
     static const std::vector<std::string> kKnown = {"tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute",
                                                     "zero", "fsdp", "schedule", "first", "last", "etp"};
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end() && key.rfind("recompute.", 0) != 0)
-      return refuse("--layout", "'" + echoed(key) + "' is not a key; use " + kKeys);
+      return refuse("--layout", echoed(key) + " is not a key; use " + kKeys);
     if (!given.emplace(key, value).second) return refuse("--layout", "gives " + key + " twice; give each key once");
   }
   Layout l;
@@ -179,7 +179,7 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     if (s == "1f1b") l.schedule = PipelineSchedule::k1F1B;
     else if (s == "gpipe") l.schedule = PipelineSchedule::kGPipe;
     else if (s == "interleaved") l.schedule = PipelineSchedule::kInterleaved;
-    else return refuse("--layout schedule", "'" + echoed(s) + "' is not known; use 1f1b, gpipe or interleaved");
+    else return refuse("--layout schedule", echoed(s) + " is not known; use 1f1b, gpipe or interleaved");
   } else if (l.virtual_stages > 1) {
     l.schedule = PipelineSchedule::kInterleaved;
   }
@@ -188,7 +188,7 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     const std::string& value = given[key];
     const int most = into != nullptr ? 3 : 1;
     if (value.size() != 1 || value[0] < '0' || value[0] > '0' + most)
-      return refuse(std::string("--layout ") + key, "'" + echoed(value) + "' is not known; use 0 to " + std::to_string(most));
+      return refuse(std::string("--layout ") + key, echoed(value) + " is not known; use 0 to " + std::to_string(most));
     if (into != nullptr) *into = value[0] - '0';
     else l.fsdp = value == "1";
   }

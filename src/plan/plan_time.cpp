@@ -30,8 +30,8 @@ Result<Overlaps> parse_overlaps(const std::string& text) {
     for (size_t i = 0; i < kOverlaps; ++i)
       if (name == overlap_name(static_cast<Overlap>(i))) out.on[i] = known = true;
     if (!known)
-      return refuse("--overlap", "'" + echoed(name) +
-                                     "' is not an overlap switch; use fsdp_prefetch, tp_async, ep_1f1b, dp_reduce_scatter "
+      return refuse("--overlap", echoed(name) +
+                                     " is not an overlap switch; use fsdp_prefetch, tp_async, ep_1f1b, dp_reduce_scatter "
                                      "(comma-separated), or none");
   }
   return out;

@@ -18,6 +18,7 @@
 #include "cli/report.h"
 #include "step/step_census.h"
 #include "cli/step_command.h"
+#include "cli/options.h"
 #include "cli/plan_command.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
@@ -123,6 +124,18 @@ struct Unavailable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A refusal as Python raises it: each command-line option its field names (--seq-length, "--micro-batches
+// x --virtual-stages") named as the Python argument is (seq_length, micro_batches x virtual_stages).
+py::value_error argument_error(Refusal refusal) {
+  std::string& field = refusal.field;
+  for (size_t at = field.find("--"); at != std::string::npos; at = field.find("--", at)) {
+    field.erase(at, 2);
+    for (size_t i = at; i < field.size() && (std::isalnum(static_cast<unsigned char>(field[i])) || field[i] == '-'); ++i)
+      if (field[i] == '-') field[i] = '_';
+  }
+  return py::value_error(refusal.message());
+}
+
 // The request's checks, refusals naming the Python argument (seq_length) where the command line's
 // name its option (--seq-length).
 // `runs_layer`: the call runs the layer (its parameters alone are counted without running it, as the
@@ -137,14 +150,7 @@ void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length, b
     if (const char* why = config.family->stack_only(config, layer_index))
       throw Unavailable("no census of layer " + std::to_string(layer_index) + " of this " + config.model_type +
                         " model alone: " + why + ". census_stack and census_activations price it through the stack");
-  Status status = cli::check_request(request);
-  if (status) return;
-  Refusal refusal = status.refusal();
-  if (refusal.field.rfind("--", 0) == 0) {
-    refusal.field.erase(0, 2);
-    std::replace(refusal.field.begin(), refusal.field.end(), '-', '_');
-  }
-  throw py::value_error(refusal.message());
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
 }
 
 // The layer index and sequence length of a call, each an integer the config can take, or ValueError.
@@ -206,12 +212,12 @@ py::dict ops_of(const LayerCensus& c) {
 // The config as a micro-batch of `micro_batch_size` sequences of `seq_length` tokens runs it: every
 // input's batch dimension (ModelConfig::micro_batch_size), as `--micro-batch-size` sets it.
 ModelConfig with_micro_batch(ModelConfig config, int64_t micro_batch_size, int64_t seq_length) {
-  if (micro_batch_size <= 0)
-    throw py::value_error("micro_batch_size: " + std::to_string(micro_batch_size) +
-                          " is not a positive count of sequences; give 1 or more");
-  if ((Checked{seq_length} * micro_batch_size).overflows(INT64_MAX / 16))
-    throw py::value_error("micro_batch_size: " + std::to_string(micro_batch_size) + " sequences of " +
-                          std::to_string(seq_length) + " tokens overflow 64-bit counts; give fewer");
+  // The command line's rule and checks: B within its range, and B x S tokens within the config's counts.
+  cli::Request request;
+  request.config = config;
+  request.seq_length = seq_length;
+  request.micro_batch_size = micro_batch_size;
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
   config.micro_batch_size = micro_batch_size;
   return config;
 }
@@ -260,6 +266,9 @@ py::dict activations(const py::object& mapping, const std::vector<std::tuple<std
                      const py::object& seq_length_arg, const std::string& gdn_backend, int64_t micro_batch_size) {
   ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   const int64_t seq_length = checked(config, py::int_(0), seq_length_arg, /*runs_layer=*/false).second;
+  // A kind that cannot run alone is priced through the whole model.
+  if (config.family->stack_only != nullptr)
+    if (Status depth = check_stack_depth(config); !depth) throw py::value_error(depth.refusal().message());
   config = with_micro_batch(std::move(config), micro_batch_size, seq_length);
   // Each group's first layer is censused: the counts must be positive and stay within the model.
   std::vector<LayerGroup> stack;
@@ -365,7 +374,7 @@ std::string report(const py::object& mapping, const std::string& path, int64_t l
   request.seq_length = seq_length;
   request.tp = tp;
   request.selective = selective;
-  if (Status status = cli::check_request(request); !status) throw py::value_error(status.refusal().message());
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
   std::ostringstream out, err;
   if (cli::run_report(request, cli::ReportOptions{path, svg_dir}, out, err) != 0) {
     std::string line = err.str();
@@ -384,11 +393,19 @@ std::vector<std::pair<std::string, std::string>> shipped() {
 }
 
 // Each decoder layer's (kept, held) from one pass of the whole stack (census/stack_census.h).
+// Checked as `census stack` checks its request: the whole model runs, so a layer that cannot run alone
+// (DeepSeek-V4's, GLM-5's shared-indexer layers) is priced, and the stack's depth is bounded.
 std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping, int64_t seq_length, int64_t tp,
                                                       int64_t micro_batch_size) {
   ModelConfig config = config_of(mapping);
-  check(config, 0, seq_length, /*runs_layer=*/false);
-  config = with_micro_batch(std::move(config), micro_batch_size, seq_length);
+  cli::Request request;
+  request.command = "stack";
+  request.config = config;
+  request.seq_length = seq_length;
+  request.micro_batch_size = micro_batch_size;
+  request.tp = tp;
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
+  config.micro_batch_size = micro_batch_size;
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const StackLayerCensus& layer : census_stack(tp_config(config, tp), seq_length)) out.emplace_back(layer.kept, layer.held);
   return out;
@@ -410,8 +427,7 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.micro_batch_size = micro_batch_size;
   a.micro_batches = micro_batches;
   a.pp = pp;
-  a.stage = stage.value_or(-1);
-  if (stage && *stage == -1) a.stage = -2;  // refused as out of range, not read as every stage
+  a.stage = stage;  // None: every stage; -1 is refused as out of range
   a.schedule = schedule;
   a.virtual_stages = virtual_stages;
   a.recompute = recompute;
@@ -435,14 +451,24 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.alloc_conf = alloc_conf;
   a.gpu_memory = gpu_memory;
   auto report = cli::step_report_json(a, config);
-  if (!report) throw py::value_error(report.refusal().message());
+  if (!report) throw argument_error(report.refusal());
   return report->dump();
 }
 
-// The parallel layouts that fit, as `census plan --format json` reports them, as JSON text.
-std::string plan(const py::object& config_in, int64_t gpus, const std::string& gpu_memory, int64_t seq_length,
-                 int64_t global_batch, const std::string& device, double peak_tflops, double hbm_gbs, double link_gbs,
-                 double nic_gbs, int64_t gpus_per_node, double compute_efficiency, int64_t top,
+// A size argument of census_plan ("80GiB", or bytes as text), read by the command line's byte rule
+// (cli/options.h), or ValueError.
+int64_t size_argument(const char* name, const std::string& text) {
+  auto bytes = cli::parse_bytes(name, text);
+  if (!bytes) throw argument_error(bytes.refusal());
+  return *bytes;
+}
+
+// The parallel layouts that fit, as `census plan --format json` reports them, as JSON text. A size or
+// figure that is None is not given (the device preset's, the calibration's).
+std::string plan(const py::object& config_in, int64_t gpus, const std::optional<std::string>& gpu_memory,
+                 int64_t seq_length, int64_t global_batch, const std::string& device, std::optional<double> peak_tflops,
+                 std::optional<double> hbm_gbs, std::optional<double> link_gbs, std::optional<double> nic_gbs,
+                 int64_t gpus_per_node, std::optional<double> compute_efficiency, int64_t top,
                  const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
                  const std::string& nccl_buffers, const std::string& fragmentation, const std::string& layout,
                  const std::string& overlap, const std::string& calibration, bool reserved,
@@ -451,7 +477,7 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
   cli::PlanArgs a;
   a.model = config.model_type;
   a.gpus = gpus;
-  a.gpu_memory = gpu_memory;
+  if (gpu_memory) a.gpu_memory = size_argument("gpu_memory", *gpu_memory);
   a.seq_length = seq_length;
   a.global_batch = global_batch;
   a.device = device;
@@ -464,16 +490,16 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
   a.top = top;
   a.master_weights = master_weights;
   a.grad_dtype = grad_dtype;
-  a.cuda_context = cuda_context;
-  a.nccl_buffers = nccl_buffers;
-  a.fragmentation = fragmentation;
+  a.cuda_context = size_argument("cuda_context", cuda_context);
+  a.nccl_buffers = size_argument("nccl_buffers", nccl_buffers);
+  a.fragmentation = size_argument("fragmentation", fragmentation);
   a.layout = layout;
   a.overlap = overlap;
   a.calibration = calibration;
   a.reserved = reserved;
   a.alloc_conf = alloc_conf;
   auto report = cli::plan_report_json(a, config);
-  if (!report) throw py::value_error(report.refusal().message());
+  if (!report) throw argument_error(report.refusal());
   return report->dump();
 }
 

@@ -12,6 +12,10 @@ Result<std::vector<LayerRange>> pipeline_chunks(int64_t layers, int64_t stages, 
   const bool as_layers = split.embedding_as_layer || split.loss_as_layer;
   if (split.first_stage_layers < 0 || split.last_stage_layers < 0)
     return refuse(split.first_stage_layers < 0 ? "--first-stage-layers" : "--last-stage-layers", "must be 1 or more");
+  // Each within the model's layers, so that the rest below cannot wrap (Python may pass any integer).
+  if (split.first_stage_layers > layers || split.last_stage_layers > layers)
+    return refuse(split.first_stage_layers > layers ? "--first-stage-layers" : "--last-stage-layers",
+                  "is more than the model's " + std::to_string(layers) + " layers; give fewer");
   if (by_stage && as_layers)
     return refuse("--first-stage-layers / --last-stage-layers",
                   "Megatron sets the first and last stages' layers or counts the embedding and loss as layers, not both; "

@@ -29,7 +29,7 @@ Result<RecomputeChoice> parse_recompute(const ModelConfig& config, std::string_v
   auto mode = [&](std::string_view name) -> Result<Recompute> {
     for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
       if (name == recompute_name(r)) return r;
-    return refuse(flag, "'" + echoed(std::string(name)) + "' is not known; use none, selective or full, or KIND=MODE items");
+    return refuse(flag, echoed(std::string(name)) + " is not known; use none, selective or full, or KIND=MODE items");
   };
   std::vector<std::string> kinds;  // the model's, in order, each once
   for (const std::string& kind : layer_kinds(config))
@@ -53,7 +53,7 @@ Result<RecomputeChoice> parse_recompute(const ModelConfig& config, std::string_v
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
       std::string known;
       for (const std::string& k : kinds) known += (known.empty() ? "" : ", ") + k;
-      return refuse(flag, "'" + echoed(kind) + "' is not a layer kind of " + config.model_type + "; its kinds: " + known);
+      return refuse(flag, echoed(kind) + " is not a layer kind of " + config.model_type + "; its kinds: " + known);
     }
     for (const auto& [seen, unused] : named)
       if (seen == kind) return refuse(flag, "names kind " + kind + " twice; give each kind once");

@@ -46,7 +46,11 @@ void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op) {
   events_.push_back({id, delta_bytes, op});
   ++segments_.back().length;
   ++events_logged_;
-  live_ += delta_bytes;
+  add_live(delta_bytes);
+}
+
+void StepBytes::add_live(int64_t delta_bytes) {
+  if (__builtin_add_overflow(live_, delta_bytes, &live_) || live_ > kLargestStepBytes) too_large_ = true;
 }
 
 void StepBytes::track(const Tensor& tensor, std::string_view op) {
@@ -120,7 +124,7 @@ int64_t StepBytes::replay(const StepPassLog& pass, int64_t forward) {
   segment.slots_from = pass.slots_from;
   segment.slots_to = pass.slots_to;
   segment.forward = forward;
-  for (int64_t i = pass.events_from; i < pass.events_to; ++i) live_ += events_[static_cast<size_t>(i)].delta_bytes;
+  for (int64_t i = pass.events_from; i < pass.events_to; ++i) add_live(events_[static_cast<size_t>(i)].delta_bytes);
   events_logged_ += segment.length;
   segments_.push_back(segment);
   return static_cast<int64_t>(segments_.size()) - 1;

@@ -24,6 +24,13 @@
 
 namespace census {
 
+// The most bytes one rank's simulated step holds at once: 2^59 B (512 PiB), thousands of times a
+// trillion-parameter model's step. Its counts are reweighed (fp32 optimizer states x 3), ZeRO-3's two
+// gathered layers and the ring's K/V are added, and so are three stated overheads of up to 2^60 B
+// each (step_compose.h): from at most 2^59 live bytes every figure a step prints stays within 64 bits.
+// A step past it (a config of 2^28-wide layers, say) is refused, never printed wrapped.
+inline constexpr int64_t kLargestStepBytes = int64_t{1} << 59;
+
 enum class StepCategory : uint8_t {
   kActivations, kParamGradInflight, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
 };
@@ -144,6 +151,8 @@ class StepBytes final : public Observer {
   int64_t replay(const StepPassLog& pass, int64_t forward = -1);
 
   int64_t live_bytes() const { return live_; }
+  // Whether the live bytes passed kLargestStepBytes at some event (then the log's sums mean nothing).
+  bool too_large() const { return too_large_; }
   bool is_live(const Tensor& tensor) const;
   // `holders`: also what is live at the peak by op (peak_other_by_op), a walk of the log up to it.
   StepAnalysis analyse(const StepWeights& weights = {}, bool holders = true) const;
@@ -187,6 +196,7 @@ class StepBytes final : public Observer {
   int32_t slot(int64_t storage_id);  // made on first sight
   int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
   void log(int32_t slot, int64_t delta_bytes, std::string_view op);
+  void add_live(int64_t delta_bytes);
   // The storages live after event `peak_event`: bytes, category, allocating op and phase of each.
   struct Live {
     int64_t bytes;
@@ -210,6 +220,7 @@ class StepBytes final : public Observer {
   int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   int64_t live_ = 0;
+  bool too_large_ = false;
 };
 
 std::string_view step_category_name(StepCategory category);

@@ -7,6 +7,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "census/stack_census.h"
 #include "models/causal_lm.h"
 #include "nn/adamw.h"
 #include "ops/ops.h"
@@ -67,11 +68,32 @@ ModelConfig rank_config(const ModelConfig& config, int64_t tp, int64_t ep, int64
 }
 
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
+  CENSUS_TRY(check_stack_depth(config));
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
   if (o.micro_batch_size < 1) return refuse("--micro-batch-size", "must be at least 1");
+  if (o.micro_batch_size > kLargestMicroBatchSize)
+    return refuse("--micro-batch-size", std::to_string(o.micro_batch_size) +
+                                            " sequences are more than a micro-batch holds (at most 2^16); give fewer");
   if (o.micro_batches < 1) return refuse("--micro-batches", "must be at least 1");
   if (o.pipeline_stages < 1) return refuse("--pp", "must be at least 1");
   if (o.virtual_stages < 1) return refuse("--virtual-stages", "must be at least 1");
+  // The bounds first: the counts below multiply them.
+  for (const auto& [flag, degree] : {std::pair{"--pp", o.pipeline_stages}, std::pair{"--virtual-stages", o.virtual_stages},
+                                     std::pair{"--tp", o.tensor_parallel}, std::pair{"--dp", o.composition.data_parallel},
+                                     std::pair{"--cp", o.context_parallel}, std::pair{"--ep", o.expert_parallel}})
+    if (degree > kLargestDegree)
+      return refuse(flag, std::to_string(degree) + " is more ranks than a run has (at most 2^20 = " +
+                              std::to_string(kLargestDegree) + "); give fewer");
+  if (o.micro_batches > kLargestMicroBatches / o.virtual_stages)
+    return refuse(o.virtual_stages > 1 ? "--micro-batches x --virtual-stages" : "--micro-batches",
+                  std::to_string(o.micro_batches) + (o.virtual_stages > 1 ? " x " + std::to_string(o.virtual_stages) : "") +
+                      " is more micro-batches than a step accumulates (at most 2^12 = " +
+                      std::to_string(kLargestMicroBatches) + ", each a pass the step runs and reports); give fewer");
+  for (const auto& [flag, bytes] : {std::pair{"--cuda-context", o.composition.cuda_context},
+                                    std::pair{"--nccl-buffers", o.composition.nccl_buffers},
+                                    std::pair{"--fragmentation", o.composition.fragmentation}})
+    if (bytes < 0 || bytes > kLargestBytes)
+      return refuse(flag, std::to_string(bytes) + " bytes is not a size Census prices; give 0 to 2^60 bytes");
   if (o.virtual_stages > 1 && o.schedule != PipelineSchedule::kInterleaved)
     return refuse("--virtual-stages", "model chunks run under --schedule interleaved; give it, or drop the option");
   if (o.schedule == PipelineSchedule::kInterleaved && (o.pipeline_stages < 2 || o.virtual_stages < 2))
@@ -82,7 +104,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     const std::vector<std::string> kinds = layer_kinds(config);
     for (const auto& [kind, mode] : o.recompute_by_kind)
       if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
-        return refuse("--recompute", "'" + echoed(kind) + "' is not a layer kind of " + config.model_type);
+        return refuse("--recompute", echoed(kind) + " is not a layer kind of " + config.model_type);
   }
   if (o.schedule == PipelineSchedule::kInterleaved && o.micro_batches % o.pipeline_stages != 0)
     return refuse("--micro-batches " + std::to_string(o.micro_batches),
@@ -214,6 +236,7 @@ class StepRunner {
 
   StepCensus run();
   bool replay_failed() const { return replay_failed_; }
+  bool too_large() const { return bytes_.too_large(); }
 
  private:
   void build();
@@ -394,6 +417,10 @@ StepCensus StepRunner::run() {
     adamw->zero_grad();
   }
   bytes_.mark_phase("end");
+  if (bytes_.too_large()) {  // its sums mean nothing: census_step refuses it
+    session_.remove_observer(&bytes_);
+    return result;
+  }
   result.gradient_bytes_at_end = gradient_bytes();
   result.analysis = bytes_.analyse({}, o_.peak_holders);
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
@@ -446,23 +473,32 @@ StepCensus StepRunner::run() {
   return result;
 }
 
+// A run's census, or its refusal where its live bytes passed kLargestStepBytes.
+Result<StepCensus> checked_run(StepRunner& runner) {
+  StepCensus step = runner.run();
+  if (runner.too_large())
+    return refuse("config", "one rank's step holds more than 2^59 bytes (512 PiB) at once, past the counts Census "
+                            "keeps exact; give more --pp or --tp ranks, fewer tokens or micro-batches, or fix the config");
+  return step;
+}
+
 }  // namespace
 
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
   {
     StepRunner runner(config, options, /*replays=*/true);
-    StepCensus step = runner.run();
-    if (!runner.replay_failed()) return step;
+    Result<StepCensus> step = checked_run(runner);
+    if (!step || !runner.replay_failed()) return step;
   }
   StepRunner runner(config, options, /*replays=*/false);
-  return runner.run();
+  return checked_run(runner);
 }
 
 Result<StepCensus> census_step_op_by_op(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
   StepRunner runner(config, options, /*replays=*/false);
-  return runner.run();
+  return checked_run(runner);
 }
 
 }  // namespace census

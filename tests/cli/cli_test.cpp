@@ -238,7 +238,7 @@ TEST(CliRefuses, UnknownKernelProfileAndNpuModulesUnderCuda) {
 
 TEST(CliRefuses, UnknownCommandAndFormat) {
   expect_refused(census({"memory", "llama-3.1-8b"}), "census --help");
-  expect_refused(census({"layer", "llama-3.1-8b", "--format", "yaml"}), "census --help");
+  expect_refused(census({"layer", "llama-3.1-8b", "--format", "yaml"}), "--format: 'yaml' is not known; give table or json");
   expect_refused(census({"layer"}), "census --help");
 }
 

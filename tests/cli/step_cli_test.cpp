@@ -109,6 +109,27 @@ TEST(StepCli, ParallelCombinationsTheOracleDoesNotRunAreRefused) {
   }
 }
 
+// FSDP2 or DTensor's plan beside the caching allocator (their collectives' streams, not simulated), and
+// DTensor's plan beside a divided expert width (it keeps the experts whole): refused by name, one line,
+// exit code 2.
+TEST(StepCli, ParallelModesBesideAllocatorAndExpertTpAreRefused) {
+  for (const auto& [extra, named] :
+       {std::pair{std::vector<std::string>{"--fsdp", "--dp", "2", "--allocator"}, "--fsdp with --allocator"},
+        std::pair{std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--allocator"},
+                  "--sequence-parallel with --allocator"},
+        std::pair{std::vector<std::string>{"--tp", "2", "--loss-parallel", "--allocator"}, "--loss-parallel with --allocator"},
+        std::pair{std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--expert-tp", "2"},
+                  "--sequence-parallel with --expert-tp 2"}}) {
+    std::vector<std::string> args = {"step", "qwen3-30b-a3b", "--seq-length", "128", "--optimizer", "none"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << named;
+    EXPECT_TRUE(run.out.empty()) << named;
+    EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
 // A config.json that ties the LM head to the embedding is stepped with one shared weight: the Llama
 // toy's parameters less the head's 4096 x 256 (tests/step/step_tied_test.cpp).
 TEST(StepCli, TiedEmbeddingsShareOneWeight) {
@@ -137,6 +158,30 @@ TEST(StepCli, Fsdp2OnTheRankInJson) {
   EXPECT_EQ(j["parallel"]["data_parallel"]["semantics"], "fsdp2");
   EXPECT_EQ(j["parallel"]["fsdp"]["mp_policy"]["reduce_dtype"], "float32");
   EXPECT_EQ(j["parallel"]["world_size"], 4);
+}
+
+}  // namespace
+}  // namespace census
+
+namespace census {
+namespace {
+
+// A MoE config that asks for the load-balancing loss (output_router_logits) keeps every layer's router
+// logits through the forward: not priced yet, so `step` and `stack` refuse it by name, never drop it.
+TEST(StepCli, RefusesTheLoadBalancingLossItDoesNotPrice) {
+  const std::string path = ::testing::TempDir() + "/step_toy_router_logits.json";
+  std::ofstream(path) << R"({"model_type": "qwen3_moe", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "moe_intermediate_size": 128,
+    "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 4, "vocab_size": 4096,
+    "output_router_logits": true})";
+  for (const char* command : {"step", "stack"}) {
+    const CliRun run = census({command, path, "--seq-length", "128"});
+    EXPECT_EQ(run.code, 2) << command;
+    EXPECT_TRUE(run.out.empty()) << command;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_NE(run.err.find("output_router_logits"), std::string::npos) << run.err;
+  }
+  EXPECT_EQ(census({"layer", path, "--seq-length", "128"}).code, 0);  // one layer's census is unchanged by it
 }
 
 }  // namespace

@@ -45,7 +45,7 @@
 namespace census {
 namespace {
 
-using testing::expect_moment;
+using testing::expect_phases;
 using testing::expect_split;
 using testing::expect_totals;
 
@@ -100,22 +100,7 @@ TEST_P(StepParallelOracleCase, EveryNumberToTheByte) {
     EXPECT_EQ(moment->op, expected.at("op").get<std::string>()) << key;
     expect_split(moment->split, expected.at("split"), key);
   }
-  expect_moment(step->forward_peak, oracle.at("forward_peak"), "forward_peak");
-  expect_moment(step->backward_peak, oracle.at("backward_peak"), "backward_peak");
-  expect_moment(step->optimizer_step_peak, oracle.at("optimizer_step_peak"), "optimizer_step_peak");
-
-  const auto& phases = oracle.at("phases");
-  ASSERT_EQ(a.phases.size(), phases.size());
-  for (size_t i = 0; i < phases.size(); ++i) {
-    const std::string name = phases[i].at("name");
-    EXPECT_EQ(a.phases[i].name, name);
-    EXPECT_EQ(a.phases[i].live_at_start, phases[i].at("live_at_start").get<int64_t>()) << name;
-    EXPECT_EQ(a.phases[i].peak.bytes, phases[i].at("peak_bytes").get<int64_t>()) << name;
-    const auto& op = phases[i].at("peak_op");
-    EXPECT_EQ(std::string(a.phases[i].peak.op), op.is_null() ? std::string() : op.get<std::string>()) << name;
-    expect_split(a.phases[i].peak.split, phases[i].at("split_at_peak"), name);
-    EXPECT_EQ(a.phases[i].live_at_end, phases[i].at("live_at_end").get<int64_t>()) << name;
-  }
+  expect_phases(*step, oracle);
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, StepParallelOracleCase, ::testing::ValuesIn(case_names()),

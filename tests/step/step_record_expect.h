@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "step/step_census.h"
 
@@ -55,6 +56,29 @@ inline void expect_totals(const StepCensus& step, const nlohmann::json& oracle) 
   EXPECT_EQ(step.gradient_bytes_at_end, grads.at("bytes_live_at_end").get<int64_t>());
   if (!oracle.at("optimizer").is_null())
     EXPECT_EQ(step.optimizer_state_bytes, oracle.at("optimizer").at("state_bytes").get<int64_t>());
+}
+
+// The phase-scoped peaks and every phase: its name, live bytes at its start and end, and its peak; the
+// peak's op and split where the record lists them (the parallel oracle's do).
+inline void expect_phases(const StepCensus& step, const nlohmann::json& oracle) {
+  expect_moment(step.forward_peak, oracle.at("forward_peak"), "forward_peak");
+  expect_moment(step.backward_peak, oracle.at("backward_peak"), "backward_peak");
+  expect_moment(step.optimizer_step_peak, oracle.at("optimizer_step_peak"), "optimizer_step_peak");
+  const std::vector<StepPhase>& ours = step.analysis.phases;
+  const auto& phases = oracle.at("phases");
+  ASSERT_EQ(ours.size(), phases.size());
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const std::string name = phases[i].at("name");
+    EXPECT_EQ(ours[i].name, name);
+    EXPECT_EQ(ours[i].live_at_start, phases[i].at("live_at_start").get<int64_t>()) << name;
+    EXPECT_EQ(ours[i].peak.bytes, phases[i].at("peak_bytes").get<int64_t>()) << name;
+    if (phases[i].contains("peak_op")) {
+      const auto& op = phases[i].at("peak_op");
+      EXPECT_EQ(std::string(ours[i].peak.op), op.is_null() ? std::string() : op.get<std::string>()) << name;
+    }
+    if (phases[i].contains("split_at_peak")) expect_split(ours[i].peak.split, phases[i].at("split_at_peak"), name);
+    EXPECT_EQ(ours[i].live_at_end, phases[i].at("live_at_end").get<int64_t>()) << name;
+  }
 }
 
 }  // namespace census::testing

@@ -4,6 +4,7 @@
 #include "census/measurement.h"
 #include "census/parts.h"
 #include "census/selective_reading.h"
+#include "models/causal_lm.h"
 
 #include <algorithm>
 #include <map>
@@ -173,6 +174,45 @@ RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_in
                           hidden);
   session.remove_observer(&ledger);
   return shares_of(ledger);
+}
+
+namespace {
+
+// Each decoder layer of the model's loop under the selective checkpoint, as the step wraps it, with
+// its own ledger.
+class LedgeredLayers final : public LayerRunner {
+ public:
+  LedgeredLayers(const CausalLM& model, std::vector<RecomputeShares>& shares) : model_(model), shares_(shares) {}
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    RecomputeLedger ledger(attention_parameter_ids(*model_.layers()[static_cast<size_t>(index - model_.chunk().begin)]));
+    Session::current().add_observer(&ledger);
+    Tensor out = checkpoint(forward, hidden_states);
+    Session::current().remove_observer(&ledger);
+    shares_[static_cast<size_t>(index)] = shares_of(ledger);
+    return out;
+  }
+
+ private:
+  const CausalLM& model_;
+  std::vector<RecomputeShares>& shares_;
+};
+
+}  // namespace
+
+std::vector<RecomputeShares> census_stack_recomputed(const ModelConfig& config_in, const ModelConfig& layer_config_in,
+                                                     int64_t seq_length) {
+  ModelConfig config = config_in, layer_config = layer_config_in;  // as census_recomputed prices a layer
+  for (ModelConfig* c : {&config, &layer_config}) {
+    c->gdn_backend = nn::GdnBackend::kEager;
+    c->replacements.clear();
+  }
+  Session session;
+  session.set_fold_alike_iterations(true);
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, layer_config, whole_model(config));
+  std::vector<RecomputeShares> shares(static_cast<size_t>(config.num_hidden_layers));
+  const Tensor input_ids = make_tensor(Dims{config.micro_batch_size, seq_length}, DType::kInt64);
+  Tensor out = model->model_forward(input_ids, Tensor(), LedgeredLayers(*model, shares));
+  return shares;
 }
 
 }  // namespace census

@@ -38,13 +38,6 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
                                     std::pair{"--link-gbs", o.device.link_gbs}, std::pair{"--nic-gbs", o.device.nic_gbs}})
     if (!(value >= kLeastFigure && value <= kLargestFigure))
       return refuse(flag, "must be a figure from 0.001 to 1e+09; give it, or a --device preset");
-  // The time model prices each layer by its own census; a layer that runs only inside its model's
-  // forward (DeepSeek-V4's, Gemma 4's KV-shared ones) has none.
-  for (int64_t i = 0; i < config.num_hidden_layers && config.family->stack_only != nullptr; ++i)
-    if (const char* why = config.family->stack_only(config, i))
-      return refuse("census plan on " + config.model_type,
-                    "layer " + std::to_string(i) + " cannot be timed alone (" + why +
-                        "), and the plan's time model times each layer alone; run census step on the layout instead");
   CENSUS_TRY(check_calibration(o.device.calibration, "the calibration"));
   StepOptions probe;
   probe.seq_length = run.seq_length;

@@ -7,6 +7,7 @@
 
 #include "autograd/checkpoint.h"
 #include "census/parts.h"
+#include "models/causal_lm.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "ops/dispatch.h"
@@ -67,21 +68,16 @@ Rates Rates::of(const Device& d) { return {d.peak_tflops * 1e12, d.hbm_gbs * 1e9
 
 Network Network::of(const Device& d) { return {d.link_gbs * 1e9, d.nic_gbs * 1e9, d.calibration}; }
 
-LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares) {
-  Session session;
-  session.set_fold_alike_iterations(true);  // each op weighs its folded loop's count
-  std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
-  const Tensor hidden = make_tensor(Dims{1, tokens, rank_config.hidden_size}, DType::kBFloat16);
-  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, once for all layers
-  OpRecorder recorder(layer->has_recurrence());
-  session.add_observer(&recorder);
-  { Tensor out = layer->forward(hidden, positions); }
-  session.remove_observer(&recorder);
+namespace {
+
+// A layer's recorded forward as the time model reads it: its ops, shares and parameters. A family whose
+// layer builds every expert whatever the EP degree (its step holds them all) is priced as an
+// expert-parallel rank computes: its rows over its own num_experts / EP experts' weights.
+LayerOps layer_ops(std::vector<OpRecord> ops, const DecoderLayer& layer, const ModelConfig& rank_config,
+                   const RecomputeShares& shares) {
   LayerOps out;
-  out.ops = std::move(recorder.ops);
+  out.ops = std::move(ops);
   out.shares = shares;
-  // A family whose layer builds every expert whatever the EP degree (its step holds them all) is priced
-  // as an expert-parallel rank computes: its rows over its own num_experts / EP experts' weights.
   const int64_t ep = rank_config.moe.expert_parallel;
   bool every_expert = false;
   for (OpRecord& op : out.ops)
@@ -92,11 +88,60 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
       op.parameter_bytes /= ep;
     }
   for (const OpRecord& op : out.ops) out.attention_kernel = out.attention_kernel || op.cls == OpClass::kAttention;
-  for (const Tensor& parameter : layer->parameters()) {
+  for (const Tensor& parameter : layer.parameters()) {
     out.parameters += parameter.numel();
     if (parameter_part(parameter.name()) == "routed") out.expert_parameters += parameter.numel();
   }
   out.rank_expert_parameters = every_expert ? out.expert_parameters / ep : out.expert_parameters;
+  return out;
+}
+
+// Each decoder layer of the model's loop run plainly, its ops recorded apart.
+class RecordedLayers final : public LayerRunner {
+ public:
+  RecordedLayers(const CausalLM& model, std::vector<std::vector<OpRecord>>& ops) : model_(model), ops_(ops) {}
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    OpRecorder recorder(model_.layers()[static_cast<size_t>(index - model_.chunk().begin)]->has_recurrence());
+    Session::current().add_observer(&recorder);
+    Tensor out = forward(hidden_states);
+    Session::current().remove_observer(&recorder);
+    ops_[static_cast<size_t>(index)] = std::move(recorder.ops);
+    return out;
+  }
+
+ private:
+  const CausalLM& model_;
+  std::vector<std::vector<OpRecord>>& ops_;
+};
+
+}  // namespace
+
+LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares) {
+  Session session;
+  session.set_fold_alike_iterations(true);  // each op weighs its folded loop's count
+  std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
+  const Tensor hidden = make_tensor(Dims{1, tokens, rank_config.hidden_size}, DType::kBFloat16);
+  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, once for all layers
+  OpRecorder recorder(layer->has_recurrence());
+  session.add_observer(&recorder);
+  { Tensor out = layer->forward(hidden, positions); }
+  session.remove_observer(&recorder);
+  return layer_ops(std::move(recorder.ops), *layer, rank_config, shares);
+}
+
+std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                   const std::vector<RecomputeShares>& shares) {
+  Session session;
+  session.set_fold_alike_iterations(true);
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, whole_model(config));
+  std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(config.num_hidden_layers));
+  {
+    const Tensor input_ids = make_tensor(Dims{1, tokens}, DType::kInt64);
+    Tensor out = model->model_forward(input_ids, Tensor(), RecordedLayers(*model, ops));
+  }
+  std::vector<LayerOps> out;
+  for (size_t i = 0; i < ops.size(); ++i)
+    out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], rank_config, shares[i]));
   return out;
 }
 
@@ -163,7 +208,8 @@ LayerOps record_output(const ModelConfig& config, int64_t tokens) {
   nn::ParameterList parameters;
   std::unique_ptr<nn::Norm> norm = config.family->build_final_norm(config, parameters);
   nn::Linear lm_head("lm_head", config.hidden_size, config.vocab_size, /*bias=*/false, parameters);
-  const Tensor hidden = make_tensor(Dims{1, tokens, config.hidden_size}, DType::kBFloat16);
+  // What the model hands its end: the last hidden states, or DeepSeek-V4's residual streams.
+  const Tensor hidden = make_tensor(norm->input_sizes(1, tokens, config.hidden_size), DType::kBFloat16);
   const Tensor labels = make_tensor(Dims{1, tokens}, DType::kInt64);
   OpRecorder recorder(/*recurrent=*/false);
   session.add_observer(&recorder);

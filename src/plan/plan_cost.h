@@ -77,6 +77,13 @@ struct LayerOps {
 // Layer `layer_index` of `rank_config` (a TP rank's config, its experts' EP share set) on one sequence
 // of `tokens` tokens; `shares` its selective recompute shares (census_recomputed).
 LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares);
+// Every decoder layer of the model as its forward runs it (models/causal_lm.h: the model built whole from
+// `config`, its layers from `rank_config`), on one sequence of `tokens` tokens: each layer's ops as
+// record_layer records a lone one, what the model computes around the layers left out as record_layer
+// leaves it out; `shares` by layer (census_stack_recomputed). The record of a layer that cannot run
+// alone (Family::stack_only); where a layer can, it equals record_layer's (tests/plan/plan_cost_test.cpp).
+std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                   const std::vector<RecomputeShares>& shares);
 // The final norm, the LM head and the causal-LM loss on one sequence of `tokens` tokens.
 LayerOps record_output(const ModelConfig& config, int64_t tokens);
 // The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added).

@@ -54,7 +54,8 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
 int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   const int64_t rep = representative_[static_cast<size_t>(layer)];
   const int64_t tokens = run_.seq_length / l.cp;
-  // A layer that reads what an earlier one wrote cannot run alone: it is bounded by nothing.
+  // A layer that cannot run alone (Family::stack_only) has no lone forward to measure: the bound counts
+  // nothing kept for it (still a lower bound, a looser one; the simulated step prices it exactly).
   if (c_.family->stack_only != nullptr && c_.family->stack_only(c_, rep) != nullptr) return 0;
   // Every storage a layer keeps is a micro-batch's (its sequences' tokens, b times one's) or not the
   // micro-batch's at all: measured at one sequence and at two, b sequences keep one's and b - 1 times

@@ -108,6 +108,16 @@ std::string seconds_text(double s) {
 
 }  // namespace
 
+// Note [Layers priced through the stack]
+// A layer that cannot run alone (Family::stack_only: DeepSeek-V4's, which take the model's hc_mult
+// residual streams and input_ids; Gemma 4's KV-shared ones, which attend with the keys and values an
+// earlier layer computed) has no lone census to time. Where a model has one, every layer's ops,
+// parameters and selective shares are read off the model's own forward (record_stack,
+// census_stack_recomputed), the one the step runs: one run per (TP, EP, ETP, tokens), each layer its own
+// record (layers of one kind need not be alike there: a KV-shared layer computes no keys or values).
+// Where a layer can also run alone, the stack's record of it is the lone census's, op for op
+// (tests/plan/plan_cost_test.cpp), so both ways give one answer. What the model computes around its
+// layers (DeepSeek-V4's streams and hc_head) is left out of the layers' time, as for every model.
 struct TimeModel::Impl {
   Impl(const ModelConfig& config, const RunShape& run, const Device& device, TimeOptions options)
       : c(config), run(run), o(options), rates(Rates::of(device)), net(Network::of(device)) {
@@ -122,6 +132,11 @@ struct TimeModel::Impl {
         }
       representative.push_back(static_cast<int64_t>(first));
     }
+    // Note [Layers priced through the stack]
+    for (int64_t i = 0; i < c.num_hidden_layers && c.family->stack_only != nullptr; ++i)
+      stacked = stacked || c.family->stack_only(c, i) != nullptr;
+    if (stacked)  // each layer its own record, as the model's forward ran it
+      for (size_t i = 0; i < representative.size(); ++i) representative[i] = static_cast<int64_t>(i);
   }
 
   const ModelConfig& rank_config(int64_t tp, int64_t ep, int64_t etp) {
@@ -130,7 +145,26 @@ struct TimeModel::Impl {
     return it->second;
   }
 
-  // Every layer's cost at (TP, EP, CP, b), by layer index: each kind recorded once.
+  // Layer `rep`'s recorded forward at (TP, EP, ETP) on `tokens` tokens: the lone layer's census, or the
+  // stack's (Note [Layers priced through the stack]).
+  const LayerOps& layer_ops(const ModelConfig& rank, int64_t rep, int64_t tp, int64_t ep, int64_t etp, int64_t tokens) {
+    // The policy's shares are of matmuls whose FLOPs all grow with the tokens: read once per (TP, EP, ETP).
+    if (stacked) {
+      auto [s, new_shares] = stack_shares.try_emplace({tp, ep, etp});
+      if (new_shares) s->second = census_stack_recomputed(c, rank, tokens);
+      auto [it, made] = stack_ops.try_emplace({tp, ep, etp, tokens});
+      if (made) it->second = record_stack(c, rank, tokens, s->second);
+      return it->second[static_cast<size_t>(rep)];
+    }
+    auto [s, new_shares] = shares.try_emplace({rep, tp, ep, etp});
+    if (new_shares) s->second = census_recomputed(rank, rep, tokens);
+    auto [it, made] = ops.try_emplace({rep, tp, ep, etp, tokens});
+    if (made) it->second = record_layer(rank, rep, tokens, s->second);
+    return it->second;
+  }
+
+  // Every layer's cost at (TP, EP, CP, b), by layer index: each kind recorded once (each layer, where
+  // the stack records them).
   const std::vector<LayerCost>& layer_costs(int64_t tp, int64_t ep, int64_t etp, int64_t cp, int64_t b) {
     auto [it, made] = costs.try_emplace({tp, ep, etp, cp, b});
     if (!made) return it->second;
@@ -141,12 +175,7 @@ struct TimeModel::Impl {
       const int64_t rep = representative[i];
       auto found = by_kind.find(rep);
       if (found == by_kind.end()) {
-        auto [s, new_shares] = shares.try_emplace({rep, tp, ep, etp});
-        // The policy's shares are of matmuls whose FLOPs all grow with the tokens: read once per kind.
-        if (new_shares) s->second = census_recomputed(rank, rep, tokens);
-        auto [ops_it, new_ops] = ops.try_emplace({rep, tp, ep, etp, tokens});
-        if (new_ops) ops_it->second = record_layer(rank, rep, tokens, s->second);
-        const LayerOps& layer = ops_it->second;
+        const LayerOps& layer = layer_ops(rank, rep, tp, ep, etp, tokens);
         LayerCost cost;
         cost.pass = pass_time(layer, b, rates, cp);
         cost.attention_kernel = layer.attention_kernel;
@@ -216,7 +245,10 @@ struct TimeModel::Impl {
   Rates rates;
   Network net;
   std::vector<std::string> kinds;       // by layer index
-  std::vector<int64_t> representative;  // by layer index: the first layer of its kind
+  std::vector<int64_t> representative;  // by layer index: the first layer of its kind (itself, stacked)
+  bool stacked = false;                 // a layer cannot run alone: every layer priced through the stack
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<RecomputeShares>> stack_shares;  // (TP, EP, ETP)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<LayerOps>> stack_ops;   // and tokens
   std::map<std::tuple<int64_t, int64_t, int64_t>, ModelConfig> ranks;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, RecomputeShares> shares;  // by (layer, TP, EP, ETP)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, LayerOps> ops;    // and tokens

@@ -1,4 +1,7 @@
 """census.census_plan: layouts that census_step reproduces from their step_args, and its refusals."""
+import json
+import os
+
 import pytest
 
 import census
@@ -50,6 +53,20 @@ def test_context_and_expert_parallel_layouts_are_census_steps():
     assert any(l["cp"] == 2 for l in sample) and any(l["ep"] == 2 for l in sample)
     for layout in sample:
         step = census.census_step(MOE, **_step_kwargs(layout["step_args"]))
+        assert step["total_bytes"] == layout["peak_bytes"]
+
+
+def test_layers_that_cannot_run_alone_are_planned():
+    # DeepSeek-V4's layers take the model's residual streams and input ids: the plan times them through
+    # the model's forward, and each layout it shows is still census_step's peak.
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "data", "step", "deepseek_v4_toy_L4_s128_single.json"), encoding="utf-8") as f:
+        config = json.load(f)["config"]
+    plan = census.census_plan(config, gpus=4, gpu_memory="1TiB", seq_length=128, device="h100", top=6)
+    assert plan["layouts"]
+    for layout in plan["layouts"]:
+        assert layout["step_seconds_estimate"] > 0 and layout["time_estimate"]["forward"] > 0
+        step = census.census_step(config, **_step_kwargs(layout["step_args"]))
         assert step["total_bytes"] == layout["peak_bytes"]
 
 

@@ -1,0 +1,135 @@
+// The time model's records of layers read off the model's forward (record_stack,
+// census_stack_recomputed), which price the layers that cannot run alone (Note [Layers priced through
+// the stack] in plan/plan_time.cpp). Where a layer can also run alone, its record from the stack must be
+// the lone census's, op for op: every step case's toy family (tests/data/step, 4 layers) at 128 tokens,
+// at TP 1 and at TP 2 (EP 2 and both expert TPs where it has experts), compared field by field, bar what
+// a lone layer makes for itself that the model hands it (Gemma 4's per-layer input).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "models/registry.h"
+#include "plan/plan_cost.h"
+#include "plan/plan_layout.h"
+#include "step/step_census.h"
+#include "../step/step_cases.h"
+
+namespace census {
+namespace {
+
+constexpr int64_t kTokens = 128;
+
+// The families of the step cases, each with the first of its cases by name.
+std::map<std::string, std::string> families() {
+  std::map<std::string, std::string> out;
+  for (const std::string& name : testing::step_case_names()) {
+    const size_t toy = name.find("_toy_");
+    if (toy != std::string::npos) out.try_emplace(name.substr(0, toy), name);
+  }
+  return out;
+}
+
+// A family's toy. Granite-4.0-H's toy states no position_embedding_type: its model computes no rotary
+// and its attention layers rotate nothing, while its lone layer census rotates as the per-layer reference
+// does (models/granitemoehybrid.cpp); with "rope" both rotate, and the records are compared there.
+ModelConfig case_config(const std::string& family) {
+  nlohmann::json json = testing::step_case(families().at(family)).at("config");
+  if (family == "granitemoehybrid") json["position_embedding_type"] = "rope";
+  auto config = read_config(json);
+  if (!config) throw std::runtime_error(config.refusal().message());
+  return config.take();
+}
+
+bool alone(const ModelConfig& c, int64_t i) { return c.family->stack_only == nullptr || c.family->stack_only(c, i) == nullptr; }
+
+void expect_same(const LayerOps& stack, const LayerOps& lone, const std::string& what) {
+  ASSERT_EQ(stack.ops.size(), lone.ops.size()) << what;
+  for (size_t k = 0; k < lone.ops.size(); ++k) {
+    const OpRecord &a = stack.ops[k], &b = lone.ops[k];
+    const std::string op = what + " op " + std::to_string(k);
+    EXPECT_EQ(a.cls, b.cls) << op;
+    EXPECT_EQ(a.attention_part, b.attention_part) << op;
+    EXPECT_EQ(a.flops, b.flops) << op;
+    EXPECT_EQ(a.bytes, b.bytes) << op;
+    EXPECT_EQ(a.parameter_bytes, b.parameter_bytes) << op;
+    EXPECT_EQ(a.groups, b.groups) << op;
+    EXPECT_EQ(a.rows, b.rows) << op;
+    EXPECT_EQ(a.count, b.count) << op;
+  }
+  EXPECT_EQ(stack.shares.attention_mm, lone.shares.attention_mm) << what;
+  EXPECT_EQ(stack.shares.ffn_mm, lone.shares.ffn_mm) << what;
+  EXPECT_EQ(stack.attention_kernel, lone.attention_kernel) << what;
+  EXPECT_EQ(stack.parameters, lone.parameters) << what;
+  EXPECT_EQ(stack.expert_parameters, lone.expert_parameters) << what;
+  EXPECT_EQ(stack.rank_expert_parameters, lone.rank_expert_parameters) << what;
+}
+
+// The (TP, EP, ETP) ranks a family's toy is compared at: TP 1, TP 2 where its heads split, and with
+// experts EP 2 under TP 1 and 2, the experts split by TP (ETP 0) or whole (ETP 1).
+std::vector<std::tuple<int64_t, int64_t, int64_t>> ranks_of(const ModelConfig& c) {
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> out = {{1, 1, 0}};
+  RunShape run;
+  run.seq_length = kTokens;
+  const bool tp2 = tensor_parallel_rule(c, run, 2).empty();
+  if (tp2) out.emplace_back(2, 1, 0);
+  // As the plan shards experts: grouped ones, EP dividing them.
+  if (c.moe.num_experts % 2 == 0 && c.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm) {
+    out.emplace_back(1, 2, 0);
+    if (tp2) out.emplace_back(2, 2, 0), out.emplace_back(2, 2, 1);
+  }
+  return out;
+}
+
+TEST(PlanStackCost, EveryLayerThatRunsAloneIsRecordedAsAlone) {
+  int64_t compared = 0;
+  for (const auto& [family, first_case] : families()) {
+    const ModelConfig c = case_config(family);
+    for (const auto& [tp, ep, etp] : ranks_of(c)) {
+      const ModelConfig rank = rank_config(c, tp, ep, etp);
+      const std::vector<LayerOps> stack = record_stack(c, rank, kTokens, census_stack_recomputed(c, rank, kTokens));
+      ASSERT_EQ(static_cast<int64_t>(stack.size()), c.num_hidden_layers) << family;
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        if (!alone(c, i)) continue;
+        const std::string what = family + " TP " + std::to_string(tp) + " EP " + std::to_string(ep) + " ETP " +
+                                 std::to_string(etp) + " layer " + std::to_string(i);
+        LayerOps lone = record_layer(rank, i, kTokens, census_recomputed(rank, i, kTokens));
+        if (rank.gemma4.hidden_size_per_layer_input > 0) {
+          // Gemma 4's lone layer makes the per-layer input the model hands it (1, S, P) as the reference
+          // hands a lone layer one (a randn, first): the model's forward makes it once, outside the layers.
+          ASSERT_FALSE(lone.ops.empty()) << what;
+          EXPECT_EQ(lone.ops.front().cls, OpClass::kMemory) << what;
+          EXPECT_EQ(lone.ops.front().bytes, kTokens * rank.gemma4.hidden_size_per_layer_input * 2) << what;
+          lone.ops.erase(lone.ops.begin());
+        }
+        expect_same(stack[static_cast<size_t>(i)], lone, what);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);  // every family's layers at one rank or more
+}
+
+// A layer that cannot run alone is recorded all the same: DeepSeek-V4's (every one) and Gemma 4's
+// KV-shared ones, each with its GEMMs and its own parameters, as many as the model builds for it.
+TEST(PlanStackCost, LayersThatCannotRunAloneAreRecorded) {
+  for (const std::string family : {"deepseek_v4", "gemma4", "glm_moe_dsa"}) {
+    const ModelConfig c = case_config(family);
+    const std::vector<LayerOps> stack = record_stack(c, c, kTokens, census_stack_recomputed(c, c, kTokens));
+    int64_t stack_only = 0;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      if (alone(c, i)) continue;
+      ++stack_only;
+      const LayerOps& layer = stack[static_cast<size_t>(i)];
+      int64_t gemm_flops = 0;
+      for (const OpRecord& op : layer.ops)
+        if (op.cls == OpClass::kGemm) gemm_flops += op.flops * op.count;
+      EXPECT_GT(gemm_flops, 0) << family << " layer " << i;
+      EXPECT_GT(layer.parameters, 0) << family << " layer " << i;
+      EXPECT_GT(layer.shares.attention_mm + layer.shares.ffn_mm, 0) << family << " layer " << i;
+    }
+    EXPECT_GT(stack_only, 0) << family;
+  }
+}
+
+}  // namespace
+}  // namespace census

@@ -106,6 +106,7 @@ struct Candidate {
   int16_t recompute = 0;
   int8_t zero = 0;
   bool complete = false;  // `seconds` is the whole estimate (else a lower bound)
+  bool activations_bounded = false;  // memory_bound holds the activations' bound too
   double seconds = 0;
   int64_t memory_bound = 0;  // the larger of MemoryBound's two
 };
@@ -141,8 +142,12 @@ class Planner {
   void enumerate(PlanResult& result);
   // Why the pipeline of (PP, V, split) breaks a rule (cached: many shapes share it), or empty.
   const std::string& pipeline_rule(int64_t pp, int64_t v, const PipelineSplit& split);
-  // The lower bound of a candidate's estimate, and of its memory.
-  void bound(Candidate& cand);
+  // The lower bound of a candidate's estimate, and of its memory: the states' bound, and with
+  // `activations` the activations' too (bound_activations).
+  void bound(Candidate& cand, bool activations = true);
+  // The activations' bound where the states' passes: layer_kept_bytes runs (or the model's forward, for
+  // a model with a layer that cannot run alone), made for the candidates that reach the front of the line.
+  void bound_activations(Candidate& cand, const std::vector<int64_t>& stage_parameters);
   Simulation& simulation(const Layout& l);
   Status run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs);
   // The layout's peak: stage 0 first, where that alone passes `budget` rejected on it; else every stage.
@@ -276,13 +281,17 @@ void Planner::enumerate(PlanResult& result) {
   for (const auto& [rule, count] : pruned) result.pruned_by_rule.emplace_back(rule, count);
 }
 
-void Planner::bound(Candidate& cand) {
+void Planner::bound(Candidate& cand, bool activations) {
   const Layout l = layout_of(cand);
   const TimeEstimate t = time_.estimate(l, /*complete=*/false);
   cand.seconds = t.seconds;
   cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters);
+  if (activations) bound_activations(cand, t.stage_parameters);
+}
+
+void Planner::bound_activations(Candidate& cand, const std::vector<int64_t>& stage_parameters) {
   if (cand.memory_bound <= o_.gpu_memory)
-    cand.memory_bound = std::max(cand.memory_bound, memory_.activations(l, t.stage_parameters));
+    cand.memory_bound = std::max(cand.memory_bound, memory_.activations(layout_of(cand), stage_parameters));
 }
 
 Simulation& Planner::simulation(const Layout& l) {
@@ -407,13 +416,17 @@ Result<PlanResult> Planner::run() {
             cand.shape = static_cast<int32_t>(i);
             cand.recompute = static_cast<int16_t>(r);
             cand.zero = static_cast<int8_t>(z);
-            bound(cand);
+            bound(cand, /*activations=*/false);  // at the front of the line
             candidates_.push_back(cand);
             line.emplace(cand.seconds, kBound, candidates_.size() - 1);
           }
         continue;
       }
       Candidate& cand = candidates_[i];
+      if (!cand.activations_bounded) {
+        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false).stage_parameters);
+        cand.activations_bounded = true;
+      }
       if (cand.memory_bound > o_.gpu_memory) {  // cannot fit: its estimate is not needed
         ++counts_.rejected_memory_bound;
         continue;
@@ -470,6 +483,11 @@ Result<PlanResult> Planner::run() {
   counts_.not_evaluated += static_cast<int64_t>(ahead.size());
   if (result.top.empty()) {
     // Nothing fits: the smallest peak of any layout, its lower bound ruling out those that cannot be it.
+    for (Candidate& cand : candidates_)
+      if (!cand.activations_bounded) {
+        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false).stage_parameters);
+        cand.activations_bounded = true;
+      }
     std::vector<bool> expanded(shapes_.size(), false);
     for (const Candidate& cand : candidates_) expanded[static_cast<size_t>(cand.shape)] = true;
     for (size_t i = 0; i < shapes_.size(); ++i) {

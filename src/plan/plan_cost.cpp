@@ -203,6 +203,67 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
   return bytes;
 }
 
+namespace {
+
+// Each storage an op makes while the model runs, by the decoder layer that made it first (-1 outside
+// every layer), while it lives.
+class LayerStorages final : public Observer {
+ public:
+  LayerStorages() : Observer(kOnOp | kOnFree | kOnResize) {}
+  void on_op(const OpCall& call) override {
+    for (const Tensor& out : call.outputs) {
+      const Storage& storage = *out.storage();
+      if (storage.is_parameter || storage.nbytes == 0 || live.count(storage.id)) continue;
+      live[storage.id] = {running, storage.nbytes};
+    }
+  }
+  void on_free(const Storage& storage) override { live.erase(storage.id); }
+  void on_resize(const Storage& storage, int64_t /*old_nbytes*/) override {
+    auto found = live.find(storage.id);
+    if (found != live.end()) found->second.second = storage.nbytes;
+  }
+  int64_t running = -1;
+  std::map<int64_t, std::pair<int64_t, int64_t>> live;  // storage id: (layer, bytes)
+};
+
+// Each decoder layer of the model's loop as the step's recompute mode wraps it, the storages its ops
+// make counted toward it.
+class KeptLayers final : public LayerRunner {
+ public:
+  KeptLayers(LayerStorages& storages, Recompute recompute) : storages_(storages), recompute_(recompute) {}
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    storages_.running = index;
+    Tensor out = recompute_ == Recompute::kSelective ? checkpoint(forward, hidden_states)
+                 : recompute_ == Recompute::kFull    ? checkpoint_full(forward, hidden_states)
+                                                     : forward(hidden_states);
+    storages_.running = -1;
+    return out;
+  }
+
+ private:
+  LayerStorages& storages_;
+  Recompute recompute_;
+};
+
+}  // namespace
+
+std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                      int64_t batch, Recompute recompute) {
+  Session session;
+  session.set_fold_alike_iterations(true);
+  LayerStorages storages;  // from before the model is built: what building makes is no layer's
+  session.add_observer(&storages);
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, whole_model(config));
+  std::vector<int64_t> kept(static_cast<size_t>(config.num_hidden_layers), 0);
+  // The model's output holds the graph, and with it what each layer saved, until its backward.
+  const Tensor out = model->model_forward(make_tensor(Dims{batch, tokens}, DType::kInt64), Tensor(),
+                                          KeptLayers(storages, recompute));
+  for (const auto& [id, made] : storages.live)
+    if (made.first >= 0) kept[static_cast<size_t>(made.first)] += made.second;
+  session.remove_observer(&storages);
+  return kept;
+}
+
 LayerOps record_output(const ModelConfig& config, int64_t tokens) {
   Session session;
   nn::ParameterList parameters;

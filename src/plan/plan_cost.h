@@ -97,6 +97,15 @@ LayerOps record_embedding(const ModelConfig& config, int64_t tokens);
 int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
                          Recompute recompute);
 
+// What each decoder layer keeps of a micro-batch of `batch` sequences of `tokens` tokens as the model's
+// forward runs it (models/causal_lm.h: the model from `config`, its layers from `rank_config`), each
+// layer under `recompute` as the step wraps it: the bytes of the storages its ops made first that are
+// still live once the whole forward has returned. An unpipelined step's
+// micro-batch holds at least this of every layer at its first backward (the same forward); the bound of
+// a layer that cannot run alone (Family::stack_only), by layer index.
+std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                      int64_t batch, Recompute recompute);
+
 // One pass of recorded ops at a micro-batch of `batch` sequences, with the attention kernel's work
 // `ring` times the recorded shard's (a context-parallel rank's S/C queries against all S keys).
 struct PassTime {

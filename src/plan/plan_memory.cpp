@@ -35,6 +35,8 @@ MemoryBound::MemoryBound(const ModelConfig& config, const RunShape& run, bool fp
       overheads_(overheads), kinds_(layer_kinds(config)) {
   for (size_t i = 0; i < kinds_.size(); ++i)
     representative_.push_back(static_cast<int64_t>(std::find(kinds_.begin(), kinds_.end(), kinds_[i]) - kinds_.begin()));
+  for (int64_t i = 0; i < config.num_hidden_layers && config.family->stack_only != nullptr; ++i)
+    stacked_ = stacked_ || config.family->stack_only(config, i) != nullptr;
 }
 
 int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
@@ -54,16 +56,28 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
 int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   const int64_t rep = representative_[static_cast<size_t>(layer)];
   const int64_t tokens = run_.seq_length / l.cp;
-  // A layer that cannot run alone (Family::stack_only) has no lone forward to measure: the bound counts
-  // nothing kept for it (still a lower bound, a looser one; the simulated step prices it exactly).
-  if (c_.family->stack_only != nullptr && c_.family->stack_only(c_, rep) != nullptr) return 0;
+  auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep, l.etp});
+  if (new_rank) rank->second = rank_config(c_, l.tp, l.ep, l.etp);
   // Every storage a layer keeps is a micro-batch's (its sequences' tokens, b times one's) or not the
   // micro-batch's at all: measured at one sequence and at two, b sequences keep one's and b - 1 times
   // the difference.
+  if (stacked_ && l.pp == 1) {
+    // A model with a layer that cannot run alone (Family::stack_only), unpipelined: every layer's from
+    // the model's forward, the step's own (one measure for all its layers: no storage counted twice).
+    auto [it, made] = stack_kept_.try_emplace({l.tp, l.ep, l.etp, tokens, static_cast<int>(mode)});
+    if (made) {
+      const std::vector<int64_t> one = stack_kept_bytes(c_, rank->second, tokens, 1, mode);
+      const std::vector<int64_t> two = stack_kept_bytes(c_, rank->second, tokens, 2, mode);
+      for (size_t i = 0; i < one.size(); ++i) it->second.emplace_back(one[i], two[i] - one[i]);
+    }
+    const auto [one, more] = it->second[static_cast<size_t>(layer)];
+    return one + (l.micro_batch_size - 1) * more;
+  }
+  // Pipelined, a stage runs a chunk of the model, whose forward is not the whole model's: a layer that
+  // cannot run alone is bounded by nothing kept (a looser bound; the simulated step prices it exactly).
+  if (c_.family->stack_only != nullptr && c_.family->stack_only(c_, rep) != nullptr) return 0;
   auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, l.etp, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
   if (made) {
-    auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep, l.etp});
-    if (new_rank) rank->second = rank_config(c_, l.tp, l.ep, l.etp);
     const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode);
     const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode);
     it->second = {one, two - one};

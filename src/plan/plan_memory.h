@@ -8,7 +8,9 @@
 //   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
 //                 micro-batch forward the schedule ran before it, each keeping at least what each of its
 //                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
-//                 the step's recompute mode wraps the layer), on the stage where that is most
+//                 the step's recompute mode wraps the layer), on the stage where that is most; where a
+//                 layer cannot run alone, unpipelined, every layer's from the model's forward
+//                 (stack_kept_bytes), pipelined, nothing for such a layer
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'
 // activations, composed terms), so each is at most the simulated peak: tests/cli/plan_search_cli_test.cpp
 // holds every bound of a whole search to its simulated peak.
@@ -60,6 +62,8 @@ class MemoryBound {
   std::vector<int64_t> representative_;  // by layer index: the first layer of its kind
   std::map<std::tuple<int64_t, int64_t, int64_t>, ModelConfig> ranks_;  // by (TP, EP, ETP)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, std::pair<int64_t, int64_t>> kept_;  // one, per more
+  bool stacked_ = false;  // a layer cannot run alone: unpipelined, every layer's kept bytes from the stack
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::vector<std::pair<int64_t, int64_t>>> stack_kept_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<std::vector<int64_t>>> in_flight_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
 };

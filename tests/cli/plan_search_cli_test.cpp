@@ -1,9 +1,11 @@
 // One truth across whole searches: every layout `census plan` prints is what `census step` prints for its
-// step_args, to the byte (the Llama toy, the MoE toy, Llama-3.1-70B on 64 GPUs); every memory lower bound
-// the search rejects by is at most the simulated peak; every pipeline stage the plan leaves unsimulated
+// step_args, to the byte (the Llama toy, the MoE toy, the DeepSeek-V4 and Gemma 4 toys, Llama-3.1-70B on
+// 64 GPUs); every memory lower bound the search rejects by is at most the simulated peak; every pipeline
+// stage the plan leaves unsimulated
 // (Note [Stages a 1F1B pipeline need not simulate]) holds no more than the stage standing for it.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
@@ -101,6 +103,27 @@ TEST(PlanSearch, EveryLayoutOfTheToysIsCensusStep) {
     for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
     const nlohmann::json tight = run_json({"plan", config, "--gpus", gpus, "--gpus-per-node", "2", "--seq-length", "128",
                                            "--global-batch", batch, "--gpu-memory", std::to_string(smallest + smallest / 8),
+                                           "--top", "3"});
+    expect_one_truth(config, tight, /*every=*/true);
+  }
+}
+
+// Models with layers that cannot run alone, timed and bounded through the model's forward: the step
+// oracle's DeepSeek-V4 toy (every layer) and Gemma 4 toy (its KV-shared layers), every layout on 2
+// devices, 4 sequences a step; and a tight memory, where the search rejects by its bounds.
+TEST(PlanSearch, EveryLayoutOfTheStackOnlyToysIsCensusStep) {
+  for (const std::string family : {"deepseek_v4", "gemma4"}) {
+    std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/" + family + "_toy_L4_s128_single.json");
+    const std::string config = write_test_file("search_toy_" + family + ".json", nlohmann::json::parse(file).at("config").dump());
+    const nlohmann::json all = run_json({"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "128",
+                                         "--global-batch", "4", "--gpu-memory", "1TiB", "--top", "100000"});
+    EXPECT_EQ(all["counts"]["fit"].get<int64_t>(), static_cast<int64_t>(all["layouts"].size())) << family;
+    EXPECT_EQ(all["counts"]["not_evaluated"], 0) << family;
+    expect_one_truth(config, all);
+    int64_t smallest = all["layouts"][0]["peak_bytes"];
+    for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
+    const nlohmann::json tight = run_json({"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "128",
+                                           "--global-batch", "4", "--gpu-memory", std::to_string(smallest + smallest / 8),
                                            "--top", "3"});
     expect_one_truth(config, tight, /*every=*/true);
   }

@@ -131,5 +131,24 @@ TEST(PlanStackCost, LayersThatCannotRunAloneAreRecorded) {
   }
 }
 
+
+// What the memory bound takes of a model with a layer that cannot run alone: each layer's kept bytes
+// from the model's forward, which the step's first backward holds at least (the same forward): their
+// sum, with the parameters, is below the step oracle's peak of every case of the family at one sequence.
+TEST(PlanStackCost, StackKeptBytesBoundTheStep) {
+  for (const std::string family : {"deepseek_v4", "gemma4"}) {
+    for (const auto& [kind, mode] : {std::pair{"single", Recompute::kNone}, std::pair{"sac_selective", Recompute::kSelective},
+                                     std::pair{"ac_full", Recompute::kFull}}) {
+      const nlohmann::json oracle = testing::step_case(family + "_toy_L4_s128_" + kind);
+      const ModelConfig c = case_config(family);
+      int64_t kept = 0;
+      for (int64_t bytes : stack_kept_bytes(c, c, kTokens, 1, mode)) kept += bytes;
+      EXPECT_GT(kept, 0) << family << " " << kind;
+      EXPECT_LE(kept + oracle.at("parameters").at("bytes").get<int64_t>(), oracle.at("peak").at("bytes").get<int64_t>())
+          << family << " " << kind;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace census

@@ -147,7 +147,8 @@ std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig&
 
 namespace {
 
-// The bytes of the storages made while it listens that are still live, parameters left out.
+// The storages ops make while it listens that are still live, parameters left out, each under the tag
+// it was made under first (a decoder layer's index; -1 for none).
 class KeptBytes final : public Observer {
  public:
   KeptBytes() : Observer(kOnOp | kOnFree | kOnResize) {}
@@ -155,31 +156,48 @@ class KeptBytes final : public Observer {
     for (const Tensor& out : call.outputs) {
       const Storage& storage = *out.storage();
       if (storage.is_parameter || storage.nbytes == 0 || live_.count(storage.id)) continue;
-      live_[storage.id] = storage.nbytes;
-      bytes_ += storage.nbytes;
+      live_[storage.id] = {tag, storage.nbytes};
     }
   }
-  void on_free(const Storage& storage) override {
+  void on_free(const Storage& storage) override { live_.erase(storage.id); }
+  void on_resize(const Storage& storage, int64_t /*old_nbytes*/) override {
     auto found = live_.find(storage.id);
-    if (found == live_.end()) return;
-    bytes_ -= found->second;
-    live_.erase(found);
-  }
-  void on_resize(const Storage& storage, int64_t old_nbytes) override {
-    auto found = live_.find(storage.id);
-    if (found == live_.end()) return;
-    bytes_ += storage.nbytes - old_nbytes;
-    found->second = storage.nbytes;
+    if (found != live_.end()) found->second.second = storage.nbytes;
   }
   int64_t bytes_of(const Storage& storage) const {
     auto found = live_.find(storage.id);
-    return found == live_.end() ? 0 : found->second;
+    return found == live_.end() ? 0 : found->second.second;
   }
-  int64_t bytes() const { return bytes_; }
+  // The live bytes by tag, tags 0 to `tags` - 1.
+  std::vector<int64_t> by_tag(int64_t tags) const {
+    std::vector<int64_t> out(static_cast<size_t>(tags), 0);
+    for (const auto& [id, made] : live_)
+      if (made.first >= 0 && made.first < tags) out[static_cast<size_t>(made.first)] += made.second;
+    return out;
+  }
+  int64_t tag = 0;
 
  private:
-  std::map<int64_t, int64_t> live_;
-  int64_t bytes_ = 0;
+  std::map<int64_t, std::pair<int64_t, int64_t>> live_;  // storage id: (tag, bytes)
+};
+
+// Each decoder layer of the model's loop (or a lone layer, index 0) as the step's recompute mode wraps
+// it, the storages its ops make counted toward it.
+class KeptLayers final : public LayerRunner {
+ public:
+  KeptLayers(KeptBytes& kept, Recompute recompute) : kept_(kept), recompute_(recompute) {}
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    kept_.tag = index;
+    Tensor out = recompute_ == Recompute::kSelective ? checkpoint(forward, hidden_states)
+                 : recompute_ == Recompute::kFull    ? checkpoint_full(forward, hidden_states)
+                                                     : forward(hidden_states);
+    kept_.tag = -1;
+    return out;
+  }
+
+ private:
+  KeptBytes& kept_;
+  Recompute recompute_;
 };
 
 }  // namespace
@@ -195,73 +213,27 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
   auto forward = [&l, &positions](const Tensor& h) { return l.forward(h, positions); };
   KeptBytes kept;
   session.add_observer(&kept);
-  Tensor out = recompute == Recompute::kSelective ? checkpoint(forward, hidden)
-               : recompute == Recompute::kFull    ? checkpoint_full(forward, hidden)
-                                                  : forward(hidden);
-  const int64_t bytes = kept.bytes() - kept.bytes_of(*out.storage());
+  const Tensor out = KeptLayers(kept, recompute).run(0, hidden, forward);
+  const int64_t bytes = kept.by_tag(1)[0] - kept.bytes_of(*out.storage());
   session.remove_observer(&kept);
   return bytes;
 }
 
-namespace {
-
-// Each storage an op makes while the model runs, by the decoder layer that made it first (-1 outside
-// every layer), while it lives.
-class LayerStorages final : public Observer {
- public:
-  LayerStorages() : Observer(kOnOp | kOnFree | kOnResize) {}
-  void on_op(const OpCall& call) override {
-    for (const Tensor& out : call.outputs) {
-      const Storage& storage = *out.storage();
-      if (storage.is_parameter || storage.nbytes == 0 || live.count(storage.id)) continue;
-      live[storage.id] = {running, storage.nbytes};
-    }
-  }
-  void on_free(const Storage& storage) override { live.erase(storage.id); }
-  void on_resize(const Storage& storage, int64_t /*old_nbytes*/) override {
-    auto found = live.find(storage.id);
-    if (found != live.end()) found->second.second = storage.nbytes;
-  }
-  int64_t running = -1;
-  std::map<int64_t, std::pair<int64_t, int64_t>> live;  // storage id: (layer, bytes)
-};
-
-// Each decoder layer of the model's loop as the step's recompute mode wraps it, the storages its ops
-// make counted toward it.
-class KeptLayers final : public LayerRunner {
- public:
-  KeptLayers(LayerStorages& storages, Recompute recompute) : storages_(storages), recompute_(recompute) {}
-  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
-    storages_.running = index;
-    Tensor out = recompute_ == Recompute::kSelective ? checkpoint(forward, hidden_states)
-                 : recompute_ == Recompute::kFull    ? checkpoint_full(forward, hidden_states)
-                                                     : forward(hidden_states);
-    storages_.running = -1;
-    return out;
-  }
-
- private:
-  LayerStorages& storages_;
-  Recompute recompute_;
-};
-
-}  // namespace
 
 std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                       int64_t batch, Recompute recompute) {
   Session session;
   session.set_fold_alike_iterations(true);
-  LayerStorages storages;  // from before the model is built: what building makes is no layer's
-  session.add_observer(&storages);
+  KeptBytes kept;  // from before the model is built: what building makes is no layer's
+  kept.tag = -1;
+  session.add_observer(&kept);
   const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, whole_model(config));
-  std::vector<int64_t> kept(static_cast<size_t>(config.num_hidden_layers), 0);
   // The model's output holds the graph, and with it what each layer saved, until its backward.
   const Tensor out = model->model_forward(make_tensor(Dims{batch, tokens}, DType::kInt64), Tensor(),
-                                          KeptLayers(storages, recompute));
-  for (const auto& [id, made] : storages.live)
-    if (made.first >= 0) kept[static_cast<size_t>(made.first)] += made.second;
-  session.remove_observer(&storages);
-  return kept;
+                                          KeptLayers(kept, recompute));
+  std::vector<int64_t> bytes = kept.by_tag(config.num_hidden_layers);
+  session.remove_observer(&kept);
+  return bytes;
 }
 
 LayerOps record_output(const ModelConfig& config, int64_t tokens) {

@@ -3,7 +3,8 @@
 // the stack] in plan/plan_time.cpp). Where a layer can also run alone, its record from the stack must be
 // the lone census's, op for op: every step case's toy family (tests/data/step, 4 layers) at 128 tokens,
 // at TP 1 and at TP 2 (EP 2 and both expert TPs where it has experts), compared field by field, bar what
-// a lone layer makes for itself that the model hands it (Gemma 4's per-layer input).
+// a lone layer makes for itself that the model hands it (Gemma 4's per-layer input). And the kept bytes
+// the memory bound takes from the model's forward (stack_kept_bytes), held below the step oracle's peak.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -130,7 +131,6 @@ TEST(PlanStackCost, LayersThatCannotRunAloneAreRecorded) {
     EXPECT_GT(stack_only, 0) << family;
   }
 }
-
 
 // What the memory bound takes of a model with a layer that cannot run alone: each layer's kept bytes
 // from the model's forward, which the step's first backward holds at least (the same forward): their

@@ -11,7 +11,7 @@
 #include "step/step_census.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
-#include "cli/table.h"
+#include "report/table.h"
 #include "models/config.h"
 
 namespace census::cli {

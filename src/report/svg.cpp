@@ -1,12 +1,12 @@
-#include "cli/report_svg.h"
+#include "report/svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "cli/table.h"
+#include "report/table.h"
 
-namespace census::cli {
+namespace census {
 namespace {
 
 constexpr int kLeft = 84, kRight = 24;  // plot margins, px
@@ -298,4 +298,4 @@ std::string line_chart_svg(const LineChart& chart) {
   return svg;
 }
 
-}  // namespace census::cli
+}  // namespace census

@@ -1,4 +1,4 @@
-// File: report_svg.h
+// File: svg.h
 // The report's charts, each a standalone SVG document (inline styles, no external fonts or scripts),
 // so the same text goes inline into the HTML page and, with --svg, into files of their own.
 //
@@ -11,7 +11,7 @@
 
 #include "census/timeline.h"
 
-namespace census::cli {
+namespace census {
 
 inline constexpr int kChartWidth = 960;
 
@@ -49,4 +49,4 @@ const char* series_colour(size_t series);
 
 std::string escape_xml(std::string_view text);
 
-}  // namespace census::cli
+}  // namespace census

@@ -1,4 +1,4 @@
-#include "cli/table.h"
+#include "report/table.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <string_view>
 
-namespace census::cli {
+namespace census {
 namespace {
 
 bool numeric(const std::string& cell) {
@@ -121,4 +121,4 @@ std::string human_bytes(double bytes) {
   return buffer;
 }
 
-}  // namespace census::cli
+}  // namespace census

@@ -231,7 +231,7 @@
     const worst = step.stages ? stages.find((s) => s.stage.index === step.worst_stage) : step;
     const out = [];
     out.push(section("Every stage",
-      table("step-stages", ["stage", "layers", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
+      table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
         stages.map((s) => [s.stage.index, s.stage.layers[0] + "-" + (s.stage.layers[1] - 1), {bytes: peakOf(s).bytes},
                            peakOf(s).phase, ...split(peakOf(s).split), {bytes: s.total_bytes}]))));
     const rows = [["peak (simulated)", {bytes: worst.peak.bytes}, worst.peak.phase + (worst.peak.op ? ", " + worst.peak.op : "")],
@@ -255,7 +255,7 @@
     return out;
   }
 
-  function layoutRow(rank, l, memory) {
+  function layoutRow(rank, l) {
     return [rank, l.tp, l.cp, l.ep, l.pp, l.dp, l.schedule + (l.schedule === "interleaved" ? " V" + l.virtual_stages : ""),
             l.micro_batches, l.recompute, l.zero, {bytes: l.peak_bytes}, {bytes: l.headroom_bytes}, l.worst_stage,
             {seconds: l.step_seconds_estimate}];

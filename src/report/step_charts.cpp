@@ -49,11 +49,8 @@ const ordered_json& reported_peak(const ordered_json& stage) {
 }
 
 std::string stage_label(const ordered_json& stage) {
-  const ordered_json& s = stage.at("stage");
-  const ordered_json& layers = s.at("layers");
-  return "stage " + std::to_string(s.at("index").get<int64_t>()) + ", layers " +
-         std::to_string(layers.at(0).get<int64_t>()) + "-" + std::to_string(layers.at(1).get<int64_t>() - 1) +
-         ", peak at " + reported_peak(stage).at("phase").get<std::string>();
+  return "stage " + std::to_string(stage.at("stage").at("index").get<int64_t>()) + ", peak at " +
+         reported_peak(stage).at("phase").get<std::string>();
 }
 
 std::string layout_label(size_t rank, const ordered_json& l) {

@@ -75,19 +75,25 @@ std::pair<std::vector<double>, double> stacked_totals(const StackedBarChart& cha
   return {totals, highest};
 }
 
-// The stacked chart's heading: its note, then one swatch per series from x = `left`, at `y`.
-std::string stacked_heading(const StackedBarChart& chart, double left, int y) {
+// The stacked chart's heading under its title: its note, then one swatch per series from x = `left`,
+// on as many lines as the chart's width needs. The heading, and the y below it.
+std::pair<std::string, int> stacked_heading(const StackedBarChart& chart, double left) {
   std::string svg;
-  if (!chart.note.empty())
+  int y = 42;
+  if (!chart.note.empty()) {
     svg += "<text x=\"" + std::to_string(kLeft) + "\" y=\"38\" fill=\"#555\">" + escape_xml(chart.note) + "</text>\n";
+    y = 58;
+  }
   double lx = left;
   for (size_t s = 0; s < chart.series.size(); ++s) {
+    const double width = 30 + 7.0 * chart.series[s].size();
+    if (lx > left && lx + width > kChartWidth - kRight) lx = left, y += 16;
     svg += "<rect x=\"" + num(lx) + "\" y=\"" + std::to_string(y - 10) + "\" width=\"12\" height=\"12\" fill=\"" +
            series_colour(s) + "\"/><text x=\"" + num(lx + 16) + "\" y=\"" + std::to_string(y) + "\" fill=\"#333\">" +
            escape_xml(chart.series[s]) + "</text>\n";
-    lx += 30 + 7.0 * chart.series[s].size();
+    lx += width;
   }
-  return svg;
+  return {svg, y + 10};
 }
 
 // One series' share of a group, with the numbers it draws as attributes and its hover title.
@@ -287,7 +293,8 @@ std::string bar_chart_svg(const BarChart& chart) {
 
 std::string stacked_bar_chart_svg(const StackedBarChart& chart) {
   const int bar = 18, gap = 8, label_width = 250, value_width = 110;
-  const int top = chart.note.empty() ? 56 : 72;
+  const std::pair<std::string, int> heading = stacked_heading(chart, label_width);
+  const int top = heading.second + 6;
   const int height = top + static_cast<int>(chart.groups.size()) * (bar + gap) + 24;
   const int plot = kChartWidth - label_width - value_width;
   const auto totals_and_top = stacked_totals(chart);  // (a lambda takes no structured binding in clang 14)
@@ -295,7 +302,7 @@ std::string stacked_bar_chart_svg(const StackedBarChart& chart) {
   const double highest = totals_and_top.second;
   auto x_of = [&](double v) { return label_width + (highest > 0 ? v / highest * plot : 0); };
 
-  std::string svg = open_svg(chart.id, height, chart.title) + stacked_heading(chart, label_width, top - 12);
+  std::string svg = open_svg(chart.id, height, chart.title) + heading.first;
   for (size_t g = 0; g < chart.groups.size(); ++g) {
     const int y = top + static_cast<int>(g) * (bar + gap);
     svg += "<g class=\"row\" data-group=\"" + escape_xml(chart.groups[g]) + "\" data-total=\"" + decimal(totals[g]) +
@@ -323,7 +330,8 @@ std::string stacked_bar_chart_svg(const StackedBarChart& chart) {
 }
 
 std::string stacked_column_chart_svg(const StackedBarChart& chart) {
-  const int top = chart.note.empty() ? 64 : 80, bottom_margin = 40, plot_height = 280;
+  const std::pair<std::string, int> heading = stacked_heading(chart, kLeft);
+  const int top = heading.second + 14, bottom_margin = 40, plot_height = 280;
   const int bottom = top + plot_height, height = bottom + bottom_margin;
   const int plot = kChartWidth - kLeft - kRight;
   const auto totals_and_top = stacked_totals(chart);
@@ -333,7 +341,7 @@ std::string stacked_column_chart_svg(const StackedBarChart& chart) {
   const double slot = plot / count, width = std::max(1.0, slot * 0.8);
   auto y_of = [&](double v) { return bottom - (highest > 0 ? v / highest * plot_height : 0); };
 
-  std::string svg = open_svg(chart.id, height, chart.title) + stacked_heading(chart, kLeft, top - 20);
+  std::string svg = open_svg(chart.id, height, chart.title) + heading.first;
   svg += "<text x=\"" + std::to_string(kLeft - 6) + "\" y=\"" + num(y_of(highest)) +
          "\" dy=\"4\" text-anchor=\"end\" fill=\"#555\">" + stacked_label(chart, highest) + "</text>\n";
   // Every k-th group named under its column, so that the names never overlap.

@@ -13,6 +13,7 @@ emscripten).
 """
 import argparse
 import base64
+import fcntl
 import json
 import os
 import re
@@ -29,8 +30,11 @@ class Browser:
     """Headless chromium and one page, spoken to over --remote-debugging-pipe (NUL-ended JSON)."""
 
     def __init__(self, binary, profile):
+        # The browser reads fd 3 and writes fd 4: its ends of the pipes are moved above 9 first, so
+        # that setting 3 and 4 up never closes the other one.
         to_browser_r, self.to_browser = os.pipe()
         self.from_browser, from_browser_w = os.pipe()
+        to_browser_r, from_browser_w = (self.above_nine(to_browser_r), self.above_nine(from_browser_w))
         command = (f"exec '{binary}' --headless --no-sandbox --disable-gpu --remote-debugging-pipe "
                    f"--user-data-dir='{profile}' --window-size=1100,1400 about:blank "
                    f"3<&{to_browser_r} 4>&{from_browser_w} {to_browser_r}<&- {from_browser_w}>&-")
@@ -42,6 +46,12 @@ class Browser:
         self.next_id = 0
         self.session = None
         self.events = []
+
+    @staticmethod
+    def above_nine(fd):
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+        os.close(fd)
+        return moved
 
     def send(self, method, params=None, session=True):
         self.next_id += 1
@@ -72,7 +82,14 @@ class Browser:
                                  session=False)["sessionId"]
         self.send("Network.enable")
         self.send("Page.enable")
+        self.send("Log.enable")
+        self.send("Runtime.enable")
         self.send("Page.navigate", {"url": url})
+        self.wait_for("Page.loadEventFired")
+
+    def wait_for(self, method):
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self.receive())
 
     def evaluate(self, expression):
         """The value of a JavaScript expression (awaited where it is a promise), or its exception."""
@@ -81,6 +98,14 @@ class Browser:
         if "exceptionDetails" in result:
             raise RuntimeError(f"the page threw: {result['exceptionDetails']}")
         return result["result"].get("value")
+
+    def console_errors(self):
+        errors = [e["params"]["entry"]["text"] for e in self.events
+                  if e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"]
+        errors += [" ".join(str(a.get("value", a.get("description", ""))) for a in e["params"]["args"])
+                   for e in self.events if e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] == "error"]
+        errors += [e["params"]["exceptionDetails"]["text"] for e in self.events if e.get("method") == "Runtime.exceptionThrown"]
+        return errors
 
     def requests(self):
         return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
@@ -134,7 +159,7 @@ READ = """
   return {tables, charts, svgs: document.querySelectorAll("#result svg").length,
           refusal: document.querySelector("#refusal").hidden ? null : document.querySelector("#refusal").textContent,
           code: Number(status.dataset.code), ms: Number(status.dataset.ms),
-          frame: document.querySelector("#report-frame") ? document.querySelector("#report-frame").srcdoc.length : 0};
+          frame: document.querySelector("#report-frame") ? document.querySelector("#report-frame").srcdoc : ""};
 })()
 """
 
@@ -210,7 +235,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--site", required=True)
     parser.add_argument("--census", required=True)
+    parser.add_argument("--screenshot", help="also write a screenshot of a step's answer to this PNG file")
     args = parser.parse_args()
+    args.census = os.path.abspath(args.census)
     browser_binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser_binary is None:
         print("SKIPPED: chromium is not installed; scripts/bootstrap.sh --all installs it (apt-get install chromium)")
@@ -251,9 +278,12 @@ def main():
                 failures += [f"{name} ({config}): {w}" for w in wrong]
                 stages = len(page["tables"].get("step-stages", []))
                 print(f"step {name}: census {' '.join(argv[1:-2])}: {stages} stage(s), "
-                      f"{sum(len(r) for r in page['tables'].values())} cells read, "
+                      f"{sum(len(r) for r in page['tables'].values())} table rows read, "
                       f"{'equal to' if not wrong else 'DIFFERENT from'} census step --format json; "
                       f"{page['ms']:.1f} ms in the page")
+                if name == "timed":  # once more, the module now compiled in full by the browser
+                    browser.evaluate(FILL % json.dumps(choice))
+                    print(f"step {name}, again: {browser.evaluate(READ)['ms']:.1f} ms in the page")
 
             plan_options = [("--gpus", "16"), ("--device", "h100"), ("--seq-length", "8192")]
             browser.evaluate(FILL % json.dumps({"source": "shipped", "config": "llama-3.1-8b", "command": "plan",
@@ -285,10 +315,26 @@ def main():
             browser.evaluate(FILL % json.dumps({"source": "shipped", "config": "llama-3.1-8b", "command": "report",
                                                 "options": [("--seq-length", "4096")]}))
             page = browser.evaluate(READ)
-            if page["code"] != 0 or page["frame"] < 10000:
-                failures.append(f"report: exit {page['code']}, a page of {page['frame']} characters")
-            print(f"report: census report's page, {page['frame']:,} characters, in {page['ms']:.1f} ms")
+            native_page = os.path.join(tmp, "report.html")
+            native(args.census, ["report", "llama-3.1-8b", "--seq-length", "4096", "--output", native_page])
+            with open(native_page) as f:
+                same = page["frame"] == f.read()
+            if page["code"] != 0 or not same:
+                failures.append(f"report: exit {page['code']}; the page's report is not census report's page")
+            print(f"report: census report's page, {len(page['frame']):,} characters, "
+                  f"{'the same as' if same else 'DIFFERENT from'} the command line's, in {page['ms']:.1f} ms")
+            if args.screenshot:
+                browser.evaluate(FILL % json.dumps({"source": "shipped", "config": "llama-3.1-70b", "command": "step",
+                                                    "options": steps[2][2]}))
+                browser.evaluate("document.querySelector('#gpu-memory').value = '80GiB', "
+                                 "document.querySelector('#run').click(), true")
+                shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+                with open(args.screenshot, "wb") as f:
+                    f.write(base64.b64decode(shot["data"]))
 
+            errors = browser.console_errors()
+            if errors:
+                failures.append(f"the page logged errors: {errors[:5]}")
             outside = [u for u in browser.requests() if not u.startswith(("file:", "data:", "about:", "blob:"))]
             if outside:
                 failures.append(f"the page sent requests: {outside[:5]}")

@@ -5,7 +5,7 @@ Usage: scripts/step_oracle_compare.py [--census build/census] [--only REGEX] CAS
 
 For each case (a step oracle JSON, or a trimmed one of tests/data/step/), runs the census binary with
 the case's config, sequence, micro-batch size, micro-batches, pipeline stage and kind, and compares the
-numbers tests/census/step_oracle_test.cpp compares: the schedule, parameters, gradients, optimizer
+numbers tests/step/step_oracle_test.cpp compares: the schedule, parameters, gradients, optimizer
 states, the peak (bytes, phase, op, split), other_peak, each phase's bytes and the forward, backward
 and optimizer-step peaks. A case the oracle could not run (it records an error) must be refused in one
 line with exit code 2. Prints one line per case (ok, refused as expected, or the first differences) and

@@ -54,7 +54,11 @@ def _mapping(config: Any) -> Any:
             raise ValueError(f"{_shown(config)}: nests its values too deep; give a Transformers config.json") from exc
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict):
-        out = dict(to_dict())
+        out = to_dict()
+        if not isinstance(out, Mapping):
+            raise ValueError(f"config: its to_dict() returned {_shown(out)}, not a mapping; give a Transformers config, "
+                             "whose to_dict() is a dict of its fields")
+        out = dict(out)
         # A trainer's choice of experts implementation lives in a private attribute to_dict() leaves out.
         experts = getattr(config, "_experts_implementation", None)
         if isinstance(experts, str):
@@ -108,6 +112,29 @@ def _integer(name: str, value: Any, positive: bool = False) -> int:
     if not -(1 << 63) <= value < (1 << 63):
         raise ValueError(f"{name}: {_shown(value)} is beyond 64-bit integers")
     return int(value)
+
+
+def _path(name: str, value: Any) -> str:
+    """*value* (a str or an os.PathLike of one) as a str, or ValueError naming *name*."""
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if isinstance(path, str):
+            return path
+    raise ValueError(f"{name}: must be a path (a str or os.PathLike), not {_shown(value)}")
+
+
+def _text(name: str, value: Any) -> str:
+    """*value* as a str, or ValueError naming *name*: no other object is turned into its text."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: must be a string, not {_shown(value)}")
+    return value
+
+
+def _switch(name: str, value: Any) -> bool:
+    """*value* as a bool, or ValueError naming *name*: no other object is read as a switch."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: must be True or False, not {_shown(value)}")
+    return value
 
 
 def _refuse_unpriced(replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
@@ -169,8 +196,9 @@ def _priced(config: Any, replacements: Sequence[Any] = ()) -> Any:
 
 def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool = False,
                  ops: Dict[str, int] | None = None, replacements: Sequence[Any] = (),
-                 gdn_backend: str = "eager") -> Tuple[int, int]:
-    """Bytes layer *layer_index* keeps for its backward, and the most its backward holds.
+                 gdn_backend: str = "eager", micro_batch_size: int = 1) -> Tuple[int, int]:
+    """Bytes layer *layer_index* keeps for its backward, and the most its backward holds, on a micro-batch
+    of *micro_batch_size* sequences of *seq_length* tokens.
 
     Where *selective*, the layer runs under HyperParallel's selective activation checkpointing and the
     bytes kept are its input and the outputs the policy saves. Where *ops* is given (and the layer
@@ -180,9 +208,10 @@ def census_layer(config: Any, layer_index: int, seq_length: int, selective: bool
         raise ValueError(f"ops: must be a dict to fill with bytes by op, not {_shown(ops)}")
     _refuse_unpriced(replacements, gdn_backend)
     priced = _priced(config, replacements)
+    micro_batch_size = _integer("micro_batch_size", micro_batch_size, positive=True)
     if selective:
-        return _census.selective(priced, layer_index, seq_length, gdn_backend)
-    saved, working, by_op = _census.layer(priced, layer_index, seq_length, 1, gdn_backend)
+        return _census.selective(priced, layer_index, seq_length, gdn_backend, micro_batch_size)
+    saved, working, by_op = _census.layer(priced, layer_index, seq_length, 1, gdn_backend, micro_batch_size)
     if ops is not None:
         ops.update(by_op)
     return saved, working
@@ -205,8 +234,14 @@ def report(config: Any, path: Any = "report.html", layer_index: int = 0, seq_len
             name = str(config.get("_name_or_path") or config.get("model_type") or "config")
         else:
             name = str(getattr(config, "_name_or_path", None) or getattr(config, "model_type", None) or "config")
-    return _census.report(priced, os.fspath(path), int(layer_index), int(seq_length), int(tp), bool(selective),
-                          gdn_backend, os.fspath(svg_dir) if svg_dir is not None else "", name)
+    svg = "" if svg_dir is None else _path("svg_dir", svg_dir)
+    if svg_dir is not None and svg == "":
+        raise ValueError("svg_dir: is empty; give the directory to write the charts into, or None")
+    if not isinstance(selective, bool):
+        raise ValueError(f"selective: must be True or False, not {_shown(selective)}")
+    return _census.report(priced, _path("path", path), _integer("layer_index", layer_index),
+                          _integer("seq_length", seq_length), _integer("tp", tp), selective, gdn_backend, svg,
+                          _text("name", name))
 
 
 def census_saved_ops(config: Any, layer_index: int, seq_length: int,
@@ -254,15 +289,19 @@ def census_output(config: Any, seq_length: int, replacements: Sequence[Any] = ()
     return _census.output(handle, seq_length, vocab)
 
 
-def census_stack(config: Any, seq_length: int, replacements: Sequence[Any] = ()) -> List[Tuple[int, int]]:
+def census_stack(config: Any, seq_length: int, replacements: Sequence[Any] = (),
+                 micro_batch_size: int = 1) -> List[Tuple[int, int]]:
     """What each decoder layer keeps for its backward, and the most its backward holds, from one pass of the whole stack.
 
-    The embedding, every layer in model order and the final norm run forward on one sequence, then
+    The embedding, every layer in model order and the final norm run forward on a micro-batch of
+    *micro_batch_size* sequences, then
     backward from the last hidden state; each save counts toward the layer whose forward makes it
     first. Layers that read what an earlier layer wrote (GLM-5's shared-indexer layers) run as the
     model runs them. Raises CensusUnavailable for a model forward the stack census does not build.
     """
-    return [tuple(pair) for pair in _census.stack_census(load_config(_priced(config, replacements)), int(seq_length))]
+    return [tuple(pair) for pair in _census.stack_census(load_config(_priced(config, replacements)),
+                                                         _integer("seq_length", seq_length),
+                                                         micro_batch_size=_integer("micro_batch_size", micro_batch_size))]
 
 
 def census_output_activations(config: Any, seq_length: int = 4096,
@@ -348,15 +387,19 @@ def _group(index: int, group: Any) -> Tuple[str, int, bool]:
 
 
 def census_activations(config: Any, layers: Iterable[Mapping[str, Any]], seq_length: int = 4096,
-                       replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> Dict[str, KindActivations]:
-    """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2, plain and selective.
+                       replacements: Sequence[Any] = (), gdn_backend: str = "eager",
+                       micro_batch_size: int = 1) -> Dict[str, KindActivations]:
+    """What a layer of each kind of *layers* keeps and holds, per token, at TP 1 and TP 2, plain and selective,
+    on micro-batches of *micro_batch_size* sequences of *seq_length* tokens.
 
     *layers* is the stack's groups in model order (``{"kind", "count", "mtp"}``); MTP groups are left
     out, and each kind is censused on its first layer.
     """
     _refuse_unpriced(replacements=replacements, gdn_backend=gdn_backend)
     groups = [_group(i, group) for i, group in enumerate(_items("layers", layers))]
-    records = _census.activations(load_config(_priced(config, replacements)), groups, seq_length, gdn_backend)
+    micro_batch_size = _integer("micro_batch_size", micro_batch_size, positive=True)
+    records = _census.activations(load_config(_priced(config, replacements)), groups, seq_length, gdn_backend,
+                                  micro_batch_size)
     return {kind: KindActivations.from_dict(record) for kind, record in records.items()}
 
 
@@ -387,7 +430,10 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 optimizer: str = "adamw",
                 tp: int = 1, dp: int = 1, zero: int = 0, master_weights: str = "bf16", grad_dtype: str = "bf16",
                 cuda_context: int = 0, nccl_buffers: int = 0, fragmentation: int = 0,
-                cp: int = 1, ep: int = 1, micro_batch_size: int = 1) -> Dict[str, Any]:
+                cp: int = 1, ep: int = 1, micro_batch_size: int = 1, first_stage_layers: int = 0,
+                last_stage_layers: int = 0, embedding_as_layer: bool = False,
+                loss_as_layer: bool = False, expert_tp: int = 0, allocator: bool = False, alloc_conf: str = "",
+                gpu_memory: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -399,52 +445,88 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     *master_weights* and *grad_dtype* (``bf16`` or ``fp32``), and the bytes of the CUDA context, NCCL's
     buffers and fragmentation the caller states. ValueError for a value it refuses. A config that ties the
     LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
-    shared weight.
+    shared weight. *recompute* may name a mode per layer kind (``"none,moe=full"``); *first_stage_layers*
+    and *last_stage_layers* (Megatron's num_layers_in_first/last_pipeline_stage), or *embedding_as_layer*
+    and *loss_as_layer*, make uneven pipeline stages; *expert_tp* 1 keeps every rank's experts whole.
+
+    *allocator* simulates PyTorch's CUDA caching allocator over the step (``census step --allocator``):
+    each stage's ``"allocator"`` holds ``reserved_peak``, ``allocated_peak``, ``largest_inactive_split``,
+    ``num_alloc_retries``, ``out_of_memory`` (None without *gpu_memory*) and ``requested_peak``, under
+    *alloc_conf* (``PYTORCH_CUDA_ALLOC_CONF`` as you set it) on a device of *gpu_memory* (bytes or a size
+    such as ``"141GB"``).
     """
+    if not isinstance(allocator, bool):
+        raise ValueError(f"allocator: must be True or False, not {_shown(allocator)}")
+    if not isinstance(alloc_conf, str):
+        raise ValueError(f"alloc_conf: must be PYTORCH_CUDA_ALLOC_CONF's text, not {_shown(alloc_conf)}")
+    memory = "" if gpu_memory is None else gpu_memory if isinstance(gpu_memory, str) else str(_integer("gpu_memory", gpu_memory))
     mapping = _mapping(config)
-    text = _census.step(load_config(mapping), int(seq_length), int(micro_batches), int(pp),
-                        None if stage is None else int(stage), str(schedule), int(virtual_stages), str(recompute),
-                        str(optimizer),
-                        int(tp), int(dp), int(zero), str(master_weights), str(grad_dtype), int(cuda_context),
-                        int(nccl_buffers), int(fragmentation), int(cp), int(ep), int(micro_batch_size))
+    text = _census.step(load_config(mapping), _integer("seq_length", seq_length), _integer("micro_batches", micro_batches),
+                        _integer("pp", pp), None if stage is None else _integer("stage", stage),
+                        _text("schedule", schedule), _integer("virtual_stages", virtual_stages),
+                        _text("recompute", recompute), _text("optimizer", optimizer), _integer("tp", tp),
+                        _integer("dp", dp), _integer("zero", zero), _text("master_weights", master_weights),
+                        _text("grad_dtype", grad_dtype), _integer("cuda_context", cuda_context),
+                        _integer("nccl_buffers", nccl_buffers), _integer("fragmentation", fragmentation),
+                        _integer("cp", cp), _integer("ep", ep), _integer("micro_batch_size", micro_batch_size),
+                        _integer("first_stage_layers", first_stage_layers),
+                        _integer("last_stage_layers", last_stage_layers),
+                        _switch("embedding_as_layer", embedding_as_layer), _switch("loss_as_layer", loss_as_layer),
+                        _integer("expert_tp", expert_tp), allocator, alloc_conf, memory)
     return json.loads(text)
 
 
 def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int = 4096, global_batch: int = 0,
                 device: str = "", peak_tflops: Any = None, hbm_gbs: Any = None, link_gbs: Any = None,
-                nic_gbs: Any = None, gpus_per_node: int = 8, compute_efficiency: float = 0.5, top: int = 5,
+                nic_gbs: Any = None, gpus_per_node: int = 8, compute_efficiency: Any = None, top: int = 5,
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
-                nccl_buffers: Any = 0, fragmentation: Any = 0) -> Dict[str, Any]:
+                nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
+                calibration: str = "", reserved: bool = False, alloc_conf: str = "") -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
     *gpu_memory* and the overheads are bytes (an int) or a size such as ``"80GiB"``; *device* names a
-    preset (``h100``, ``h200``, ``a100``, ``b200``, ``910b``, ``910c``), else *peak_tflops*, *hbm_gbs*,
-    *link_gbs* and *nic_gbs* are all given (beside a preset they replace its figures). The step time is
-    an estimate; each layout's peak is the simulated step's (``census_step`` with its ``step_args``).
-    ValueError for a value it refuses.
+    preset (``h100``, the default, ``h200``, ``a100``, ``b200``, ``910b``, ``910c``), or *peak_tflops*,
+    *hbm_gbs*, *link_gbs* and *nic_gbs* are all given (beside a preset they replace its figures);
+    *calibration* is the path of a calibration file. The step time is an estimate; each layout's peak is
+    the simulated step's (``census_step`` with its ``step_args``). *layout* prices one layout
+    (``"tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective"``), fitting or not; *overlap* names the overlap
+    switches on (``"fsdp_prefetch,tp_async"``, or ``"none"``). ValueError for a value it refuses.
+
+    *reserved* ranks on reserved memory (``census plan --reserved``): each stage's step with PyTorch's CUDA
+    caching allocator simulated over it under *alloc_conf* (``PYTORCH_CUDA_ALLOC_CONF`` as you set it); a
+    layout's ``peak_bytes`` is then its reserved peak and ``"memory"`` says ``"reserved"``.
     """
+    if not isinstance(reserved, bool):
+        raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")
+    if not isinstance(alloc_conf, str):
+        raise ValueError(f"alloc_conf: must be PYTORCH_CUDA_ALLOC_CONF's text, not {_shown(alloc_conf)}")
     mapping = _mapping(config)
 
-    def size(name: str, value: Any) -> str:
-        if value is None:
-            return ""
-        if isinstance(value, str):
+    def size(name: str, value: Any) -> Any:
+        """A size as the command line's byte rule reads it: a str as it is (an empty one refused), an int
+        as its digits; None stays None (not given)."""
+        if value is None or isinstance(value, str):
             return value
         return str(_integer(name, value))
 
-    def figure(name: str, value: Any) -> float:
+    def overhead(name: str, value: Any) -> str:
+        return "0" if value is None else size(name, value)
+
+    def figure(name: str, value: Any) -> Any:
         if value is None:
-            return float("nan")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name}: must be a number, not {_shown(value)}")
         return float(value)
 
     text = _census.plan(load_config(mapping), _integer("gpus", gpus), size("gpu_memory", gpu_memory),
-                        _integer("seq_length", seq_length), _integer("global_batch", global_batch), str(device),
-                        figure("peak_tflops", peak_tflops), figure("hbm_gbs", hbm_gbs), figure("link_gbs", link_gbs),
-                        figure("nic_gbs", nic_gbs), _integer("gpus_per_node", gpus_per_node),
-                        figure("compute_efficiency", compute_efficiency), _integer("top", top), str(master_weights),
-                        str(grad_dtype), size("cuda_context", cuda_context) or "0",
-                        size("nccl_buffers", nccl_buffers) or "0", size("fragmentation", fragmentation) or "0")
+                        _integer("seq_length", seq_length), _integer("global_batch", global_batch),
+                        _text("device", device), figure("peak_tflops", peak_tflops), figure("hbm_gbs", hbm_gbs),
+                        figure("link_gbs", link_gbs), figure("nic_gbs", nic_gbs),
+                        _integer("gpus_per_node", gpus_per_node), figure("compute_efficiency", compute_efficiency),
+                        _integer("top", top), _text("master_weights", master_weights), _text("grad_dtype", grad_dtype),
+                        overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
+                        overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
+                        _text("calibration", calibration), reserved, alloc_conf)
     return json.loads(text)

@@ -19,20 +19,23 @@ std::pair<double, double> split(int64_t one, int64_t two, int64_t seq_length) {
 }  // namespace
 
 KindActivations split_record(int64_t saved_1, int64_t saved_2, int64_t working_1, int64_t working_2,
-                             int64_t seq_length) {
+                             int64_t seq_length, int64_t micro_batch_size) {
   KindActivations k;
   k.seq_length = seq_length;
-  std::tie(k.saved, k.saved_tp) = split(saved_1, saved_2, seq_length);
-  std::tie(k.working, k.working_tp) = split(working_1, working_2, seq_length);
+  const int64_t tokens = seq_length * micro_batch_size;
+  std::tie(k.saved, k.saved_tp) = split(saved_1, saved_2, tokens);
+  std::tie(k.working, k.working_tp) = split(working_1, working_2, tokens);
   return k;
 }
 
-KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length) {
-  KindActivations k = split_record(tp1.saved_bytes, tp2.saved_bytes, tp1.working_bytes, tp2.working_bytes, seq_length);
+KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length,
+                                 int64_t micro_batch_size) {
+  KindActivations k = split_record(tp1.saved_bytes, tp2.saved_bytes, tp1.working_bytes, tp2.working_bytes, seq_length,
+                                   micro_batch_size);
   for (size_t i = 0; i < kSavedOpCount; ++i) {
     if (tp1.saved_by_op[i] == 0) continue;
     const std::string name(saved_op_name(static_cast<SavedOp>(i)));
-    std::tie(k.ops[name], k.ops_tp[name]) = split(tp1.saved_by_op[i], tp2.saved_by_op[i], seq_length);
+    std::tie(k.ops[name], k.ops_tp[name]) = split(tp1.saved_by_op[i], tp2.saved_by_op[i], seq_length * micro_batch_size);
   }
   return k;
 }
@@ -62,11 +65,11 @@ std::vector<std::pair<std::string, KindActivations>> census_activations(const Mo
       read_one.wants_shares = true;
       const LayerCensus one = census_layer(config, first_layer, seq_length, /*explain=*/false, &read_one);
       const LayerCensus two = census_layer(tp2, first_layer, seq_length, /*explain=*/false, &read_two);
-      KindActivations record = kind_activations(one, two, seq_length);
+      KindActivations record = kind_activations(one, two, seq_length, config.micro_batch_size);
       RecomputeShares shares;
       const int64_t kept_one = selective_kept(config, first_layer, seq_length, read_one, &shares);
       const int64_t kept_two = selective_kept(tp2, first_layer, seq_length, read_two);
-      const auto [selective, selective_tp] = split(kept_one, kept_two, seq_length);
+      const auto [selective, selective_tp] = split(kept_one, kept_two, seq_length * config.micro_batch_size);
       record.selective = selective;
       record.selective_tp = selective_tp;
       record.selective_attention_mm = shares.attention_mm;

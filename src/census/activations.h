@@ -33,11 +33,13 @@ struct KindActivations {
   std::map<std::string, double> ops_tp;
 };
 
-// The record of a pair of censuses (TP 1 and TP 2, or the vocabulary and half of it), per token.
+// The record of a pair of censuses (TP 1 and TP 2, or the vocabulary and half of it), per token: per
+// each of the micro-batch's seq_length x micro_batch_size tokens.
 KindActivations split_record(int64_t saved_1, int64_t saved_2, int64_t working_1, int64_t working_2,
-                             int64_t seq_length);
+                             int64_t seq_length, int64_t micro_batch_size = 1);
 // The same with the bytes by op of the TP-1 layer's saves.
-KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length);
+KindActivations kind_activations(const LayerCensus& tp1, const LayerCensus& tp2, int64_t seq_length,
+                                 int64_t micro_batch_size = 1);
 
 // Every layer kind of `stack` (the model's own where empty), in stack order, each censused on its
 // first layer, plain and selective. A kind whose first layer cannot run alone (it reads an earlier

@@ -12,7 +12,7 @@ LayerCensus census_layer(const ModelConfig& config, int64_t layer_index, int64_t
   // Explain lists every saved storage: each alike iteration's, unfolded (Note [Alike iterations]).
   if (!explain) measurement.fold_alike_iterations();
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
-  const Dims shape{1, seq_length, config.hidden_size};
+  const Dims shape{config.micro_batch_size, seq_length, config.hidden_size};
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
   measurement.track(hidden);
   for (const Tensor& buffer : layer->buffers()) measurement.track(buffer);

@@ -61,7 +61,7 @@ void run_forward(const ModelConfig& config, int64_t layer_index, int64_t seq_len
   Session session;
   session.set_fold_alike_iterations(true);  // the counters weigh each op (Note [Alike iterations])
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
-  Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16);
+  Tensor hidden = make_tensor(Dims{config.micro_batch_size, seq_length, config.hidden_size}, DType::kBFloat16);
   // The positions are embedded before the count starts: the model does it once for all layers.
   nn::PositionEmbeddings positions = layer->embed_positions(hidden);
   counter.prepare(*layer);

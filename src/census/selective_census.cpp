@@ -82,7 +82,7 @@ SelectiveCensus run_selective(const ModelConfig& config, int64_t layer_index, in
   RegionOps region_ops;
   std::vector<CachedOutput> cached;
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
-  const Dims shape{1, seq_length, config.hidden_size};
+  const Dims shape{config.micro_batch_size, seq_length, config.hidden_size};
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
   // The model embeds the positions once for all its layers, outside their checkpoints: the layer's
   // census starts after, and they are shared, not the layer's to keep.
@@ -164,7 +164,7 @@ RecomputeShares census_recomputed(const ModelConfig& config_in, int64_t layer_in
   Session session;
   session.set_fold_alike_iterations(true);  // the ledger weighs each op (Note [Alike iterations])
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
-  Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+  Tensor hidden = make_tensor(Dims{config.micro_batch_size, seq_length, config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);
   LayerCarry arguments = layer->lone_arguments(hidden);
   RecomputeLedger ledger(attention_parameter_ids(*layer));

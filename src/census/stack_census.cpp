@@ -116,6 +116,15 @@ class HookedLayers final : public LayerRunner {
 
 }  // namespace
 
+Status check_stack_depth(const ModelConfig& config) {
+  if (config.num_hidden_layers > kLargestStackLayers)
+    return refuse("num_hidden_layers", std::to_string(config.num_hidden_layers) +
+                                           " layers are more than a whole-model census runs (at most 2^10 = " +
+                                           std::to_string(kLargestStackLayers) +
+                                           "); census layer prices one layer of the model");
+  return {};
+}
+
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length) {
   Session session;  // first: every tensor of the census dies before it
   LiveBytes live;   // then the observers: they see every tensor die
@@ -133,7 +142,7 @@ std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t se
                   std::vector<Tensor>(count)};
   Tensor out;
   {
-    Tensor input_ids = make_tensor(Dims{1, seq_length}, DType::kInt64);
+    Tensor input_ids = make_tensor(Dims{config.micro_batch_size, seq_length}, DType::kInt64);
     live.track(input_ids);
     out = model->model_forward(input_ids, Tensor(), HookedLayers(windows, saves));
   }
@@ -191,8 +200,9 @@ std::vector<std::pair<std::string, KindActivations>> stack_activations(const Mod
     const double n = static_cast<double>(members);
     KindActivations record;
     record.seq_length = seq_length;
-    std::tie(record.saved, record.saved_tp) = split(kept_1 / n, kept_2 / n, seq_length);
-    std::tie(record.working, record.working_tp) = split(held_1 / n, held_2 / n, seq_length);
+    const int64_t tokens = seq_length * config.micro_batch_size;
+    std::tie(record.saved, record.saved_tp) = split(kept_1 / n, kept_2 / n, tokens);
+    std::tie(record.working, record.working_tp) = split(held_1 / n, held_2 / n, tokens);
     out.emplace_back(kind, std::move(record));
   }
   return out;

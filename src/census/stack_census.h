@@ -31,6 +31,12 @@ struct StackLayerCensus {
   int64_t held = 0;
 };
 
+// The most layers a whole-model census runs (the stack census, the step, a kind priced through the
+// stack): 2^10, eight times the deepest model trained (Llama 3.1 405B's 126). It runs every layer, so
+// its time and memory grow with them; a config may state more, and census layer prices one of them.
+inline constexpr int64_t kLargestStackLayers = int64_t{1} << 10;
+Status check_stack_depth(const ModelConfig& config);
+
 // Each decoder layer's (kept, held), in model order.
 std::vector<StackLayerCensus> census_stack(const ModelConfig& config, int64_t seq_length);
 

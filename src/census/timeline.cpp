@@ -215,7 +215,7 @@ Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t
   };
   if (!selective) listen();  // as census_layer: from before the layer is built
   std::unique_ptr<DecoderLayer> layer = config.family->build_layer(config, layer_index);
-  const Dims shape{1, seq_length, config.hidden_size};
+  const Dims shape{config.micro_batch_size, seq_length, config.hidden_size};
   Tensor hidden = make_tensor(shape, DType::kBFloat16, /*requires_grad=*/true);
   // Under checkpointing the model embeds the positions once for all layers, before the layer's census
   // starts (as census_selective runs it); plain, inside the measured forward (as census_layer).
@@ -226,6 +226,12 @@ Timeline census_timeline(const ModelConfig& config, int64_t layer_index, int64_t
   }
   measurement.track(hidden);
   recorder.track(hidden, "input");
+  // As census_layer: the layer's buffers (Gemma 4's layer_scalar) are tracked, and count where saved.
+  if (!selective)
+    for (const Tensor& buffer : layer->buffers()) {
+      measurement.track(buffer);
+      recorder.track(buffer, "buffer");
+    }
   Tensor grad = make_tensor(shape, DType::kBFloat16);
   std::vector<Tensor> shared;
   if (selective) shared = {positions.position_ids, positions.cos, positions.sin};

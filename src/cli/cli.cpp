@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/report.h"
 #include "cli/request.h"
 #include "census/stack_census.h"
@@ -38,13 +39,6 @@ int refuse_line(std::ostream& err, const std::string& message) {
   return 2;
 }
 
-// An option given with an empty value (--kernels ""): refused, not read as the option left out.
-struct TextOption {
-  CLI::Option* option;
-  const std::string* value;
-  const char* advice;
-};
-
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 }  // namespace
@@ -60,52 +54,46 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::string model;
   std::string layers_file;
   std::string gdn_backend = "eager";
-  std::vector<TextOption> text_options;
   std::string mamba_backend = "torch";
 
   for (const auto& [name, description] : kCommands) {
     CLI::App* sub = app.add_subcommand(name, description);
     sub->add_option("config", model, "a config.json path, or a shipped model name (census models)")->required();
     if (std::string_view(name) != "stack")
-      sub->add_option("--layer-index", request.layer_index, "the layer to census (default 0)");
-    sub->add_option("--seq-length", request.seq_length, "tokens of the micro-batch's one sequence (default 4096)");
-    sub->add_option("--tp", request.tp, "tensor-parallel degree of the rank censused (default 1)");
-    sub->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
-    text_options.push_back(
-        {sub->add_option("--experts-implementation", request.experts_implementation,
-                         "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)"),
-         &request.experts_implementation, "give grouped_mm or eager, or leave the option out"});
+      add_integer_option(*sub, kLayerIndexRule, request.layer_index, "the layer to census (default 0)");
+    add_integer_option(*sub, kSeqLengthRule, request.seq_length, "tokens of each sequence (default 4096)");
+    add_integer_option(*sub, kMicroBatchSizeRule, request.micro_batch_size, "sequences of the micro-batch (default 1)");
+    add_integer_option(*sub, kTensorParallelRule, request.tp, "tensor-parallel degree of the rank censused (default 1)");
+    add_choice_option(*sub, "--format", format, {"table", "json"}, "table or json (default table)");
+    add_text_option(*sub, "--experts-implementation", request.experts_implementation,
+                    "how a MoE layer runs its experts: grouped_mm (default) or eager (the loop over experts)",
+                    "give grouped_mm or eager, or leave the option out");
     const std::string_view command(name);
     if (command != "tp-config" && command != "layers" && command != "parameters")
-      text_options.push_back(
-          {sub->add_option("--kernels", request.kernels,
-                           "the kernel profile: npu (the default, the reference's flash contract) or cuda (FlashAttention-2/3)"),
-           &request.kernels, "give npu or cuda, or leave the option out"});
+      add_text_option(*sub, "--kernels", request.kernels,
+                      "the kernel profile: npu (the default, the reference's flash contract) or cuda (FlashAttention-2/3)",
+                      "give npu or cuda, or leave the option out");
     if (command == "layer" || command == "saved-ops" || command == "explain" || command == "activations" ||
         command == "output" || command == "parameters")
-      text_options.push_back(
-          {sub->add_option("--train-yaml", request.train_yaml,
-                           "a HyperParallel train.yaml: its plan_overrides' fused modules replace Transformers' own"),
-           &request.train_yaml, "give the path of a train.yaml, or leave the option out"});
+      add_text_option(*sub, "--train-yaml", request.train_yaml,
+                      "a HyperParallel train.yaml: its plan_overrides' fused modules replace Transformers' own",
+                      "give the path of a train.yaml, or leave the option out");
     if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
       sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
     if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&
         std::string_view(name) != "tp-config" && std::string_view(name) != "layers")
-      sub->add_option("--gdn-backend", gdn_backend,
-                      "gated delta rule of linear-attention layers: eager (Transformers' chunked rule, the "
-                      "default) or triton (the chunked kernel's contract; kernel is another name for it)")
-          ->check(CLI::IsMember({"eager", "triton", "kernel"}));
+      add_choice_option(*sub, "--gdn-backend", gdn_backend, {"eager", "triton", "kernel"},
+                        "gated delta rule of linear-attention layers: eager (Transformers' chunked rule, the "
+                        "default) or triton (the chunked kernel's contract; kernel is another name for it)");
     if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&
         std::string_view(name) != "tp-config" && std::string_view(name) != "layers")
-      sub->add_option("--mamba-backend", mamba_backend,
-                      "Mamba-2 mixer: torch (Transformers' torch path, the default) or kernel (mamba_ssm's fused "
-                      "mamba_split_conv1d_scan_combined contract)")
-          ->check(CLI::IsMember({"torch", "kernel"}));
+      add_choice_option(*sub, "--mamba-backend", mamba_backend, {"torch", "kernel"},
+                        "Mamba-2 mixer: torch (Transformers' torch path, the default) or kernel (mamba_ssm's fused "
+                        "mamba_split_conv1d_scan_combined contract)");
     if (std::string_view(name) == "activations") {
       sub->add_flag("--output", request.output, "the output layer's record too (at the vocabulary and half of it)");
-      text_options.push_back(
-          {sub->add_option("--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups"),
-           &layers_file, "give the path of a stack file, or leave the option out"});
+      add_text_option(*sub, "--layers", layers_file, "the layer stack: a JSON or YAML list of {kind, count, mtp} groups",
+                      "give the path of a stack file, or leave the option out");
     }
   }
   ReportOptions report_options;
@@ -115,7 +103,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   PlanArgs plan_args;
   CLI::App* plan = add_plan_command(app, plan_args);
   CLI::App* models = app.add_subcommand("models", "the model configs shipped with Census");
-  models->add_option("--format", format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+  add_choice_option(*models, "--format", format, {"table", "json"}, "table or json (default table)");
 
   try {
     app.parse(argc, argv);
@@ -125,12 +113,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   } catch (const CLI::CallForAllHelp&) {
     out << app.help("", CLI::AppFormatMode::All);
     return 0;
+  } catch (const OptionRefused& e) {
+    return refuse_line(err, e.what());  // the rule's refusal says what to give
   } catch (const CLI::ParseError& e) {
     return refuse_line(err, first_line(e.what()) + "; see census --help");
   }
-  for (const TextOption& text : text_options)
-    if (text.option->count() > 0 && text.value->empty())
-      return refuse_line(err, text.option->get_name() + ": is empty; " + text.advice);
   request.format = format == "json" ? Format::kJson : Format::kTable;
 
   if (step->parsed()) return run_step_command(step_args, out, err);
@@ -150,6 +137,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto config = resolve_model(model);
   if (!config) return refuse_line(err, config.refusal().message());
   request.config = config.take();
+  // A backend option names a kind of layer; on a model without one it would change nothing, silently.
+  if (gdn_backend != "eager" && request.config.linear_num_key_heads == 0)
+    return refuse_line(err, "--gdn-backend " + gdn_backend + ": " + request.config.model_type +
+                                " has no gated-delta-net (linear_attention) layers; drop the option");
+  if (mamba_backend != "torch" && !request.config.mamba)
+    return refuse_line(err, "--mamba-backend " + mamba_backend + ": " + request.config.model_type +
+                                " has no Mamba-2 layers; drop the option");
   request.config.gdn_backend = *nn::parse_gdn_backend(gdn_backend);
   if (request.config.mamba) request.config.mamba->backend = *nn::parse_mamba_backend(mamba_backend);
   if (Status checked = check_request(request); !checked) return refuse_line(err, checked.refusal().message());

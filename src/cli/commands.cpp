@@ -24,7 +24,7 @@ std::string heading(const Request& r, bool with_layer) {
   std::string text = r.model_name + " (" + r.config.model_type + ")";
   if (with_layer) text += ", layer " + std::to_string(r.layer_index) + " (" +
                           layer_kind(r.config, r.layer_index) + ")";
-  text += ", " + std::to_string(r.seq_length) + " tokens, micro-batch 1, bf16";
+  text += ", " + std::to_string(r.seq_length) + " tokens, micro-batch " + std::to_string(r.micro_batch_size) + ", bf16";
   if (r.tp > 1) text += ", one rank of TP " + std::to_string(r.tp);
   if (r.config.linear_num_key_heads > 0 && r.command != "flops")
     text += ", gated delta rule " + std::string(nn::gdn_backend_name(r.config.gdn_backend));
@@ -41,7 +41,7 @@ void command_layer_selective(const Request& r, std::ostream& out) {
                        {"selective_attention_mm", shares.attention_mm}, {"selective_ffn_mm", shares.ffn_mm}},
                       out);
   out << heading(r, true) << ", under HyperParallel's selective checkpointing\n";
-  const double s = static_cast<double>(r.seq_length);
+  const double s = static_cast<double>(r.seq_length * r.micro_batch_size);  // per token of the micro-batch
   Table table({"", "bytes", "", "per token"});
   table.add({"kept", grouped(c.kept_bytes), human_bytes(c.kept_bytes), decimal(c.kept_bytes / s)});
   table.add({"working", grouped(c.working_bytes), human_bytes(c.working_bytes), decimal(c.working_bytes / s)});
@@ -55,7 +55,7 @@ void command_layer(const Request& r, std::ostream& out) {
   const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length);
   if (r.format == Format::kJson) return print_json({{"saved", c.saved_bytes}, {"working", c.working_bytes}}, out);
   out << heading(r, true) << '\n';
-  const double s = static_cast<double>(r.seq_length);
+  const double s = static_cast<double>(r.seq_length * r.micro_batch_size);  // per token of the micro-batch
   Table table({"", "bytes", "", "per token"});
   table.add({"saved", grouped(c.saved_bytes), human_bytes(c.saved_bytes), decimal(c.saved_bytes / s)});
   table.add({"working", grouped(c.working_bytes), human_bytes(c.working_bytes), decimal(c.working_bytes / s)});
@@ -64,7 +64,7 @@ void command_layer(const Request& r, std::ostream& out) {
 
 void command_saved_ops(const Request& r, std::ostream& out) {
   const LayerCensus c = census_layer(rank_config(r), r.layer_index, r.seq_length);
-  const double s = static_cast<double>(r.seq_length);
+  const double s = static_cast<double>(r.seq_length * r.micro_batch_size);  // per token of the micro-batch
   ordered_json json;
   for (size_t i = 0; i < kSavedOpCount; ++i) json[std::string(saved_op_name(static_cast<SavedOp>(i)))] = c.saved_by_op[i] / s;
   if (r.format == Format::kJson) return print_json(json, out);
@@ -150,7 +150,7 @@ void command_activations(const Request& r, std::ostream& out) {
     return print_json(json, out);
   }
   out << "Activation census of " << r.model_name << " (" << r.config.model_type << "), "
-      << r.seq_length << " tokens, micro-batch 1, bf16\n"
+      << r.seq_length << " tokens, micro-batch " << r.micro_batch_size << ", bf16\n"
       << "bytes per token; at TP t a rank holds x + x_tp / t\n\n";
   Table table({"kind", "layers", "saved", "saved_tp", "working", "working_tp", "selective", "selective_tp"});
   for (const auto& [kind, k] : kinds) {
@@ -245,7 +245,8 @@ void command_output(const Request& r, std::ostream& out) {
   const OutputCensus full = census_output(r.config, r.seq_length, r.config.vocab_size);
   const OutputCensus half = census_output(r.config, r.seq_length, half_vocab);
   const KindActivations record =
-      split_record(full.saved_bytes, half.saved_bytes, full.working_bytes, half.working_bytes, r.seq_length);
+      split_record(full.saved_bytes, half.saved_bytes, full.working_bytes, half.working_bytes, r.seq_length,
+                   r.config.micro_batch_size);
   if (r.format == Format::kJson)
     return print_json({{"vocab", {{"vocab_size", r.config.vocab_size}, {"saved", full.saved_bytes}, {"working", full.working_bytes}}},
                        {"half_vocab", {{"vocab_size", half_vocab}, {"saved", half.saved_bytes}, {"working", half.working_bytes}}},

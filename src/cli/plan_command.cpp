@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
+#include "alloc/alloc_conf.h"
+#include "cli/options.h"
 #include "plan/plan.h"
 #include "cli/request.h"
 #include "cli/step_command.h"
@@ -14,6 +17,10 @@ namespace census::cli {
 namespace {
 
 using nlohmann::ordered_json;
+
+// A device's figure: finite and within the plan's bounds (census/plan.h).
+constexpr NumberRule figure_rule(const char* flag, const char* unit) { return {flag, kLeastFigure, kLargestFigure, unit}; }
+constexpr NumberRule kComputeEfficiencyRule{"--compute-efficiency", kLeastEfficiency, 1, ""};
 
 int refuse_line(std::ostream& err, const std::string& message) {
   err << "census: " << escaped(message) << '\n';
@@ -27,93 +34,144 @@ std::string seconds_text(double s) {
   return buffer;
 }
 
-std::string layout_name(const Layout& l) {
-  std::string s = l.pp == 1 ? "none" : schedule_name(l.schedule);
-  if (l.schedule == PipelineSchedule::kInterleaved) s += " V" + std::to_string(l.virtual_stages);
-  return s;
+// The schedule and the split: "interleaved V4 e+l" (the embedding and loss counted as layers), "1f1b
+// F3 L2" (the first and last stages' layers).
+std::string schedule_cell(const Layout& l) {
+  std::string cell = schedule_label(l);
+  const PipelineSplit& s = l.split;
+  if (s.embedding_as_layer || s.loss_as_layer)
+    cell += std::string(" ") + (s.embedding_as_layer ? "e" : "") + (s.embedding_as_layer && s.loss_as_layer ? "+" : "") +
+            (s.loss_as_layer ? "l" : "");
+  if (s.first_stage_layers > 0) cell += " F" + std::to_string(s.first_stage_layers);
+  if (s.last_stage_layers > 0) cell += " L" + std::to_string(s.last_stage_layers);
+  return cell;
 }
 
 // The `census step` arguments (after the config) that reproduce the layout's most-loaded rank.
 std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) {
   const Layout& l = r.layout;
-  std::vector<std::string> a = {"--seq-length", std::to_string(o.seq_length), "--micro-batches",
-                                std::to_string(l.micro_batches), "--pp", std::to_string(l.pp)};
+  std::vector<std::string> a = {"--seq-length", std::to_string(o.run.seq_length), "--micro-batch-size",
+                                std::to_string(l.micro_batch_size), "--micro-batches", std::to_string(l.micro_batches),
+                                "--pp", std::to_string(l.pp)};
   if (l.pp > 1) {
     a.insert(a.end(), {"--stage", std::to_string(r.worst_stage), "--schedule", schedule_name(l.schedule)});
     if (l.schedule == PipelineSchedule::kInterleaved) a.insert(a.end(), {"--virtual-stages", std::to_string(l.virtual_stages)});
+    if (l.split.first_stage_layers > 0) a.insert(a.end(), {"--first-stage-layers", std::to_string(l.split.first_stage_layers)});
+    if (l.split.last_stage_layers > 0) a.insert(a.end(), {"--last-stage-layers", std::to_string(l.split.last_stage_layers)});
+    if (l.split.embedding_as_layer) a.push_back("--embedding-as-layer");
+    if (l.split.loss_as_layer) a.push_back("--loss-as-layer");
   }
-  a.insert(a.end(), {"--recompute", recompute_name(l.recompute), "--tp", std::to_string(l.tp), "--dp",
-                     std::to_string(l.dp), "--zero", std::to_string(l.zero), "--master-weights",
-                     o.fp32_master_weights ? "fp32" : "bf16", "--grad-dtype", o.fp32_gradients ? "fp32" : "bf16"});
+  // FSDP: composed as ZeRO-3 (Note [FSDP until the step simulates it], plan/plan_layout.cpp).
+  a.insert(a.end(), {"--recompute", recompute_text(l.recompute), "--tp", std::to_string(l.tp), "--dp", std::to_string(l.dp),
+                     "--zero", std::to_string(l.fsdp ? 3 : l.zero), "--master-weights",
+                     o.time.fp32_master_weights ? "fp32" : "bf16", "--grad-dtype", o.time.fp32_gradients ? "fp32" : "bf16"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
   if (l.ep > 1) a.insert(a.end(), {"--ep", std::to_string(l.ep)});
+  if (l.etp == 1 && l.tp > 1) a.insert(a.end(), {"--expert-tp", "1"});
   for (const auto& [flag, bytes] : {std::pair{"--cuda-context", o.cuda_context}, std::pair{"--nccl-buffers", o.nccl_buffers},
                                     std::pair{"--fragmentation", o.fragmentation}})
     if (bytes > 0) a.insert(a.end(), {flag, std::to_string(bytes)});
+  if (o.reserved) {
+    a.push_back("--allocator");
+    if (!o.alloc_conf.text.empty()) a.insert(a.end(), {"--alloc-conf", o.alloc_conf.text});
+  }
   return a;
 }
 
 ordered_json layout_json(const LayoutResult& r, const PlanOptions& o) {
   const Layout& l = r.layout;
+  ordered_json stage_bytes = ordered_json::array();  // null: not simulated (standing_stage stands for it)
+  for (int64_t bytes : r.stage_bytes) stage_bytes.push_back(bytes < 0 ? ordered_json(nullptr) : ordered_json(bytes));
   ordered_json time = ordered_json::object();
-  for (const TimeTerm& t : r.time) time[t.name] = t.seconds;
-  return {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"pp", l.pp}, {"dp", l.dp},
+  for (const TimeTerm& t : r.time.terms) time[t.name] = t.seconds;
+  ordered_json overlaps = ordered_json::object();
+  for (size_t k = 0; k < kOverlaps; ++k)
+    overlaps[overlap_name(static_cast<Overlap>(k))] = {{"on", o.time.overlaps.on[k]}, {"seconds", r.time.overlap_seconds[k]}};
+  return {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"expert_tp", l.etp == 1 ? 1 : l.tp}, {"pp", l.pp}, {"dp", l.dp},
           {"schedule", l.pp == 1 ? "none" : schedule_name(l.schedule)}, {"virtual_stages", l.virtual_stages},
-          {"micro_batches", l.micro_batches}, {"recompute", recompute_name(l.recompute)}, {"zero", l.zero},
+          {"first_stage_layers", l.split.first_stage_layers}, {"last_stage_layers", l.split.last_stage_layers},
+          {"embedding_as_layer", l.split.embedding_as_layer}, {"loss_as_layer", l.split.loss_as_layer},
+          {"micro_batch_size", l.micro_batch_size}, {"micro_batches", l.micro_batches},
+          {"recompute", recompute_text(l.recompute)}, {"zero", l.zero}, {"fsdp", l.fsdp},
+          {"fits", r.simulated && r.peak_bytes <= o.gpu_memory},
           {"peak_bytes", r.peak_bytes}, {"headroom_bytes", o.gpu_memory - r.peak_bytes}, {"worst_stage", r.worst_stage},
+          {"memory_lower_bound_bytes", r.memory_bound_bytes},
           {"peak_phase", r.peak.phase},
           {"peak_split", {{"parameters", r.peak.split.parameters()}, {"gradients", r.peak.split.gradients()},
                           {"optimizer_states", r.peak.split.optimizer_states()}, {"other", r.peak.split.other()}}},
-          {"stage_bytes", r.stage_bytes},
-          {"step_seconds_estimate", r.step_seconds}, {"time_estimate", time},
-          {"step_args", step_args(r, o)}};
+          {"stage_bytes", stage_bytes}, {"standing_stage", r.standing},
+          {"step_seconds_estimate", r.time.seconds}, {"time_estimate", time}, {"busiest_stage", r.time.busiest_stage},
+          {"overlaps", overlaps}, {"step_args", step_args(r, o)}};
 }
 
-bool given(double figure) { return !std::isnan(figure); }
-
-Result<PlanOptions> plan_options(const PlanArgs& a) {
+Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
   PlanOptions o;
-  o.gpus = a.gpus;
-  o.gpus_per_node = a.gpus_per_node;
-  o.seq_length = a.seq_length;
-  o.global_batch = a.global_batch;
-  o.compute_efficiency = a.compute_efficiency;
+  o.run.gpus = a.gpus;
+  o.run.gpus_per_node = a.gpus_per_node;
+  o.run.seq_length = a.seq_length;
+  o.run.global_batch = a.global_batch;
   o.top = a.top;
-  if (!a.device.empty()) {
-    const Device* preset = find_device(a.device);
-    if (preset == nullptr) return refuse("--device", echoed(a.device) + " is not known; use h100, h200, a100, b200, 910b or 910c, or give --peak-tflops, --hbm-gbs, --link-gbs and --nic-gbs");
-    o.device = *preset;
-  } else {
-    if (!given(a.peak_tflops) || !given(a.hbm_gbs) || !given(a.link_gbs) || !given(a.nic_gbs))
-      return refuse("--device", "is missing; name a preset (h100, h200, a100, b200, 910b, 910c) or give all of --peak-tflops, --hbm-gbs, --link-gbs and --nic-gbs");
+  const bool figures = a.peak_tflops || a.hbm_gbs || a.link_gbs || a.nic_gbs;
+  const bool custom = a.device.empty() && a.peak_tflops && a.hbm_gbs && a.link_gbs && a.nic_gbs;
+  const Device* preset = find_device(a.device.empty() ? kDefaultDevice : a.device);
+  if (preset == nullptr)
+    return refuse("--device", echoed(a.device) + " is not known; use h100, h200, a100, b200, 910b or 910c, or give --peak-tflops, --hbm-gbs, --link-gbs and --nic-gbs");
+  o.device = *preset;
+  if (custom) {
     o.device.name = "custom";
     o.device.source = "the command line";
+    o.device.memory_bytes = 0;
+    o.device.calibration.source = "the h100's calibration (no --calibration given): " + o.device.calibration.source;
   }
   // A figure given beside a preset replaces the preset's.
-  if (given(a.peak_tflops)) o.device.peak_tflops = a.peak_tflops;
-  if (given(a.hbm_gbs)) o.device.hbm_gbs = a.hbm_gbs;
-  if (given(a.link_gbs)) o.device.link_gbs = a.link_gbs;
-  if (given(a.nic_gbs)) o.device.nic_gbs = a.nic_gbs;
-  if (!a.device.empty() && (given(a.peak_tflops) || given(a.hbm_gbs) || given(a.link_gbs) || given(a.nic_gbs))) o.device.source += "; some figures from the command line";
-  if (a.gpu_memory.empty()) {
-    if (o.device.memory_bytes == 0) return refuse("--gpu-memory", "is missing; give the memory of one device, such as 80GiB");
-    o.gpu_memory = o.device.memory_bytes;
-  } else {
-    auto memory = parse_bytes("--gpu-memory", a.gpu_memory);
-    CENSUS_TRY(memory);
-    o.gpu_memory = *memory;
+  o.device.peak_tflops = a.peak_tflops.value_or(o.device.peak_tflops);
+  o.device.hbm_gbs = a.hbm_gbs.value_or(o.device.hbm_gbs);
+  o.device.link_gbs = a.link_gbs.value_or(o.device.link_gbs);
+  o.device.nic_gbs = a.nic_gbs.value_or(o.device.nic_gbs);
+  if (!custom && figures) o.device.source += "; some figures from the command line";
+  if (!a.calibration.empty()) {
+    std::ifstream file(a.calibration);
+    if (!file) return refuse("--calibration", echoed(a.calibration) + " cannot be read; give a calibration JSON file");
+    const nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded()) return refuse("--calibration", echoed(a.calibration) + " is not JSON");
+    auto calibration = read_calibration(json, "--calibration " + echoed(a.calibration));
+    CENSUS_TRY(calibration);
+    o.device.calibration = *calibration;
   }
-  for (const auto& [flag, text, into] : {std::tuple{"--cuda-context", &a.cuda_context, &o.cuda_context},
-                                         std::tuple{"--nccl-buffers", &a.nccl_buffers, &o.nccl_buffers},
-                                         std::tuple{"--fragmentation", &a.fragmentation, &o.fragmentation}}) {
-    auto bytes = parse_bytes(flag, *text);
-    CENSUS_TRY(bytes);
-    *into = *bytes;
+  if (a.compute_efficiency) {
+    CENSUS_TRY(check_number(kComputeEfficiencyRule, *a.compute_efficiency));
+    o.device.calibration.gemm_efficiency = *a.compute_efficiency;
+    o.device.calibration.source += "; gemm_efficiency from --compute-efficiency";
   }
-  if (a.master_weights != "bf16" && a.master_weights != "fp32") return refuse("--master-weights", echoed(a.master_weights) + " is not known; use bf16 or fp32");
-  if (a.grad_dtype != "bf16" && a.grad_dtype != "fp32") return refuse("--grad-dtype", echoed(a.grad_dtype) + " is not known; use bf16 or fp32");
-  o.fp32_master_weights = a.master_weights == "fp32";
-  o.fp32_gradients = a.grad_dtype == "fp32";
+  if (!a.gpu_memory && o.device.memory_bytes == 0)
+    return refuse("--gpu-memory", "is missing; give the memory of one device, such as 80GiB");
+  o.gpu_memory = a.gpu_memory.value_or(o.device.memory_bytes);
+  o.cuda_context = a.cuda_context;
+  o.nccl_buffers = a.nccl_buffers;
+  o.fragmentation = a.fragmentation;
+  CENSUS_TRY(parse_choice("--master-weights", {"bf16", "fp32"}, a.master_weights));
+  CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
+  o.time.fp32_master_weights = a.master_weights == "fp32";
+  o.time.fp32_gradients = a.grad_dtype == "fp32";
+  if (!a.overlap.empty()) {
+    auto overlaps = parse_overlaps(a.overlap);
+    CENSUS_TRY(overlaps);
+    o.time.overlaps = *overlaps;
+  }
+  if (!a.layout.empty()) {
+    CENSUS_TRY(check_plan_options(model, o));  // the run's shape first: the layout is read against it
+    RunShape run = o.run;
+    if (run.global_batch == 0) run.global_batch = run.gpus;
+    auto layout = parse_layout(model, run, a.layout);
+    CENSUS_TRY(layout);
+    o.layout = *layout;
+  }
+  if (!a.reserved && !a.alloc_conf.empty())
+    return refuse("--alloc-conf", "configures the caching allocator --reserved simulates; give --reserved too");
+  if (a.reserved && o.fragmentation != 0)
+    return refuse("--fragmentation", "is what --reserved simulates; give one of them, not both");
+  o.reserved = a.reserved;
+  CENSUS_ASSIGN(o.alloc_conf, alloc::parse_alloc_conf(a.alloc_conf));
   return o;
 }
 
@@ -122,44 +180,64 @@ struct Planned {
   PlanResult result;
   int64_t model_experts = 0;  // the experts EP may shard (0: EP stays 1)
   bool eager_experts = false;
+  int64_t kinds = 1;          // the model's layer kinds
 };
 
 Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
-  auto options = plan_options(a);
-  CENSUS_TRY(options);
   Request request;
   request.command = "step";
   request.model_name = a.model;
   request.config = model;
   request.seq_length = a.seq_length;
   CENSUS_TRY(check_request(request));
+  auto options = plan_options(a, model);
+  CENSUS_TRY(options);
   auto result = census_plan(model, *options);
   CENSUS_TRY(result);
   const bool shards = model.moe.num_experts > 0 && model.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
-  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0, model.moe.num_experts > 0 && !shards};
+  std::vector<std::string> kinds;
+  for (const std::string& kind : layer_kinds(model))
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0, model.moe.num_experts > 0 && !shards,
+                 static_cast<int64_t>(kinds.size())};
 }
+
+int64_t batch_of(const PlanOptions& o) { return o.run.global_batch > 0 ? o.run.global_batch : o.run.gpus; }
 
 ordered_json plan_json(const Planned& p, const PlanArgs& a) {
   const PlanOptions& o = p.options;
   const PlanResult& r = p.result;
   ordered_json layouts = ordered_json::array();
+  if (r.named) layouts.push_back(layout_json(*r.named, o));
   for (const LayoutResult& l : r.top) layouts.push_back(layout_json(l, o));
   ordered_json pruned = ordered_json::object();
   for (const auto& [rule, count] : r.pruned_by_rule) pruned[rule] = count;
+  const Calibration& cal = o.device.calibration;
   ordered_json j = {
       {"model", a.model},
-      {"gpus", o.gpus},
-      {"gpus_per_node", o.gpus_per_node},
+      {"gpus", o.run.gpus},
+      {"gpus_per_node", o.run.gpus_per_node},
       {"gpu_memory_bytes", o.gpu_memory},
       {"overheads", {{"cuda_context", o.cuda_context}, {"nccl_buffers", o.nccl_buffers}, {"fragmentation", o.fragmentation}}},
       {"budget_bytes", r.budget_bytes},
-      {"seq_length", o.seq_length},
-      {"global_batch", o.global_batch > 0 ? o.global_batch : o.gpus},
-      {"device", {{"name", o.device.name}, {"peak_tflops", o.device.peak_tflops}, {"hbm_gbs", o.device.hbm_gbs},
-                  {"link_gbs", o.device.link_gbs}, {"nic_gbs", o.device.nic_gbs},
-                  {"compute_efficiency", o.compute_efficiency}, {"source", o.device.source}}},
+      {"memory", o.reserved ? "reserved" : "allocated"},
+      {"alloc_conf", o.reserved ? ordered_json(o.alloc_conf.text) : ordered_json(nullptr)},
+      {"seq_length", o.run.seq_length},
+      {"global_batch", batch_of(o)},
+      {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
+                  {"peak_tflops", o.device.peak_tflops}, {"hbm_gbs", o.device.hbm_gbs},
+                  {"link_gbs", o.device.link_gbs}, {"nic_gbs", o.device.nic_gbs}, {"source", o.device.source},
+                  {"calibration", {{"gemm_efficiency", cal.gemm_efficiency}, {"gemm_half_gflop", cal.gemm_half_gflop},
+                                   {"attention_forward_efficiency", cal.attention_forward_efficiency},
+                                   {"attention_backward_efficiency", cal.attention_backward_efficiency},
+                                   {"memory_efficiency", cal.memory_efficiency}, {"kernel_floor_us", cal.kernel_floor_us},
+                                   {"link_efficiency", cal.link_efficiency}, {"link_latency_us", cal.link_latency_us},
+                                   {"nic_efficiency", cal.nic_efficiency}, {"nic_latency_us", cal.nic_latency_us},
+                                   {"source", cal.source}}}}},
+      {"overlaps", overlaps_text(o.time.overlaps)},
       {"layouts", layouts},
       {"counts", {{"tried", r.counts.tried}, {"pruned_by_divisibility", r.counts.pruned_divisibility},
+                  {"estimated", r.counts.estimated},
                   {"rejected_for_memory", r.counts.rejected_memory_bound + r.counts.rejected_memory_simulated},
                   {"rejected_by_lower_bound", r.counts.rejected_memory_bound},
                   {"rejected_by_simulation", r.counts.rejected_memory_simulated}, {"fit", r.counts.fit},
@@ -176,136 +254,192 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
 
 void print_time_terms(const LayoutResult& l, std::ostream& out) {
   Table t({"  term (estimate)", "seconds", "how"});
-  for (const TimeTerm& term : l.time) t.add({"  " + term.name, seconds_text(term.seconds), term.formula});
-  t.add({"  step", seconds_text(l.step_seconds), "the sum"});
+  for (const TimeTerm& term : l.time.terms) t.add({"  " + term.name, seconds_text(term.seconds), term.formula});
+  t.add({"  step", seconds_text(l.time.seconds), "the sum"});
   t.print(out);
+}
+
+void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
+  const PlanOptions& o = p.options;
+  const Calibration& cal = o.device.calibration;
+  out << a.model << ": plan on " << o.run.gpus << " x " << o.device.name
+      << (a.device.empty() && o.device.name == kDefaultDevice ? " (the default device; --device names another)" : "")
+      << " (" << human_bytes(static_cast<double>(o.gpu_memory)) << " each, " << o.run.gpus_per_node << " a node), "
+      << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, AdamW, master weights "
+      << a.master_weights << ", grads " << a.grad_dtype << '\n';
+  if (!o.layout) {
+    out << "layouts: TP x CP x PP x DP = " << o.run.gpus << ", TP inside a node (--gpus-per-node " << o.run.gpus_per_node
+        << "), CP dividing the " << o.run.seq_length << " tokens; ";
+    if (p.model_experts > 0)
+      out << "EP dividing the " << p.model_experts << " experts and DP x CP (TP x DP x CP with whole experts: "
+          << "EP \"(whole)\"), inside a node or across; ";
+    else
+      out << (p.eager_experts ? "EP 1 (eager experts: census step shards grouped_mm ones); " : "EP 1 (no experts); ");
+    out << "1F1B and interleaved, uneven stages where the layers need them; b dividing the per-rank batch, M = "
+        << batch_of(o) << " / (DP x b); recompute per layer " << (p.kinds >= 2 && p.kinds <= 3 ? "kind" : "") << "\n";
+  }
+  if (o.reserved)
+    out << "memory: RESERVED, the most-loaded stage's reserved peak (PyTorch's caching allocator simulated over census step "
+           "--allocator, every stage, PYTORCH_CUDA_ALLOC_CONF "
+        << (o.alloc_conf.text.empty() ? std::string("(defaults)") : "\"" + o.alloc_conf.text + "\"")
+        << "; a layout fits with no cache flush) against " << grouped(o.gpu_memory);
+  else
+    out << "memory: the most-loaded stage's simulated peak (census step, every stage) against " << grouped(o.gpu_memory);
+  out << " B less cuda_context " << grouped(o.cuda_context) << ", nccl_buffers " << grouped(o.nccl_buffers)
+      << ", fragmentation " << grouped(o.fragmentation) << "\n";
+  out << "time: an estimate (" << o.device.name << ": " << o.device.peak_tflops << " TFLOPS, HBM " << o.device.hbm_gbs
+      << " GB/s, link " << o.device.link_gbs << " GB/s, NIC " << o.device.nic_gbs << " GB/s; GEMMs up to "
+      << cal.gemm_efficiency << " of the peak, half that at " << cal.gemm_half_gflop << " GFLOP; attention "
+      << cal.attention_forward_efficiency << " forward, " << cal.attention_backward_efficiency << " backward; memory "
+      << cal.memory_efficiency << " of HBM; overlaps " << overlaps_text(o.time.overlaps) << ")\n";
+  if (a.explain) {
+    out << "  device: " << o.device.source << "\n  calibration: " << cal.source << " (links " << cal.link_efficiency
+        << " and " << cal.link_latency_us << " us a message inside a node, " << cal.nic_efficiency << " and "
+        << cal.nic_latency_us << " us across; kernels at least " << cal.kernel_floor_us << " us)\n";
+    if (!o.layout)
+      out << "  outside the search: GPipe (1F1B runs its passes with its bubble and fewer micro-batches in flight), "
+             "TP across nodes, uneven splits other than the balanced ones, recompute by layer index, FSDP and TP "
+             "sequence parallelism (until census step simulates them; --layout fsdp=1 estimates FSDP), zero-bubble "
+             "and DualPipe schedules, vocabulary-parallel heads, FP8\n";
+  }
+}
+
+void print_detail(const LayoutResult& l, const PlanArgs& a, const PlanOptions& o, std::ostream& out) {
+  out << "peak " << grouped(l.peak_bytes) << " B on stage " << l.worst_stage << " at " << l.peak.phase << " (parameters "
+      << grouped(l.peak.split.parameters()) << ", gradients " << grouped(l.peak.split.gradients()) << ", optimizer states "
+      << grouped(l.peak.split.optimizer_states()) << ", other " << grouped(l.peak.split.other()) << ", overheads "
+      << grouped(l.peak_bytes - l.peak.bytes) << "); stages:";
+  for (size_t s = 0; s < l.stage_bytes.size(); ++s) {
+    if (l.stage_bytes[s] >= 0) {
+      out << ' ' << human_bytes(static_cast<double>(l.stage_bytes[s]));
+      continue;
+    }
+    size_t last = s;  // a run of stages one simulation stands for
+    while (last + 1 < l.stage_bytes.size() && l.stage_bytes[last + 1] < 0 && l.standing[last + 1] == l.standing[s]) ++last;
+    out << " [" << (last > s ? "stages " + std::to_string(s) + "-" + std::to_string(last) : "stage " + std::to_string(s))
+        << ": at most stage " << l.standing[s] << "'s]";
+    s = last;
+  }
+  if (l.layout.fsdp) out << "\n  FSDP's memory composed as ZeRO-3 (census step does not simulate FSDP2 yet)";
+  out << "\n  census step " << a.model;
+  for (const std::string& arg : step_args(l, o)) out << ' ' << arg;
+  out << '\n';
+  print_time_terms(l, out);
 }
 
 void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
   const PlanOptions& o = p.options;
   const PlanResult& r = p.result;
-  const int64_t batch = o.global_batch > 0 ? o.global_batch : o.gpus;
-  out << a.model << ": plan on " << o.gpus << " x " << o.device.name << " (" << human_bytes(static_cast<double>(o.gpu_memory))
-      << " each, " << o.gpus_per_node << " a node), " << o.seq_length << " tokens a sequence, global batch " << batch
-      << " sequences, AdamW, master weights " << a.master_weights << ", grads " << a.grad_dtype << '\n';
-  out << "layouts: TP x CP x PP x DP = " << o.gpus << ", TP inside a node (--gpus-per-node " << o.gpus_per_node
-      << "), CP dividing the " << o.seq_length << " tokens; ";
-  if (p.model_experts > 0)
-    out << "EP dividing the " << p.model_experts << " experts and DP x CP (the expert layers' data-parallel ranks), "
-        << "TP x EP inside a node; ";
-  else
-    out << (p.eager_experts ? "EP 1 (eager experts: census step shards grouped_mm ones); " : "EP 1 (no experts); ");
-  out << "a micro-batch is one sequence, so M = " << batch << " / DP\n";
-  out << "memory: the most-loaded stage's simulated peak (census step, every stage) against " << grouped(o.gpu_memory)
-      << " B less cuda_context " << grouped(o.cuda_context) << ", nccl_buffers " << grouped(o.nccl_buffers)
-      << ", fragmentation " << grouped(o.fragmentation) << "\n";
-  out << "time: an estimate (" << o.device.name << ": " << o.device.peak_tflops << " TFLOPS x " << o.compute_efficiency
-      << ", HBM " << o.device.hbm_gbs << " GB/s, link " << o.device.link_gbs << " GB/s, NIC " << o.device.nic_gbs
-      << " GB/s; " << o.device.source << ")\n";
+  print_header(p, a, out);
   const PlanCounts& c = r.counts;
-  out << "tried " << c.tried << " layouts: " << c.pruned_divisibility << " pruned by divisibility, "
-      << c.rejected_memory_bound + c.rejected_memory_simulated << " rejected for memory (" << c.rejected_memory_bound
-      << " by parameters, gradients and optimizer states alone, " << c.rejected_memory_simulated << " simulated), "
-      << c.fit << " fit";
-  if (c.not_evaluated > 0)
-    out << ", " << c.not_evaluated << " not evaluated (slower by the estimate than the " << o.top << " shown)";
-  out << "; " << c.simulations << " steps simulated (" << c.stage_runs << " stage runs)\n";
-  if (a.explain) {
-    for (const auto& [rule, count] : r.pruned_by_rule) out << "  pruned: " << rule << ": " << count << '\n';
+  if (!r.named) {
+    out << "tried " << c.tried << " layouts: " << c.pruned_divisibility << " pruned by divisibility, " << c.estimated
+        << " estimated whole, " << c.rejected_memory_bound + c.rejected_memory_simulated << " rejected for memory ("
+        << c.rejected_memory_bound << " by a lower bound: the optimizer step's states or the first backward's activations, "
+        << c.rejected_memory_simulated << " simulated), " << c.fit << " fit";
+    if (c.not_evaluated > 0)
+      out << ", " << c.not_evaluated << " not evaluated (slower by the estimate than the " << o.top << " shown)";
+    out << "; " << c.simulations << " steps simulated (" << c.stage_runs << " stage runs)\n";
+    if (a.explain)
+      for (const auto& [rule, count] : r.pruned_by_rule) out << "  pruned: " << rule << ": " << count << '\n';
   }
   out << '\n';
   if (r.top.empty() && r.smallest) {  // a plan has a layout (census_plan refuses one with none)
     const LayoutResult& s = *r.smallest;
     out << "nothing fits in " << human_bytes(static_cast<double>(o.gpu_memory)) << "; the smallest memory that would fit is "
         << grouped(s.peak_bytes) << " B (" << human_bytes(static_cast<double>(s.peak_bytes)) << "): TP " << s.layout.tp
-        << ", CP " << s.layout.cp << ", EP " << s.layout.ep << ", PP " << s.layout.pp << " (" << layout_name(s.layout) << "), DP " << s.layout.dp << " ZeRO-" << s.layout.zero
-        << ", recompute " << recompute_name(s.layout.recompute) << ", M " << s.layout.micro_batches << ", stage "
-        << s.worst_stage << " at " << s.peak.phase << "\n";
+        << ", CP " << s.layout.cp << ", EP " << s.layout.ep << ", PP " << s.layout.pp << " (" << schedule_cell(s.layout)
+        << "), DP " << s.layout.dp << " " << sharding_name(s.layout) << ", b " << s.layout.micro_batch_size << ", recompute "
+        << recompute_text(s.layout.recompute) << ", M " << s.layout.micro_batches << ", stage " << s.worst_stage << " at "
+        << s.peak.phase << "\n";
     out << "check: census step " << a.model;
     for (const std::string& arg : step_args(s, o)) out << ' ' << arg;
     out << '\n';
     return;
   }
-  Table t({"#", "TP", "CP", "EP", "PP", "DP", "schedule", "M", "recompute", "ZeRO", "peak", "headroom", "stage", "step (est.)",
-           "compute", "comm", "bubble"});
-  for (size_t i = 0; i < r.top.size(); ++i) {
-    const LayoutResult& l = r.top[i];
+  std::vector<const LayoutResult*> rows;
+  if (r.named) rows.push_back(&*r.named);
+  for (const LayoutResult& l : r.top) rows.push_back(&l);
+  Table t({"#", "TP", "CP", "EP", "PP", "DP", "schedule", "b", "M", "recompute", "ZeRO", "peak", "headroom", "stage",
+           "step (est.)", "compute", "comm", "bubble"});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const LayoutResult& l = *rows[i];
     double compute = 0, comm = 0, bubble = 0;
-    for (const TimeTerm& term : l.time) {
+    for (const TimeTerm& term : l.time.terms) {
       if (term.name.find("communication") != std::string::npos) comm += term.seconds;
       else if (term.name == "pipeline_bubble") bubble += term.seconds;
       else compute += term.seconds;
     }
-    t.add({std::to_string(i + 1), std::to_string(l.layout.tp), std::to_string(l.layout.cp),
-           std::to_string(l.layout.ep), std::to_string(l.layout.pp), std::to_string(l.layout.dp),
-           layout_name(l.layout), std::to_string(l.layout.micro_batches), recompute_name(l.layout.recompute),
-           std::to_string(l.layout.zero), human_bytes(static_cast<double>(l.peak_bytes)),
+    t.add({r.named ? "-" : std::to_string(i + 1), std::to_string(l.layout.tp), std::to_string(l.layout.cp),
+           std::to_string(l.layout.ep) + (l.layout.etp == 1 && l.layout.tp > 1 ? " (whole)" : ""),
+           std::to_string(l.layout.pp), std::to_string(l.layout.dp), schedule_cell(l.layout),
+           std::to_string(l.layout.micro_batch_size), std::to_string(l.layout.micro_batches), recompute_text(l.layout.recompute),
+           l.layout.fsdp ? "FSDP" : std::to_string(l.layout.zero), human_bytes(static_cast<double>(l.peak_bytes)),
            human_bytes(static_cast<double>(o.gpu_memory - l.peak_bytes)), std::to_string(l.worst_stage),
-           seconds_text(l.step_seconds), seconds_text(compute), seconds_text(comm), seconds_text(bubble)});
+           seconds_text(l.time.seconds), seconds_text(compute), seconds_text(comm), seconds_text(bubble)});
   }
   t.print(out);
+  if (r.named) {
+    const LayoutResult& l = *r.named;
+    out << '\n' << (l.peak_bytes <= o.gpu_memory ? "fits" : "does not fit") << " in "
+        << human_bytes(static_cast<double>(o.gpu_memory)) << ": ";
+    print_detail(l, a, o, out);
+    return;
+  }
   if (!a.explain) return;
   for (size_t i = 0; i < r.top.size(); ++i) {
-    const LayoutResult& l = r.top[i];
-    out << "\n#" << i + 1 << ": peak " << grouped(l.peak_bytes) << " B on stage " << l.worst_stage << " at " << l.peak.phase
-        << " (parameters " << grouped(l.peak.split.parameters()) << ", gradients " << grouped(l.peak.split.gradients())
-        << ", optimizer states " << grouped(l.peak.split.optimizer_states()) << ", other " << grouped(l.peak.split.other())
-        << ", overheads " << grouped(l.peak_bytes - l.peak.bytes) << "); stages:";
-    for (int64_t bytes : l.stage_bytes) out << ' ' << human_bytes(static_cast<double>(bytes));
-    out << "\n  census step " << a.model;
-    for (const std::string& arg : step_args(l, o)) out << ' ' << arg;
-    out << '\n';
-    print_time_terms(l, out);
+    out << "\n#" << i + 1 << ": ";
+    print_detail(r.top[i], a, o, out);
   }
 }
 
 }  // namespace
 
-Result<int64_t> parse_bytes(const std::string& flag, const std::string& text) {
-  size_t end = 0;
-  double number = 0;
-  try {
-    number = std::stod(text, &end);
-  } catch (...) {
-    return refuse(flag, echoed(text) + " is not a size; give one such as 80GiB, 141GB or a number of bytes");
-  }
-  std::string unit = text.substr(end);
-  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
-  for (const auto& [name, scale] : kUnits) {
-    if (unit != name) continue;
-    const double bytes = number * scale;
-    if (!std::isfinite(bytes) || bytes < 0 || bytes > 9.0e18)
-      return refuse(flag, echoed(text) + " is not a size a device has; give one such as 80GiB");
-    return static_cast<int64_t>(bytes);
-  }
-  return refuse(flag, echoed(text) + " has an unknown unit; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB");
-}
-
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   CLI::App* sub = app.add_subcommand("plan", "every parallel layout that fits on N devices, ranked by an estimated step time");
   sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
-  sub->add_option("--gpus", a.gpus, "devices in the run")->required();
-  sub->add_option("--gpu-memory", a.gpu_memory, "memory of one device: 80GiB, 141GB, or bytes (default: the --device preset's)");
-  sub->add_option("--gpus-per-node", a.gpus_per_node, "devices a node holds; TP, and TP x EP, stay inside one (default 8)");
-  sub->add_option("--seq-length", a.seq_length, "tokens of one sequence, one micro-batch (default 4096)");
-  sub->add_option("--global-batch", a.global_batch, "sequences a step (default: one a device)");
-  sub->add_option("--device", a.device, "a preset: h100, h200, a100, b200, 910b, 910c (datasheet figures)");
-  sub->add_option("--peak-tflops", a.peak_tflops, "dense bf16 TFLOPS of one device (replaces the preset's)");
-  sub->add_option("--hbm-gbs", a.hbm_gbs, "HBM bandwidth, GB/s");
-  sub->add_option("--link-gbs", a.link_gbs, "scale-up link (NVLink, HCCS) per device and direction, GB/s");
-  sub->add_option("--nic-gbs", a.nic_gbs, "scale-out network per device and direction, GB/s");
-  sub->add_option("--compute-efficiency", a.compute_efficiency, "share of the peak a compute-bound part reaches (default 0.5)");
-  sub->add_option("--top", a.top, "layouts shown (default 5)");
-  sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32, as census step takes it");
-  sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32, as census step takes it");
-  sub->add_option("--cuda-context", a.cuda_context, "the CUDA context, taken from each device's memory (default 0)");
-  sub->add_option("--nccl-buffers", a.nccl_buffers, "NCCL's communicator buffers, taken from it (default 0)");
-  sub->add_option("--fragmentation", a.fragmentation, "what the allocator loses to fragmentation, taken from it (default 0)");
-  sub->add_option("--format", a.format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+  add_integer_option(*sub, degree_rule("--gpus"), a.gpus, "devices in the run")->required();
+  add_bytes_option(*sub, "--gpu-memory", a.gpu_memory, "memory of one device: 80GiB, 141GB, or bytes (default: the --device preset's)");
+  add_integer_option(*sub, degree_rule("--gpus-per-node"), a.gpus_per_node,
+                     "devices a node holds; TP stays inside one (default 8)");
+  add_integer_option(*sub, kSeqLengthRule, a.seq_length, "tokens of one sequence (default 4096)");
+  add_integer_option(*sub, {"--global-batch", 1, kLargestGlobalBatch, "the most sequences a step takes"}, a.global_batch,
+                     "sequences a step (default: one a device)");
+  add_text_option(*sub, "--device", a.device,
+                  "a preset: h100 (default), h200, a100, b200, 910b, 910c (datasheet figures, calibrated)",
+                  "name a preset, or leave the option out (h100)");
+  add_number_option(*sub, figure_rule("--peak-tflops", "TFLOPS"), a.peak_tflops,
+                    "dense bf16 TFLOPS of one device (replaces the preset's)");
+  add_number_option(*sub, figure_rule("--hbm-gbs", "GB/s"), a.hbm_gbs, "HBM bandwidth, GB/s");
+  add_number_option(*sub, figure_rule("--link-gbs", "GB/s"), a.link_gbs,
+                    "scale-up link (NVLink, HCCS) per device and direction, GB/s");
+  add_number_option(*sub, figure_rule("--nic-gbs", "GB/s"), a.nic_gbs, "scale-out network per device and direction, GB/s");
+  add_text_option(*sub, "--calibration", a.calibration,
+                  "a JSON file of every calibration field (docs/plan.md), replacing the preset's",
+                  "give the path of a calibration JSON file, or leave the option out");
+  add_number_option(*sub, kComputeEfficiencyRule, a.compute_efficiency,
+                    "the largest GEMMs' share of the peak (default: the calibration's)");
+  add_text_option(*sub, "--overlap", a.overlap,
+                  "the overlaps on, comma-separated: fsdp_prefetch, tp_async, ep_1f1b, dp_reduce_scatter, or none "
+                  "(default fsdp_prefetch,dp_reduce_scatter)",
+                  "give the overlaps on, or none, or leave the option out");
+  add_text_option(*sub, "--layout", a.layout,
+                  "one layout to price, as \"tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective\" (keys tp cp ep etp pp vpp "
+                  "dp mbs recompute zero fsdp schedule first last)",
+                  "give a layout such as tp=2,pp=4, or leave the option out");
+  add_integer_option(*sub, {"--top", 1, kLargestTop, "the most layouts a plan shows"}, a.top, "layouts shown (default 5)");
+  add_choice_option(*sub, "--master-weights", a.master_weights, {"bf16", "fp32"},
+                    "bf16 (default) or fp32, as census step takes it");
+  add_choice_option(*sub, "--grad-dtype", a.grad_dtype, {"bf16", "fp32"}, "bf16 (default) or fp32, as census step takes it");
+  add_bytes_option(*sub, "--cuda-context", a.cuda_context, "the CUDA context, taken from each device's memory (default 0)");
+  add_bytes_option(*sub, "--nccl-buffers", a.nccl_buffers, "NCCL's communicator buffers, taken from it (default 0)");
+  add_bytes_option(*sub, "--fragmentation", a.fragmentation,
+                   "what the allocator loses to fragmentation, taken from it (default 0)");
+  add_choice_option(*sub, "--format", a.format, {"table", "json"}, "table or json (default table)");
   sub->add_flag("--explain", a.explain, "every term of the time estimate, the rules that pruned, each layout's step command");
+  sub->add_flag("--reserved", a.reserved, "rank on reserved memory: PyTorch's caching allocator simulated over each step");
+  add_text_option(*sub, "--alloc-conf", a.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF for --reserved, e.g. \"expandable_segments:True\"",
+                  "give the allocator's settings, or leave the option out");
   return sub;
 }
 

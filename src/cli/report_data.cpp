@@ -28,7 +28,7 @@ std::string config_source(const std::string& model) {
 
 ordered_json options_json(const Request& r, const ModelConfig& c) {
   ordered_json options = {{"layer_index", r.layer_index}, {"layer_kind", layer_kind(c, r.layer_index)},
-                          {"seq_length", r.seq_length}, {"micro_batch", 1}, {"dtype", "bfloat16"}, {"tp", r.tp},
+                          {"seq_length", r.seq_length}, {"micro_batch", r.micro_batch_size}, {"dtype", "bfloat16"}, {"tp", r.tp},
                           {"kernels", nn::kernel_profile(c.kernels).name}};
   if (c.moe.num_experts > 0)
     options["experts_implementation"] =

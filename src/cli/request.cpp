@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "census/stack_census.h"
+#include "cli/options.h"
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
 #include "models/python_json.h"
@@ -25,10 +27,42 @@ Result<ModelConfig> resolve_model(const std::string& source) {
 
 namespace {
 
+// The most experts the eager experts loop runs (experts_implementation eager): it runs a dozen ops and
+// keeps an expert's gradient buffer for each expert hit, in every MoE layer, so the experts bound its
+// time and memory. 2^10, twice the most a checkpoint has (Qwen3-Next's 512); grouped_mm has no loop.
+constexpr int64_t kLargestEagerExperts = int64_t{1} << 10;
+
+Status check_eager_experts(const ModelConfig& c) {
+  if (c.moe.experts_implementation == nn::ExpertsImplementation::kEager && c.moe.num_experts > kLargestEagerExperts)
+    return refuse("num_experts", std::to_string(c.moe.num_experts) + " experts are more than the eager loop runs (at most " +
+                                     std::to_string(kLargestEagerExperts) + "); use grouped_mm experts");
+  return {};
+}
+
 // Refuse a config and sequence whose counts could pass 64 bits. Every width a layer's matmuls, buffers
 // and parameters take is formed with Checked (util/checked.h), so a product of stated sizes cannot wrap
 // unseen; the counts a census forms are bounded by these: the scores' FLOPs (every pair of tokens,
 // each head), a matmul's FLOPs (tokens x width x width), a layer's bytes, the experts' parameters.
+// Mamba-2's torch scan pads the tokens to whole chunks and takes, per chunk, every pair of its tokens:
+// its largest products are (tokens padded) x chunk_size x heads x max(head_dim, state) (the diagonal
+// blocks), (tokens padded) x width x state (the C terms) and (chunks + 1)^2 x width x state (the
+// recurrence over chunk boundaries), each in fp32. A huge chunk_size (2^31 tokens a chunk) would wrap
+// them as surely as a huge width.
+Status check_mamba_scan(const nn::Mamba2Sizes& m, int64_t seq_length, int64_t limit) {
+  const int64_t chunk = std::max<int64_t>(m.chunk_size, 1);
+  const int64_t chunks = seq_length / chunk + (seq_length % chunk != 0);  // seq_length and chunk are at most 2^32
+  const Checked padded = Checked{chunks} * chunk;
+  const Checked state = Checked{4} * std::max(m.head_dim, m.ssm_state_size);
+  const Checked diagonal = padded * chunk * m.num_heads * state;
+  const Checked c_terms = Checked{4} * padded * m.intermediate_size * m.ssm_state_size;
+  const Checked boundaries = Checked{4} * (Checked{chunks} + 1) * (Checked{chunks} + 1) * m.intermediate_size * m.ssm_state_size;
+  if (diagonal.overflows(limit) || c_terms.overflows(limit) || boundaries.overflows(limit))
+    return refuse("--seq-length", std::to_string(seq_length) + " tokens in Mamba-2 chunks of " + std::to_string(m.chunk_size) +
+                                      " (the config's chunk_size) overflow 64-bit FLOP or byte counts; give fewer tokens, "
+                                      "or fix the config's chunk size");
+  return {};
+}
+
 Status check_sizes(const ModelConfig& c, int64_t seq_length) {
   const MlaConfig& mla = c.mla;
   const MoeConfig& moe = c.moe;
@@ -97,6 +131,7 @@ Status check_sizes(const ModelConfig& c, int64_t seq_length) {
       recurrence.overflows(kLimit))
     return refuse("--seq-length", std::to_string(seq_length) +
                                       " tokens on this model overflow 64-bit FLOP or byte counts; give fewer tokens");
+  if (c.mamba) return check_mamba_scan(*c.mamba, seq_length, kLimit);
   return {};
 }
 
@@ -106,6 +141,12 @@ Status check_request(const Request& r) {
   const ModelConfig& c = r.config;
   if (r.seq_length <= 0)
     return refuse("--seq-length", std::to_string(r.seq_length) + " is not a positive number of tokens; give one");
+  if (r.micro_batch_size <= 0)
+    return refuse("--micro-batch-size", std::to_string(r.micro_batch_size) +
+                                            " is not a positive number of sequences; give one (1 by default)");
+  if ((Checked{r.seq_length} * r.micro_batch_size).overflows(INT64_MAX / 16))
+    return refuse("--micro-batch-size", std::to_string(r.micro_batch_size) + " sequences of " +
+                                            std::to_string(r.seq_length) + " tokens overflow 64-bit counts; give fewer");
   if (r.layer_index < 0 || r.layer_index >= c.num_hidden_layers)
     return refuse("--layer-index", std::to_string(r.layer_index) + " is out of range: the model has " +
                                        std::to_string(c.num_hidden_layers) + " layers (0.." +
@@ -119,6 +160,15 @@ Status check_request(const Request& r) {
                                          " model cannot be priced alone: " + why +
                                          "; use census stack, or census activations (which prices it through the stack)");
   }
+  // The whole model's forward keeps every layer's router logits for the load-balancing loss then.
+  if (r.command == "stack" && c.output_router_logits)
+    return refuse("output_router_logits: true in the config",
+                  "the load-balancing loss over every layer's router logits is not priced yet; set it to false to "
+                  "price the stack without it");
+  // The whole model runs: the stack census, and a kind that cannot run alone (in activations and the
+  // report's kinds).
+  if (r.command == "stack" || ((r.command == "activations" || r.command == "report") && c.family->stack_only != nullptr))
+    CENSUS_TRY(check_stack_depth(c));
   if (r.tp <= 0) return refuse("--tp", std::to_string(r.tp) + " is not a positive degree; give one");
   if (c.num_key_value_heads % r.tp != 0 && r.tp % c.num_key_value_heads != 0)
     return refuse("--tp", std::to_string(r.tp) + " neither divides nor is a multiple of num_key_value_heads " +
@@ -135,10 +185,20 @@ Status check_request(const Request& r) {
   }
   if (r.command == "output" && r.tp != 1)
     return refuse("--tp", "the output layer is split by its vocabulary, not by --tp; read its *_tp fields");
-  return check_sizes(c, r.seq_length);
+  CENSUS_TRY(check_eager_experts(c));
+  // The micro-batch's tokens bound every count as one sequence of them would (its attention scores the
+  // more tightly: those grow with each sequence's tokens squared). B is at most 2^16 and S 2^32: the
+  // product fits.
+  CENSUS_TRY(check_integer(kMicroBatchSizeRule, r.micro_batch_size));
+  CENSUS_TRY(check_sizes(c, r.seq_length));
+  if (r.micro_batch_size > 1 && !check_sizes(c, r.seq_length * r.micro_batch_size))
+    return refuse("--micro-batch-size", std::to_string(r.micro_batch_size) + " sequences of " + std::to_string(r.seq_length) +
+                                            " tokens overflow 64-bit FLOP or byte counts on this model; give fewer");
+  return {};
 }
 
 Status apply_options(Request& r) {
+  r.config.micro_batch_size = r.micro_batch_size;
   if (!r.kernels.empty()) {
     const std::optional<nn::KernelProfile> profile = nn::parse_kernel_profile(r.kernels);
     if (!profile) return refuse("--kernels", echoed(r.kernels) + " is not a kernel profile; use npu (the default) or cuda");
@@ -167,7 +227,7 @@ Status apply_options(Request& r) {
                                                   ") has no experts; drop the option for a dense model");
   r.config.moe.experts_implementation = r.experts_implementation == "eager" ? nn::ExpertsImplementation::kEager
                                                                            : nn::ExpertsImplementation::kGroupedMm;
-  return {};
+  return check_eager_experts(r.config);
 }
 
 }  // namespace census::cli

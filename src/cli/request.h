@@ -19,6 +19,7 @@ struct Request {
   ModelConfig config;
   int64_t layer_index = 0;
   int64_t seq_length = 4096;
+  int64_t micro_batch_size = 1;  // sequences of the micro-batch
   int64_t tp = 1;
   Format format = Format::kTable;
   bool selective = false;             // layer, explain: under HyperParallel's selective checkpointing

@@ -23,7 +23,7 @@ void command_stack(const Request& r, std::ostream& out) {
     return;
   }
   out << "Stack census of " << r.model_name << " (" << r.config.model_type << "), " << layers.size() << " layers, "
-      << r.seq_length << " tokens, micro-batch 1, bf16";
+      << r.seq_length << " tokens, micro-batch " << r.micro_batch_size << ", bf16";
   if (r.tp > 1) out << ", one rank of TP " << r.tp;
   out << "\nthe whole decoder runs forward then backward; a save counts toward the layer whose forward makes it first\n";
   Table table({"layer", "kind", "kept", "", "held", ""});

@@ -8,16 +8,28 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/options.h"
 #include "step/step_census.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
+#include "cli/step_allocator.h"
 #include "report/table.h"
 #include "models/config.h"
+#include "util/checked.h"
 
 namespace census::cli {
 namespace {
 
 using nlohmann::ordered_json;
+
+constexpr IntegerRule kMicroBatchesRule{"--micro-batches", 1, kLargestMicroBatches,
+                                        "the most micro-batches a step accumulates"};
+// Decoder layers of a first or last pipeline stage; 0 (the default) leaves the split even.
+constexpr IntegerRule stage_layers_rule(const char* flag) {
+  return {flag, 0, kLargestLayerCount, "the layers of the largest config (2^20)"};
+}
+constexpr IntegerRule kStageRule{"--stage", 0, kLargestDegree - 1, "the last stage of the largest pipeline"};
+constexpr IntegerRule kZeroRule{"--zero", 0, 3, "the last ZeRO stage"};
 
 int refuse_line(std::ostream& err, const std::string& message) {
   err << "census: " << message << '\n';
@@ -110,6 +122,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["overheads"] = {{"cuda_context", c.cuda_context}, {"nccl_buffers", c.nccl_buffers},
                     {"fragmentation", c.fragmentation}};
   j["total_bytes"] = total_of(s, c);
+  if (s.allocator) j["allocator"] = allocator_json(*s.allocator, a);
   return j;
 }
 
@@ -125,12 +138,11 @@ void print_split(Table& table, const StepSplit& split, bool detail) {
 }
 
 // "0-9", or for model chunks "0-3 +4 chunks (to 67)": the first chunk's layers and how many follow.
-std::string layers_cell(const StepCensus& s, const StepArgs& a) {
-  if (a.schedule != "interleaved" || a.virtual_stages < 2)
-    return std::to_string(s.first_layer) + "-" + std::to_string(s.end_layer - 1);
-  const int64_t per_chunk = (s.end_layer - s.first_layer) / ((a.virtual_stages - 1) * a.pp + 1);
-  return std::to_string(s.first_layer) + "-" + std::to_string(s.first_layer + per_chunk - 1) + " +" +
-         std::to_string(a.virtual_stages - 1) + " chunks (to " + std::to_string(s.end_layer - 1) + ")";
+std::string layers_cell(const StepCensus& s) {
+  const LayerRange& first = s.chunks.front();
+  std::string cell = std::to_string(first.begin) + "-" + std::to_string(first.end - 1);
+  if (s.chunks.size() < 2) return cell;
+  return cell + " +" + std::to_string(s.chunks.size() - 1) + " chunks (to " + std::to_string(s.end_layer - 1) + ")";
 }
 
 std::string where(const StepMoment& m) {
@@ -139,7 +151,7 @@ std::string where(const StepMoment& m) {
 
 void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& c, std::ostream& out) {
   const StepCensus& s = run.step;
-  out << "stage " << run.stage << " of " << a.pp << ": layers " << layers_cell(s, a)
+  out << "stage " << run.stage << " of " << a.pp << ": layers " << layers_cell(s)
       << (run.stage == 0 ? ", the embedding" : "") << (run.stage == a.pp - 1 ? ", final norm, LM head and loss" : "")
       << "\nschedule:";
   for (const std::string& pass : s.schedule) out << ' ' << pass;
@@ -175,6 +187,7 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
     for (const StepHolder& h : s.analysis.peak_other_by_op) held.add({h.label, grouped(h.bytes), human_bytes(h.bytes)});
     held.print(out);
   }
+  if (s.allocator) print_allocator(*s.allocator, a, out);
   out << '\n';
   Table phases({"phase", "live_at_start", "peak", "peak_op", "live_at_end"});
   for (const StepPhase& p : s.analysis.phases)
@@ -187,34 +200,57 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
 CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   CLI::App* sub = app.add_subcommand("step", "one rank's whole training step: peak memory, where, and its split");
   sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
-  sub->add_option("--seq-length", a.seq_length, "tokens of each sequence (default 4096)");
-  sub->add_option("--micro-batch-size", a.micro_batch_size, "sequences of each micro-batch (default 1)");
-  sub->add_option("--micro-batches", a.micro_batches, "micro-batches accumulated per step (default 1)");
-  sub->add_option("--pp", a.pp, "pipeline stages (default 1)");
-  sub->add_option("--stage", a.stage, "the pipeline stage to run (default: every stage)");
-  sub->add_option("--schedule", a.schedule, "pipeline schedule: 1f1b (default), gpipe, or interleaved (with --virtual-stages)")
-      ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}));
-  sub->add_option("--virtual-stages", a.virtual_stages, "model chunks per stage, for --schedule interleaved (Megatron's order)");
-  sub->add_option("--recompute", a.recompute, "activation checkpointing of every layer: none, selective, full")
-      ->check(CLI::IsMember({"none", "selective", "full"}));
-  sub->add_option("--optimizer", a.optimizer, "adamw (default: its first step and zero_grad) or none")
-      ->check(CLI::IsMember({"adamw", "none"}));
-  sub->add_option("--tp", a.tp, "tensor-parallel degree: the rank's layers as tp_config holds them (default 1)");
-  sub->add_option("--dp", a.dp, "data-parallel degree, for --zero (default 1)");
-  sub->add_option("--zero", a.zero, "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)")
-      ->check(CLI::IsMember({0, 1, 2, 3}));
-  sub->add_option("--cp", a.cp, "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
-  sub->add_option("--ep", a.ep, "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
-  sub->add_option("--master-weights", a.master_weights, "bf16 (default) or fp32 (fp32 master copy and moments)")
-      ->check(CLI::IsMember({"bf16", "fp32"}));
-  sub->add_option("--grad-dtype", a.grad_dtype, "bf16 (default) or fp32 (Megatron's main_grad)")
-      ->check(CLI::IsMember({"bf16", "fp32"}));
-  sub->add_option("--experts-implementation", a.experts_implementation, "grouped_mm (default) or eager");
-  sub->add_option("--cuda-context", a.cuda_context, "bytes of the CUDA context, added to the peak (default 0)");
-  sub->add_option("--nccl-buffers", a.nccl_buffers, "bytes of NCCL's communicator buffers, added (default 0)");
-  sub->add_option("--fragmentation", a.fragmentation, "bytes the allocator loses to fragmentation, added (default 0)");
-  sub->add_option("--format", a.format, "table or json (default table)")->check(CLI::IsMember({"table", "json"}));
+  add_integer_option(*sub, kSeqLengthRule, a.seq_length, "tokens of each sequence (default 4096)");
+  add_integer_option(*sub, kMicroBatchSizeRule, a.micro_batch_size, "sequences of each micro-batch (default 1)");
+  add_integer_option(*sub, kMicroBatchesRule, a.micro_batches, "micro-batches accumulated per step (default 1)");
+  add_integer_option(*sub, degree_rule("--pp"), a.pp, "pipeline stages (default 1)");
+  add_integer_option(*sub, kStageRule, a.stage, "the pipeline stage to run (default: every stage)");
+  add_choice_option(*sub, "--schedule", a.schedule, {"1f1b", "gpipe", "interleaved"},
+                    "pipeline schedule: 1f1b (default), gpipe, or interleaved (with --virtual-stages)");
+  add_integer_option(*sub, degree_rule("--virtual-stages"), a.virtual_stages,
+                     "model chunks per stage, for --schedule interleaved (Megatron's order)");
+  add_integer_option(*sub, stage_layers_rule("--first-stage-layers"), a.first_stage_layers,
+                     "decoder layers of the first pipeline stage (Megatron's num_layers_in_first_pipeline_stage)");
+  add_integer_option(*sub, stage_layers_rule("--last-stage-layers"), a.last_stage_layers,
+                     "decoder layers of the last pipeline stage (num_layers_in_last_pipeline_stage)");
+  sub->add_flag("--embedding-as-layer", a.embedding_as_layer,
+                "count the embedding as a layer of the first stage (account_for_embedding_in_pipeline_split)");
+  sub->add_flag("--loss-as-layer", a.loss_as_layer,
+                "count the loss as a layer of the last stage (account_for_loss_in_pipeline_split)");
+  add_text_option(*sub, "--recompute", a.recompute,
+                  "activation checkpointing: none, selective or full for every layer, or per layer kind as "
+                  "'none,moe=full' (census layers names the kinds)",
+                  "give none, selective, full, or a mode per layer kind ('none,moe=full')");
+  add_choice_option(*sub, "--optimizer", a.optimizer, {"adamw", "none"},
+                    "adamw (default: its first step and zero_grad) or none");
+  add_integer_option(*sub, kTensorParallelRule, a.tp,
+                     "tensor-parallel degree: the rank's layers as tp_config holds them (default 1)");
+  add_integer_option(*sub, degree_rule("--dp"), a.dp, "data-parallel degree, for --zero (default 1)");
+  add_integer_option(*sub, kZeroRule, a.zero,
+                     "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)");
+  add_integer_option(*sub, degree_rule("--cp"), a.cp,
+                     "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
+  add_integer_option(*sub, degree_rule("--ep"), a.ep,
+                     "expert-parallel degree: each MoE layer's num_experts / E experts on the rank (default 1)");
+  add_integer_option(*sub, degree_rule("--expert-tp"), a.expert_tp,
+                     "the experts' tensor-parallel degree: 1 keeps every rank's experts whole (Megatron's "
+                     "expert_tensor_parallel_size); default --tp");
+  add_choice_option(*sub, "--master-weights", a.master_weights, {"bf16", "fp32"},
+                    "bf16 (default) or fp32 (fp32 master copy and moments)");
+  add_choice_option(*sub, "--grad-dtype", a.grad_dtype, {"bf16", "fp32"},
+                    "bf16 (default) or fp32 (Megatron's main_grad)");
+  add_text_option(*sub, "--experts-implementation", a.experts_implementation, "grouped_mm (default) or eager",
+                  "give grouped_mm or eager, or leave the option out");
+  add_text_option(*sub, "--kernels", a.kernels, "the kernel profile: npu (the default, the reference's flash contract) or cuda",
+                  "give npu or cuda, or leave the option out");
+  add_text_option(*sub, "--train-yaml", a.train_yaml, "a HyperParallel train.yaml: its fused modules replace Transformers' own",
+                  "give the path of a train.yaml, or leave the option out");
+  add_bytes_option(*sub, "--cuda-context", a.cuda_context, "bytes of the CUDA context, added to the peak (default 0)");
+  add_bytes_option(*sub, "--nccl-buffers", a.nccl_buffers, "bytes of NCCL's communicator buffers, added (default 0)");
+  add_bytes_option(*sub, "--fragmentation", a.fragmentation, "bytes the allocator loses to fragmentation, added (default 0)");
+  add_choice_option(*sub, "--format", a.format, {"table", "json"}, "table or json (default table)");
   sub->add_flag("--explain", a.explain, "each composed term's formula, and what the peak holds by op");
+  add_allocator_options(sub, a);
   return sub;
 }
 
@@ -228,19 +264,14 @@ struct StepRuns {
 };
 
 Status check_names(const StepArgs& a) {
-  auto one_of = [](const std::string& flag, const std::string& value, std::initializer_list<const char*> names) -> Status {
-    std::string listed;
-    for (const char* name : names) {
-      if (value == name) return {};
-      listed += std::string(listed.empty() ? "" : ", ") + name;
-    }
-    return refuse(flag, "'" + value + "' is not known; use " + listed);
-  };
-  CENSUS_TRY(one_of("--schedule", a.schedule, {"1f1b", "gpipe", "interleaved"}));
-  CENSUS_TRY(one_of("--recompute", a.recompute, {"none", "selective", "full"}));
-  CENSUS_TRY(one_of("--optimizer", a.optimizer, {"adamw", "none"}));
-  CENSUS_TRY(one_of("--master-weights", a.master_weights, {"bf16", "fp32"}));
-  CENSUS_TRY(one_of("--grad-dtype", a.grad_dtype, {"bf16", "fp32"}));
+  // The command line read these by their choice rule; Python's arguments meet the same one here
+  // (--recompute's modes per layer kind are read where the step parses them, step/recompute_choice.h).
+  CENSUS_TRY(parse_choice("--schedule", {"1f1b", "gpipe", "interleaved"}, a.schedule));
+  CENSUS_TRY(parse_choice("--optimizer", {"adamw", "none"}, a.optimizer));
+  CENSUS_TRY(parse_choice("--master-weights", {"bf16", "fp32"}, a.master_weights));
+  CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
+  if (a.recompute.empty())
+    return refuse("--recompute", "is empty; give none, selective, full, or a mode per layer kind ('none,moe=full')");
   if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
                                     std::pair{"--fragmentation", a.fragmentation}})
@@ -255,9 +286,13 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   request.model_name = a.model;
   request.config = model;
   request.seq_length = a.seq_length;
+  request.micro_batch_size = a.micro_batch_size;
   request.tp = a.tp;
   request.experts_implementation = a.experts_implementation;
+  request.kernels = a.kernels;
+  request.train_yaml = a.train_yaml;
   CENSUS_TRY(check_request(request));
+  // check_request holds --micro-batch-size to its rule, and B x S tokens to the config's counts.
   CENSUS_TRY(apply_options(request));
 
   StepOptions o;
@@ -269,13 +304,16 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
                : a.schedule == "interleaved" ? PipelineSchedule::kInterleaved
                                              : PipelineSchedule::k1F1B;
   o.virtual_stages = a.virtual_stages;
-  o.recompute = a.recompute == "selective" ? Recompute::kSelective
-                : a.recompute == "full"    ? Recompute::kFull
-                                           : Recompute::kNone;
+  o.split = {a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer};
+  auto recompute = parse_recompute(request.config, a.recompute, "--recompute");
+  CENSUS_TRY(recompute);
+  o.recompute = recompute->all;
+  o.recompute_by_kind = recompute->by_kind;
   o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
   o.tensor_parallel = a.tp;
   o.context_parallel = a.cp;
   o.expert_parallel = a.ep;
+  o.expert_tensor_parallel = a.expert_tp;
   o.composition.data_parallel = a.dp;
   o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
@@ -284,11 +322,13 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.composition.cuda_context = a.cuda_context;
   o.composition.nccl_buffers = a.nccl_buffers;
   o.composition.fragmentation = a.fragmentation;
+  CENSUS_ASSIGN(o.allocator, allocator_options(a));
 
   StepRuns result{request.config, o.composition, {}, 0};
-  std::vector<int64_t> stages;  // --stage's, else every stage
-  if (a.stage != -1) stages.push_back(a.stage);
-  for (int64_t r = 0; a.stage == -1 && r < a.pp; ++r) stages.push_back(r);
+  std::vector<int64_t> stages;  // --stage's, else every stage (checked first: --pp bounds the list)
+  if (a.stage) stages.push_back(*a.stage);
+  else CENSUS_TRY(check_step_options(result.config, o));
+  for (int64_t r = 0; !a.stage && r < a.pp; ++r) stages.push_back(r);
   // The stages are independent steps, each in its own Session: they run on as many threads as there
   // are cores (a Session and its arena are the thread's own).
   std::vector<std::optional<Result<StepCensus>>> steps(stages.size());
@@ -309,6 +349,9 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
     CENSUS_TRY(*steps[i]);
     result.runs.push_back({stages[i], steps[i]->take()});
   }
+  for (const StageRun& run : result.runs)
+    if ((Checked{reported_peak(run.step, o.composition).bytes} + overhead_bytes(o.composition)).overflows())
+      return refuse("--cuda-context", "the step's peak and the overheads sum past 64-bit byte counts; give smaller overheads");
   for (size_t i = 0; i < result.runs.size(); ++i)
     if (total_of(result.runs[i].step, o.composition) > total_of(result.runs[result.worst].step, o.composition))
       result.worst = i;
@@ -348,11 +391,13 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
     return 0;
   }
   const ModelConfig& c = r.config;
+  const PipelineSplit split{a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer};
   answer << a.model << " (" << c.model_type << "): one rank's training step, " << a.seq_length << " tokens x "
          << (a.micro_batch_size > 1 ? std::to_string(a.micro_batch_size) + " sequences x " : "") << a.micro_batches
          << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
-         << schedule_name(a) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
-         << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
+         << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
+         << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
+         << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)
@@ -361,13 +406,14 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   answer << ", bf16 parameters\n";
   if (a.explain) {
     // The terms that shape what is simulated, by name.
-    const ModelConfig rank = tp_config(c, a.tp);
+    const ModelConfig rank = rank_config(c, a.tp, a.ep, a.expert_tp);
     answer << "tensor_parallel: the rank's layers as tp_config holds them at TP " << a.tp << ": attention heads "
            << c.num_attention_heads << " / " << a.tp << " = " << rank.num_attention_heads << ", KV heads "
            << c.num_key_value_heads << " -> " << rank.num_key_value_heads << ", intermediate " << c.intermediate_size
            << " / " << a.tp << " = " << rank.intermediate_size;
     if (c.moe.moe_intermediate_size > 0)
-      answer << ", expert width " << c.moe.moe_intermediate_size << " / " << a.tp << " = " << rank.moe.moe_intermediate_size
+      answer << ", expert width " << c.moe.moe_intermediate_size << " / " << (a.expert_tp == 1 ? 1 : a.tp) << " = "
+             << rank.moe.moe_intermediate_size
              << (a.ep > 1 ? " (the rank's " + std::to_string(c.moe.num_experts / a.ep) + " experts)"
                           : " (all " + std::to_string(c.moe.num_experts) + " experts)");
     answer << "; the norms, the router, the embedding, the final norm, the LM head and the loss whole on every rank "
@@ -388,8 +434,9 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
       answer << "tie_word_embeddings: a stage holding the embedding and the head runs the head over the embedding's "
                 "weight (one parameter, its two gradients summed into one .grad); a pipeline's last stage holds "
                 "its own copy as its head\n";
-    answer << "pipeline: " << c.num_hidden_layers << " layers / " << a.pp << " stages = " << c.num_hidden_layers / a.pp
-           << " per stage; stage 0 holds the embedding, the last the final norm, head and loss\n";
+    answer << "pipeline: " << c.num_hidden_layers << " layers over " << a.pp << " stages ("
+           << split_name({a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer})
+           << "); stage 0 holds the embedding, the last the final norm, head and loss\n";
     if (data_parallel_terms)
       answer << "data_parallel: DP " << a.dp << ", ZeRO-" << a.zero
              << ": the simulated step's storages counted at their category's share and its peak found again "
@@ -400,12 +447,17 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
     for (const StageRun& run : runs) {
       const StepMoment& m = reported_peak(run.step, composition);
       summary.add({std::to_string(run.stage),
-                   layers_cell(run.step, a), grouped(m.bytes),
+                   layers_cell(run.step), grouped(m.bytes),
                    m.phase, grouped(m.split.parameters()), grouped(m.split.gradients()),
                    grouped(m.split.optimizer_states()), grouped(m.split.other()),
                    grouped(total_of(run.step, composition))});
     }
     summary.print(answer);
+    if (a.allocator) {
+      std::vector<std::pair<int64_t, const StepAllocatorCensus*>> stages;
+      for (const StageRun& run : runs) stages.emplace_back(run.stage, &*run.step.allocator);
+      print_allocator_stages(stages, answer);
+    }
     answer << "\nthe stage that needs the most:\n";
   }
   print_stage(runs[worst], a, composition, answer);

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -21,24 +22,35 @@ struct StepArgs {
   int64_t micro_batch_size = 1;
   int64_t micro_batches = 1;
   int64_t pp = 1;
-  int64_t stage = -1;  // -1: every stage
+  std::optional<int64_t> stage;  // not given: every stage
   std::string schedule = "1f1b";
   int64_t virtual_stages = 1;
-  std::string recompute = "none";
+  int64_t first_stage_layers = 0;  // 0: not set (step/pipeline_split.h)
+  int64_t last_stage_layers = 0;
+  bool embedding_as_layer = false;
+  bool loss_as_layer = false;
+  std::string recompute = "none";  // a mode, or a mode per layer kind (step/recompute_choice.h)
   std::string optimizer = "adamw";
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;
   int64_t cp = 1;
   int64_t ep = 1;
+  int64_t expert_tp = 0;  // 0: --tp
   std::string master_weights = "bf16";
   std::string grad_dtype = "bf16";
   std::string experts_implementation;
+  std::string kernels;     // the kernel profile (npu, cuda); empty: npu
+  std::string train_yaml;  // a HyperParallel train.yaml whose fused modules the trainer builds
   int64_t cuda_context = 0;
   int64_t nccl_buffers = 0;
   int64_t fragmentation = 0;
   std::string format = "table";
   bool explain = false;
+  // PyTorch's caching allocator over the step (cli/step_allocator.h)
+  bool allocator = false;
+  std::string alloc_conf;
+  std::string gpu_memory;
 };
 
 CLI::App* add_step_command(CLI::App& app, StepArgs& args);

@@ -1,5 +1,7 @@
 #include "models/causal_lm.h"
 
+#include <algorithm>
+
 #include "nn/loss.h"
 #include "ops/ops.h"
 
@@ -27,6 +29,22 @@ CausalLM::CausalLM(const ModelConfig& config, const ModelConfig& layer_config, M
     : config_(config), chunk_(chunk) {
   if (chunk_.first) embed_tokens.emplace("model.embed_tokens", config.vocab_size, config.hidden_size, embedding_params_);
   for (int64_t i = chunk_.begin; i < chunk_.end; ++i) layers_.push_back(config.family->build_layer(layer_config, i));
+  // The rotary kinds, each computed by its first layer's rotary.
+  const bool per_type = config.family->rotary_per_layer_type && !config.layer_types.empty();
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string kind = per_type ? config.layer_types[static_cast<size_t>(i)] : std::string();
+    if (std::find(rotary_kinds_.begin(), rotary_kinds_.end(), kind) != rotary_kinds_.end()) continue;
+    rotary_kinds_.push_back(kind);
+    const DecoderLayer* layer = nullptr;
+    for (int64_t j = std::max(i, chunk_.begin); j < chunk_.end && layer == nullptr; ++j)
+      if (!per_type || config.layer_types[static_cast<size_t>(j)] == kind) layer = layers_[static_cast<size_t>(j - chunk_.begin)].get();
+    if (layer == nullptr) {
+      spare_layers_.push_back(config.family->build_layer(layer_config, i));
+      layer = spare_layers_.back().get();
+    }
+    rotary_layers_.push_back(layer);
+    if (!per_type) break;
+  }
   if (chunk_.last) {
     norm = config.family->build_final_norm(config, norm_params_);
     // Tied (tie_word_embeddings) where the chunk holds the embedding too: the head reads its weight and
@@ -44,23 +62,39 @@ void CausalLM::finish() {
     parameters_.insert(parameters_.end(), list->begin(), list->end());
 
   for (const auto& layer : layers_)
-    for (const Tensor& buffer : layer->buffers()) buffers_.push_back(buffer);
-  if (layers_.empty()) return;
-  // The model's rotary module's buffers: inv_freq, which its forward reads, and original_inv_freq, its
-  // copy of the same size, which no op reads. Found by running the rotary once, before any step.
-  const Tensor marker = make_tensor(Dims{1}, DType::kFloat32);
-  RotaryBufferProbe probe(marker.storage_id());
-  Session::current().add_observer(&probe);
-  {
-    const Tensor hidden = make_tensor(Dims{1, 1, config_.hidden_size}, DType::kBFloat16);
-    NoGradGuard no_grad;
-    embed_positions(hidden);
-  }
-  Session::current().remove_observer(&probe);
-  if (probe.found.defined()) {
+    for (const Tensor& buffer : layer->registered_buffers()) buffers_.push_back(buffer);
+  // The model's rotary module's buffers, each kind's: inv_freq, which its forward reads, and
+  // original_inv_freq, its copy of the same size, which no op reads. Found by running each kind's
+  // rotary once, before any step.
+  for (const DecoderLayer* layer : rotary_layers_) {
+    if (rotary_buffers_stated_) break;
+    const Tensor marker = make_tensor(Dims{1}, DType::kFloat32);
+    RotaryBufferProbe probe(marker.storage_id());
+    Session::current().add_observer(&probe);
+    {
+      const Tensor hidden = make_tensor(Dims{1, 1, config_.hidden_size}, DType::kBFloat16);
+      NoGradGuard no_grad;
+      layer->embed_positions(hidden);
+    }
+    Session::current().remove_observer(&probe);
+    if (!probe.found.defined()) continue;
     buffers_.push_back(probe.found);
     buffers_.push_back(make_tensor(probe.found.sizes(), probe.found.dtype()));
   }
+}
+
+void CausalLM::state_rotary_buffers(const std::vector<Tensor>& inv_freqs) {
+  rotary_buffers_stated_ = true;
+  for (const Tensor& inv_freq : inv_freqs) {
+    buffers_.push_back(inv_freq);
+    buffers_.push_back(make_tensor(inv_freq.sizes(), inv_freq.dtype()));
+  }
+}
+
+size_t CausalLM::rotary_kind(int64_t index) const {
+  if (rotary_kinds_.size() < 2) return 0;
+  const std::string& type = config_.layer_types[static_cast<size_t>(index)];
+  return static_cast<size_t>(std::find(rotary_kinds_.begin(), rotary_kinds_.end(), type) - rotary_kinds_.begin());
 }
 
 int64_t CausalLM::largest_layer_parameter_bytes() const {
@@ -76,20 +110,28 @@ int64_t CausalLM::largest_layer_parameter_bytes() const {
 Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, const LayerRunner& runner) const {
   // inputs_embeds = self.embed_tokens(input_ids), or the inputs_embeds a later stage is handed.
   const Tensor inputs_embeds = chunk_.first ? embed(input_ids) : received;  // (B, S, H)
-  nn::PositionEmbeddings positions;
+  std::vector<nn::PositionEmbeddings> positions;
+  Tensor position_ids;  // formed by the model where no rotary embedding forms it
   {
     // position_ids = torch.arange(S) + past_seen_tokens: the arange is a temporary; the rotary
-    // embedding's own arange stands for the sum.
+    // embedding's own arange stands for the sum, which a model without one forms itself.
     const Tensor arange = ops::arange(inputs_embeds.size(1));
     positions = embed_positions(inputs_embeds);
+    if (positions.empty() || !positions.front().position_ids.defined()) {
+      position_ids = ops::unsqueeze(ops::add(arange, 0.0), 0);
+      if (layers_take_position_ids())
+        for (nn::PositionEmbeddings& kind : positions) kind.position_ids = position_ids;
+    }
   }
   Tensor hidden_states = inputs_embeds;
   for (size_t k = 0; k < layers_.size(); ++k) {
+    const int64_t index = chunk_.begin + static_cast<int64_t>(k);
     const DecoderLayer* layer = layers_[k].get();
     // By value, as the checkpoint's partial binds the layer's keyword arguments: under checkpointing the
     // position ids, cos and sin live as long as a layer's frame can recompute it.
-    hidden_states = runner.run(chunk_.begin + static_cast<int64_t>(k), hidden_states,
-                               [layer, positions](const Tensor& input) { return layer->forward(input, positions); });
+    hidden_states = runner.run(index, hidden_states, [layer, kind = positions[rotary_kind(index)]](const Tensor& input) {
+      return layer->forward(input, kind);
+    });
   }
   if (chunk_.last) hidden_states = final_norm(hidden_states);
   return hidden_states;
@@ -103,9 +145,14 @@ Tensor CausalLM::causal_lm_loss(Tensor hidden_states, const Tensor& labels) cons
 
 Tensor CausalLM::embed(const Tensor& input_ids) const { return embed_tokens->forward(input_ids); }
 
-nn::PositionEmbeddings CausalLM::embed_positions(const Tensor& inputs_embeds) const {
-  if (layers_.empty()) return {};
-  return layers_.front()->embed_positions(inputs_embeds);
+std::vector<nn::PositionEmbeddings> CausalLM::embed_positions(const Tensor& inputs_embeds) const {
+  std::vector<nn::PositionEmbeddings> out;
+  for (const DecoderLayer* layer : rotary_layers_) {
+    out.push_back(layer->embed_positions(inputs_embeds));
+    // Every kind rotates the model's one position_ids: a later kind's own arange goes at once.
+    if (out.size() > 1) out.back().position_ids = out.front().position_ids;
+  }
+  return out;
 }
 
 Tensor CausalLM::final_norm(const Tensor& hidden_states) const { return norm->forward(hidden_states); }

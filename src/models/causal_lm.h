@@ -92,9 +92,12 @@ class CausalLM {
   // The pieces of the forward a family overrides where its model differs from Llama's.
   // *Model.forward's embedding of the input ids (B, S) -> (B, S, H): embed_tokens, plainly.
   virtual Tensor embed(const Tensor& input_ids) const;
-  // What the model computes once from its embeddings for every layer: the rotary's cos and sin of
-  // positions 0..S-1 (the chunk's first layer's rotary, which every layer of a Llama-like model shares).
-  virtual nn::PositionEmbeddings embed_positions(const Tensor& inputs_embeds) const;
+  // What the model computes once from its embeddings for the layers: the rotary's cos and sin of
+  // positions 0..S-1 for each of its rotary kinds (rotary_kinds()), in that order.
+  virtual std::vector<nn::PositionEmbeddings> embed_positions(const Tensor& inputs_embeds) const;
+  // Whether *Model.forward hands the layers its position_ids (so a checkpointed layer's frame holds the
+  // ones a model without a rotary forms): Llama's and most do; GraniteMoeHybrid's passes only the rotary's.
+  virtual bool layers_take_position_ids() const { return true; }
   // The final norm on the last chunk's last hidden state.
   virtual Tensor final_norm(const Tensor& hidden_states) const;
   // *ForCausalLM.forward's logits of the last hidden state: lm_head(hidden_states[:, -0:, :]).
@@ -106,9 +109,19 @@ class CausalLM {
   // families that have one register it), and a buffer the model registers.
   nn::ParameterList& model_parameters() { return model_params_; }
   void add_buffer(const Tensor& buffer) { buffers_.push_back(buffer); }
+  // The family states its model's rotary buffers itself: each rotary's inv_freq, with original_inv_freq
+  // (its copy of the same size, which no op reads) beside it; none where the model has no rotary.
+  // finish() then probes for none.
+  void state_rotary_buffers(const std::vector<Tensor>& inv_freqs);
   // Called by the family's builder once its constructor has run: the parameters in model order and
   // the rotary's buffers (the family's own registered ones kept).
   void finish();
+  // The rotary kinds the model computes positions for: one, shared by every layer; or, where the
+  // family's rotary is per layer type (Family::rotary_per_layer_type), each type of the config's
+  // layers, in the order they first appear, on every chunk whatever layers it holds. A layer rotates
+  // by rotary_kind(index).
+  const std::vector<std::string>& rotary_kinds() const { return rotary_kinds_; }
+  size_t rotary_kind(int64_t index) const;
 
   const ModelConfig& config_;
   ModelChunk chunk_;
@@ -117,6 +130,12 @@ class CausalLM {
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   std::unique_ptr<nn::Norm> norm;             // the chunk being the last
   std::optional<nn::Linear> lm_head;          // (V, H); absent where tied to embed_tokens
+  // Each rotary kind's rotary: the chunk's first layer of that kind, or one built for it where the
+  // chunk holds none (its rotary is all the model uses of it).
+  std::vector<const DecoderLayer*> rotary_layers_;
+  std::vector<std::unique_ptr<DecoderLayer>> spare_layers_;
+  std::vector<std::string> rotary_kinds_;
+  bool rotary_buffers_stated_ = false;
 
   template <typename Model, typename... Args>
   friend std::unique_ptr<CausalLM> make_causal_lm(Args&&... args);

@@ -86,6 +86,9 @@ class DecoderLayer {
   // Tensors the model registers on the layer's modules as buffers that the layer's ops save (Falcon-H1's
   // mup_vector): live before the forward, as the input is, and counted from the start.
   virtual std::vector<Tensor> buffers() const { return {}; }
+  // Every buffer the layer's modules register (what named_buffers() lists), which a training step holds
+  // from its start: buffers() and those no op saves (a router's e_score_correction_bias).
+  virtual std::vector<Tensor> registered_buffers() const { return buffers(); }
 
  protected:
   nn::ParameterList parameters_;
@@ -199,6 +202,9 @@ struct ModelConfig {
   // A run option, not a config field (--kernels): whose kernel contracts the layers run (Note [Kernel
   // profiles]).
   nn::KernelProfile kernels = nn::KernelProfile::kNpu;
+  // A run option, not a config field (--micro-batch-size): the sequences of each micro-batch, the batch
+  // dimension B of every input a census runs.
+  int64_t micro_batch_size = 1;
   // A run option, not a config field (--train-yaml): HyperParallel's fused modules in place of
   // Transformers' own, where a spec selects them (models/replacements.h).
   std::vector<ReplacementSpec> replacements;
@@ -206,6 +212,8 @@ struct ModelConfig {
   // The LM head's weight is the token embedding's (tie_word_embeddings, with the family config class's
   // default).
   bool tie_word_embeddings = false;
+  // output_router_logits: the model keeps every layer's router logits for the load-balancing loss.
+  bool output_router_logits = false;
 
   // Gated delta net (Qwen3-Next, Qwen3.5): the linear_attention layers' sizes, and the full-attention
   // layers' output gate and partial rotary.
@@ -229,6 +237,16 @@ struct ModelConfig {
   Gemma4Shapes gemma4;       // Gemma 4
   // Granite-4.0-H: each residual branch is scaled by it (a multiply by a Python number).
   double residual_multiplier = 1.0;
+  // Gemma 2, 3 and 4: the causal LM's logits capped as cap * tanh(logits / cap); 0: not capped.
+  double final_logit_softcapping = 0;
+  // Falcon-H1 and Granite-4.0-H: the model's embeddings times embedding_multiplier; the logits times
+  // lm_head_multiplier (Falcon-H1) or divided by logits_scaling (Granite); each a Python number.
+  double embedding_multiplier = 1.0;
+  double lm_head_multiplier = 1.0;
+  double logits_scaling = 1.0;
+  // Granite-4.0-H: the model computes a rotary only where position_embedding_type is "rope"; its
+  // attention layers rotate nothing otherwise.
+  bool model_rotary = true;
   // A layer's kind is its layer_types entry alone, whatever its feed-forward (Nemotron-H's block
   // types, which name the MoE blocks themselves; DeepSeek-V4's "<attention>+<mlp>").
   bool kinds_from_layer_types = false;
@@ -269,6 +287,9 @@ struct Family {
   // Why the model cannot be cut into pipeline stages before layer `boundary` honestly (the stage
   // boundary would have to carry more than the hidden states); nullptr where it can.
   const char* (*pipeline_refusal)(const ModelConfig& config, int64_t boundary) = nullptr;
+  // The model's rotary module computes one cos and sin per layer type (config.layer_types), each layer
+  // rotating by its type's (Gemma 3's, OLMo 3's, MiMo-V2-Flash's); else one for every layer.
+  bool rotary_per_layer_type = false;
   // The config class's default of tie_word_embeddings, and the default of the composite config class
   // (the multimodal one holding this family's under text_config), whose value a composite model ties by.
   bool ties_word_embeddings = false;

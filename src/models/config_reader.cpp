@@ -73,6 +73,20 @@ std::optional<int64_t> integer_of(const nlohmann::json& value) {
 
 }  // namespace
 
+Status check_per_layer(const std::string& field, int64_t stated, std::optional<int64_t> num_layers, PerLayer rule) {
+  if (stated > kLargestLayerCount)
+    return refuse(field, "states " + std::to_string(stated) +
+                             " layers, more than a census prices (at most 2^20 = 1048576); fix the config");
+  if (!num_layers) {
+    if (stated == 0) return refuse(field, "is empty; state one entry per layer");
+    return {};
+  }
+  if (stated == *num_layers || (rule == PerLayer::kCut && stated > *num_layers)) return {};
+  return refuse(field, "states " + std::to_string(stated) + " layers, but num_hidden_layers is " +
+                           std::to_string(*num_layers) + (rule == PerLayer::kCut ? " (a longer list is cut to it)" : "") +
+                           "; state one entry per layer");
+}
+
 std::string shown(const nlohmann::json& value) {
   std::string text;
   append_shown(value, kShownDepth, text);
@@ -117,6 +131,39 @@ Result<std::vector<int64_t>> ConfigReader::layer_indices(const char* name, int64
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Result<std::vector<std::string>> ConfigReader::layer_kinds(const char* name, int64_t num_layers,
+                                                          std::initializer_list<std::string_view> kinds,
+                                                          PerLayer rule) const {
+  const nlohmann::json& value = json_.at(name);
+  std::string known;
+  for (std::string_view kind : kinds) known += (known.empty() ? "" : ", ") + std::string(kind);
+  if (!value.is_array()) return wrong(name, "must be a list of layer kinds (" + known + "), not " + shown(value) + "; fix the config");
+  CENSUS_TRY(check_per_layer(prefix_ + name, static_cast<int64_t>(value.size()), num_layers, rule));
+  std::vector<std::string> out;
+  for (const nlohmann::json& entry : value) {
+    if (static_cast<int64_t>(out.size()) == num_layers) break;  // a cut list: the rest is never read
+    const std::string* text = entry.is_string() ? &entry.get_ref<const std::string&>() : nullptr;
+    if (text == nullptr || std::find(kinds.begin(), kinds.end(), std::string_view(*text)) == kinds.end())
+      return wrong(name, "has " + shown(entry) + " at layer " + std::to_string(out.size()) + "; known kinds: " + known);
+    out.push_back(*text);
+  }
+  return out;
+}
+
+Result<std::vector<bool>> ConfigReader::layer_flags(const char* name, int64_t num_layers, PerLayer rule) const {
+  const nlohmann::json& value = json_.at(name);
+  if (!value.is_array()) return wrong(name, "must be a list of 0 and 1, one per layer, not " + shown(value) + "; fix the config");
+  CENSUS_TRY(check_per_layer(prefix_ + name, static_cast<int64_t>(value.size()), num_layers, rule));
+  std::vector<bool> out;
+  for (const nlohmann::json& entry : value) {
+    if (static_cast<int64_t>(out.size()) == num_layers) break;
+    if (!entry.is_number_integer() || (entry != 0 && entry != 1))
+      return wrong(name, "has " + shown(entry) + " at layer " + std::to_string(out.size()) + "; each entry is 0 or 1");
+    out.push_back(entry == 1);
+  }
   return out;
 }
 

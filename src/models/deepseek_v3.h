@@ -29,6 +29,8 @@ class DeepseekV3DecoderLayer final : public DecoderLayer {
   static std::unique_ptr<nn::FeedForward> build_deepseek_v3_mlp(const ModelConfig& config, int64_t index,
                                                                 nn::ParameterList& params);
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   nn::DeepseekV3Attention self_attn;

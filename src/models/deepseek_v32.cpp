@@ -107,19 +107,18 @@ Result<ModelConfig> read_deepseek_v32_config(const ConfigReader& r, const Family
     return refuse("index_head_dim", std::to_string(c.index_head_dim) + " is narrower than qk_rope_head_dim " +
                                         std::to_string(c.mla.qk_rope_head_dim) + ", which its rotary takes; fix the config");
   c.mla.rope_interleave = true;  // the attention rotates interleaved pairs whatever rope_interleave says
+  // layer_types picks each layer's mask, and the model builds only deepseek_sparse_attention's: any other
+  // kind, or a list of the wrong length, is a config the model cannot run.
+  if (r.has("layer_types"))
+    CENSUS_TRY(r.layer_kinds("layer_types", c.num_hidden_layers, {"deepseek_sparse_attention"}));
   if (r.has("mlp_layer_types")) {
-    const nlohmann::json& types = r.json().at("mlp_layer_types");
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-      return refuse("mlp_layer_types", "must name one feed-forward per layer (" + std::to_string(c.num_hidden_layers) +
-                                           " of them); fix the config");
+    CENSUS_ASSIGN(const std::vector<std::string> types,
+                  r.layer_kinds("mlp_layer_types", c.num_hidden_layers, {"dense", "sparse"}));
     // Dense layers by name, wherever they are: none by position.
     c.moe.first_k_dense_replace = 0;
     c.moe.mlp_only_layers.clear();
-    for (size_t i = 0; i < types.size(); ++i) {
+    for (size_t i = 0; i < types.size(); ++i)
       if (types[i] == "dense") c.moe.mlp_only_layers.push_back(static_cast<int64_t>(i));
-      else if (types[i] != "sparse")
-        return refuse("mlp_layer_types", "has " + shown(types[i]) + "; known kinds: dense, sparse");
-    }
   }
   return c;
 }
@@ -154,6 +153,8 @@ class DeepseekV32DecoderLayer final : public DecoderLayer {
         post_attention_layernorm, *mlp);
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
+
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
 
  private:
   int64_t hidden_size_;

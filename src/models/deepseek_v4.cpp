@@ -40,6 +40,8 @@ constexpr const char* kSliding = "sliding_attention";
 constexpr const char* kCsa = "compressed_sparse_attention";
 constexpr const char* kHca = "heavily_compressed_attention";
 constexpr const char* kHashMoe = "hash_moe";
+// The most Sinkhorn rounds a hyper-connection runs (hc_sinkhorn_iters): 2^6, three times the checkpoints'.
+constexpr int64_t kLargestSinkhornIters = 64;
 
 const DeepseekV4Sizes& v4(const ModelConfig& c) { return *c.deepseek_v4; }
 
@@ -66,7 +68,8 @@ class DeepseekV4Attention {
                  v4(c).o_groups * v4(c).o_lora_rank, v4(c).o_groups, params),
         o_b_proj("self_attn.o_b_proj", v4(c).o_groups * v4(c).o_lora_rank, c.hidden_size, false, params),
         sinks_(nn::register_parameter(params, "self_attn", "sinks", Dims{c.num_attention_heads})) {
-    const nn::CompressorSizes compressor{c.hidden_size, c.head_dim, 0, v4(c).compress_rope_dim, c.rms_norm_eps};
+    const nn::CompressorSizes compressor{c.hidden_size, c.head_dim, 0, v4(c).compress_rope_dim, c.rms_norm_eps,
+                                         v4(c).main_rope_dim};
     if (layer_type_ == kHca) {
       nn::CompressorSizes hca = compressor;
       hca.compress_rate = v4(c).hca_compress_rate;
@@ -80,6 +83,13 @@ class DeepseekV4Attention {
                                              nn::CompressorIndexerSizes{v4(c).q_lora_rank, c.index_n_heads, c.index_topk},
                                              params);
     }
+  }
+
+  // The compressor's rotary's buffers (and its indexer's), where the layer has one.
+  std::vector<Tensor> buffers() const {
+    if (const auto* hca = std::get_if<nn::HcaCompressor>(&compressor_)) return hca->buffers();
+    if (const auto* csa = std::get_if<nn::CsaCompressor>(&compressor_)) return csa->buffers();
+    return {};
   }
 
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const {
@@ -202,6 +212,12 @@ class DeepseekV4DecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override {
+    std::vector<Tensor> out = self_attn.buffers();
+    for (const Tensor& buffer : mlp.buffers()) out.push_back(buffer);
+    return out;
+  }
+
  private:
   int64_t hidden_size_;
   int64_t hc_mult_;
@@ -222,8 +238,8 @@ class DeepseekV4ModelHead final : public nn::Norm {
   DeepseekV4ModelHead(const ModelConfig& c, nn::ParameterList& params)
       : hc_mult_(v4(c).hc_mult), norm("norm", c.hidden_size, c.rms_norm_eps, params), hc_head("hc_head", hc_sizes(c), params) {}
   Tensor forward(const Tensor& streams) const override { return norm.forward(hc_head.forward(streams)); }
-  Dims input_sizes(int64_t seq_length, int64_t hidden_size) const override {
-    return Dims{1, seq_length, hc_mult_, hidden_size};
+  Dims input_sizes(int64_t batch, int64_t seq_length, int64_t hidden_size) const override {
+    return Dims{batch, seq_length, hc_mult_, hidden_size};
   }
 
  private:
@@ -241,7 +257,12 @@ std::unique_ptr<nn::Norm> build_deepseek_v4_head(const ModelConfig& config, nn::
 // every layer (its hash router reads them), and at the end norm(hc_head(streams)).
 class DeepseekV4ForCausalLM final : public CausalLM {
  public:
-  using CausalLM::CausalLM;
+  DeepseekV4ForCausalLM(const ModelConfig& c, const ModelConfig& layer_config, ModelChunk chunk)
+      : CausalLM(c, layer_config, chunk),
+        main_rotary(v4(c).main_rope_dim),
+        compress_rotary(v4(c).compress_rope_dim) {
+    state_rotary_buffers({main_rotary.inv_freq(), compress_rotary.inv_freq()});
+  }
 
   Tensor model_forward(const Tensor& input_ids, const Tensor& /*inputs_embeds*/, const LayerRunner& runner) const override {
     auto carry = std::make_shared<LayerCarry>();
@@ -251,7 +272,11 @@ class DeepseekV4ForCausalLM final : public CausalLM {
     Dims streams = inputs_embeds.sizes();
     streams.insert(2, config_.deepseek_v4->hc_mult);
     Tensor hidden_states = ops::contiguous(ops::expand(ops::unsqueeze(inputs_embeds, 2), streams));
-    const nn::PositionEmbeddings positions = embed_positions(inputs_embeds);
+    // position_ids = arange(S) + 0, then the "main" and "compress" cos and sin of the model's rotary.
+    nn::PositionEmbeddings positions;
+    positions.position_ids = ops::unsqueeze(ops::add(ops::arange(inputs_embeds.size(1)), 0.0), 0);
+    std::tie(positions.cos, positions.sin) = main_rotary.forward(inputs_embeds, positions.position_ids);
+    std::tie(positions.compress_cos, positions.compress_sin) = compress_rotary.forward(inputs_embeds, positions.position_ids);
     for (size_t k = 0; k < layers_.size(); ++k) {
       const DecoderLayer* layer = layers_[k].get();
       hidden_states = runner.run(chunk_.begin + static_cast<int64_t>(k), hidden_states,
@@ -261,6 +286,11 @@ class DeepseekV4ForCausalLM final : public CausalLM {
     }
     return final_norm(hidden_states);
   }
+
+ private:
+  // DeepseekV4RotaryEmbedding, one per rope type.
+  nn::InterleavedRotaryEmbedding main_rotary;
+  nn::InterleavedRotaryEmbedding compress_rotary;
 };
 
 std::unique_ptr<CausalLM> build_deepseek_v4_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
@@ -320,33 +350,16 @@ Status check_architecture(const ConfigReader& r) {
 }
 
 // The layer types a list of legacy compress ratios (0 / 4 / 128 per layer) names.
-Result<std::vector<std::string>> types_from_ratios(const nlohmann::json& ratios) {
+Result<std::vector<std::string>> types_from_ratios(const nlohmann::json& ratios, int64_t layers) {
   if (!ratios.is_array()) return refuse("compress_ratios", "must list one compress ratio per layer; fix the config");
+  CENSUS_TRY(check_per_layer("compress_ratios", static_cast<int64_t>(ratios.size()), layers, PerLayer::kCut));
   std::vector<std::string> types;
   for (const auto& ratio : ratios) {
+    if (static_cast<int64_t>(types.size()) == layers) break;  // cut, as layer_types is
     if (ratio == 0) types.emplace_back(kSliding);
     else if (ratio == 4) types.emplace_back(kCsa);
     else if (ratio == 128) types.emplace_back(kHca);
     else return refuse("compress_ratios", "has " + shown(ratio) + "; the known ratios are 0, 4 and 128");
-  }
-  return types;
-}
-
-Result<std::vector<std::string>> read_types(const ConfigReader& r, const char* field,
-                                            std::initializer_list<const char*> allowed) {
-  const nlohmann::json& stated = r.json().at(field);
-  if (!stated.is_array()) return refuse(field, "must list one entry per layer; fix the config");
-  std::vector<std::string> types;
-  for (const auto& entry : stated) {
-    const bool known = entry.is_string() && std::any_of(allowed.begin(), allowed.end(), [&](const char* name) {
-                         return entry.get<std::string>() == name;
-                       });
-    if (!known) {
-      std::string names;
-      for (const char* name : allowed) names += (names.empty() ? "" : ", ") + std::string(name);
-      return refuse(field, "has " + shown(entry) + "; DeepSeek-V4 knows " + names);
-    }
-    types.push_back(entry.get<std::string>());
   }
   return types;
 }
@@ -401,6 +414,13 @@ Result<ModelConfig> read_deepseek_v4(const ConfigReader& r) {
   CENSUS_ASSIGN(v.o_lora_rank, r.size("o_lora_rank", 1024));
   CENSUS_ASSIGN(v.hc_mult, r.size("hc_mult", 4));
   CENSUS_ASSIGN(v.hc_sinkhorn_iters, r.size("hc_sinkhorn_iters", 20));
+  // Each Sinkhorn round is six ops the census runs, and a comb it keeps, in both hyper-connections of
+  // every layer (the stack census, which prices this family, runs every round): the rounds bound its
+  // time and memory. The checkpoints run 20, and the normalization has converged within a few tens.
+  if (v.hc_sinkhorn_iters > kLargestSinkhornIters)
+    return refuse("hc_sinkhorn_iters", std::to_string(v.hc_sinkhorn_iters) + " rounds are more than a census runs (at most " +
+                                           std::to_string(kLargestSinkhornIters) +
+                                           "; DeepSeek-V4's checkpoints run 20); fix the config");
   CENSUS_ASSIGN(v.hc_eps, r.positive_number("hc_eps", 1e-6));
   CENSUS_ASSIGN(v.sliding_window, r.size("sliding_window", 128));
   CENSUS_ASSIGN(v.swiglu_limit, r.positive_number("swiglu_limit", 10.0));
@@ -419,39 +439,33 @@ Result<ModelConfig> read_deepseek_v4(const ConfigReader& r) {
   CENSUS_ASSIGN(v.csa_compress_rate, r.size("compress_rate_csa", v.csa_compress_rate));
   CENSUS_ASSIGN(v.hca_compress_rate, r.size("compress_rate_hca", v.hca_compress_rate));
 
-  // layer_types: stated, else from the legacy compress_ratios, else 2 HCA layers then HCA / CSA in turn;
-  // cut to num_hidden_layers.
+  // layer_types: stated, else from the legacy compress_ratios, else 2 HCA layers then HCA / CSA in turn.
+  // DeepseekV4Config cuts a stated list to num_hidden_layers (the checkpoints' compress_ratios list one
+  // more, for the MTP layer), so a longer one runs with its first entries.
   if (r.has("layer_types")) {
-    CENSUS_ASSIGN(v.attention_types, read_types(r, "layer_types", {kSliding, kCsa, kHca}));
+    CENSUS_ASSIGN(v.attention_types, r.layer_kinds("layer_types", layers, {kSliding, kCsa, kHca}, PerLayer::kCut));
   } else if (r.has("compress_ratios")) {
-    CENSUS_ASSIGN(v.attention_types, types_from_ratios(r.json().at("compress_ratios")));
+    CENSUS_ASSIGN(v.attention_types, types_from_ratios(r.json().at("compress_ratios"), layers));
   } else {
     for (int64_t i = 0; i < layers; ++i) v.attention_types.emplace_back(i < 2 || (i - 2) % 2 == 0 ? kHca : kCsa);
   }
-  if (static_cast<int64_t>(v.attention_types.size()) > layers) v.attention_types.resize(static_cast<size_t>(layers));
-  if (static_cast<int64_t>(v.attention_types.size()) != layers)
-    return refuse(r.has("layer_types") ? "layer_types" : "compress_ratios",
-                  "names " + std::to_string(v.attention_types.size()) + " layers, but num_hidden_layers is " +
-                      std::to_string(layers) + "; fix the config");
-  // mlp_layer_types: stated, else the first num_hash_layers (3) hash_moe, the rest moe.
+  // mlp_layer_types: stated (cut alike), else the first num_hash_layers (3) hash_moe, the rest moe.
   if (r.has("mlp_layer_types")) {
-    CENSUS_ASSIGN(v.mlp_types, read_types(r, "mlp_layer_types", {kHashMoe, "moe"}));
+    CENSUS_ASSIGN(v.mlp_types, r.layer_kinds("mlp_layer_types", layers, {kHashMoe, "moe"}, PerLayer::kCut));
   } else {
     CENSUS_ASSIGN(const int64_t hash_layers, r.count("num_hash_layers", 3));
     for (int64_t i = 0; i < layers; ++i) v.mlp_types.emplace_back(i < hash_layers ? kHashMoe : "moe");
   }
-  if (static_cast<int64_t>(v.mlp_types.size()) > layers) v.mlp_types.resize(static_cast<size_t>(layers));
-  if (static_cast<int64_t>(v.mlp_types.size()) != layers)
-    return refuse("mlp_layer_types", "names " + std::to_string(v.mlp_types.size()) + " layers, but num_hidden_layers is " +
-                                         std::to_string(layers) + "; fix the config");
 
   // partial_rotary_factor: stated, else the legacy qk_rope_head_dim / head_dim, else 64 / 512.
+  // A stated qk_rope_head_dim is a width whatever else is stated: read (and refused where it is none)
+  // even where partial_rotary_factor, which DeepseekV4Config prefers, makes it unread.
   double factor = 64.0 / 512.0;
+  CENSUS_ASSIGN(const int64_t rope_head_dim, r.size("qk_rope_head_dim", 64));
   if (r.has("partial_rotary_factor")) {
     CENSUS_ASSIGN(factor, r.positive_number("partial_rotary_factor", factor));
   } else if (r.has("qk_rope_head_dim")) {
-    CENSUS_ASSIGN(const int64_t stated, r.size("qk_rope_head_dim", 64));
-    factor = static_cast<double>(stated) / static_cast<double>(c.head_dim);
+    factor = static_cast<double>(rope_head_dim) / static_cast<double>(c.head_dim);
   }
   CENSUS_ASSIGN(v.main_rope_dim, rope_dim(r, "main", c.head_dim, factor));
   CENSUS_ASSIGN(v.compress_rope_dim, rope_dim(r, "compress", c.head_dim, factor));

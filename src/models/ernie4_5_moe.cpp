@@ -107,6 +107,8 @@ class Ernie4_5_MoeDecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   Ernie4_5_MoeAttention self_attn;

@@ -8,6 +8,7 @@
 // Legend: S = seq_length, H = hidden_size, Nh = heads, Nkv = KV heads, D = head_dim, I = widths.
 #include <optional>
 
+#include "models/causal_lm.h"
 #include "models/llama.h"
 #include "nn/attention_kernel.h"
 #include "nn/linear.h"
@@ -131,9 +132,35 @@ std::unique_ptr<DecoderLayer> build_falcon_h1_layer(const ModelConfig& config, i
   return std::make_unique<FalconH1DecoderLayer>(config);
 }
 
+// FalconH1Model and FalconH1ForCausalLM around the layers: the embeddings times embedding_multiplier
+// (where the model embeds the ids itself), the logits times lm_head_multiplier.
+class FalconH1ForCausalLM final : public CausalLM {
+ public:
+  using CausalLM::CausalLM;
+
+ protected:
+  Tensor embed(const Tensor& input_ids) const override {
+    return ops::mul_number(CausalLM::embed(input_ids), config_.embedding_multiplier);
+  }
+  Tensor logits(const Tensor& hidden_states) const override {
+    return ops::mul_number(CausalLM::logits(hidden_states), config_.lm_head_multiplier);
+  }
+};
+
+std::unique_ptr<CausalLM> build_falcon_h1_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                    ModelChunk chunk) {
+  return make_causal_lm<FalconH1ForCausalLM>(config, layer_config, chunk);
+}
+
 }  // namespace
 
-CENSUS_FAMILY(kFalconH1Family) = {"falcon_h1", read_falcon_h1, build_falcon_h1_layer, build_llama_final_norm};
+CENSUS_FAMILY(kFalconH1Family) = {
+    .model_type = "falcon_h1",
+    .read = read_falcon_h1,
+    .build_layer = build_falcon_h1_layer,
+    .build_final_norm = build_llama_final_norm,
+    .build_causal_lm = build_falcon_h1_causal_lm,
+};
 
 namespace {
 
@@ -207,6 +234,8 @@ Result<ModelConfig> read_falcon_h1(const ConfigReader& r) {
   CENSUS_ASSIGN(c.rms_norm_eps, r.positive_number("rms_norm_eps", 1e-5));
   CENSUS_TRY(read_attention_bias(r, c));
   CENSUS_ASSIGN(c.mlp_bias, r.flag("mlp_bias", false));
+  CENSUS_ASSIGN(c.embedding_multiplier, r.positive_number("embedding_multiplier", 1.0));
+  CENSUS_ASSIGN(c.lm_head_multiplier, r.positive_number("lm_head_multiplier", 1.0));
   CENSUS_ASSIGN(c.falcon.key_multiplier, r.positive_number("key_multiplier", 1.0));
   CENSUS_ASSIGN(c.falcon.attention_in_multiplier, r.positive_number("attention_in_multiplier", 1.0));
   CENSUS_ASSIGN(c.falcon.attention_out_multiplier, r.positive_number("attention_out_multiplier", 1.0));

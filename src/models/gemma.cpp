@@ -92,6 +92,58 @@ std::unique_ptr<nn::Norm> build_gemma_final_norm(const ModelConfig& config, nn::
   return std::make_unique<nn::GemmaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
 }
 
+Status read_final_logit_softcapping(const ConfigReader& r, ModelConfig& c, double fallback) {
+  // Absent: the config class's default; null: no cap.
+  if (!r.json().contains("final_logit_softcapping")) {
+    c.final_logit_softcapping = fallback;
+    return {};
+  }
+  if (r.json().at("final_logit_softcapping").is_null()) {
+    c.final_logit_softcapping = 0;
+    return {};
+  }
+  CENSUS_ASSIGN(c.final_logit_softcapping, r.positive_number("final_logit_softcapping", fallback));
+  return {};
+}
+
+Tensor softcap_logits(Tensor logits, double cap) {
+  if (cap == 0) return logits;
+  logits = ops::div_number(logits, cap);
+  logits = ops::tanh(logits);
+  return ops::mul_number(logits, cap);
+}
+
+namespace {
+
+class GemmaForCausalLM final : public CausalLM {
+ public:
+  GemmaForCausalLM(const ModelConfig& c, const ModelConfig& layer_config, ModelChunk chunk)
+      : CausalLM(c, layer_config, chunk), embed_scale_(make_tensor(Dims{}, DType::kBFloat16)) {
+    if (chunk.first) add_buffer(embed_scale_);
+  }
+
+ protected:
+  // super().forward(input_ids) * self.embed_scale.to(self.weight.dtype): the cast a no-op, both bf16.
+  Tensor embed(const Tensor& input_ids) const override {
+    Tensor embeddings = embed_tokens->forward(input_ids);
+    ModuleScope scope("model.embed_tokens", ModuleKind::kOther);
+    return ops::mul(embeddings, embed_scale_);
+  }
+  Tensor logits(const Tensor& hidden_states) const override {
+    return softcap_logits(CausalLM::logits(hidden_states), config_.final_logit_softcapping);
+  }
+
+ private:
+  Tensor embed_scale_;  // () bf16 buffer of embed_tokens
+};
+
+}  // namespace
+
+std::unique_ptr<CausalLM> build_gemma_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                ModelChunk chunk) {
+  return make_causal_lm<GemmaForCausalLM>(config, layer_config, chunk);
+}
+
 namespace {
 
 Result<ModelConfig> read_gemma(const ConfigReader& r);
@@ -102,7 +154,14 @@ std::unique_ptr<DecoderLayer> build_gemma_layer(const ModelConfig& config, int64
 
 }  // namespace
 
-CENSUS_FAMILY(kGemmaFamily) = {"gemma", read_gemma, build_gemma_layer, build_gemma_final_norm};
+CENSUS_FAMILY(kGemmaFamily) = {
+    .model_type = "gemma",
+    .read = read_gemma,
+    .build_layer = build_gemma_layer,
+    .build_final_norm = build_gemma_final_norm,
+    .build_causal_lm = build_gemma_causal_lm,
+    .ties_word_embeddings = true,
+};
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include <optional>
 
+#include "models/causal_lm.h"
 #include "models/config.h"
 #include "models/config_reader.h"
 #include "models/llama.h"
@@ -65,5 +66,16 @@ Result<ModelConfig> read_gemma_config(const ConfigReader& reader, const Family& 
 // layer_types: sliding attention but for every `period`-th layer, unless the config states its own.
 Status read_gemma_layer_types(const ConfigReader& reader, ModelConfig& config, int64_t period);
 std::unique_ptr<nn::Norm> build_gemma_final_norm(const ModelConfig& config, nn::ParameterList& params);
+// final_logit_softcapping: a positive number, or null for none; `fallback` (0: none) where absent.
+Status read_final_logit_softcapping(const ConfigReader& reader, ModelConfig& config, double fallback);
+// logits = cap * tanh(logits / cap), as Gemma2ForCausalLM.forward caps them; `logits` as they are
+// where the config caps none.
+Tensor softcap_logits(Tensor logits, double cap);
+
+// GemmaForCausalLM (and Gemma 2's and 3's): Llama's model but for the token embedding
+// (Gemma*TextScaledWordEmbedding: the embedding times its (0-d) embed_scale buffer, sqrt(H) in the
+// embedding's dtype, which the multiply keeps) and the logits' softcapping.
+std::unique_ptr<CausalLM> build_gemma_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                ModelChunk chunk);
 
 }  // namespace census

@@ -13,7 +13,14 @@ std::unique_ptr<DecoderLayer> build_gemma2_layer(const ModelConfig& config, int6
 
 }  // namespace
 
-CENSUS_FAMILY(kGemma2Family) = {"gemma2", read_gemma2, build_gemma2_layer, build_gemma_final_norm};
+CENSUS_FAMILY(kGemma2Family) = {
+    .model_type = "gemma2",
+    .read = read_gemma2,
+    .build_layer = build_gemma2_layer,
+    .build_final_norm = build_gemma_final_norm,
+    .build_causal_lm = build_gemma_causal_lm,
+    .ties_word_embeddings = true,
+};
 
 namespace {
 
@@ -21,6 +28,7 @@ namespace {
 Result<ModelConfig> read_gemma2(const ConfigReader& r) {
   CENSUS_ASSIGN(ModelConfig c, read_gemma_config(r, kGemma2Family, {256000, 2304, 9216, 26, 8, 4, 256}));
   CENSUS_TRY(read_gemma_layer_types(r, c, 2));
+  CENSUS_TRY(read_final_logit_softcapping(r, c, 30.0));
   return c;
 }
 

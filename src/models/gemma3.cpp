@@ -14,7 +14,16 @@ std::unique_ptr<DecoderLayer> build_gemma3_layer(const ModelConfig& config, int6
 
 }  // namespace
 
-CENSUS_FAMILY(kGemma3TextFamily) = {"gemma3_text", read_gemma3_text, build_gemma3_layer, build_gemma_final_norm};
+CENSUS_FAMILY(kGemma3TextFamily) = {
+    .model_type = "gemma3_text",
+    .read = read_gemma3_text,
+    .build_layer = build_gemma3_layer,
+    .build_final_norm = build_gemma_final_norm,
+    .build_causal_lm = build_gemma_causal_lm,
+    .rotary_per_layer_type = true,
+    .ties_word_embeddings = true,
+    .composite_ties_word_embeddings = true,
+};
 
 namespace {
 
@@ -24,6 +33,7 @@ Result<ModelConfig> read_gemma3_text(const ConfigReader& r) {
   c.qk_norm = true;
   CENSUS_ASSIGN(const int64_t period, r.size("sliding_window_pattern", 6));
   CENSUS_TRY(read_gemma_layer_types(r, c, period));
+  CENSUS_TRY(read_final_logit_softcapping(r, c, 0));
   return c;
 }
 

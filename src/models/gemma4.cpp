@@ -401,6 +401,10 @@ class Gemma4ForCausalLM final : public CausalLM {
       for (const auto& each : rotaries_) seen = seen || each.first == type;
       if (!seen) rotaries_.emplace_back(type, nn::RotaryEmbedding(layer_head_dim(c, i)));
     }
+    // Gemma4TextRotaryEmbedding: each type's inv_freq and original_inv_freq.
+    std::vector<Tensor> inv_freqs;
+    for (const auto& [type, rotary] : rotaries_) inv_freqs.push_back(rotary.inv_freq());
+    state_rotary_buffers(inv_freqs);
   }
 
   Tensor model_forward(const Tensor& input_ids, const Tensor& /*inputs_embeds*/, const LayerRunner& runner) const override {
@@ -425,7 +429,12 @@ class Gemma4ForCausalLM final : public CausalLM {
       per_layer_projection = per_layer_projection_norm->forward(per_layer_projection);
       carry->per_layer_inputs = ops::mul_number(ops::add(per_layer_projection, per_layer_inputs), std::pow(2.0, -0.5));
     }
-    for (const auto& [type, rotary] : rotaries_) carry->positions[type] = rotary.forward(inputs_embeds);
+    Tensor position_ids;  // the model's one, every type's rotary rotating by it
+    for (const auto& [type, rotary] : rotaries_) {
+      nn::PositionEmbeddings& positions = carry->positions[type] = rotary.forward(inputs_embeds);
+      if (position_ids.defined()) positions.position_ids = position_ids;
+      else position_ids = positions.position_ids;
+    }
     Tensor hidden_states = inputs_embeds;
     for (size_t k = 0; k < layers_.size(); ++k) {
       const int64_t index = chunk_.begin + static_cast<int64_t>(k);
@@ -438,6 +447,11 @@ class Gemma4ForCausalLM final : public CausalLM {
       });
     }
     return final_norm(hidden_states);
+  }
+
+ protected:
+  Tensor logits(const Tensor& hidden_states) const override {
+    return softcap_logits(CausalLM::logits(hidden_states), config_.final_logit_softcapping);
   }
 
  private:
@@ -492,6 +506,9 @@ namespace {
 struct TypeShape {
   int64_t head_dim;
   int64_t kv_heads;
+  // The fields that stated them, which a refusal names.
+  std::string head_dim_field;
+  std::string kv_heads_field;
 };
 
 // per_layer_config, where the config states it: overrides of head_dim and num_key_value_heads by layer
@@ -514,6 +531,8 @@ Status read_per_layer_config(const ConfigReader& r, const ModelConfig& c, TypeSh
       const ConfigReader layer(overrides, "per_layer_config." + key + ".");
       CENSUS_ASSIGN(shape.head_dim, layer.size("head_dim", shape.head_dim));
       CENSUS_ASSIGN(shape.kv_heads, layer.size("num_key_value_heads", shape.kv_heads));
+      if (overrides.contains("head_dim")) shape.head_dim_field = "per_layer_config." + key + ".head_dim";
+      if (overrides.contains("num_key_value_heads")) shape.kv_heads_field = "per_layer_config." + key + ".num_key_value_heads";
     }
     auto& seen = by_type[attention_type(c, i)];
     if (seen && (seen->head_dim != shape.head_dim || seen->kv_heads != shape.kv_heads))
@@ -534,10 +553,12 @@ Status read_per_layer_config(const ConfigReader& r, const ModelConfig& c, TypeSh
 
 Status check_type_shape(const ModelConfig& c, const char* type, const TypeShape& shape) {
   if (shape.head_dim % 2 != 0)
-    return refuse(type, std::string("layers' head_dim ") + std::to_string(shape.head_dim) + " is odd; rotary embeddings need an even one");
+    return refuse(shape.head_dim_field, "gives the " + std::string(type) + " layers a head_dim of " +
+                                            std::to_string(shape.head_dim) + ", odd; rotary embeddings need an even one");
   if (c.num_attention_heads % shape.kv_heads != 0)
-    return refuse(type, std::string("layers' ") + std::to_string(shape.kv_heads) + " key/value heads do not divide num_attention_heads " +
-                            std::to_string(c.num_attention_heads) + "; fix the config");
+    return refuse(shape.kv_heads_field, "gives the " + std::string(type) + " layers " + std::to_string(shape.kv_heads) +
+                                            " key/value heads, which do not divide num_attention_heads " +
+                                            std::to_string(c.num_attention_heads) + "; fix the config");
   return {};
 }
 
@@ -568,15 +589,16 @@ Result<ModelConfig> read_gemma4_text(const ConfigReader& r) {
   c.layer_types.back() = kFull;  // as Gemma4TextConfig forces it
 
   CENSUS_ASSIGN(c.gemma4.attention_k_eq_v, r.flag("attention_k_eq_v", false));
-  TypeShape sliding{c.head_dim, c.num_key_value_heads};
+  TypeShape sliding{c.head_dim, c.num_key_value_heads, "head_dim", "num_key_value_heads"};
   CENSUS_ASSIGN(const int64_t global_head_dim, r.size("global_head_dim", 512));
-  TypeShape full{global_head_dim, c.num_key_value_heads};
+  TypeShape full{global_head_dim, c.num_key_value_heads, "global_head_dim", "num_key_value_heads"};
   if (c.gemma4.attention_k_eq_v && r.has("num_global_key_value_heads")) {
     CENSUS_ASSIGN(full.kv_heads, r.size("num_global_key_value_heads", std::nullopt));
+    full.kv_heads_field = "num_global_key_value_heads";
   }
   if (r.has("per_layer_config")) {
     // The stated per_layer_config replaces what global_head_dim would derive.
-    full = TypeShape{c.head_dim, c.num_key_value_heads};
+    full = TypeShape{c.head_dim, c.num_key_value_heads, "head_dim", "num_key_value_heads"};
     CENSUS_TRY(read_per_layer_config(r, c, sliding, full));
   }
   CENSUS_TRY(check_type_shape(c, kSliding, sliding));
@@ -586,6 +608,7 @@ Result<ModelConfig> read_gemma4_text(const ConfigReader& r) {
   c.gemma4.global_head_dim = full.head_dim;
   c.gemma4.num_global_key_value_heads = full.kv_heads;
   CENSUS_TRY(read_rope_types(r, c));
+  CENSUS_TRY(read_final_logit_softcapping(r, c, 0));
 
   CENSUS_ASSIGN(c.gemma4.num_kv_shared_layers, r.count("num_kv_shared_layers", 0));
   const int64_t first_shared = c.num_hidden_layers - c.gemma4.num_kv_shared_layers;
@@ -593,11 +616,11 @@ Result<ModelConfig> read_gemma4_text(const ConfigReader& r) {
     return refuse("num_kv_shared_layers", std::to_string(c.gemma4.num_kv_shared_layers) +
                                               " shares the keys and values of every layer, leaving none to compute them; "
                                               "it must be below num_hidden_layers");
+  std::set<std::string> computed;  // the types of the layers that compute their keys and values
+  for (int64_t j = 0; j < first_shared; ++j) computed.insert(attention_type(c, j));
   for (int64_t i = first_shared; i < c.num_hidden_layers; ++i) {
     const std::string type = attention_type(c, i);
-    bool earlier = false;
-    for (int64_t j = 0; j < first_shared; ++j) earlier = earlier || attention_type(c, j) == type;
-    if (!earlier)
+    if (!computed.contains(type))
       return refuse("num_kv_shared_layers", "makes layer " + std::to_string(i) + " (" + type +
                                                 ") share the keys and values of an earlier " + type +
                                                 " layer, and there is none; fix layer_types or num_kv_shared_layers");

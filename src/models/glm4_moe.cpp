@@ -87,6 +87,8 @@ class Glm4MoeDecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   Glm4MoeAttention self_attn;

@@ -30,17 +30,12 @@ namespace {
 Status read_mlp_layer_types(const ConfigReader& r, ModelConfig& c) {
   c.moe.first_k_dense_replace = std::min<int64_t>(1, c.num_hidden_layers);
   if (!r.has("mlp_layer_types")) return {};
-  const nlohmann::json& types = r.json().at("mlp_layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse("mlp_layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                         " of them); fix the config");
+  CENSUS_ASSIGN(const std::vector<std::string> types,
+                r.layer_kinds("mlp_layer_types", c.num_hidden_layers, {"dense", "sparse"}));
   c.moe.first_k_dense_replace = 0;
   c.moe.mlp_only_layers.clear();
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (!types[i].is_string() || (types[i] != "dense" && types[i] != "sparse"))
-      return refuse("mlp_layer_types", "has " + shown(types[i]) + "; known kinds: dense, sparse");
+  for (size_t i = 0; i < types.size(); ++i)
     if (types[i] == "dense") c.moe.mlp_only_layers.push_back(static_cast<int64_t>(i));
-  }
   return {};
 }
 

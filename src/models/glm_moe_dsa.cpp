@@ -63,6 +63,8 @@ class GlmMoeDsaDecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   bool shared_;
@@ -92,7 +94,7 @@ class GlmMoeDsaForCausalLM final : public CausalLM {
     nn::PositionEmbeddings positions;
     {
       const Tensor arange = ops::arange(inputs_embeds.size(1));  // position_ids = arange(S) + 0: a temporary
-      positions = embed_positions(inputs_embeds);
+      positions = embed_positions(inputs_embeds).front();
     }
     Tensor hidden_states = inputs_embeds;
     auto topk_indices = std::make_shared<Tensor>();
@@ -156,22 +158,18 @@ Result<ModelConfig> read_glm_moe_dsa(const ConfigReader& r) {
   const ConfigReader reader(fields);
   CENSUS_ASSIGN(ModelConfig c, read_deepseek_v32_config(reader, kGlmMoeDsaFamily));
   const int64_t layers = c.num_hidden_layers;
+  // indexer_types (else index_topk_pattern: its letters, or a list as indexer_types) is indexed by each
+  // layer, so a longer one runs with its first entries.
   std::vector<std::string> types;
-  if (reader.has("indexer_types")) {
-    const nlohmann::json& stated = fields.at("indexer_types");
-    if (!stated.is_array() || static_cast<int64_t>(stated.size()) != layers)
-      return refuse("indexer_types", "must name one indexer per layer (" + std::to_string(layers) + " of them); fix the config");
-    for (const auto& type : stated) {
-      if (type != "full" && type != kShared)
-        return refuse("indexer_types", "has " + shown(type) + "; known kinds: full, shared");
-      types.push_back(type.get<std::string>());
-    }
-  } else if (reader.has("index_topk_pattern") && fields.at("index_topk_pattern").is_string()) {
-    const std::string pattern = fields.at("index_topk_pattern").get<std::string>();
-    if (static_cast<int64_t>(pattern.size()) != layers)
-      return refuse("index_topk_pattern", "must have one letter per layer (" + std::to_string(layers) + "); fix the config");
-    for (char letter : pattern) {
-      if (letter != 'F' && letter != 'S') return refuse("index_topk_pattern", "may hold only F (full) and S (shared)");
+  if (reader.has("indexer_types") || (reader.has("index_topk_pattern") && !fields.at("index_topk_pattern").is_string())) {
+    const char* field = reader.has("indexer_types") ? "indexer_types" : "index_topk_pattern";
+    CENSUS_ASSIGN(types, reader.layer_kinds(field, layers, {"full", kShared}, PerLayer::kCut));
+  } else if (reader.has("index_topk_pattern")) {
+    const std::string& pattern = fields.at("index_topk_pattern").get_ref<const std::string&>();
+    CENSUS_TRY(check_per_layer("index_topk_pattern", static_cast<int64_t>(pattern.size()), layers, PerLayer::kCut));
+    for (const char letter : pattern.substr(0, static_cast<size_t>(layers))) {
+      if (letter != 'F' && letter != 'S')
+        return refuse("index_topk_pattern", "has " + echoed(std::string(1, letter)) + "; it may hold only F (full) and S (shared)");
       types.push_back(letter == 'F' ? "full" : kShared);
     }
   } else {

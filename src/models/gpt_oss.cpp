@@ -54,7 +54,8 @@ nn::Routing GptOssTopKRouter::forward(const Tensor& hidden_states) const {
 
 GptOssMLP::GptOssMLP(const ModelConfig& c, nn::ParameterList& params)
     : router(c, params),
-      experts("mlp.experts", c.moe.num_experts, c.hidden_size, c.intermediate_size, c.hidden_act,
+      // Under expert parallelism the rank holds its share of the experts; the router picks among all.
+      experts("mlp.experts", c.moe.num_experts / c.moe.expert_parallel, c.hidden_size, c.intermediate_size, c.hidden_act,
               c.moe.experts_implementation, params,
               nn::ExpertsLayout{/*transposed=*/true, /*has_bias=*/true, /*gpt_oss_gate=*/true}) {}
 

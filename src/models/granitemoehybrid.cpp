@@ -11,12 +11,14 @@
 // Legend: S = seq_length, H = hidden_size, E = experts, K = experts per token, I = widths.
 #include <optional>
 
+#include "models/causal_lm.h"
 #include "models/llama.h"
 #include "models/moe_layers.h"
 #include "nn/mamba2_mixer.h"
 #include "nn/moe.h"
 #include "nn/rms_norm.h"
 #include "ops/ops.h"
+#include "util/escape.h"
 
 namespace census {
 namespace {
@@ -139,10 +141,51 @@ std::unique_ptr<DecoderLayer> build_granitemoehybrid_layer(const ModelConfig& co
   return std::make_unique<GraniteMoeHybridDecoderLayer>(config, index);
 }
 
+// GraniteMoeHybridModel and GraniteMoeHybridForCausalLM around the layers: inputs_embeds times
+// embedding_multiplier (given ones too, which is why the model is not cut into stages); the rotary only
+// where position_embedding_type is "rope" (else no rotary module, no buffers, and the attention rotates
+// nothing); the logits divided by logits_scaling.
+class GraniteMoeHybridForCausalLM final : public CausalLM {
+ public:
+  GraniteMoeHybridForCausalLM(const ModelConfig& c, const ModelConfig& layer_config, ModelChunk chunk)
+      : CausalLM(c, layer_config, chunk) {
+    if (!c.model_rotary) state_rotary_buffers({});
+  }
+
+ protected:
+  Tensor embed(const Tensor& input_ids) const override {
+    return ops::mul_number(CausalLM::embed(input_ids), config_.embedding_multiplier);
+  }
+  std::vector<nn::PositionEmbeddings> embed_positions(const Tensor& inputs_embeds) const override {
+    if (!config_.model_rotary) return {nn::PositionEmbeddings()};
+    return CausalLM::embed_positions(inputs_embeds);
+  }
+  bool layers_take_position_ids() const override { return false; }
+  Tensor logits(const Tensor& hidden_states) const override {
+    return ops::div_number(CausalLM::logits(hidden_states), config_.logits_scaling);
+  }
+};
+
+std::unique_ptr<CausalLM> build_granitemoehybrid_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                           ModelChunk chunk) {
+  return make_causal_lm<GraniteMoeHybridForCausalLM>(config, layer_config, chunk);
+}
+
+const char* pipeline_refusal(const ModelConfig& /*config*/, int64_t /*boundary*/) {
+  return "GraniteMoeHybridModel multiplies inputs_embeds by embedding_multiplier even when a stage is handed them, "
+         "so a later stage would scale its received hidden states again";
+}
+
 }  // namespace
 
-CENSUS_FAMILY(kGraniteMoeHybridFamily) = {"granitemoehybrid", read_granitemoehybrid, build_granitemoehybrid_layer,
-                                          build_llama_final_norm};
+CENSUS_FAMILY(kGraniteMoeHybridFamily) = {
+    .model_type = "granitemoehybrid",
+    .read = read_granitemoehybrid,
+    .build_layer = build_granitemoehybrid_layer,
+    .build_final_norm = build_llama_final_norm,
+    .build_causal_lm = build_granitemoehybrid_causal_lm,
+    .pipeline_refusal = pipeline_refusal,
+};
 
 namespace {
 
@@ -152,16 +195,11 @@ Status read_granite_layer_types(const ConfigReader& r, ModelConfig& c) {
   c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), "mamba");
   const char* field = r.has("layer_types") ? "layer_types" : r.has("layers_block_type") ? "layers_block_type" : nullptr;
   if (field == nullptr) return {};
-  const nlohmann::json& types = r.json().at(field);
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse(field, "must list one kind per layer (" + std::to_string(c.num_hidden_layers) + " of them); fix the config");
+  CENSUS_ASSIGN(const std::vector<std::string> types,
+                r.layer_kinds(field, c.num_hidden_layers, {"linear_attention", "mamba", "full_attention", "attention"}));
   c.layer_types.clear();
-  for (const auto& type : types) {
-    const std::string name = type.is_string() ? type.get<std::string>() : std::string();
-    if (name == "linear_attention" || name == "mamba") c.layer_types.emplace_back("mamba");
-    else if (name == "full_attention" || name == "attention") c.layer_types.emplace_back("attention");
-    else return refuse(field, "has " + shown(type) + "; known kinds: linear_attention (mamba), full_attention (attention)");
-  }
+  for (const std::string& name : types)
+    c.layer_types.emplace_back(name == "linear_attention" || name == "mamba" ? "mamba" : "attention");
   return {};
 }
 
@@ -213,6 +251,12 @@ Result<ModelConfig> read_granitemoehybrid(const ConfigReader& r) {
   c.kinds_from_layer_types = true;
   CENSUS_TRY(read_attention_bias(r, c));
   CENSUS_ASSIGN(c.residual_multiplier, r.positive_number("residual_multiplier", 1.0));
+  CENSUS_ASSIGN(c.embedding_multiplier, r.positive_number("embedding_multiplier", 1.0));
+  CENSUS_ASSIGN(c.logits_scaling, r.positive_number("logits_scaling", 1.0));
+  CENSUS_ASSIGN(const std::string position_embedding_type, r.text("position_embedding_type", ""));
+  if (!position_embedding_type.empty() && position_embedding_type != "rope")
+    return refuse("position_embedding_type", echoed(position_embedding_type) + " is not known; use \"rope\" or null (no rotary)");
+  c.model_rotary = position_embedding_type == "rope";
   CENSUS_ASSIGN(const int64_t experts, r.count("num_local_experts", 8));
   if (experts > 0) {
     CENSUS_TRY(read_routed_experts(r, "num_local_experts", "num_experts", 8, 2, c.moe));

@@ -79,6 +79,8 @@ class HunYuanMoEV1DecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   HunYuanMoEV1Attention self_attn;
@@ -102,17 +104,22 @@ CENSUS_FAMILY(kHunYuanMoEV1Family) = {"hunyuan_v1_moe", read_hunyuan_v1_moe, bui
 namespace {
 
 // A field Hunyuan states as one integer or as one per layer (num_experts, moe_topk): a list is priced
-// where every layer has the same value (a layer census runs one layer's router as every layer's).
-Result<int64_t> read_uniform_size(const ConfigReader& r, const char* field, int64_t fallback) {
+// where every layer has the same value (a layer census runs one layer's router as every layer's). Each
+// layer indexes the list, so a longer one runs with its first entries.
+Result<int64_t> read_uniform_size(const ConfigReader& r, const char* field, int64_t fallback, int64_t layers) {
   if (!r.has(field) || !r.json().at(field).is_array()) return r.size(field, fallback);
   const nlohmann::json& values = r.json().at(field);
-  if (values.empty() || !values.front().is_number_integer() || values.front().get<int64_t>() < 1)
-    return refuse(field, "must be a positive integer or a list of them; fix the config");
-  for (const auto& value : values)
-    if (value != values.front())
+  CENSUS_TRY(check_per_layer(field, static_cast<int64_t>(values.size()), layers, PerLayer::kCut));
+  int64_t size = 0;
+  for (int64_t i = 0; i < layers; ++i) {
+    const nlohmann::json entry = {{field, values[static_cast<size_t>(i)]}};
+    CENSUS_ASSIGN(const int64_t each, ConfigReader(entry).size(field, std::nullopt));
+    if (i > 0 && each != size)
       return refuse(field, "differs across layers (" + shown(values) +
                                "); Census prices one value for every layer: state one integer");
-  return values.front().get<int64_t>();
+    size = each;
+  }
+  return size;
 }
 
 // HunYuanMoEV1Config: num_experts (attribute_map: num_local_experts) experts, moe_topk (alias
@@ -124,8 +131,8 @@ Result<ModelConfig> read_hunyuan_v1_moe(const ConfigReader& r) {
   CENSUS_TRY(read_attention_bias(r, c));
   const char* experts_field = r.has("num_experts") || !r.has("num_local_experts") ? "num_experts" : "num_local_experts";
   const char* top_k_field = r.has("moe_topk") || !r.has("num_experts_per_tok") ? "moe_topk" : "num_experts_per_tok";
-  CENSUS_ASSIGN(c.moe.num_experts, read_uniform_size(r, experts_field, 1));
-  CENSUS_ASSIGN(c.moe.num_experts_per_tok, read_uniform_size(r, top_k_field, 1));
+  CENSUS_ASSIGN(c.moe.num_experts, read_uniform_size(r, experts_field, 1, c.num_hidden_layers));
+  CENSUS_ASSIGN(c.moe.num_experts_per_tok, read_uniform_size(r, top_k_field, 1, c.num_hidden_layers));
   if (c.moe.num_experts_per_tok > c.moe.num_experts)
     return refuse(top_k_field, std::to_string(c.moe.num_experts_per_tok) + " exceeds the " +
                                    std::to_string(c.moe.num_experts) + " experts; a token cannot pick more experts than there are");

@@ -40,7 +40,7 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   k = Tensor();
   v = Tensor();
 
-  if (use_rope_) {
+  if (use_rope_ && positions.cos.defined()) {  // a model without a rotary hands none (Granite's)
     auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
     query_states = q_embed;
     key_states = k_embed;
@@ -153,16 +153,7 @@ Result<nn::HiddenAct> read_hidden_act(const ConfigReader& r, const char* field, 
 
 Status read_stated_layer_types(const ConfigReader& r, ModelConfig& c) {
   if (!r.has("layer_types")) return {};
-  const nlohmann::json& types = r.json().at("layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                     " of them); fix the config");
-  c.layer_types.clear();
-  for (const auto& type : types) {
-    if (!type.is_string() || (type != "full_attention" && type != "sliding_attention"))
-      return refuse("layer_types", "has " + shown(type) + "; known kinds: full_attention, sliding_attention");
-    c.layer_types.push_back(type.get<std::string>());
-  }
+  CENSUS_ASSIGN(c.layer_types, r.layer_kinds("layer_types", c.num_hidden_layers, {"full_attention", "sliding_attention"}));
   return {};
 }
 

@@ -56,6 +56,8 @@ class LlamaDecoderLayer final : public DecoderLayer {
   Tensor forward(const Tensor& hidden_states, const nn::PositionEmbeddings& positions) const override;
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   // Transformers' attention, or HyperParallel's fused GQAAttention where a replacement selects it.

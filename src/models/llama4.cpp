@@ -15,6 +15,8 @@
 // Legend: S = seq_length, T = tokens, H = hidden_size, Nh = heads, Nkv = key/value heads, D = head_dim,
 // E = experts, I = intermediate_size (an expert's and the shared expert's width).
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "models/llama.h"
 #include "models/moe_layers.h"
@@ -212,36 +214,34 @@ class Llama4TextMoe final : public nn::FeedForward {
         shared_expert("feed_forward.shared_expert", c.hidden_size, c.moe.shared_expert_intermediate_size,
                       /*bias=*/false, params, c.hidden_act, "activation_fn") {}
 
-  Tensor forward(const Tensor& input) const override {
+  Tensor forward(const Tensor& input) const override { return forward_with_router_logits(input).first; }
+
+  // Llama4TextMoe.forward returns (out, router_logits); its router_scores live until it returns.
+  std::pair<Tensor, Tensor> forward_with_router_logits(const Tensor& input) const {
     ModuleScope scope("feed_forward", ModuleKind::kOther);
     Tensor hidden_states = ops::reshape(input, Dims{input.size(0) * input.size(1), hidden_dim_});  // (T, H)
-    Tensor router_scores = route(hidden_states);                                                 // (T, E) bf16
+    auto [router_scores, router_logits] = route(hidden_states);                                  // (T, E) bf16 each
     const int64_t num_experts = router_scores.size(1);
     Tensor routed_in = ops::repeat(hidden_states, Dims{num_experts, 1});                           // (E T, H)
     routed_in = ops::mul(routed_in, ops::reshape(ops::transpose(router_scores, 0, 1), Dims{num_experts * hidden_states.size(0), 1}));
-    router_scores = Tensor();
     Tensor routed_out = experts.forward(routed_in);
-    routed_in = Tensor();
     Tensor out = shared_expert.forward(hidden_states);
-    {
-      Tensor summed = ops::sum(ops::view(routed_out, Dims{num_experts, hidden_states.size(0), hidden_dim_}), {0},
-                               /*keepdim=*/false);
-      routed_out = Tensor();
-      ops::add_(out, summed);
-    }
-    return out;
+    ops::add_(out, ops::sum(ops::view(routed_out, Dims{num_experts, hidden_states.size(0), hidden_dim_}), {0},
+                            /*keepdim=*/false));
+    return {out, router_logits};
   }
 
  private:
   // Llama4Router: logits = x W^T; the top-k logits scattered into -inf; sigmoid in fp32, cast back.
-  Tensor route(const Tensor& hidden_states) const {
+  // Returns (router_scores, router_logits).
+  std::pair<Tensor, Tensor> route(const Tensor& hidden_states) const {
     Tensor router_logits = router.forward(hidden_states);  // (T, E) bf16
     ModuleScope scope("feed_forward.router", ModuleKind::kOther);
     ops::ValuesIndices top = ops::topk(router_logits, top_k_);
     Tensor router_scores = ops::full_like(router_logits, -std::numeric_limits<double>::infinity());
     ops::scatter_(router_scores, 1, top.indices, top.values);
     top = {};
-    return ops::to(ops::sigmoid(ops::to(router_scores, DType::kFloat32)), router_scores.dtype());
+    return {ops::to(ops::sigmoid(ops::to(router_scores, DType::kFloat32)), router_scores.dtype()), router_logits};
   }
 
   int64_t top_k_;
@@ -262,19 +262,25 @@ class Llama4TextDecoderLayer final : public DecoderLayer {
                                                           /*bias=*/false, parameters_, c.hidden_act, "activation_fn")),
         input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
         post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
-        rotary_emb(c.head_dim) {}
+        rotary_emb(c.head_dim),
+        moe_(dynamic_cast<const Llama4TextMoe*>(feed_forward.get())) {}
   nn::PositionEmbeddings embed_positions(const Tensor& hidden) const override { return rotary_emb.forward(hidden); }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
   Tensor forward(const Tensor& input, const nn::PositionEmbeddings& positions) const override {
     Tensor residual = input;
     Tensor hidden_states = input_layernorm.forward(input);
-    Tensor attention_states = self_attn.forward(hidden_states, positions);
+    // attention_states, and a MoE layer's router_logits (its `_`), are locals until the layer returns.
+    const Tensor attention_states = self_attn.forward(hidden_states, positions);
     hidden_states = ops::add(residual, attention_states);
-    attention_states = Tensor();
     residual = hidden_states;
     hidden_states = post_attention_layernorm.forward(hidden_states);
-    hidden_states = feed_forward->forward(hidden_states);
+    Tensor router_logits;
+    if (moe_ != nullptr) {
+      std::tie(hidden_states, router_logits) = moe_->forward_with_router_logits(hidden_states);
+    } else {
+      hidden_states = feed_forward->forward(hidden_states);
+    }
     return ops::add(residual, ops::view(hidden_states, residual.sizes()));
   }
 
@@ -285,6 +291,7 @@ class Llama4TextDecoderLayer final : public DecoderLayer {
   Llama4TextRMSNorm input_layernorm;
   Llama4TextRMSNorm post_attention_layernorm;
   Llama4TextRotaryEmbedding rotary_emb;  // the model's, held here so one layer can run alone
+  const Llama4TextMoe* moe_;             // feed_forward where the layer is a MoE layer, else null
 };
 
 Result<ModelConfig> read_llama4_text(const ConfigReader& r);
@@ -297,35 +304,24 @@ std::unique_ptr<nn::Norm> build_llama4_final_norm(const ModelConfig& config, nn:
   return std::make_unique<Llama4TextRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
 }
 
-// A list of 0/1 per layer under `name`; `fallback` where absent, null or empty.
-Result<std::vector<bool>> read_flags(const ConfigReader& r, const char* name, std::vector<bool> fallback) {
-  if (!r.has(name) || r.json().at(name).empty()) return fallback;
-  const nlohmann::json& stated = r.json().at(name);
-  if (!stated.is_array() || stated.size() != fallback.size())
-    return refuse(name, "must list one 0 or 1 per layer (" + std::to_string(fallback.size()) + " of them); fix the config");
-  std::vector<bool> flags;
-  for (const auto& each : stated) {
-    if (!each.is_number_integer() || (each != 0 && each != 1))
-      return refuse(name, "has " + shown(each) + "; each entry is 0 or 1");
-    flags.push_back(each == 1);
-  }
-  return flags;
-}
-
 // no_rope_layers (1: the layer rotates; by default 0 every no_rope_layer_interval-th layer) gives each
 // layer's kind, chunked_attention (rotary) or full_attention (NoPE), which a stated layer_types must match.
 Status read_llama4_layer_types(const ConfigReader& r, ModelConfig& c) {
   CENSUS_ASSIGN(const int64_t interval, r.size("no_rope_layer_interval", 4));
-  std::vector<bool> defaults;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) defaults.push_back((i + 1) % interval != 0);
-  CENSUS_ASSIGN(const std::vector<bool> use_rope, read_flags(r, "no_rope_layers", defaults));
+  std::vector<bool> use_rope;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) use_rope.push_back((i + 1) % interval != 0);
+  // Llama4TextConfig reads an empty no_rope_layers as absent. Its layers index the list, so a longer one
+  // runs where layer_types is stated; else layer_types is made from it, one per entry, and held to
+  // num_hidden_layers.
+  if (r.has("no_rope_layers") && !r.json().at("no_rope_layers").empty()) {
+    CENSUS_ASSIGN(use_rope, r.layer_flags("no_rope_layers", c.num_hidden_layers,
+                                          r.has("layer_types") ? PerLayer::kCut : PerLayer::kExact));
+  }
   c.layer_types.clear();
   for (bool rope : use_rope) c.layer_types.push_back(rope ? "chunked_attention" : "full_attention");
   if (!r.has("layer_types")) return {};
-  const nlohmann::json& stated = r.json().at("layer_types");
-  if (!stated.is_array() || static_cast<int64_t>(stated.size()) != c.num_hidden_layers)
-    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                     " of them); fix the config");
+  CENSUS_ASSIGN(const std::vector<std::string> stated,
+                r.layer_kinds("layer_types", c.num_hidden_layers, {"chunked_attention", "full_attention"}));
   for (size_t i = 0; i < stated.size(); ++i)
     if (stated[i] != c.layer_types[i])
       return refuse("layer_types", "has " + shown(stated[i]) + " at layer " + std::to_string(i) + ", where no_rope_layers makes it " +

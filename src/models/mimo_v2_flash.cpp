@@ -10,6 +10,8 @@
 //
 // Legend: S = seq_length, H = hidden_size, Nh = heads, Nkv = key/value heads (2 Nkv in sliding layers),
 // D = head_dim, Dv = v_head_dim.
+#include <tuple>
+
 #include "models/deepseek_v3.h"
 #include "models/llama.h"
 #include "models/moe_layers.h"
@@ -81,6 +83,7 @@ class MiMoV2FlashMoE final : public nn::FeedForward {
     Tensor hidden_states = ops::view(input, Dims{orig_shape[0] * orig_shape[1], orig_shape[2]});
     return ops::view(experts->forward(hidden_states, routing.indices, routing.weights), orig_shape);
   }
+  std::vector<Tensor> buffers() const override { return {gate.e_score_correction_bias()}; }
 
  private:
   std::unique_ptr<nn::MoeExperts> experts;
@@ -108,6 +111,8 @@ class MiMoV2FlashDecoderLayer final : public DecoderLayer {
         input, input_layernorm, [&](const Tensor& normed) { return self_attn.forward(normed, positions); },
         post_attention_layernorm, *mlp);
   }
+
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
 
  private:
   int64_t hidden_size_;
@@ -143,8 +148,13 @@ std::unique_ptr<DecoderLayer> build_mimo_v2_flash_layer(const ModelConfig& confi
 
 }  // namespace
 
-CENSUS_FAMILY(kMiMoV2FlashFamily) = {"mimo_v2_flash", read_mimo_v2_flash, build_mimo_v2_flash_layer,
-                                     build_llama_final_norm};
+CENSUS_FAMILY(kMiMoV2FlashFamily) = {
+    .model_type = "mimo_v2_flash",
+    .read = read_mimo_v2_flash,
+    .build_layer = build_mimo_v2_flash_layer,
+    .build_final_norm = build_llama_final_norm,
+    .rotary_per_layer_type = true,
+};
 
 namespace {
 
@@ -159,14 +169,48 @@ Status read_mlp_layer_types(const ConfigReader& r, ModelConfig& c) {
     c.moe.mlp_only_layers.push_back(0);
     return {};
   }
-  const nlohmann::json& types = r.json().at("mlp_layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse("mlp_layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                         " of them); fix the config");
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (types[i] != "dense" && types[i] != "sparse")
-      return refuse("mlp_layer_types", "has " + shown(types[i]) + "; known kinds: dense, sparse");
+  CENSUS_ASSIGN(const std::vector<std::string> types,
+                r.layer_kinds("mlp_layer_types", c.num_hidden_layers, {"dense", "sparse"}));
+  for (size_t i = 0; i < types.size(); ++i)
     if (types[i] == "dense") c.moe.mlp_only_layers.push_back(static_cast<int64_t>(i));
+  return {};
+}
+
+// The checkpoint's own fields, which MiMoV2FlashConfig drops (its conversion maps them): the per-layer
+// hybrid_layer_pattern (1 sliding, 0 full) and moe_layer_freq (1 sparse, 0 dense), and the sliding
+// layers' heads, which the native layer fixes at num_attention_heads queries and twice
+// num_key_value_heads keys and values. Where a config states them they must say what is priced, or
+// the config contradicts itself: it is refused rather than priced as one of its two readings.
+Status check_checkpoint_fields(const ConfigReader& r, const ModelConfig& c) {
+  const int64_t layers = c.num_hidden_layers;
+  if (r.has("hybrid_layer_pattern")) {
+    CENSUS_ASSIGN(const std::vector<bool> sliding, r.layer_flags("hybrid_layer_pattern", layers));
+    for (int64_t i = 0; i < layers; ++i)
+      if (sliding[static_cast<size_t>(i)] != is_sliding(c, i))
+        return refuse("hybrid_layer_pattern", "makes layer " + std::to_string(i) + (sliding[static_cast<size_t>(i)] ? " sliding" : " full") +
+                                                  ", where layer_types makes it " + c.layer_types[static_cast<size_t>(i)] +
+                                                  " (Transformers reads layer_types); state the two alike");
+  }
+  if (r.has("moe_layer_freq")) {
+    CENSUS_ASSIGN(const std::vector<bool> sparse, r.layer_flags("moe_layer_freq", layers));
+    for (int64_t i = 0; i < layers; ++i)
+      if (sparse[static_cast<size_t>(i)] != is_moe_layer(c, i))
+        return refuse("moe_layer_freq", "makes layer " + std::to_string(i) + (sparse[static_cast<size_t>(i)] ? " sparse" : " dense") +
+                                            ", where mlp_layer_types makes it " + (is_moe_layer(c, i) ? "sparse" : "dense") +
+                                            " (Transformers reads mlp_layer_types); state the two alike");
+  }
+  const std::tuple<const char*, int64_t, const char*> sliding_sizes[] = {
+      {"swa_num_attention_heads", c.num_attention_heads, "num_attention_heads"},
+      {"swa_num_key_value_heads", 2 * c.num_key_value_heads, "twice num_key_value_heads"},
+      {"swa_head_dim", c.head_dim, "head_dim"},
+      {"swa_qk_head_dim", c.head_dim, "head_dim"},
+      {"swa_v_head_dim", c.v_head_dim, "v_head_dim"}};
+  for (const auto& [field, priced, what] : sliding_sizes) {
+    if (!r.has(field)) continue;
+    CENSUS_ASSIGN(const int64_t stated, r.size(field, std::nullopt));
+    if (stated != priced)
+      return refuse(field, std::to_string(stated) + " is not " + what + " (" + std::to_string(priced) +
+                               "), which Transformers' sliding layers have; fix the config");
   }
   return {};
 }
@@ -195,6 +239,7 @@ Result<ModelConfig> read_mimo_v2_flash(const ConfigReader& r) {
                                  " routed experts into groups of two or more; fix the config");
   CENSUS_TRY(read_mlp_layer_types(r, c));
   CENSUS_TRY(read_rotary_dims(r, c));
+  CENSUS_TRY(check_checkpoint_fields(r, c));
   return c;
 }
 

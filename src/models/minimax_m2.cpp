@@ -78,6 +78,8 @@ class MiniMaxM2DecoderLayer final : public DecoderLayer {
   }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   // MiniMaxM2SparseMoeBlock: gate, experts (intermediate_size wide), then the bias buffer.
   std::unique_ptr<nn::FeedForward> build_mlp(const ModelConfig& c, int64_t index) {

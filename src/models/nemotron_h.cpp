@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "util/escape.h"
+#include "models/causal_lm.h"
 #include "models/llama.h"
 #include "models/moe_layers.h"
 #include "nn/attention_kernel.h"
@@ -74,6 +75,7 @@ class NemotronHMoE {
     hidden_states = ops::view(hidden_states, orig_shape);
     return ops::add(hidden_states, shared_experts.forward(residuals));
   }
+  const Tensor& e_score_correction_bias() const { return gate.e_score_correction_bias(); }
 
  private:
   static nn::ExpertsLayout ungated() {
@@ -147,6 +149,10 @@ class NemotronHBlock final : public DecoderLayer {
     else hidden_states = mlp_->forward(hidden_states);
     return ops::add(residual, hidden_states);
   }
+  std::vector<Tensor> registered_buffers() const override {
+    if (moe_) return {moe_->e_score_correction_bias()};
+    return {};
+  }
   int64_t final_norm_parameters() const override { return hidden_size_; }
 
  private:
@@ -169,9 +175,30 @@ std::unique_ptr<DecoderLayer> build_nemotron_h_layer(const ModelConfig& config, 
   return std::make_unique<NemotronHBlock>(config, mamba, index);
 }
 
+// NemotronHForCausalLM upcasts its logits itself, lm_head(hidden_states[:, slice_indices, :]).float(): the
+// bf16 logits die at once, and the loss's own .float() is then a no-op.
+class NemotronHForCausalLM final : public CausalLM {
+ public:
+  using CausalLM::CausalLM;
+
+ protected:
+  Tensor logits(const Tensor& hidden_states) const override {
+    return ops::to(CausalLM::logits(hidden_states), DType::kFloat32);
+  }
+};
+
+std::unique_ptr<CausalLM> build_nemotron_h_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                     ModelChunk chunk) {
+  return make_causal_lm<NemotronHForCausalLM>(config, layer_config, chunk);
+}
+
 }  // namespace
 
-CENSUS_FAMILY(kNemotronHFamily) = {"nemotron_h", read_nemotron_h, build_nemotron_h_layer, build_llama_final_norm};
+CENSUS_FAMILY(kNemotronHFamily) = {.model_type = "nemotron_h",
+                                   .read = read_nemotron_h,
+                                   .build_layer = build_nemotron_h_layer,
+                                   .build_final_norm = build_llama_final_norm,
+                                   .build_causal_lm = build_nemotron_h_causal_lm};
 
 namespace {
 
@@ -187,18 +214,21 @@ Result<int64_t> size_or_legacy(const ConfigReader& r, const char* name, const ch
 Status read_block_types(const ConfigReader& r, ModelConfig& c) {
   std::vector<std::string> types;
   const char* field = r.has("layers_block_type") ? "layers_block_type" : r.has("layer_types") ? "layer_types" : nullptr;
+  // NemotronHConfig takes its layer count from the list or pattern (a num_hidden_layers that differs
+  // is only warned about): each entry is a layer, and their number is checked as any per-layer list's.
   if (field != nullptr) {
     const nlohmann::json& stated = r.json().at(field);
-    if (!stated.is_array() || stated.empty())
-      return refuse(field, "must be a non-empty list of block types; fix the config");
-    for (const auto& type : stated) {
-      if (!type.is_string()) return refuse(field, "has " + shown(type) + "; block types are strings");
-      types.push_back(type.get<std::string>());
-    }
+    if (!stated.is_array()) return refuse(field, "must be a list of block types, not " + shown(stated) + "; fix the config");
+    CENSUS_TRY(check_per_layer(field, static_cast<int64_t>(stated.size()), std::nullopt));
+    CENSUS_ASSIGN(types, r.layer_kinds(field, static_cast<int64_t>(stated.size()),
+                                       {"linear_attention", "mamba", "full_attention", "attention", "moe", "mlp"}));
   } else if (r.has("hybrid_override_pattern")) {
-    auto pattern = r.text("hybrid_override_pattern", "");
-    CENSUS_TRY(pattern);
-    for (char symbol : *pattern) {
+    if (!r.json().at("hybrid_override_pattern").is_string())
+      return refuse("hybrid_override_pattern", "must be a string of M, E, * and -, one per layer, not " +
+                                                   shown(r.json().at("hybrid_override_pattern")) + "; fix the config");
+    const std::string& pattern = r.json().at("hybrid_override_pattern").get_ref<const std::string&>();
+    CENSUS_TRY(check_per_layer("hybrid_override_pattern", static_cast<int64_t>(pattern.size()), std::nullopt));
+    for (char symbol : pattern) {
       switch (symbol) {
         case 'M': types.emplace_back("linear_attention"); break;
         case 'E': types.emplace_back("moe"); break;
@@ -208,7 +238,6 @@ Status read_block_types(const ConfigReader& r, ModelConfig& c) {
           return refuse("hybrid_override_pattern", "has " + echoed(std::string(1, symbol)) + "; known: M, E, *, -");
       }
     }
-    if (types.empty()) return refuse("hybrid_override_pattern", "is empty; state one symbol per layer");
   } else {
     types = {"linear_attention", "moe", "full_attention", "mlp"};
   }
@@ -216,9 +245,7 @@ Status read_block_types(const ConfigReader& r, ModelConfig& c) {
   for (const std::string& type : types) {
     if (type == "linear_attention" || type == "mamba") c.layer_types.emplace_back("mamba");
     else if (type == "full_attention" || type == "attention") c.layer_types.emplace_back("attention");
-    else if (type == "moe" || type == "mlp") c.layer_types.push_back(type);
-    else
-      return refuse("layers_block_type", "has '" + type + "'; known: linear_attention, full_attention, moe, mlp");
+    else c.layer_types.push_back(type);  // moe, mlp
   }
   c.num_hidden_layers = static_cast<int64_t>(c.layer_types.size());
   return {};

@@ -126,7 +126,13 @@ std::unique_ptr<nn::Norm> build_olmo3_final_norm(const ModelConfig& config, nn::
 
 }  // namespace
 
-CENSUS_FAMILY(kOlmo3Family) = {"olmo3", read_olmo3, build_olmo3_layer, build_olmo3_final_norm};
+CENSUS_FAMILY(kOlmo3Family) = {
+    .model_type = "olmo3",
+    .read = read_olmo3,
+    .build_layer = build_olmo3_layer,
+    .build_final_norm = build_olmo3_final_norm,
+    .rotary_per_layer_type = true,
+};
 
 namespace {
 

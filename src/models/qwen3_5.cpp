@@ -1,3 +1,4 @@
+#include "models/qwen3_vl.h"
 #include "models/qwen3_5.h"
 
 #include "models/moe_layers.h"
@@ -90,8 +91,13 @@ Result<ModelConfig> read_qwen3_5_text(const ConfigReader& r);
 
 }  // namespace
 
-CENSUS_FAMILY(kQwen3_5TextFamily) = {"qwen3_5_text", read_qwen3_5_text, build_qwen3_5_layer,
-                                     build_qwen3_next_final_norm};
+CENSUS_FAMILY(kQwen3_5TextFamily) = {
+    .model_type = "qwen3_5_text",
+    .read = read_qwen3_5_text,
+    .build_layer = build_qwen3_5_layer,
+    .build_final_norm = build_qwen3_next_final_norm,
+    .build_causal_lm = build_multi_grid_rotary_causal_lm,
+};
 
 namespace {
 

@@ -44,6 +44,8 @@ class Qwen3_5DecoderLayer final : public DecoderLayer {
   int64_t final_norm_parameters() const override { return hidden_size_; }
   bool has_recurrence() const override { return linear_attn.has_value(); }
 
+  std::vector<Tensor> registered_buffers() const override { return mlp->buffers(); }
+
  private:
   int64_t hidden_size_;
   std::optional<Qwen3_5GatedDeltaNet> linear_attn;  // linear_attention layers

@@ -3,6 +3,7 @@
 // sigmoid-gated shared expert beside the routed experts) as every layer's feed-forward.
 #include "models/moe_layers.h"
 #include "models/qwen3_5.h"
+#include "models/qwen3_vl.h"
 
 namespace census {
 namespace {
@@ -11,8 +12,13 @@ Result<ModelConfig> read_qwen3_5_moe_text(const ConfigReader& r);
 
 }  // namespace
 
-CENSUS_FAMILY(kQwen3_5MoeTextFamily) = {"qwen3_5_moe_text", read_qwen3_5_moe_text, build_qwen3_5_layer,
-                                        build_qwen3_next_final_norm};
+CENSUS_FAMILY(kQwen3_5MoeTextFamily) = {
+    .model_type = "qwen3_5_moe_text",
+    .read = read_qwen3_5_moe_text,
+    .build_layer = build_qwen3_5_layer,
+    .build_final_norm = build_qwen3_next_final_norm,
+    .build_causal_lm = build_multi_grid_rotary_causal_lm,
+};
 
 namespace {
 

@@ -156,16 +156,10 @@ Status read_layer_types(const ConfigReader& r, ModelConfig& c) {
       c.layer_types.push_back((i + 1) % *interval ? "linear_attention" : "full_attention");
     return {};
   }
-  const nlohmann::json& types = r.json().at("layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_hidden_layers)
-    return refuse("layer_types", "must list one kind per layer (" + std::to_string(c.num_hidden_layers) +
-                                     " of them); fix the config");
-  for (const auto& type : types) {
-    const std::string kind = type.is_string() ? current_layer_type(type.get<std::string>()) : std::string();
-    if (kind != "linear_attention" && kind != "full_attention")
-      return refuse("layer_types", "has " + shown(type) + "; known kinds: linear_attention, full_attention");
-    c.layer_types.push_back(kind);
-  }
+  CENSUS_ASSIGN(const std::vector<std::string> types,
+                r.layer_kinds("layer_types", c.num_hidden_layers,
+                              {"linear_attention", "full_attention", "mamba", "attention", "conv"}));
+  for (const std::string& type : types) c.layer_types.push_back(current_layer_type(type));
   return {};
 }
 

@@ -2,9 +2,40 @@
 // qwen3_vl_text, under a qwen3_vl config's text_config): Qwen3's layer. Its rotary embeds a text
 // token's position on three grids (mrope_section); that changes cos and sin's values, not their shape,
 // and the layer receives them as Qwen3's does.
+#include "models/qwen3_vl.h"
+
 #include "models/llama.h"
+#include "nn/rotary.h"
 
 namespace census {
+
+namespace {
+
+// Qwen3VLTextModel's rotary, computed once for every layer: the model's own module, its inv_freq and
+// original_inv_freq its buffers (the layers' rotaries serve a layer censused alone).
+class MultiGridRotaryCausalLM final : public CausalLM {
+ public:
+  MultiGridRotaryCausalLM(const ModelConfig& c, const ModelConfig& layer_config, ModelChunk chunk)
+      : CausalLM(c, layer_config, chunk), rotary_emb(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) {
+    state_rotary_buffers({rotary_emb.inv_freq()});
+  }
+
+ protected:
+  std::vector<nn::PositionEmbeddings> embed_positions(const Tensor& inputs_embeds) const override {
+    return {rotary_emb.forward(inputs_embeds)};
+  }
+
+ private:
+  nn::MultiGridRotaryEmbedding rotary_emb;
+};
+
+}  // namespace
+
+std::unique_ptr<CausalLM> build_multi_grid_rotary_causal_lm(const ModelConfig& config, const ModelConfig& layer_config,
+                                                            ModelChunk chunk) {
+  return make_causal_lm<MultiGridRotaryCausalLM>(config, layer_config, chunk);
+}
+
 namespace {
 
 Result<ModelConfig> read_qwen3_vl_text(const ConfigReader& r);
@@ -15,8 +46,13 @@ std::unique_ptr<DecoderLayer> build_qwen3_vl_text_layer(const ModelConfig& confi
 
 }  // namespace
 
-CENSUS_FAMILY(kQwen3VlTextFamily) = {"qwen3_vl_text", read_qwen3_vl_text, build_qwen3_vl_text_layer,
-                                     build_llama_final_norm};
+CENSUS_FAMILY(kQwen3VlTextFamily) = {
+    .model_type = "qwen3_vl_text",
+    .read = read_qwen3_vl_text,
+    .build_layer = build_qwen3_vl_text_layer,
+    .build_final_norm = build_llama_final_norm,
+    .build_causal_lm = build_multi_grid_rotary_causal_lm,
+};
 
 namespace {
 

@@ -4,6 +4,7 @@
 // always renormalizes its top-k values and casts them back to bf16, and the routed experts
 // (nn/sparse_moe_block.h). Its rotary embeds a text token's position on three grids (mrope_section),
 // which changes cos and sin's values, not their shape: the layer receives them as Qwen3's does.
+#include "models/qwen3_vl.h"
 #include "models/llama.h"
 #include "models/moe_layers.h"
 #include "models/qwen2_moe.h"
@@ -30,8 +31,14 @@ std::unique_ptr<DecoderLayer> build_qwen3_vl_moe_text_layer(const ModelConfig& c
 
 }  // namespace
 
-CENSUS_FAMILY(kQwen3VlMoeTextFamily) = {"qwen3_vl_moe_text", read_qwen3_vl_moe_text, build_qwen3_vl_moe_text_layer,
-                                        build_llama_final_norm};
+CENSUS_FAMILY(kQwen3VlMoeTextFamily) = {
+    .model_type = "qwen3_vl_moe_text",
+    .read = read_qwen3_vl_moe_text,
+    .build_layer = build_qwen3_vl_moe_text_layer,
+    .build_final_norm = build_llama_final_norm,
+    .build_causal_lm = build_multi_grid_rotary_causal_lm,
+    .ties_word_embeddings = true,
+};
 
 namespace {
 

@@ -30,6 +30,26 @@ Status check_nesting(const nlohmann::json& fields) {
   return {};
 }
 
+// Fields no census prices (the attention's window and chunk, the positions a model was trained for):
+// they move no memory, yet a config class types them, so a string or a list there is a broken config,
+// refused as any other: null or a whole number from 0 to 2^32, at the top level and in the rotary's
+// parameters (rope_scaling, rope_parameters, and each object those nest: one per layer type, say).
+Status check_unpriced_fields(const ConfigReader& config) {
+  constexpr const char* kFields[] = {"sliding_window", "attention_chunk_size", "max_position_embeddings",
+                                     "original_max_position_embeddings"};
+  std::vector<ConfigReader> readers{config};
+  for (const char* section : {"rope_scaling", "rope_parameters"}) {
+    CENSUS_ASSIGN(const std::optional<ConfigReader> rope, config.section(section));
+    if (!rope) continue;
+    readers.push_back(*rope);
+    for (const auto& [name, value] : rope->json().items())
+      if (value.is_object()) readers.emplace_back(value, std::string(section) + "." + name + ".");
+  }
+  for (const ConfigReader& reader : readers)
+    for (const char* field : kFields) CENSUS_TRY(reader.count(field, 0));
+  return {};
+}
+
 }  // namespace
 
 Result<ModelConfig> read_config(const nlohmann::json& json) {
@@ -49,6 +69,7 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
                                     "; give the Transformers model_type (e.g. \"llama\")");
   CENSUS_TRY(check_nesting(*fields));
   const ConfigReader reader(*fields);
+  CENSUS_TRY(check_unpriced_fields(reader));
   // Every family builds per-layer kinds: refuse a layer count no census could build before any family does.
   auto layers = reader.size("num_hidden_layers", 1);
   CENSUS_TRY(layers);
@@ -72,6 +93,10 @@ Result<ModelConfig> read_config(const nlohmann::json& json) {
                                                                        : family->ties_word_embeddings);
   CENSUS_TRY(tied);
   config->tie_word_embeddings = *tied;
+  // A MoE ForCausalLM adds the load-balancing loss over every layer's router logits where this is set.
+  auto router_logits = reader.flag("output_router_logits", false);
+  CENSUS_TRY(router_logits);
+  config->output_router_logits = *router_logits;
   return config;
 }
 

@@ -15,23 +15,21 @@ std::unique_ptr<DecoderLayer> build_smollm3_layer(const ModelConfig& config, int
 }
 
 // no_rope_layers: one 0 or 1 per layer (1: the layer rotates); by default 0 every
-// no_rope_layer_interval-th layer. Each layer's kind is "rope" or "nope".
+// no_rope_layer_interval-th layer. Each layer's kind is "rope" or "nope". SmolLM3Config reads "at least"
+// one entry per layer (its layers index the list), so a longer list runs with its first entries.
+// layer_types only chooses each layer's mask (full or sliding), which changes no shape counted; it is
+// checked as the config class checks it and then read no further.
 Status read_no_rope_layers(const ConfigReader& r, ModelConfig& c) {
+  if (r.has("layer_types"))
+    CENSUS_TRY(r.layer_kinds("layer_types", c.num_hidden_layers, {"full_attention", "sliding_attention"}));
   c.layer_types.clear();
-  if (!r.has("no_rope_layers") || r.json().at("no_rope_layers").empty()) {
+  if (!r.has("no_rope_layers")) {
     CENSUS_ASSIGN(const int64_t interval, r.size("no_rope_layer_interval", 4));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_types.push_back((i + 1) % interval ? "rope" : "nope");
     return {};
   }
-  const nlohmann::json& stated = r.json().at("no_rope_layers");
-  if (!stated.is_array() || static_cast<int64_t>(stated.size()) != c.num_hidden_layers)
-    return refuse("no_rope_layers", "must list one 0 or 1 per layer (" + std::to_string(c.num_hidden_layers) +
-                                        " of them); fix the config");
-  for (const auto& use_rope : stated) {
-    if (!use_rope.is_number_integer() || (use_rope != 0 && use_rope != 1))
-      return refuse("no_rope_layers", "has " + shown(use_rope) + "; each entry is 1 (rotary) or 0 (none)");
-    c.layer_types.push_back(use_rope == 1 ? "rope" : "nope");
-  }
+  CENSUS_ASSIGN(const std::vector<bool> use_rope, r.layer_flags("no_rope_layers", c.num_hidden_layers, PerLayer::kCut));
+  for (const bool rope : use_rope) c.layer_types.push_back(rope ? "rope" : "nope");
   return {};
 }
 

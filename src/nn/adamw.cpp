@@ -36,4 +36,10 @@ int64_t AdamW::state_bytes() const {
   return total;
 }
 
+std::vector<Tensor> AdamW::step_counts() const {
+  std::vector<Tensor> counts;
+  for (const State& s : states_) counts.push_back(s.step);
+  return counts;
+}
+
 }  // namespace census::nn

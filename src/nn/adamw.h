@@ -33,6 +33,9 @@ class AdamW {
   void zero_grad();
   // Bytes of every state tensor made so far.
   int64_t state_bytes() const;
+  // Each state["step"]: torch.tensor(0.0), made without a device where neither capturable nor fused,
+  // so a host tensor in a CUDA run.
+  std::vector<Tensor> step_counts() const;
 
  private:
   struct State {

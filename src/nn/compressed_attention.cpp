@@ -40,8 +40,12 @@ Tensor rotate_compressed(const Tensor& compressed, const InterleavedRotaryEmbedd
 
 }  // namespace
 
-InterleavedRotaryEmbedding::InterleavedRotaryEmbedding(int64_t rope_dim)
-    : inv_freq_(make_tensor(Dims{rope_dim / 2}, DType::kFloat32)) {}
+InterleavedRotaryEmbedding::InterleavedRotaryEmbedding(int64_t rope_dim, int64_t other_rope_dim)
+    : inv_freq_(make_tensor(Dims{rope_dim / 2}, DType::kFloat32)) {
+  buffers_ = {inv_freq_, make_tensor(inv_freq_.sizes(), DType::kFloat32)};
+  if (other_rope_dim > 0)
+    for (int copy = 0; copy < 2; ++copy) buffers_.push_back(make_tensor(Dims{other_rope_dim / 2}, DType::kFloat32));
+}
 
 std::pair<Tensor, Tensor> InterleavedRotaryEmbedding::forward(const Tensor& x, const Tensor& position_ids) const {
   NoGradGuard no_grad;
@@ -101,7 +105,7 @@ HcaCompressor::HcaCompressor(std::string path, CompressorSizes sizes, ParameterL
       gate_proj(child_path(path_, "gate_proj"), sizes.hidden_size, sizes.head_dim, false, params),
       position_bias_(register_parameter(params, path_, "position_bias", Dims{sizes.compress_rate, sizes.head_dim})),
       kv_norm(child_path(path_, "kv_norm"), sizes.head_dim, sizes.rms_norm_eps, params),
-      rotary_emb(sizes.rope_dim) {}
+      rotary_emb(sizes.rope_dim, sizes.main_rope_dim) {}
 
 CompressedKv HcaCompressor::forward(const Tensor& hidden_states, const Tensor& position_ids) const {
   ModuleScope scope(path_, ModuleKind::kOther);
@@ -174,7 +178,7 @@ CompressorIndexer::CompressorIndexer(std::string path, CompressorSizes sizes, Co
       position_bias_(register_parameter(params, path_, "position_bias", Dims{sizes.compress_rate, 2 * sizes.head_dim})),
       kv_norm(child_path(path_, "kv_norm"), sizes.head_dim, sizes.rms_norm_eps, params),
       q_b_proj(child_path(path_, "q_b_proj"), indexer.q_lora_rank, indexer.n_heads * sizes.head_dim, false, params),
-      rotary_emb(sizes.rope_dim),
+      rotary_emb(sizes.rope_dim, sizes.main_rope_dim),
       weights_proj(child_path(path_, "scorer.weights_proj"), sizes.hidden_size, indexer.n_heads, false, params) {}
 
 Tensor CompressorIndexer::forward(const Tensor& hidden_states, const Tensor& q_residual, const Tensor& position_ids) const {
@@ -222,8 +226,14 @@ CsaCompressor::CsaCompressor(std::string path, CompressorSizes sizes, Compressor
       gate_proj(child_path(path_, "gate_proj"), sizes.hidden_size, 2 * sizes.head_dim, false, params),
       position_bias_(register_parameter(params, path_, "position_bias", Dims{sizes.compress_rate, 2 * sizes.head_dim})),
       kv_norm(child_path(path_, "kv_norm"), sizes.head_dim, sizes.rms_norm_eps, params),
-      rotary_emb(sizes.rope_dim),
+      rotary_emb(sizes.rope_dim, sizes.main_rope_dim),
       indexer(child_path(path_, "indexer"), indexer_sizes, indexer_config, params) {}
+
+std::vector<Tensor> CsaCompressor::buffers() const {
+  std::vector<Tensor> out = rotary_emb.buffers();
+  out.insert(out.end(), indexer.buffers().begin(), indexer.buffers().end());
+  return out;
+}
 
 CompressedKv CsaCompressor::forward(const Tensor& hidden_states, const Tensor& q_residual, const Tensor& position_ids) const {
   ModuleScope scope(path_, ModuleKind::kOther);

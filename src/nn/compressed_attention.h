@@ -38,11 +38,17 @@ namespace census::nn {
 // each, so nothing is duplicated here.
 class InterleavedRotaryEmbedding {
  public:
-  explicit InterleavedRotaryEmbedding(int64_t rope_dim);
+  // `other_rope_dim`: the module's other rope type, whose inv_freq and original_inv_freq it registers
+  // beside this one's and never reads (a compressor's rotary holds the "main" type's too); 0: none.
+  explicit InterleavedRotaryEmbedding(int64_t rope_dim, int64_t other_rope_dim = 0);
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& position_ids) const;
+  const Tensor& inv_freq() const { return inv_freq_; }
+  // The module's buffers: inv_freq and original_inv_freq of its type, and of the other where it has one.
+  const std::vector<Tensor>& buffers() const { return buffers_; }
 
  private:
   Tensor inv_freq_;  // (Dr/2) fp32
+  std::vector<Tensor> buffers_;
 };
 
 // DeepSeek-V4's apply_rotary_pos_emb: cos and sin (.., Dr/2) repeated to Dr and unsqueezed at
@@ -71,6 +77,7 @@ struct CompressorSizes {
   int64_t compress_rate;  // m
   int64_t rope_dim;       // Dr
   double rms_norm_eps;
+  int64_t main_rope_dim = 0;  // the "main" rope's width, whose buffers the compressor's rotary also holds
 };
 
 struct CompressedKv {
@@ -82,6 +89,7 @@ class HcaCompressor {
  public:
   HcaCompressor(std::string path, CompressorSizes sizes, ParameterList& params);
   CompressedKv forward(const Tensor& hidden_states, const Tensor& position_ids) const;
+  const std::vector<Tensor>& buffers() const { return rotary_emb.buffers(); }
 
  private:
   std::string path_;
@@ -109,6 +117,7 @@ class CompressorIndexer {
   CompressorIndexer(std::string path, CompressorSizes sizes, CompressorIndexerSizes indexer, ParameterList& params);
   // The top-k compressed entries of each query (B, S, k) int64, -1 where an entry is not yet causal.
   Tensor forward(const Tensor& hidden_states, const Tensor& q_residual, const Tensor& position_ids) const;
+  const std::vector<Tensor>& buffers() const { return rotary_emb.buffers(); }
 
  private:
   std::string path_;
@@ -128,6 +137,8 @@ class CsaCompressor {
   CsaCompressor(std::string path, CompressorSizes sizes, CompressorSizes indexer_sizes, CompressorIndexerSizes indexer,
                 ParameterList& params);
   CompressedKv forward(const Tensor& hidden_states, const Tensor& q_residual, const Tensor& position_ids) const;
+  // Its rotary's buffers, then its indexer's.
+  std::vector<Tensor> buffers() const;
 
  private:
   std::string path_;

@@ -33,6 +33,7 @@ class DeepseekV3TopkRouter {
   DeepseekV3TopkRouter(std::string path, const GroupLimitedRouting& routing, int64_t hidden_size,
                        ParameterList& params);
   Routing forward(const Tensor& hidden_states) const;
+  const Tensor& e_score_correction_bias() const { return e_score_correction_bias_; }
 
  private:
   std::string path_;
@@ -54,6 +55,7 @@ class DeepseekV3MoE final : public FeedForward {
   };
   DeepseekV3MoE(std::string path, const GroupLimitedRouting& routing, const Sizes& sizes, ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;
+  std::vector<Tensor> buffers() const override { return {gate.e_score_correction_bias()}; }
 
  private:
   std::string path_;

@@ -53,6 +53,8 @@ class DeepseekV4Router {
   DeepseekV4Router(std::string path, const DeepseekV4MoeSizes& sizes, bool hash, ParameterList& params);
   // `input_ids` (B, S) int64: read by the hash router only.
   Routing forward(const Tensor& hidden_states, const Tensor& input_ids) const;
+  // Its buffer: the top-k router's e_score_correction_bias, or the hash router's tid2eid.
+  std::vector<Tensor> buffers() const { return {hash_ ? tid2eid_ : e_score_correction_bias_}; }
 
  private:
   std::string path_;
@@ -67,6 +69,7 @@ class DeepseekV4SparseMoeBlock {
  public:
   DeepseekV4SparseMoeBlock(const std::string& path, const DeepseekV4MoeSizes& sizes, bool hash, ParameterList& params);
   Tensor forward(const Tensor& hidden_states, const Tensor& input_ids) const;
+  std::vector<Tensor> buffers() const { return gate.buffers(); }
 
  private:
   std::string path_;

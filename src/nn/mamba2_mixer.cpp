@@ -98,8 +98,10 @@ Tensor Mamba2Mixer::forward(const Tensor& input) const {
   Tensor B = ops::view(xbc[1], Dims{batch, seq_len, s_.n_groups, s_.ssm_state_size});
   Tensor C = ops::view(xbc[2], Dims{batch, seq_len, s_.n_groups, s_.ssm_state_size});
   xbc.clear();
-  Tensor scan_output = chunk_scan(std::move(x), dt, std::move(A), std::move(B), std::move(C));
-  scan_output = ops::reshape(scan_output, Dims{batch, seq_len, s_.intermediate_size});
+  // The caller's A and scan_result stay its locals until it returns (what a checkpointed forward, which
+  // saves nothing, shows).
+  const Tensor scan_result = chunk_scan(std::move(x), dt, A, std::move(B), std::move(C));
+  Tensor scan_output = ops::reshape(scan_result, Dims{batch, seq_len, s_.intermediate_size});
   // The gated norm, or (Falcon-H1 without mamba_rms_norm) the gate alone: silu of the bf16 gate.
   scan_output = s_.rms_norm ? gated_norm(scan_output, gate) : ops::mul(scan_output, ops::silu(gate));
 
@@ -108,7 +110,7 @@ Tensor Mamba2Mixer::forward(const Tensor& input) const {
 }
 
 // mamba2_chunk_scan's torch body, statement by statement (dt_softplus, D, no initial state, no final
-// state returned). x (B, S, Nh, P) and B, C (B, S, G, N) in bf16, dt (B, S, Nh) bf16, A (Nh) fp32.
+// state returned); its named locals (L, G, M, states, C_times_states, ...) live until it returns. x (B, S, Nh, P) and B, C (B, S, G, N) in bf16, dt (B, S, Nh) bf16, A (Nh) fp32.
 Tensor Mamba2Mixer::chunk_scan(Tensor hidden_states, Tensor dt, Tensor A, Tensor B, Tensor C) const {
   const int64_t batch = hidden_states.size(0), sequence_length = hidden_states.size(1);
   const int64_t num_heads = s_.num_heads, head_dim = s_.head_dim, chunk_size = s_.chunk_size;
@@ -148,12 +150,10 @@ Tensor Mamba2Mixer::chunk_scan(Tensor hidden_states, Tensor dt, Tensor A, Tensor
   lhs = ops::unsqueeze(G, 5);
   rhs = ops::unsqueeze(ops::permute(L, {0, 2, 3, 4, 1}), 5);
   Tensor M = ops::sum(ops::mul(lhs, rhs), {5}, false);
-  G = Tensor();
   // Y_diag = (M[..., None] * hidden_states[:, :, None]).sum(dim=3)   (B, C, L, Nh, P)
   lhs = ops::unsqueeze(M, 5);
   rhs = ops::unsqueeze(hidden_states, 2);
   Tensor Y_diag = ops::sum(ops::mul(lhs, rhs), {3}, false);
-  M = Tensor();
 
   // 2. The state of each chunk (the B terms).
   const int64_t chunks = A_cumsum.size(2);
@@ -174,8 +174,7 @@ Tensor Mamba2Mixer::chunk_scan(Tensor hidden_states, Tensor dt, Tensor A, Tensor
   rhs = ops::unsqueeze(states, 2);
   Tensor new_states = ops::sum(ops::mul(lhs, rhs), {1}, false);
   states = ops::slice(new_states, 1, 0, chunks);
-  Tensor final_state = ops::select(new_states, 1, chunks);  // not returned (no cache)
-  final_state = Tensor();
+  const Tensor final_state = ops::select(new_states, 1, chunks);  // not returned (no cache)
 
   // 4. The state-to-output term of each chunk (the C terms).
   Tensor state_decay_out = ops::exp(A_cumsum);
@@ -185,8 +184,7 @@ Tensor Mamba2Mixer::chunk_scan(Tensor hidden_states, Tensor dt, Tensor A, Tensor
   lhs = ops::sum(C_times_states, {5}, false);
   rhs = ops::unsqueeze(ops::permute(state_decay_out, {0, 2, 3, 1}), 4);
   Tensor Y_off = ops::mul(lhs, rhs);
-  lhs = rhs = Tensor();
-  C_times_states = Tensor();
+  lhs = rhs = Tensor();  // the sum was a temporary of the expression
 
   Tensor output = ops::add(Y_diag, Y_off);
   output = ops::reshape(output, Dims{batch, output.size(1) * chunk_size, num_heads, head_dim});

@@ -34,6 +34,7 @@ class MiniMaxM2SparseMoeBlock final : public FeedForward {
   MiniMaxM2SparseMoeBlock(std::string path, MiniMaxM2TopKRouter gate, std::unique_ptr<MoeExperts> experts,
                           int64_t num_experts);
   Tensor forward(const Tensor& hidden_states) const override;
+  std::vector<Tensor> buffers() const override { return {e_score_correction_bias_}; }
 
  private:
   std::string path_;

@@ -29,6 +29,8 @@ class FeedForward {
  public:
   virtual ~FeedForward() = default;
   virtual Tensor forward(const Tensor& hidden_states) const = 0;
+  // The buffers its modules register (a router's e_score_correction_bias), which a model holds.
+  virtual std::vector<Tensor> buffers() const { return {}; }
 };
 
 class GatedMLP final : public FeedForward {

@@ -19,7 +19,9 @@ class Norm {
   // The sizes of what the model hands its end for one sequence of `seq_length` tokens: the last
   // hidden states (1, S, H), or DeepSeek-V4's streams (1, S, hc_mult, H), which its hc_head collapses
   // before the norm.
-  virtual Dims input_sizes(int64_t seq_length, int64_t hidden_size) const { return Dims{1, seq_length, hidden_size}; }
+  virtual Dims input_sizes(int64_t batch, int64_t seq_length, int64_t hidden_size) const {
+    return Dims{batch, seq_length, hidden_size};
+  }
 };
 
 class LlamaRMSNorm final : public Norm {

@@ -26,6 +26,33 @@ PositionEmbeddings RotaryEmbedding::forward(const Tensor& hidden) const {
   return out;
 }
 
+MultiGridRotaryEmbedding::MultiGridRotaryEmbedding(int64_t rotary_dim)
+    : inv_freq_(make_tensor(Dims{rotary_dim / 2}, DType::kFloat32)) {}
+
+PositionEmbeddings MultiGridRotaryEmbedding::forward(const Tensor& hidden) const {
+  const int64_t batch = hidden.size(0), seq = hidden.size(1), half = inv_freq_.size(0);
+  PositionEmbeddings out;
+  // The model's position_ids: arange(S) viewed (1, 1, S) and expanded to the grids and the sequences.
+  out.position_ids = ops::unsqueeze(ops::arange(seq), 0);
+  NoGradGuard no_grad;
+  // position_ids[:, :, None, :].float(): (3, B, 1, S) fp32, made whole from the expanded view.
+  const Tensor grid_positions =
+      ops::to(ops::expand(ops::view(out.position_ids, Dims{1, 1, 1, seq}), Dims{3, batch, 1, seq}), DType::kFloat32);
+  // inv_freq[None, None, :, None].expand(3, B, -1, 1) @ the positions: (3, B, D/2, S) fp32, transposed; a
+  // broadcast multiply allocates the bytes the batched matmul does.
+  const Tensor inv_freq_expanded = ops::expand(ops::view(inv_freq_, Dims{1, 1, half, 1}), Dims{3, batch, half, 1});
+  const Tensor freqs = ops::transpose(ops::mul(inv_freq_expanded, grid_positions), 2, 3);
+  // apply_interleaved_mrope: freqs[0], its H and W sections overwritten in place from the other grids.
+  const Tensor freqs_t = ops::select(freqs, 0, 0);                // (B, S, D/2)
+  const Tensor emb = ops::cat({freqs_t, freqs_t}, -1);            // (B, S, D) fp32
+  const double attention_scaling = 1.0;                            // scales values only, never shapes
+  const Tensor cos = ops::mul(ops::cos(emb), attention_scaling);
+  const Tensor sin = ops::mul(ops::sin(emb), attention_scaling);
+  out.cos = ops::to(cos, hidden.dtype());
+  out.sin = ops::to(sin, hidden.dtype());
+  return out;
+}
+
 Tensor rotate_half(const Tensor& x) {
   const int64_t half = x.size(-1) / 2;
   Tensor x1 = ops::slice(x, -1, 0, half);

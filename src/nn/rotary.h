@@ -26,11 +26,26 @@ class RotaryEmbedding {
   explicit RotaryEmbedding(int64_t rotary_dim, bool halves = false, bool fp32 = false);
   // The embeddings of positions 0..S-1 for `hidden` (1, S, H), as the model computes them.
   PositionEmbeddings forward(const Tensor& hidden) const;
+  const Tensor& inv_freq() const { return inv_freq_; }
 
  private:
   Tensor inv_freq_;  // (D/2) fp32
   bool halves_;
   bool fp32_;
+};
+
+// The rotary of Qwen3-VL's and Qwen3.5's text models (Qwen3VLTextRotaryEmbedding,
+// Qwen3_5TextRotaryEmbedding): a text token's position on three grids (T, H, W), each its index, taken
+// per grid and per sequence before apply_interleaved_mrope keeps one (B, S, D/2) set; so cos and sin
+// are (B, S, D), one per sequence of the micro-batch, where Llama's are (1, S, D).
+class MultiGridRotaryEmbedding {
+ public:
+  explicit MultiGridRotaryEmbedding(int64_t rotary_dim);
+  PositionEmbeddings forward(const Tensor& hidden) const;
+  const Tensor& inv_freq() const { return inv_freq_; }
+
+ private:
+  Tensor inv_freq_;  // (D/2) fp32
 };
 
 // rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2])

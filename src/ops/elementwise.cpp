@@ -194,6 +194,19 @@ class SigmoidBackward0 final : public Node {
   SavedVariable result_{this};
 };
 
+// tanh(Tensor self)  self: tanh_backward(grad, result)   -> saves result
+class TanhBackward0 final : public Node {
+ public:
+  explicit TanhBackward0(uint64_t seq) : Node("TanhBackward0", seq) {}
+  GradList apply(GradList& grads) override {
+    const Tensor result = result_.unpack();
+    Tensor out = elementwise_result(grads[0], promote(grads[0].dtype(), result.dtype()));
+    dispatch<2, 1>(Op::kTanhBackward, {grads[0], result}, {out});
+    return {out};
+  }
+  SavedVariable result_{this};
+};
+
 // softplus(Tensor self, Scalar beta, Scalar threshold)
 //   self: softplus_backward(grad, self, beta, threshold)   -> saves self
 class SoftplusBackward0 final : public Node {
@@ -428,6 +441,14 @@ Tensor exp(const Tensor& self) {
 Tensor sigmoid(const Tensor& self) {
   auto node = make_node<SigmoidBackward0>({&self});
   Tensor out = unary(Op::kSigmoid, self);
+  set_history(out, node);
+  if (node) node->result_.save(out, /*is_output=*/true);
+  return out;
+}
+
+Tensor tanh(const Tensor& self) {
+  auto node = make_node<TanhBackward0>({&self});
+  Tensor out = unary(Op::kTanh, self);
   set_history(out, node);
   if (node) node->result_.save(out, /*is_output=*/true);
   return out;

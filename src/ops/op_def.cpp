@@ -52,6 +52,8 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNllLossBackward, "aten.nll_loss_backward.default", OpKind::kCompute},
     {Op::kConstantPadNd, "aten.constant_pad_nd.default", OpKind::kCompute},
     {Op::kOnesLike, "aten.ones_like.default", OpKind::kFactory},
+    {Op::kTanh, "aten.tanh.default", OpKind::kCompute},
+    {Op::kTanhBackward, "aten.tanh_backward.default", OpKind::kCompute},
     {Op::kSigmoid, "aten.sigmoid.default", OpKind::kCompute},
     {Op::kSigmoidBackward, "aten.sigmoid_backward.default", OpKind::kCompute},
     {Op::kSoftmax, "aten._softmax.default", OpKind::kCompute},

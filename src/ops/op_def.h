@@ -56,8 +56,9 @@ enum class Op : uint8_t {
   kArange, kNewZeros, kEmptyLike, kEmpty,
   // Matrix products
   kMm, kAddmm,
-  // Loss
-  kLogSoftmax, kLogSoftmaxBackward, kNllLossForward, kNllLossBackward, kConstantPadNd, kOnesLike,
+  // Loss, and the logits' softcapping (Gemma 2)
+  kLogSoftmax, kLogSoftmaxBackward, kNllLossForward, kNllLossBackward, kConstantPadNd, kOnesLike, kTanh,
+  kTanhBackward,
   // Routing and experts (mixture-of-experts layers)
   kSigmoid, kSigmoidBackward, kSoftmax, kSoftmaxBackward, kDivTensor, kDivInplace, kGeScalar, kFloorDivide,
   kClampInplace, kBitwiseNot, kTopk, kSort, kIndexTensor, kIndexPut, kIndexPutInplace, kGather, kScatter,

@@ -161,6 +161,7 @@ Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& stri
 Tensor sub(const Tensor& self, const Tensor& other);
 Tensor exp(const Tensor& self);                 // saves its result
 Tensor sigmoid(const Tensor& self);             // saves its result
+Tensor tanh(const Tensor& self);                // saves its result
 Tensor softplus(const Tensor& self);            // saves its input (beta 1, threshold 20)
 Tensor tril(const Tensor& self, int64_t diagonal = 0);
 Tensor triu(const Tensor& self, int64_t diagonal = 0);

@@ -1,66 +1,59 @@
 #include "plan/plan.h"
 
+#include "plan/plan_memory.h"
+
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <queue>
 #include <thread>
-#include <tuple>
-
-#include "census/parts.h"
-#include "plan/plan_cost.h"
 
 namespace census {
 
-std::string schedule_name(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::kGPipe: return "gpipe";
-    case PipelineSchedule::kInterleaved: return "interleaved";
-    case PipelineSchedule::k1F1B: break;
-  }
-  return "1f1b";
-}
-
-std::string recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-    case Recompute::kNone: break;
-  }
-  return "none";
-}
-
 Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
-  if (o.gpus < 1) return refuse("--gpus", std::to_string(o.gpus) + " is not a number of devices; give 1 or more");
-  constexpr int64_t kMostDevices = 1 << 20, kMostSequences = 1 << 24;
-  if (o.gpus > kMostDevices)
-    return refuse("--gpus", std::to_string(o.gpus) + " is more devices than a run has; give at most " +
-                                std::to_string(kMostDevices));
-  if (o.global_batch > kMostSequences)
-    return refuse("--global-batch", std::to_string(o.global_batch) + " sequences is more than a step takes; give at most " +
-                                        std::to_string(kMostSequences));
-  if (o.gpus_per_node < 1) return refuse("--gpus-per-node", "must be 1 or more");
-  if (o.gpu_memory < 1) return refuse("--gpu-memory", "must be a positive size, such as 80GiB");
+  const RunShape& run = o.run;
+  if (run.gpus < 1) return refuse("--gpus", std::to_string(run.gpus) + " is not a number of devices; give 1 or more");
+  if (run.gpus > kLargestDegree)
+    return refuse("--gpus", std::to_string(run.gpus) + " is more devices than a run has; give at most " +
+                                std::to_string(kLargestDegree));
+  if (run.global_batch > kLargestGlobalBatch)
+    return refuse("--global-batch", std::to_string(run.global_batch) + " sequences is more than a step takes; give at most " +
+                                        std::to_string(kLargestGlobalBatch));
+  if (run.gpus_per_node < 1 || run.gpus_per_node > kLargestDegree)
+    return refuse("--gpus-per-node", "must be 1 to " + std::to_string(kLargestDegree) + " devices");
+  if (o.gpu_memory < 1 || o.gpu_memory > kLargestBytes)
+    return refuse("--gpu-memory", "must be a positive size of at most 2^60 bytes, such as 80GiB");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", o.cuda_context}, std::pair{"--nccl-buffers", o.nccl_buffers},
                                     std::pair{"--fragmentation", o.fragmentation}})
-    if (value < 0) return refuse(flag, "is negative; give 0 or more bytes");
+    if (value < 0 || value > kLargestBytes) return refuse(flag, "must be 0 to 2^60 bytes");
+  // Each at most 2^60: their sum cannot wrap.
   const int64_t overheads = o.cuda_context + o.nccl_buffers + o.fragmentation;
   if (overheads >= o.gpu_memory)
     return refuse("--gpu-memory", std::to_string(o.gpu_memory) + " bytes leave nothing after the overheads (" +
                                       std::to_string(overheads) + " bytes); give more memory or smaller overheads");
-  if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
-  if (o.global_batch < 0) return refuse("--global-batch", "must be a positive number of sequences");
-  if (o.top < 1) return refuse("--top", "must be 1 or more");
-  if (!(o.compute_efficiency > 0 && o.compute_efficiency <= 1))
-    return refuse("--compute-efficiency", "must be above 0 and at most 1");
+  if (run.seq_length < 1) return refuse("--seq-length", "must be at least 1");
+  if (run.global_batch < 0) return refuse("--global-batch", "must be a positive number of sequences");
+  if (o.top < 1 || o.top > kLargestTop) return refuse("--top", "must be 1 to " + std::to_string(kLargestTop) + " layouts");
   for (const auto& [flag, value] : {std::pair{"--peak-tflops", o.device.peak_tflops}, std::pair{"--hbm-gbs", o.device.hbm_gbs},
                                     std::pair{"--link-gbs", o.device.link_gbs}, std::pair{"--nic-gbs", o.device.nic_gbs}})
-    if (!(value > 0)) return refuse(flag, "must be a positive figure; give it, or a --device preset");
+    if (!(value >= kLeastFigure && value <= kLargestFigure))
+      return refuse(flag, "must be a figure from 0.001 to 1e+09; give it, or a --device preset");
+  // The time model prices each layer by its own census; a layer that runs only inside its model's
+  // forward (DeepSeek-V4's, Gemma 4's KV-shared ones) has none.
+  for (int64_t i = 0; i < config.num_hidden_layers && config.family->stack_only != nullptr; ++i)
+    if (const char* why = config.family->stack_only(config, i))
+      return refuse("census plan on " + config.model_type,
+                    "layer " + std::to_string(i) + " cannot be timed alone (" + why +
+                        "), and the plan's time model times each layer alone; run census step on the layout instead");
+  CENSUS_TRY(check_calibration(o.device.calibration, "the calibration"));
   StepOptions probe;
-  probe.seq_length = o.seq_length;
+  probe.seq_length = run.seq_length;
   return check_step_options(config, probe);
 }
 
 namespace {
+
+constexpr int64_t kMostMicroBatchTokens = 65536;
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> low, high;
@@ -73,20 +66,8 @@ std::vector<int64_t> divisors(int64_t n) {
   return low;
 }
 
-// Why a TP degree cannot split the layers (empty: it can), as tp_config splits them.
-std::string tp_refusal(const ModelConfig& c, int64_t tp) {
-  if (c.num_key_value_heads % tp != 0 && tp % c.num_key_value_heads != 0) return "TP does not divide the KV heads";
-  for (const TpDividedField& field : tp_divided_fields()) {
-    const int64_t size = field.get(c);
-    if (size <= 0 || std::string_view(field.name) == "num_key_value_heads") continue;
-    if (size % tp != 0) return std::string("TP does not divide ") + field.name;
-  }
-  return {};
-}
-
-// The EP degrees of a model: the divisors of its experts that divide N (each one a candidate the
-// rules below then prune), or 1 alone where the model has no experts or census step does not shard
-// them (eager experts).
+// The EP degrees of a model: the divisors of its experts that divide N (each one a candidate the rules
+// then prune), or 1 alone where the model has no experts or census step does not shard them (eager).
 std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
   if (c.moe.num_experts == 0 || c.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm) return {1};
   std::vector<int64_t> out;
@@ -95,312 +76,224 @@ std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
   return out;
 }
 
-struct SimKey {
-  int64_t tp, cp, ep, pp, v;
+// The recompute choices the search tries: none, selective, full for every layer; per layer kind every
+// combination where the model has two or three kinds.
+std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c) {
+  constexpr Recompute kModes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  std::vector<RecomputeChoice> out;
+  for (Recompute r : kModes) out.push_back({r, {}});
+  std::vector<std::string> kinds;
+  for (const std::string& kind : layer_kinds(c))
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  if (kinds.size() < 2 || kinds.size() > 3) return out;
+  int64_t combinations = 1;
+  for (size_t k = 0; k < kinds.size(); ++k) combinations *= 3;
+  for (int64_t code = 0; code < combinations; ++code) {
+    std::vector<Recompute> modes;
+    for (int64_t rest = code, k = 0; k < static_cast<int64_t>(kinds.size()); ++k, rest /= 3) modes.push_back(kModes[rest % 3]);
+    if (std::all_of(modes.begin(), modes.end(), [&](Recompute m) { return m == modes.front(); })) continue;
+    RecomputeChoice choice{modes.front(), {}};  // the first kind's mode for the rest, the others named
+    for (size_t k = 1; k < kinds.size(); ++k)
+      if (modes[k] != choice.all) choice.by_kind.emplace_back(kinds[k], modes[k]);
+    out.push_back(choice);
+  }
+  return out;
+}
+
+// A layout but its recompute and ZeRO stage, as the search enumerates it.
+struct Shape {
+  int64_t tp, cp, ep, etp, pp, dp, v, mbs, micro_batches;
   PipelineSchedule schedule;
-  Recompute recompute;
-  auto tie() const { return std::tie(tp, cp, ep, pp, v, schedule, recompute); }
-  bool operator<(const SimKey& o) const { return tie() < o.tie(); }
-  bool operator==(const SimKey& o) const { return tie() == o.tie(); }
+  PipelineSplit split;
 };
 
-SimKey key_of(const Layout& l) { return {l.tp, l.cp, l.ep, l.pp, l.virtual_stages, l.schedule, l.recompute}; }
-
-// One (TP, CP, EP, PP, schedule, V, recompute), simulated stage by stage as the search needs them: each
-// stage's composed peak by ZeRO stage.
-struct Simulation {
-  std::vector<std::optional<std::vector<StepMoment>>> stages;  // [stage][zero]
-};
-
+// A layout of the search: a shape, a recompute choice and a ZeRO stage, with what is known of it.
 struct Candidate {
-  LayoutResult result;
-  size_t zero_index = 0;  // into the simulation's by_zero
+  int32_t shape = 0;
+  int16_t recompute = 0;
+  int8_t zero = 0;
+  bool complete = false;  // `seconds` is the whole estimate (else a lower bound)
+  double seconds = 0;
+  int64_t memory_bound = 0;  // the larger of MemoryBound's two
+};
+
+// One layout but its ZeRO stage, simulated stage by stage as the search needs them: each stage's
+// composed peak by ZeRO stage.
+struct Simulation {
+  std::vector<std::optional<std::vector<StepMoment>>> stages;  // [stage][zero index]
 };
 
 class Planner {
  public:
-  Planner(const ModelConfig& config, const PlanOptions& options) : c_(config), o_(options) {
-    throughput_.flops_per_s = o_.device.peak_tflops * 1e12 * o_.compute_efficiency;
-    throughput_.hbm_bytes_per_s = o_.device.hbm_gbs * 1e9;
-  }
+  Planner(const ModelConfig& config, const PlanOptions& options)
+      : c_(config), o_(options), run_(options.run), time_(config, options.run, options.device, options.time),
+        memory_(config, options.run, options.time.fp32_master_weights, options.time.fp32_gradients,
+                options.cuda_context + options.nccl_buffers + options.fragmentation),
+        recomputes_(recompute_choices(config)) {}
   Result<PlanResult> run();
 
  private:
-  struct TpCosts {
-    ModelConfig rank;
-    std::vector<ForwardTime> layers;            // by layer index
-    std::vector<int64_t> layer_parameters;      // by layer index: parameters
-    std::vector<int64_t> layer_expert_parameters;
-  };
-  // A layer's costs at the rank's TP, its S / CP tokens and its experts' EP share.
-  const TpCosts& costs(const Layout& l);
-  const ForwardTime& output_time(int64_t cp);
-  void enumerate(std::vector<Candidate>& out, PlanResult& result);
-  void estimate(LayoutResult& r);
-  // The simulation of `l`'s (TP, CP, EP, PP, schedule, V, recompute), made empty where there is none yet.
+  Layout layout_of(const Shape& s) const {
+    Layout l;
+    l.tp = s.tp, l.cp = s.cp, l.ep = s.ep, l.etp = s.etp, l.pp = s.pp, l.dp = s.dp, l.virtual_stages = s.v;
+    l.schedule = s.schedule, l.split = s.split, l.micro_batch_size = s.mbs, l.micro_batches = s.micro_batches;
+    return l;
+  }
+  Layout layout_of(const Candidate& cand) const {
+    Layout l = layout_of(shapes_[static_cast<size_t>(cand.shape)]);
+    l.recompute = recomputes_[static_cast<size_t>(cand.recompute)];
+    l.zero = cand.zero;
+    return l;
+  }
+  void enumerate(PlanResult& result);
+  // Why the pipeline of (PP, V, split) breaks a rule (cached: many shapes share it), or empty.
+  const std::string& pipeline_rule(int64_t pp, int64_t v, const PipelineSplit& split);
+  // The lower bound of a candidate's estimate, and of its memory.
+  void bound(Candidate& cand);
   Simulation& simulation(const Layout& l);
-  // The (layout, stage) steps not simulated yet, run on as many threads as there are cores.
   Status run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs);
+  // The layout's peak: stage 0 first, where that alone passes `budget` rejected on it; else every stage.
+  Status evaluate(LayoutResult& r, std::optional<int64_t> budget);
+  LayoutResult result_of(const Layout& l, int64_t lower_bound_bytes) {
+    LayoutResult r;
+    r.layout = l;
+    r.time = time_.estimate(l, /*complete=*/true, /*formulas=*/true);
+    r.lower_bound_bytes = r.memory_bound_bytes = lower_bound_bytes;
+    return r;
+  }
   int64_t overheads() const { return o_.cuda_context + o_.nccl_buffers + o_.fragmentation; }
-  // ZeRO shards over the ranks that hold the same parameters, DP x CP (as census step composes it).
   std::vector<int> zeros_of(int64_t dp_cp) const { return dp_cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}; }
   StepComposition composition(const Layout& l, int zero) const {
     StepComposition c;
     c.data_parallel = l.dp;
     c.context_parallel = l.cp;
     c.zero = zero;
-    c.fp32_master_weights = o_.fp32_master_weights;
-    c.fp32_gradients = o_.fp32_gradients;
+    c.fp32_master_weights = o_.time.fp32_master_weights;
+    c.fp32_gradients = o_.time.fp32_gradients;
     c.cuda_context = o_.cuda_context;
     c.nccl_buffers = o_.nccl_buffers;
     c.fragmentation = o_.fragmentation;
     return c;
   }
-  // The layers stage `stage` holds: chunk v has layers [(v P + r) L/(P V), +L/(P V)).
-  std::vector<int64_t> stage_layers(const Layout& l, int64_t stage) const {
-    std::vector<int64_t> out;
-    const int64_t per_chunk = c_.num_hidden_layers / (l.pp * l.virtual_stages);
-    for (int64_t v = 0; v < l.virtual_stages; ++v)
-      for (int64_t i = 0; i < per_chunk; ++i) out.push_back((v * l.pp + stage) * per_chunk + i);
-    return out;
+  // The zero stage's index among those a simulation of `l` composes.
+  size_t zero_index(const Layout& l) const {
+    const int zero = l.fsdp ? 3 : l.zero;
+    const std::vector<int> zeros = zeros_of(l.dp * l.cp);
+    return static_cast<size_t>(std::find(zeros.begin(), zeros.end(), zero) - zeros.begin());
   }
-  double bandwidth(int64_t span) const {
-    return (span <= o_.gpus_per_node ? o_.device.link_gbs : o_.device.nic_gbs) * 1e9;
+  // The simulation a layout shares with its other ZeRO stages.
+  static std::string simulation_key(const Layout& l) {
+    return std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.ep) + "/" + std::to_string(l.etp) +
+           "/" + std::to_string(l.pp) + "/" +
+           std::to_string(static_cast<int>(l.schedule)) + "/" + std::to_string(l.virtual_stages) + "/" +
+           split_name(l.split) + "/" + std::to_string(l.micro_batch_size) + "/" + std::to_string(l.micro_batches) + "/" +
+           recompute_text(l.recompute);
   }
 
   const ModelConfig& c_;
   const PlanOptions& o_;
-  Throughput throughput_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, TpCosts> costs_;  // by (TP, CP, EP)
-  std::map<int64_t, ForwardTime> outputs_;                         // by CP
-  std::map<SimKey, Simulation> simulations_;
+  RunShape run_;
+  TimeModel time_;
+  MemoryBound memory_;
+  std::vector<RecomputeChoice> recomputes_;
+  std::vector<Shape> shapes_;
+  std::vector<Candidate> candidates_;
+  std::map<std::string, Simulation> simulations_;
+  std::map<std::tuple<int64_t, int64_t, std::string>, std::string> pipeline_rules_;
   PlanCounts counts_;
 };
 
-const Planner::TpCosts& Planner::costs(const Layout& l) {
-  const auto key = std::tuple{l.tp, l.cp, l.ep};
-  auto found = costs_.find(key);
-  if (found != costs_.end()) return found->second;
-  TpCosts t;
-  t.rank = tp_config(c_, l.tp);
-  t.rank.moe.expert_parallel = l.ep;  // as census step builds the rank's experts
-  std::map<std::string, size_t> by_kind;  // a layer kind's costs are the same at every index
-  for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
-    const std::string kind = layer_kind(c_, i);
-    const auto known = by_kind.find(kind);
-    if (known != by_kind.end()) {
-      t.layers.push_back(t.layers[known->second]);
-      t.layer_parameters.push_back(t.layer_parameters[known->second]);
-      t.layer_expert_parameters.push_back(t.layer_expert_parameters[known->second]);
-      continue;
-    }
-    by_kind[kind] = t.layers.size();
-    t.layers.push_back(layer_forward_time(t.rank, i, o_.seq_length / l.cp, throughput_, l.cp));
-    int64_t all = 0, experts = 0;
-    for (const auto& [part, count] : census_parameters(t.rank, i).parts) {
-      all += count;
-      if (part == "routed") experts += count;
-    }
-    t.layer_parameters.push_back(all);
-    t.layer_expert_parameters.push_back(experts);
+const std::string& Planner::pipeline_rule(int64_t pp, int64_t v, const PipelineSplit& split) {
+  auto [it, made] = pipeline_rules_.try_emplace({pp, v, split_name(split)});
+  if (!made) return it->second;
+  if (!pipeline_chunks(c_.num_hidden_layers, pp, v, split)) {
+    it->second = v > 1 ? "PP x V does not split the layers" : "PP does not split the layers";
+    return it->second;
   }
-  return costs_.emplace(key, std::move(t)).first->second;
+  // What else census step refuses of a pipeline (a family that cannot be cut there).
+  Layout l;
+  l.pp = pp, l.virtual_stages = v, l.split = split;
+  l.schedule = v > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
+  l.micro_batches = pp;
+  if (!check_step_options(c_, layout_step_options(l, run_.seq_length, 0))) it->second = "census step refuses it";
+  return it->second;
 }
 
-const ForwardTime& Planner::output_time(int64_t cp) {
-  auto found = outputs_.find(cp);
-  if (found == outputs_.end()) found = outputs_.emplace(cp, output_forward_time(c_, o_.seq_length / cp, throughput_)).first;
-  return found->second;
-}
-
-void Planner::enumerate(std::vector<Candidate>& out, PlanResult& result) {
+void Planner::enumerate(PlanResult& result) {
   std::map<std::string, int64_t> pruned;
-  const int64_t n = o_.gpus, layers = c_.num_hidden_layers;
-  const int64_t batch = o_.global_batch > 0 ? o_.global_batch : n;
+  const int64_t n = run_.gpus, layers = c_.num_hidden_layers, batch = run_.global_batch;
   const std::vector<int64_t> eps = ep_degrees(c_, n);
-  for (int64_t tp : divisors(n))
+  const bool whole_experts = c_.moe.moe_intermediate_size > 0;  // experts of their own width TP can leave whole
+  std::map<int64_t, std::vector<std::tuple<PipelineSchedule, int64_t, PipelineSplit>>> pipelines;  // by PP
+  for (int64_t tp : divisors(n)) {
+    const std::string tp_rule = tensor_parallel_rule(c_, run_, tp);
     for (int64_t cp : divisors(n / tp))
-      for (int64_t pp : divisors(n / tp / cp))
-        for (int64_t ep : eps) {
-          const int64_t dp = n / tp / cp / pp;
-          // The schedules: none without a pipeline; 1F1B, GPipe and interleaved over each V that
-          // divides the stage's layers.
-          std::vector<std::pair<PipelineSchedule, int64_t>> shapes = {{PipelineSchedule::k1F1B, 1}};
-          if (pp > 1) {
-            shapes.push_back({PipelineSchedule::kGPipe, 1});
-            if (layers % pp == 0) {
-              for (int64_t v : divisors(layers / pp))
-                if (v > 1) shapes.push_back({PipelineSchedule::kInterleaved, v});
-            } else {
-              shapes.push_back({PipelineSchedule::kInterleaved, 2});
-            }
-          }
-          for (const auto& [schedule, v] : shapes) {
-            const int64_t variants = 3 * static_cast<int64_t>(zeros_of(dp * cp).size());
-            counts_.tried += variants;
-            std::string why;
-            if (tp > o_.gpus_per_node) why = "TP spans nodes (TP stays inside a node of " + std::to_string(o_.gpus_per_node) + ")";
-            else if (std::string t = tp_refusal(c_, tp); !t.empty()) why = t;
-            else if (o_.seq_length % cp != 0) why = "CP does not divide the sequence length";
-            // EP takes its ranks from the expert layers' data-parallel ones, DP x CP (Megatron's
-            // expert-model-parallel groups inside its data-and-context-parallel group), and stays
-            // inside a node with the TP ranks its group spans.
-            else if ((dp * cp) % ep != 0) why = "EP does not divide DP x CP";
-            else if (tp * ep > o_.gpus_per_node)
-              why = "TP x EP spans nodes (EP stays inside a node of " + std::to_string(o_.gpus_per_node) + ")";
-            else if (layers % (pp * v) != 0) why = v > 1 ? "PP x V does not divide the layers" : "PP does not divide the layers";
-            else if (batch % dp != 0) why = "DP does not divide the global batch";
-            else if (schedule == PipelineSchedule::kInterleaved && (batch / dp) % pp != 0)
-              why = "interleaved: micro-batches not a multiple of PP";
-            if (!why.empty()) {
-              pruned[why] += variants;
-              counts_.pruned_divisibility += variants;
-              continue;
-            }
-            for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-              const std::vector<int> zeros = zeros_of(dp * cp);
-              for (size_t z = 0; z < zeros.size(); ++z) {
-                Candidate cand;
-                Layout& l = cand.result.layout;
-                l.tp = tp, l.cp = cp, l.ep = ep, l.pp = pp, l.dp = dp, l.schedule = schedule, l.virtual_stages = v;
-                l.recompute = recompute, l.zero = zeros[z], l.micro_batches = batch / dp;
-                cand.zero_index = z;
-                estimate(cand.result);
-                out.push_back(std::move(cand));
-              }
-            }
-          }
+      for (int64_t pp : divisors(n / tp / cp)) {
+        // The schedules: none without a pipeline; 1F1B, and interleaved over each V, each with the
+        // splits balanced_splits finds.
+        auto [found, made] = pipelines.try_emplace(pp);
+        for (int64_t v = 1; made && (v == 1 || (pp > 1 && v * pp <= layers)); ++v) {
+          std::vector<PipelineSplit> splits = balanced_splits(layers, pp, v);
+          if (splits.empty() && v == 1) splits.push_back({});  // counted as pruned below
+          for (const PipelineSplit& split : splits)
+            found->second.emplace_back(v == 1 ? PipelineSchedule::k1F1B : PipelineSchedule::kInterleaved, v, split);
         }
+        const int64_t dp = n / tp / cp / pp;
+        std::vector<int64_t> sizes = batch % dp == 0 ? divisors(batch / dp) : std::vector<int64_t>{1};
+        // Past 64k tokens a micro-batch (b S) every GEMM is saturated and the activations are the largest
+        // any run holds: larger micro-batches are outside the search.
+        while (sizes.size() > 1 && sizes.back() * run_.seq_length > kMostMicroBatchTokens) sizes.pop_back();
+        const int64_t variants = static_cast<int64_t>(recomputes_.size() * zeros_of(dp * cp).size());
+        // The experts' TP: TP's, and where TP splits them and EP shards them, whole (ETP 1).
+        for (int64_t ep : eps)
+          for (int64_t etp : whole_experts && tp > 1 && ep > 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0})
+          for (const auto& [schedule, v, split] : found->second)
+            for (int64_t mbs : sizes) {
+              counts_.tried += variants;
+              const int64_t m = batch % dp == 0 ? batch / dp / mbs : 1;
+              std::string why = tp_rule;
+              if (!why.empty()) {
+              } else if (run_.seq_length % cp != 0) {
+                why = "CP does not divide the sequence length";
+              } else if (ep > 1 && c_.moe.num_experts % ep != 0) {
+                why = "EP does not divide the experts";
+              } else if (((etp == 1 ? tp : 1) * dp * cp) % ep != 0) {
+                // EP takes its ranks from the expert layers' data-parallel ones, DP x CP (Megatron's
+                // expert-model-parallel groups inside its data-and-context-parallel group), and the TP
+                // ranks too where the experts are whole.
+                why = etp == 1 ? "EP does not divide TP x DP x CP" : "EP does not divide DP x CP";
+              } else if (const std::string& rule = pipeline_rule(pp, v, split); !rule.empty()) {
+                why = rule;
+              } else if (batch % dp != 0) {
+                why = "DP does not divide the global batch";
+              } else if (schedule == PipelineSchedule::kInterleaved && m % pp != 0) {
+                why = "interleaved: micro-batches not a multiple of PP";
+              } else if (m * v > kLargestMicroBatches) {
+                why = "more micro-batches than a step accumulates (B / DP / MBS x V past 2^12)";
+              }
+              if (!why.empty()) {
+                pruned[why] += variants;
+                counts_.pruned_divisibility += variants;
+                continue;
+              }
+              shapes_.push_back({tp, cp, ep, etp, pp, dp, v, mbs, m, schedule, split});
+            }
+      }
+  }
   for (const auto& [rule, count] : pruned) result.pruned_by_rule.emplace_back(rule, count);
 }
 
-void Planner::estimate(LayoutResult& r) {
-  const Layout& l = r.layout;
-  const TpCosts& t = costs(l);
-  const ForwardTime& output = output_time(l.cp);
-  const int64_t tokens = o_.seq_length / l.cp;  // the rank's share of a sequence
-  const double hidden_bytes = static_cast<double>(tokens * c_.hidden_size * 2);
-  // Ranks placed TP innermost, then CP, then DP, then PP (Megatron's tp-cp-ep-dp-pp); an EP group
-  // takes every TP-th rank of TP x EP consecutive ones.
-  const double tp_bw = bandwidth(l.tp), cp_bw = bandwidth(l.tp * l.cp), ep_bw = bandwidth(l.tp * l.ep),
-               dp_bw = bandwidth(l.tp * l.cp * l.dp), pp_bw = bandwidth(l.tp * l.cp * l.dp * l.pp);
-  const int64_t per_stage = c_.num_hidden_layers / l.pp;
-  const double tp_per_layer = 4 * all_reduce_seconds(static_cast<int64_t>(hidden_bytes), l.tp, tp_bw);
-  const double p2p = l.pp > 1 ? 2 * hidden_bytes / pp_bw * static_cast<double>(l.virtual_stages) : 0;
-  // CP's ring: the forward receives the other C - 1 shards' K/V, one shard a step; the backward
-  // passes them round again with their gradients (twice the bytes); a full recompute runs the
-  // forward's ring once more.
-  const int64_t ring_kv = (l.cp - 1) * tokens * 2 * t.rank.num_key_value_heads * t.rank.head_dim * 2;
-  const double ring_passes = l.recompute == Recompute::kFull ? 4 : 3;
-  const double cp_per_layer = l.cp > 1 ? ring_passes * static_cast<double>(ring_kv) / cp_bw : 0;
-  // EP's all-to-alls, per MoE layer: the forward's dispatch and combine of the rank's tokens' top-k
-  // copies of the hidden state, the backward's two of their gradients (and a full recompute's two
-  // more), each sending (E-1)/E of them off the rank.
-  const int64_t routed_bytes = tokens * c_.moe.num_experts_per_tok * c_.hidden_size * 2;
-  const double a2a_passes = l.recompute == Recompute::kFull ? 6 : 4;
-  const double ep_per_moe_layer = a2a_passes * all_to_all_seconds(routed_bytes, l.ep, ep_bw);
-
-  // The slowest stage's micro-batch, and the most parameters a stage holds.
-  double fwd = 0, bwd = 0, rec = 0, out_fwd = 0, micro = -1;
-  int64_t params = 0, experts = 0, moe_layers = 0;
-  for (int64_t s = 0; s < l.pp; ++s) {
-    double f = 0, sel = 0;
-    int64_t p = 0, e = 0, moe = 0;
-    for (int64_t i : stage_layers(l, s)) {
-      f += t.layers[static_cast<size_t>(i)].seconds;
-      sel += t.layers[static_cast<size_t>(i)].selective_recompute_seconds;
-      p += t.layer_parameters[static_cast<size_t>(i)];
-      e += t.layer_expert_parameters[static_cast<size_t>(i)];
-      moe += t.layer_expert_parameters[static_cast<size_t>(i)] > 0 ? 1 : 0;
-    }
-    if (s == 0) p += c_.vocab_size * c_.hidden_size;
-    const double o = s == l.pp - 1 ? output.seconds : 0;
-    if (s == l.pp - 1) p += c_.vocab_size * c_.hidden_size + c_.hidden_size;
-    const double r_s = l.recompute == Recompute::kFull ? f : l.recompute == Recompute::kSelective ? sel : 0;
-    const double m = 3 * (f + o) + r_s;
-    if (m > micro) micro = m, fwd = f, bwd = 2 * f, rec = r_s, out_fwd = o, moe_layers = moe;
-    if (p > params) params = p, experts = e;
-  }
-  const double tp_comm = static_cast<double>(per_stage) * tp_per_layer;
-  const double cp_comm = static_cast<double>(per_stage) * cp_per_layer;
-  const double ep_comm = static_cast<double>(moe_layers) * ep_per_moe_layer;
-  const double per_micro = fwd + bwd + rec + 3 * out_fwd + tp_comm + cp_comm + ep_comm + p2p;
-  const double m = static_cast<double>(l.micro_batches);
-  const double bubble = static_cast<double>(l.pp - 1) / static_cast<double>(l.virtual_stages) * per_micro;
-
-  // The gradient reduction runs over the ranks holding the same parameters: DP x CP for the dense
-  // ones, DP x CP / EP for an expert's (its expert-data-parallel group).
-  const int64_t dp_cp = l.dp * l.cp, edp = dp_cp / l.ep;
-  const int64_t dense = params - experts;
-  const int64_t grad_size = o_.fp32_gradients ? 4 : 2;
-  const int64_t param_bytes = 2 * params, dense_param_bytes = 2 * dense, expert_param_bytes = 2 * experts;
-  const int64_t grad_bytes = grad_size * params, dense_grad_bytes = grad_size * dense, expert_grad_bytes = grad_size * experts;
-  const int64_t state_bytes = (o_.fp32_master_weights ? 6 : 2) * param_bytes;  // bf16 moments 4 B; fp32 copy + moments 12 B
-  const std::string D = l.cp > 1 ? "(DP x CP)" : "D";
-  double dp_comm = 0;
-  std::string dp_formula;
-  if (l.zero == 0) {
-    dp_comm = all_reduce_seconds(dense_grad_bytes, dp_cp, dp_bw) + all_reduce_seconds(expert_grad_bytes, edp, dp_bw);
-    dp_formula = "all-reduce of the gradients: 2 (" + D + "-1)/" + D + " x " + std::to_string(dense_grad_bytes) + " B";
-    if (experts > 0) dp_formula += " + 2 (E'-1)/E' x " + std::to_string(expert_grad_bytes) + " B of experts' (E' = DP x CP / EP = " + std::to_string(edp) + ")";
-    dp_formula += " / bandwidth";
-  } else {
-    dp_comm = all_gather_seconds(dense_grad_bytes, dp_cp, dp_bw) + all_gather_seconds(dense_param_bytes, dp_cp, dp_bw) +
-              all_gather_seconds(expert_grad_bytes, edp, dp_bw) + all_gather_seconds(expert_param_bytes, edp, dp_bw);
-    dp_formula = "reduce-scatter of the gradients and all-gather of the parameters: (" + D + "-1)/" + D + " x (" +
-                 std::to_string(dense_grad_bytes) + " + " + std::to_string(dense_param_bytes) + ") B";
-    if (experts > 0)
-      dp_formula += " + (E'-1)/E' x (" + std::to_string(expert_grad_bytes) + " + " + std::to_string(expert_param_bytes) +
-                    ") B of experts' (E' = DP x CP / EP = " + std::to_string(edp) + ")";
-    dp_formula += " / bandwidth";
-    if (l.zero == 3) {
-      dp_comm += 2 * m * (all_gather_seconds(dense_param_bytes, dp_cp, dp_bw) + all_gather_seconds(expert_param_bytes, edp, dp_bw));
-      dp_formula += "; ZeRO-3: + M x 2 all-gathers of the parameters (forward and backward)";
-    }
-  }
-  const double d = static_cast<double>(dp_cp);
-  const double p_share = l.zero >= 3 ? 1 / d : 1, g_share = l.zero >= 2 ? 1 / d : 1, s_share = l.zero >= 1 ? 1 / d : 1;
-  const double optimizer_bytes = 2 * param_bytes * p_share + grad_bytes * g_share + 2 * state_bytes * s_share;
-  const double optimizer = optimizer_bytes / throughput_.hbm_bytes_per_s;
-
-  // Parameters, gradients and optimizer states are all live at the end of AdamW's step (the experts'
-  // counted as parameters alone: an expert no token reached has neither gradient nor state), at the
-  // ZeRO shares over DP x CP.
-  auto floor_share = [](int64_t bytes, bool shared, int64_t by) { return shared ? bytes / by : bytes; };
-  const int64_t margin = 1 << 20;  // each storage's share is rounded down on its own
-  r.lower_bound_bytes = std::max<int64_t>(0, floor_share(param_bytes, l.zero >= 3, dp_cp) +
-                                                 floor_share(grad_size * dense, l.zero >= 2, dp_cp) +
-                                                 floor_share((o_.fp32_master_weights ? 12 : 4) * dense, l.zero >= 1, dp_cp) -
-                                                 margin) + overheads();
-
-  const std::string S = std::to_string(tokens);
-  r.time = {
-      {"forward", m * fwd, "M x the slowest stage's layers: each part max(FLOPs / (peak x efficiency), bytes / HBM)" +
-                               std::string(l.cp > 1 ? "; CP: the attention kernel C x the shard's (its S/C queries meet all S keys)" : "")},
-      {"backward", m * bwd, "twice the forward (gradients of the inputs and of the weights)"},
-      {"recompute", m * rec, l.recompute == Recompute::kFull ? "full: one more forward"
-                             : l.recompute == Recompute::kSelective ? "selective: the policy's recomputed share"
-                                                                   : "none"},
-      {"output_layer", m * 3 * out_fwd, "last stage: final norm, LM head and loss, forward and 2 x backward"},
-      {"tp_communication", m * tp_comm,
-       "per layer 4 all-reduces of " + S + " x " + std::to_string(c_.hidden_size) + " x 2 B at TP " + std::to_string(l.tp)},
-      {"cp_communication", m * cp_comm,
-       "per layer " + std::to_string(static_cast<int>(ring_passes)) + " x the ring's K/V, (C-1) x " + S +
-           " x 2 x KV heads x head_dim x 2 B = " + std::to_string(ring_kv) + " B at CP " + std::to_string(l.cp) + " / bandwidth"},
-      {"ep_communication", m * ep_comm,
-       "per MoE layer " + std::to_string(static_cast<int>(a2a_passes)) + " all-to-alls of " + S + " x top-k x " +
-           std::to_string(c_.hidden_size) + " x 2 B, (E-1)/E off the rank, at EP " + std::to_string(l.ep)},
-      {"pp_communication", m * p2p, "per micro-batch the hidden state on and its gradient back (x V chunks)"},
-      {"pipeline_bubble", bubble, "(P-1)/V x a micro-batch's time"},
-      {"dp_communication", dp_comm, dp_formula},
-      {"optimizer_step", optimizer, "parameters read and written, gradients read, states read and written / HBM"},
-  };
-  r.step_seconds = 0;
-  for (const TimeTerm& term : r.time) r.step_seconds += term.seconds;
+void Planner::bound(Candidate& cand) {
+  const Layout l = layout_of(cand);
+  const TimeEstimate t = time_.estimate(l, /*complete=*/false);
+  cand.seconds = t.seconds;
+  cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters);
+  if (cand.memory_bound <= o_.gpu_memory)
+    cand.memory_bound = std::max(cand.memory_bound, memory_.activations(l, t.stage_parameters));
 }
 
 Simulation& Planner::simulation(const Layout& l) {
-  Simulation& sim = simulations_[key_of(l)];
+  Simulation& sim = simulations_[simulation_key(l)];
   if (sim.stages.empty()) {
     sim.stages.resize(static_cast<size_t>(l.pp));
     ++counts_.simulations;
@@ -413,7 +306,8 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
   std::vector<std::pair<Layout, int64_t>> missing;
   for (const auto& [layout, stage] : jobs) {
     bool queued = false;
-    for (const auto& [other, other_stage] : missing) queued = queued || (other_stage == stage && key_of(other) == key_of(layout));
+    for (const auto& [other, other_stage] : missing)
+      queued = queued || (other_stage == stage && simulation_key(other) == simulation_key(layout));
     if (!queued && !simulation(layout).stages[static_cast<size_t>(stage)]) missing.emplace_back(layout, stage);
   }
   if (missing.empty()) return {};
@@ -422,20 +316,16 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
   auto work = [&] {
     for (size_t i = next++; i < missing.size(); i = next++) {
       const auto& [l, stage] = missing[i];
-      StepOptions o;
-      o.seq_length = o_.seq_length;
-      o.micro_batches = l.micro_batches;
-      o.pipeline_stages = l.pp;
-      o.stage = stage;
-      o.schedule = l.schedule;
-      o.virtual_stages = l.virtual_stages;
-      o.recompute = l.recompute;
-      o.optimizer = StepOptimizer::kAdamW;
-      o.tensor_parallel = l.tp;
-      o.context_parallel = l.cp;
-      o.expert_parallel = l.ep;
+      StepOptions o = layout_step_options(l, run_.seq_length, stage);
       o.composition = composition(l, 0);
       for (int z : zeros_of(l.dp * l.cp)) o.also_composed.push_back(composition(l, z));
+      if (o_.reserved) {
+        StepAllocatorOptions allocator;
+        allocator.conf = o_.alloc_conf;
+        allocator.device_total = o_.gpu_memory;
+        o.allocator = allocator;
+      }
+      o.peak_holders = false;  // the plan reads the peaks alone
       steps[i].emplace(census_step(c_, o));
     }
   };
@@ -446,94 +336,173 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
   for (std::thread& thread : pool) thread.join();
   for (size_t i = 0; i < missing.size(); ++i) {
     CENSUS_TRY(*steps[i]);
-    simulation(missing[i].first).stages[static_cast<size_t>(missing[i].second)] =
-        std::move((*steps[i])->also_composed_peaks);
+    std::vector<StepMoment> peaks = std::move((*steps[i])->also_composed_peaks);
+    if (o_.reserved)  // the reserved peak in place of the allocated one: the bytes that must fit
+      for (size_t z = 0; z < peaks.size(); ++z) peaks[z].bytes = (*steps[i])->also_composed_allocators[z].reserved_peak;
+    simulation(missing[i].first).stages[static_cast<size_t>(missing[i].second)] = std::move(peaks);
   }
   counts_.stage_runs += static_cast<int64_t>(missing.size());
+  return {};
+}
+
+Status Planner::evaluate(LayoutResult& r, std::optional<int64_t> budget) {
+  const size_t z = zero_index(r.layout);
+  CENSUS_TRY(run_stages({{r.layout, 0}}));
+  const int64_t stage0 = (*simulation(r.layout).stages[0])[z].bytes + overheads();
+  r.lower_bound_bytes = std::max(r.lower_bound_bytes, stage0);
+  if (budget && stage0 > *budget) {
+    r.peak_bytes = stage0;
+    return {};
+  }
+  // Every stage but those another stands for (Note [Stages a 1F1B pipeline need not simulate]).
+  r.standing = standing_stages(c_, r.layout);
+  std::vector<std::pair<Layout, int64_t>> all;
+  for (int64_t s = 0; s < r.layout.pp; ++s)
+    if (r.standing[static_cast<size_t>(s)] == s) all.emplace_back(r.layout, s);
+  CENSUS_TRY(run_stages(all));
+  const Simulation& sim = simulation(r.layout);
+  r.simulated = true;
+  r.stage_bytes.clear();
+  for (const auto& stage : sim.stages) r.stage_bytes.push_back(stage ? (*stage)[z].bytes + overheads() : -1);
+  r.worst_stage = 0;
+  for (size_t s = 1; s < r.stage_bytes.size(); ++s)
+    if (r.stage_bytes[s] > r.stage_bytes[static_cast<size_t>(r.worst_stage)]) r.worst_stage = static_cast<int64_t>(s);
+  r.peak = (*sim.stages[static_cast<size_t>(r.worst_stage)])[z];
+  r.peak_bytes = r.stage_bytes[static_cast<size_t>(r.worst_stage)];
   return {};
 }
 
 Result<PlanResult> Planner::run() {
   PlanResult result;
   result.budget_bytes = o_.gpu_memory - overheads();
-  std::vector<Candidate> candidates;
-  enumerate(candidates, result);
-  if (candidates.empty()) {
+  if (o_.layout) {  // the one layout named
+    LayoutResult r = result_of(*o_.layout, 0);
+    r.lower_bound_bytes = r.memory_bound_bytes =
+        std::max(memory_.states(r.layout, r.time.stage_parameters, r.time.stage_expert_parameters),
+                 memory_.activations(r.layout, r.time.stage_parameters));
+    CENSUS_TRY(evaluate(r, std::nullopt));
+    counts_.tried = counts_.estimated = 1;
+    (r.peak_bytes <= o_.gpu_memory ? counts_.fit : counts_.rejected_memory_simulated) = 1;
+    result.named = std::move(r);
+    result.counts = counts_;
+    return result;
+  }
+  enumerate(result);
+  if (shapes_.empty()) {
     std::string rules;
     for (const auto& [rule, count] : result.pruned_by_rule) rules += (rules.empty() ? "" : "; ") + rule + ": " + std::to_string(count);
-    return refuse("--gpus " + std::to_string(o_.gpus), "no layout passes the divisibility rules (" + rules +
-                                                          "); give another device count or --global-batch");
+    return refuse("--gpus " + std::to_string(run_.gpus), "no layout passes the divisibility rules (" + rules +
+                                                            "); give another device count or --global-batch");
   }
-  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.result.step_seconds < b.result.step_seconds;
-  });
-  // The layout's peak: stage 0 first (1F1B's and the interleaved schedule's warm-up keeps the most
-  // micro-batches in flight there), and where that alone passes `budget`, rejected on it: the most-
-  // loaded stage needs at least as much. Else every stage, and the most-loaded one.
-  auto evaluate = [&](Candidate& cand, std::optional<int64_t> budget) -> Status {
-    LayoutResult& r = cand.result;
-    const int64_t stages = r.layout.pp;
-    CENSUS_TRY(run_stages({{r.layout, 0}}));
-    const int64_t stage0 = (*simulation(r.layout).stages[0])[cand.zero_index].bytes + overheads();
-    r.lower_bound_bytes = std::max(r.lower_bound_bytes, stage0);
-    if (budget && stage0 > *budget) {
-      r.peak_bytes = stage0;
-      return {};
+  // Best first, in three kinds of entry: a shape at the bound of all its variants, a variant at its own
+  // bound (its memory bounds checked before its estimate is made whole), a variant at its whole estimate.
+  // The lowest in line is the fastest left once it is whole: every entry below it is a lower bound.
+  enum Kind : uint8_t { kShape, kBound, kWhole };
+  using Entry = std::tuple<double, uint8_t, size_t>;  // seconds, kind, index (ties: kind, then order)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> line;
+  for (size_t i = 0; i < shapes_.size(); ++i) line.emplace(time_.shape_bound(layout_of(shapes_[i])), kShape, i);
+  auto next_fastest = [&]() -> std::optional<size_t> {
+    while (!line.empty()) {
+      const auto [seconds, kind, i] = line.top();
+      line.pop();
+      if (kind == kWhole) return i;
+      if (kind == kShape) {
+        const int64_t zeros = static_cast<int64_t>(zeros_of(shapes_[i].dp * shapes_[i].cp).size());
+        for (size_t r = 0; r < recomputes_.size(); ++r)
+          for (int z = 0; z < zeros; ++z) {
+            Candidate cand;
+            cand.shape = static_cast<int32_t>(i);
+            cand.recompute = static_cast<int16_t>(r);
+            cand.zero = static_cast<int8_t>(z);
+            bound(cand);
+            candidates_.push_back(cand);
+            line.emplace(cand.seconds, kBound, candidates_.size() - 1);
+          }
+        continue;
+      }
+      Candidate& cand = candidates_[i];
+      if (cand.memory_bound > o_.gpu_memory) {  // cannot fit: its estimate is not needed
+        ++counts_.rejected_memory_bound;
+        continue;
+      }
+      cand.seconds = time_.estimate(layout_of(cand), /*complete=*/true).seconds;
+      cand.complete = true;
+      ++counts_.estimated;
+      line.emplace(cand.seconds, kWhole, i);
     }
-    std::vector<std::pair<Layout, int64_t>> all;
-    for (int64_t s = 0; s < stages; ++s) all.emplace_back(r.layout, s);
-    CENSUS_TRY(run_stages(all));
-    const Simulation& sim = simulation(r.layout);
-    r.simulated = true;
-    r.stage_bytes.clear();
-    for (const auto& stage : sim.stages) r.stage_bytes.push_back((*stage)[cand.zero_index].bytes + overheads());
-    r.worst_stage = 0;
-    for (size_t s = 1; s < r.stage_bytes.size(); ++s)
-      if (r.stage_bytes[s] > r.stage_bytes[static_cast<size_t>(r.worst_stage)]) r.worst_stage = static_cast<int64_t>(s);
-    r.peak = (*sim.stages[static_cast<size_t>(r.worst_stage)])[cand.zero_index];
-    r.peak_bytes = r.stage_bytes[static_cast<size_t>(r.worst_stage)];
-    return {};
+    return std::nullopt;
   };
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  size_t i = 0;
-  for (; i < candidates.size() && static_cast<int64_t>(result.top.size()) < o_.top; ++i) {
-    Candidate& cand = candidates[i];
-    if (cand.result.lower_bound_bytes > o_.gpu_memory) {
-      ++counts_.rejected_memory_bound;
-      continue;
+  std::vector<size_t> ahead;  // the next fastest, taken from the line to run their stage 0 beside
+  while (static_cast<int64_t>(result.top.size()) < o_.top) {
+    std::optional<size_t> i;
+    if (!ahead.empty()) {
+      i = ahead.front();
+      ahead.erase(ahead.begin());
+    } else {
+      i = next_fastest();
     }
+    if (!i) break;
+    // A copy: taking the next layouts from the line below grows candidates_, which may move it.
+    const Candidate cand = candidates_[*i];
+    const Layout layout = layout_of(cand);
     // Where this layout's stage 0 is to be simulated: with it, those of the next layouts the search
-    // would simulate after it, one a core, together (at most cores - 1 are run in vain at the end).
-    std::vector<std::pair<Layout, int64_t>> ahead;
-    for (size_t j = i; !simulation(cand.result.layout).stages[0] && j < candidates.size() && ahead.size() < cores; ++j) {
-      const Layout& next = candidates[j].result.layout;
-      if (candidates[j].result.lower_bound_bytes > o_.gpu_memory || simulation(next).stages[0]) continue;
-      bool queued = false;
-      for (const auto& [other, stage] : ahead) queued = queued || key_of(other) == key_of(next);
-      if (!queued) ahead.emplace_back(next, 0);
+    // would simulate, one a core, together (at most cores - 1 are run in vain at the end).
+    std::vector<std::pair<Layout, int64_t>> stage0s;
+    if (!simulation(layout).stages[0]) {
+      stage0s.emplace_back(layout, 0);
+      while (ahead.size() + 1 < cores) {
+        std::optional<size_t> j = next_fastest();
+        if (!j) break;
+        ahead.push_back(*j);
+        stage0s.emplace_back(layout_of(candidates_[*j]), 0);
+      }
     }
-    CENSUS_TRY(run_stages(ahead));
-    CENSUS_TRY(evaluate(cand, o_.gpu_memory));
-    if (cand.result.simulated && cand.result.peak_bytes <= o_.gpu_memory) {
+    CENSUS_TRY(run_stages(stage0s));
+    LayoutResult r = result_of(layout, cand.memory_bound);
+    CENSUS_TRY(evaluate(r, o_.gpu_memory));
+    if (r.simulated && r.peak_bytes <= o_.gpu_memory) {
       ++counts_.fit;
-      result.top.push_back(cand.result);
+      result.top.push_back(std::move(r));
     } else {
       ++counts_.rejected_memory_simulated;
     }
   }
-  counts_.not_evaluated = static_cast<int64_t>(candidates.size() - i);
-  if (result.top.empty() && !candidates.empty()) {
+  // What never left the line: each shape stands for its variants.
+  while (!line.empty()) {
+    const auto [seconds, kind, i] = line.top();
+    line.pop();
+    counts_.not_evaluated += kind == kShape ? static_cast<int64_t>(recomputes_.size() * zeros_of(shapes_[i].dp * shapes_[i].cp).size()) : 1;
+  }
+  counts_.not_evaluated += static_cast<int64_t>(ahead.size());
+  if (result.top.empty()) {
     // Nothing fits: the smallest peak of any layout, its lower bound ruling out those that cannot be it.
-    std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-      return a.result.lower_bound_bytes < b.result.lower_bound_bytes;
-    });
-    std::optional<LayoutResult> best;
-    for (Candidate& cand : candidates) {
-      if (best && cand.result.lower_bound_bytes >= best->peak_bytes) break;
-      if (!cand.result.simulated) CENSUS_TRY(evaluate(cand, std::nullopt));
-      if (!best || cand.result.peak_bytes < best->peak_bytes) best = cand.result;
+    std::vector<bool> expanded(shapes_.size(), false);
+    for (const Candidate& cand : candidates_) expanded[static_cast<size_t>(cand.shape)] = true;
+    for (size_t i = 0; i < shapes_.size(); ++i) {
+      if (expanded[i]) continue;
+      const int64_t zeros = static_cast<int64_t>(zeros_of(shapes_[i].dp * shapes_[i].cp).size());
+      for (size_t r = 0; r < recomputes_.size(); ++r)
+        for (int z = 0; z < zeros; ++z) {
+          Candidate cand;
+          cand.shape = static_cast<int32_t>(i), cand.recompute = static_cast<int16_t>(r), cand.zero = static_cast<int8_t>(z);
+          bound(cand);
+          candidates_.push_back(cand);
+        }
     }
-    result.smallest = best;
+    std::vector<size_t> order(candidates_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return candidates_[a].memory_bound < candidates_[b].memory_bound; });
+    std::optional<LayoutResult> best;
+    for (size_t i : order) {
+      const Candidate& cand = candidates_[i];
+      if (best && cand.memory_bound >= best->peak_bytes) break;
+      LayoutResult r = result_of(layout_of(cand), cand.memory_bound);
+      CENSUS_TRY(evaluate(r, std::nullopt));
+      if (!best || r.peak_bytes < best->peak_bytes) best = std::move(r);
+    }
+    result.smallest = std::move(best);
   }
   result.counts = counts_;
   return result;
@@ -543,7 +512,9 @@ Result<PlanResult> Planner::run() {
 
 Result<PlanResult> census_plan(const ModelConfig& config, const PlanOptions& options) {
   CENSUS_TRY(check_plan_options(config, options));
-  Planner planner(config, options);
+  PlanOptions o = options;
+  if (o.run.global_batch == 0) o.run.global_batch = o.run.gpus;
+  Planner planner(config, o);
   return planner.run();
 }
 

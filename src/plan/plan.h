@@ -1,29 +1,29 @@
 // File: plan.h
-// `census plan`: every parallel layout of a model on N devices, the most-loaded rank's peak of each
-// from the simulated step (step/step_census.h, every stage), whether it fits, and an estimated step
-// time (plan/plan_cost.h) to rank the ones that fit.
+// `census plan`: the parallel layouts of a model on N devices (plan/plan_layout.h), the most-loaded
+// rank's peak of each from the simulated step (step/step_census.h, every stage), whether it fits, and an
+// estimated step time (plan/plan_time.h) to rank the ones that fit; or one layout the user names.
 //
-// A layout is TP x CP x PP x DP = N with an EP degree (MoE models only) taken from the expert
-// layers' data-parallel ranks, DP x CP (Megatron's expert-model-parallel groups), a schedule (1F1B, GPipe, interleaved over V chunks a stage; none
-// where PP is 1), a recompute mode (none, selective, full) and a ZeRO stage (0-3, 0 alone where DP is
-// 1). ZeRO shards over DP x CP, so a CP > 1 layout takes ZeRO 1-3 at DP 1. A micro-batch is one
-// sequence, as the step runs it (a CP rank its S / C tokens), so the global batch B (sequences) sets
-// the micro-batch count: M = B / DP.
+// The search space: TP (inside a node) x CP x PP x DP = N; EP from DP x CP, or with whole experts
+// (expert TP 1) from TP x DP x CP, inside a node or across nodes; 1F1B and interleaved schedules over every V the layers allow, each with the splits of
+// balanced_splits (even; embedding and loss as layers; or Megatron's first and last stages' layers); the
+// micro-batch size b, every divisor of the per-rank batch; recompute none, selective, full for every
+// layer, and per layer kind where a model has two or three kinds; ZeRO 0-3 over DP x CP.
+// Outside it: GPipe (1F1B runs the same passes with the same bubble and fewer micro-batches in flight),
+// TP across nodes, uneven splits other than those, recompute by layer index, FSDP and TP with sequence
+// parallelism until census step simulates them (--layout fsdp=1 estimates FSDP as ZeRO-3 composed),
+// zero-bubble and DualPipe schedules, vocabulary-parallel heads, FP8. --layout prices any layout,
+// GPipe included.
 //
-// Divisibility (a layout that breaks one is pruned, never simulated): TP within a node (at most
-// gpus_per_node) and dividing the heads and widths as tp_config splits them; CP dividing the sequence
-// (census step's rule); EP dividing the experts, N, and DP x CP, with TP x EP inside a node (EP inside
-// a node by default, as Megatron places it); PP x V dividing the layers; DP dividing B; the
-// interleaved schedule's M a multiple of PP.
-//
-// The search: every layout's time estimate first (no simulation), then layouts in order of it. One
-// whose parameters, gradients and optimizer states alone (every one live in AdamW's step, at the
-// layout's ZeRO shares) exceed the memory is rejected unsimulated; another is simulated, stage 0 first
-// (rejected there if that stage alone passes the memory), then every stage, each stage's step run once
-// per (TP, CP, EP, PP, schedule, V, recompute) and reweighed for every ZeRO stage (StepOptions::also_composed).
-// Where the search waits on a stage 0, those of the next layouts it would simulate run beside it, one a
-// core (at most cores - 1 of them in vain, when the search stops). The search stops at the K-th layout that fits. Where none
-// fits, it goes on to the layout with the smallest peak: the smallest memory that would fit.
+// The search, best first: every layout gets a lower bound of its estimate (its busiest stage's work,
+// the gradients' reduction and the optimizer step, without the bubble), cheap; the layout whose bound is
+// lowest gets its whole estimate (the pipeline simulated) and goes back in line, until the lowest in line
+// has its whole estimate: the fastest left. One whose parameters, gradients and optimizer states alone
+// (every one live in AdamW's step, at the layout's ZeRO shares) exceed the memory is rejected
+// unsimulated; another is simulated, stage 0 first (rejected there if that stage alone passes the
+// memory), then every stage, each stage's step run once per layout but its ZeRO stage and reweighed for
+// every ZeRO stage (StepOptions::also_composed). Where the search waits on a stage 0, those of the next
+// layouts it would simulate run beside it, one a core. The search stops at the K-th layout that fits.
+// Where none fits, it goes on to the layout with the smallest peak: the smallest memory that would fit.
 #pragma once
 
 #include <cstdint>
@@ -31,67 +31,67 @@
 #include <string>
 #include <vector>
 
-#include "plan/plan_device.h"
-#include "step/step_census.h"
 #include "models/config.h"
+#include "plan/plan_device.h"
+#include "plan/plan_layout.h"
+#include "plan/plan_time.h"
+#include "step/step_census.h"
 #include "util/result.h"
 
 namespace census {
 
+// The bounds on what a plan's user states (census plan's options, census_plan's arguments), past
+// which an answer would be no plan: a global batch of at most 2^24 sequences; at most 100,000 layouts
+// shown (the search simulates layouts until that many fit; a JSON reader may take every layout of a
+// small search); device figures (TFLOPS, GB/s) and the compute efficiency finite and within these, so
+// that the time estimate stays a number (1e-300 TFLOPS would make a step of 1e300 seconds; 1e9 GB/s
+// makes a term vanish, as a test pricing one term alone wants).
+inline constexpr int64_t kLargestGlobalBatch = int64_t{1} << 24;
+inline constexpr int64_t kLargestTop = 100000;
+inline constexpr double kLeastFigure = 1e-3, kLargestFigure = 1e9;
+inline constexpr double kLeastEfficiency = 1e-3;
+
 struct PlanOptions {
-  int64_t gpus = 0;
-  int64_t gpu_memory = 0;  // bytes
-  int64_t gpus_per_node = 8;
-  int64_t seq_length = 4096;
-  int64_t global_batch = 0;  // sequences; 0: one a device (B = N)
-  Device device;
-  double compute_efficiency = 0.5;  // of the peak, for a compute-bound part
+  RunShape run;              // gpus, gpus_per_node, seq_length, global_batch (0: one a device)
+  int64_t gpu_memory = 0;    // bytes
+  Device device;             // its figures and calibration
+  TimeOptions time;          // overlaps, master weights, gradients' dtype
   int64_t top = 5;
-  bool fp32_master_weights = false;
-  bool fp32_gradients = false;
   int64_t cuda_context = 0;
   int64_t nccl_buffers = 0;
   int64_t fragmentation = 0;
-};
-
-struct Layout {
-  int64_t tp = 1, cp = 1, ep = 1, pp = 1, dp = 1;
-  PipelineSchedule schedule = PipelineSchedule::k1F1B;
-  int64_t virtual_stages = 1;
-  Recompute recompute = Recompute::kNone;
-  int zero = 0;
-  int64_t micro_batches = 1;
-};
-
-// A term of the step-time estimate.
-struct TimeTerm {
-  std::string name;
-  double seconds;
-  std::string formula;
+  // Rank on reserved bytes: each stage's step with PyTorch's caching allocator simulated over it
+  // (step/step_alloc.h) under `alloc_conf`, its reserved peak in place of the allocated one (a layout
+  // fits when that peak does, with no cache flush; the phase and split shown stay the allocated peak's).
+  bool reserved = false;
+  alloc::AllocConf alloc_conf;
+  std::optional<Layout> layout;  // --layout: this one alone
 };
 
 struct LayoutResult {
   Layout layout;
-  double step_seconds = 0;        // the estimate
-  std::vector<TimeTerm> time;     // its terms (they sum to step_seconds)
+  TimeEstimate time;               // complete for every layout reported
   // Parameters, gradients and optimizer states at the ZeRO shares with the overheads; once stage 0 is
   // simulated, at least its total.
   int64_t lower_bound_bytes = 0;
+  int64_t memory_bound_bytes = 0;  // plan/plan_memory.h's bound, before any simulation
   bool simulated = false;
-  int64_t peak_bytes = 0;         // the most-loaded stage's total: census step's total_bytes
+  int64_t peak_bytes = 0;          // the most-loaded stage's total: census step's total_bytes
   int64_t worst_stage = 0;
-  StepMoment peak;                // its composed peak (phase, op, split), before the overheads
-  std::vector<int64_t> stage_bytes;
+  StepMoment peak;                 // its composed peak (phase, op, split), before the overheads
+  std::vector<int64_t> stage_bytes;  // -1: not simulated, stood for by standing[stage]
+  std::vector<int64_t> standing;     // by stage: the stage whose simulation stands for it (standing_stages)
 };
 
 struct PlanCounts {
   int64_t tried = 0;                  // layouts enumerated
   int64_t pruned_divisibility = 0;
+  int64_t estimated = 0;              // layouts whose whole estimate was made (the rest: a lower bound only)
   int64_t rejected_memory_bound = 0;  // by their parameters, gradients and states alone
   int64_t rejected_memory_simulated = 0;
   int64_t fit = 0;                    // found to fit
   int64_t not_evaluated = 0;          // slower by the estimate than the K-th that fits
-  int64_t simulations = 0;            // (TP, CP, EP, PP, schedule, V, recompute) steps simulated
+  int64_t simulations = 0;            // steps simulated (a layout but its ZeRO stage)
   int64_t stage_runs = 0;             // census_step calls (one a stage), those run ahead included
 };
 
@@ -102,13 +102,11 @@ struct PlanResult {
   // Where nothing fits: the layout with the smallest peak (the memory that would fit it).
   std::optional<LayoutResult> smallest;
   std::vector<std::pair<std::string, int64_t>> pruned_by_rule;  // rule, layouts
+  std::optional<LayoutResult> named;  // --layout's, fitting or not
 };
 
-std::string schedule_name(PipelineSchedule schedule);
-std::string recompute_name(Recompute recompute);
-
 // Refuse what is not a plan: no devices, no memory left after the overheads, a device figure that is
-// not positive, an efficiency outside (0, 1], a top count below 1, a family the step does not model.
+// not positive, a calibration out of range, a top count below 1, a family the step does not model.
 Status check_plan_options(const ModelConfig& config, const PlanOptions& options);
 
 Result<PlanResult> census_plan(const ModelConfig& config, const PlanOptions& options);

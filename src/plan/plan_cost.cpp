@@ -1,10 +1,12 @@
 #include "plan/plan_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <string_view>
 
+#include "autograd/checkpoint.h"
 #include "census/parts.h"
-#include "census/selective_census.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "ops/dispatch.h"
@@ -13,93 +15,274 @@
 namespace census {
 namespace {
 
-PartTime part_time(std::string part, int64_t flops, int64_t bytes, const Throughput& d) {
-  const double compute = d.flops_per_s > 0 ? static_cast<double>(flops) / d.flops_per_s : 0;
-  const double memory = d.hbm_bytes_per_s > 0 ? static_cast<double>(bytes) / d.hbm_bytes_per_s : 0;
-  return {std::move(part), flops, bytes, std::max(compute, memory), compute >= memory && flops > 0};
-}
+constexpr std::string_view kGroupedMm = "aten._grouped_mm.default";
+constexpr int64_t kTileRows = 128;          // a grouped GEMM's tile: rows are computed 128 at a time
+constexpr double kAttentionBackwardFlops = 2.5;  // the flash backward's five matmuls to the forward's two
 
-// The output layer's forward by part, as the census counts a layer's: FLOPs by the catalogue's rule,
-// bytes read and written by every op that is not a view. The final norm's ops are "final_norm", the
-// head's matmul "lm_head", the loss's (the fp32 logits, log-softmax, the gather) "loss".
-class OutputCounter final : public Observer {
+// Records every op of a forward that is not a view (a view renames bytes its producer wrote: no kernel).
+class OpRecorder final : public Observer {
  public:
-  OutputCounter() : Observer(kOnOp) {}
+  explicit OpRecorder(bool recurrent) : Observer(kOnOp), recurrent_(recurrent) {}
   void on_op(const OpCall& call) override {
     if (call.def.is_view()) return;
-    const auto& modules = Session::current().modules();
-    std::string part = "loss";
-    if (!modules.empty() && modules.back().path == "lm_head") part = "lm_head";
-    else if (!modules.empty() && modules.back().kind == ModuleKind::kNorm) part = "final_norm";
-    int64_t moved = 0;
-    for (const Tensor& input : call.inputs) moved += input.nbytes();
-    for (const Tensor& output : call.outputs) moved += output.nbytes();
-    bytes[part] += moved;
-    if (call.def.flops_rule != FlopsRule::kNone) flops[part] += call.def.flops(call.inputs);
+    OpRecord r;
+    r.count = Session::current().op_weight();  // Note [Alike iterations]
+    for (const Tensor& input : call.inputs) {
+      r.bytes += input.nbytes();
+      if (input.is_parameter()) r.parameter_bytes += input.nbytes();
+    }
+    for (const Tensor& output : call.outputs) r.bytes += output.nbytes();
+    switch (call.def.flops_rule) {
+      case FlopsRule::kScores:
+        r.cls = OpClass::kAttention;
+        r.flops = call.def.flops(call.inputs);
+        r.rows = call.inputs[0].size(2);  // the queries (B, heads, S, D)
+        break;
+      case FlopsRule::kMatmul:
+      case FlopsRule::kBiasedMatmul:
+        r.cls = OpClass::kGemm;
+        r.flops = call.def.flops(call.inputs);
+        if (call.def.name == kGroupedMm) {
+          r.groups = std::max<int64_t>(1, call.inputs[1].size(0));
+          r.rows = call.inputs[0].size(0);
+        }
+        r.attention_part = part_of_op(call, Session::current().modules(), recurrent_) == "attention";
+        break;
+      case FlopsRule::kNone:
+        break;
+    }
+    ops.push_back(r);
   }
-  std::map<std::string, int64_t> flops, bytes;
+  std::vector<OpRecord> ops;
+
+ private:
+  bool recurrent_;
+};
+
+double floor_of(const Rates& r) { return r.calibration.kernel_floor_us * 1e-6; }
+
+}  // namespace
+
+Rates Rates::of(const Device& d) { return {d.peak_tflops * 1e12, d.hbm_gbs * 1e9, d.calibration}; }
+
+Network Network::of(const Device& d) { return {d.link_gbs * 1e9, d.nic_gbs * 1e9, d.calibration}; }
+
+LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares) {
+  Session session;
+  session.set_fold_alike_iterations(true);  // each op weighs its folded loop's count
+  std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
+  const Tensor hidden = make_tensor(Dims{1, tokens, rank_config.hidden_size}, DType::kBFloat16);
+  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, once for all layers
+  OpRecorder recorder(layer->has_recurrence());
+  session.add_observer(&recorder);
+  { Tensor out = layer->forward(hidden, positions); }
+  session.remove_observer(&recorder);
+  LayerOps out;
+  out.ops = std::move(recorder.ops);
+  out.shares = shares;
+  // A family whose layer builds every expert whatever the EP degree (its step holds them all) is priced
+  // as an expert-parallel rank computes: its rows over its own num_experts / EP experts' weights.
+  const int64_t ep = rank_config.moe.expert_parallel;
+  bool every_expert = false;
+  for (OpRecord& op : out.ops)
+    if (ep > 1 && op.groups == rank_config.moe.num_experts && op.groups % ep == 0) {
+      every_expert = true;
+      op.groups /= ep;
+      op.bytes -= op.parameter_bytes - op.parameter_bytes / ep;
+      op.parameter_bytes /= ep;
+    }
+  for (const OpRecord& op : out.ops) out.attention_kernel = out.attention_kernel || op.cls == OpClass::kAttention;
+  for (const Tensor& parameter : layer->parameters()) {
+    out.parameters += parameter.numel();
+    if (parameter_part(parameter.name()) == "routed") out.expert_parameters += parameter.numel();
+  }
+  out.rank_expert_parameters = every_expert ? out.expert_parameters / ep : out.expert_parameters;
+  return out;
+}
+
+namespace {
+
+// The bytes of the storages made while it listens that are still live, parameters left out.
+class KeptBytes final : public Observer {
+ public:
+  KeptBytes() : Observer(kOnOp | kOnFree | kOnResize) {}
+  void on_op(const OpCall& call) override {
+    for (const Tensor& out : call.outputs) {
+      const Storage& storage = *out.storage();
+      if (storage.is_parameter || storage.nbytes == 0 || live_.count(storage.id)) continue;
+      live_[storage.id] = storage.nbytes;
+      bytes_ += storage.nbytes;
+    }
+  }
+  void on_free(const Storage& storage) override {
+    auto found = live_.find(storage.id);
+    if (found == live_.end()) return;
+    bytes_ -= found->second;
+    live_.erase(found);
+  }
+  void on_resize(const Storage& storage, int64_t old_nbytes) override {
+    auto found = live_.find(storage.id);
+    if (found == live_.end()) return;
+    bytes_ += storage.nbytes - old_nbytes;
+    found->second = storage.nbytes;
+  }
+  int64_t bytes_of(const Storage& storage) const {
+    auto found = live_.find(storage.id);
+    return found == live_.end() ? 0 : found->second;
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::map<int64_t, int64_t> live_;
+  int64_t bytes_ = 0;
 };
 
 }  // namespace
 
-ForwardTime layer_forward_time(const ModelConfig& rank_config, int64_t layer_index, int64_t seq_length,
-                               const Throughput& device, int64_t context_parallel) {
-  const PartCounts flops = census_flops(rank_config, layer_index, seq_length);
-  const LayerTraffic traffic = census_traffic(rank_config, layer_index, seq_length);
-  const RecomputeShares shares = census_recomputed(rank_config, layer_index, seq_length);
-  ForwardTime t;
-  for (const auto& [part, moved] : traffic.moved) {
-    const auto f = flops.find(part);
-    const int64_t ring = part == "scores" ? context_parallel : 1;  // the kernel C times over a ring
-    PartTime p = part_time(part, (f == flops.end() ? 0 : f->second) * ring, moved * ring, device);
-    t.seconds += p.seconds;
-    // The selective policy saves the attention kernel's outputs; of a part with matmuls it re-runs the
-    // census's recomputed share; a weightless part's ops run again whole.
-    if (part == "scores") {
-    } else if (p.flops == 0) {
-      t.selective_recompute_seconds += p.seconds;
-    } else {
-      t.selective_recompute_seconds += p.seconds * (part == "attention" ? shares.attention_mm : shares.ffn_mm);
-    }
-    t.parts.push_back(std::move(p));
-  }
-  return t;
+int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
+                         Recompute recompute) {
+  Session session;
+  session.set_fold_alike_iterations(true);
+  std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
+  const Tensor hidden = make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, made before
+  const DecoderLayer& l = *layer;
+  auto forward = [&l, &positions](const Tensor& h) { return l.forward(h, positions); };
+  KeptBytes kept;
+  session.add_observer(&kept);
+  Tensor out = recompute == Recompute::kSelective ? checkpoint(forward, hidden)
+               : recompute == Recompute::kFull    ? checkpoint_full(forward, hidden)
+                                                  : forward(hidden);
+  const int64_t bytes = kept.bytes() - kept.bytes_of(*out.storage());
+  session.remove_observer(&kept);
+  return bytes;
 }
 
-ForwardTime output_forward_time(const ModelConfig& config, int64_t seq_length, const Throughput& device) {
+LayerOps record_output(const ModelConfig& config, int64_t tokens) {
   Session session;
   nn::ParameterList parameters;
   std::unique_ptr<nn::Norm> norm = config.family->build_final_norm(config, parameters);
   nn::Linear lm_head("lm_head", config.hidden_size, config.vocab_size, /*bias=*/false, parameters);
-  const Tensor hidden = make_tensor(Dims{1, seq_length, config.hidden_size}, DType::kBFloat16);
-  const Tensor labels = make_tensor(Dims{1, seq_length}, DType::kInt64);
-  OutputCounter counter;
-  session.add_observer(&counter);
-  // As the layer census's traffic, the forward as training runs it.
-  const Tensor loss = nn::for_causal_lm_loss(lm_head.forward(norm->forward(hidden)), labels, config.vocab_size);
-  session.remove_observer(&counter);
-  ForwardTime t;
-  for (const auto& [part, moved] : counter.bytes) {
-    const auto f = counter.flops.find(part);
-    PartTime p = part_time(part, f == counter.flops.end() ? 0 : f->second, moved, device);
-    t.seconds += p.seconds;
-    t.parts.push_back(std::move(p));
+  const Tensor hidden = make_tensor(Dims{1, tokens, config.hidden_size}, DType::kBFloat16);
+  const Tensor labels = make_tensor(Dims{1, tokens}, DType::kInt64);
+  OpRecorder recorder(/*recurrent=*/false);
+  session.add_observer(&recorder);
+  { Tensor loss = nn::for_causal_lm_loss(lm_head.forward(norm->forward(hidden)), labels, config.vocab_size); }
+  session.remove_observer(&recorder);
+  LayerOps out;
+  out.ops = std::move(recorder.ops);
+  for (const Tensor& parameter : parameters) out.parameters += parameter.numel();
+  return out;
+}
+
+LayerOps record_embedding(const ModelConfig& config, int64_t tokens) {
+  // The lookup reads a row of the table a token and writes it (bf16).
+  LayerOps out;
+  OpRecord lookup;
+  lookup.bytes = 2 * tokens * config.hidden_size * element_size(DType::kBFloat16);
+  out.ops.push_back(lookup);
+  out.parameters = config.vocab_size * config.hidden_size;
+  return out;
+}
+
+PassTime pass_time(const LayerOps& layer, int64_t batch, const Rates& r, int64_t ring) {
+  const Calibration& c = r.calibration;
+  const double b = static_cast<double>(batch);
+  const double floor = floor_of(r);
+  const double gemm_rate = r.flops_per_s * c.gemm_efficiency;
+  const double half = c.gemm_half_gflop * 1e9;
+  const double hbm = r.hbm_bytes_per_s * c.memory_efficiency;
+  PassTime t;
+  for (const OpRecord& op : layer.ops) {
+    const double n = static_cast<double>(op.count);
+    const double bytes = b * static_cast<double>(op.bytes - op.parameter_bytes) + static_cast<double>(op.parameter_bytes);
+    const double memory = bytes / hbm;
+    switch (op.cls) {
+      case OpClass::kGemm: {
+        double fill = 1;
+        if (op.groups > 1) {
+          const double rows = b * static_cast<double>(op.rows) / static_cast<double>(op.groups);
+          fill = rows / (std::ceil(rows / kTileRows) * kTileRows);
+        }
+        const double flops = b * static_cast<double>(op.flops);
+        const double forward = std::max({(flops / std::max(fill, 1e-9) + half) / gemm_rate, memory, floor});
+        t.forward += n * forward;
+        t.gemm_forward += n * forward;
+        t.backward += 2 * n * forward;
+        t.gemm_backward += 2 * n * forward;
+        t.selective_recompute += n * forward * (op.attention_part ? layer.shares.attention_mm : layer.shares.ffn_mm);
+        break;
+      }
+      case OpClass::kAttention: {
+        // Under the causal mask the kernel runs (S + 1) / 2S of the pairs the shapes span; a ring rank's
+        // S/C queries meet S²/2C of them, C times its own shard's.
+        const double queries = static_cast<double>(std::max<int64_t>(op.rows, 1));
+        const double causal = (static_cast<double>(ring) * queries + 1) / (2 * queries);
+        const double flops = b * static_cast<double>(op.flops) * causal;
+        const double forward = std::max({flops / (r.flops_per_s * c.attention_forward_efficiency), memory, floor});
+        const double backward = std::max(
+            {kAttentionBackwardFlops * flops / (r.flops_per_s * c.attention_backward_efficiency), 2 * memory, floor});
+        t.forward += n * forward;
+        t.backward += n * backward;
+        t.attention_forward += n * forward;
+        t.attention_backward += n * backward;
+        break;  // the selective policy saves the kernel's outputs: not run again
+      }
+      case OpClass::kMemory: {
+        const double forward = std::max(memory, floor);
+        t.forward += n * forward;
+        t.backward += n * std::max(2 * memory, floor);
+        t.selective_recompute += n * forward;  // weightless: the selective policy runs it again
+        break;
+      }
+    }
   }
   return t;
 }
 
-double all_reduce_seconds(int64_t bytes, int64_t ranks, double bytes_per_s) {
-  if (ranks <= 1 || bytes_per_s <= 0) return 0;
-  return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) * static_cast<double>(bytes) / bytes_per_s;
+namespace {
+
+struct LinkFigures {
+  double bytes_per_s, latency_s;
+};
+
+LinkFigures figures(bool inside_node, const Network& net) {
+  const Calibration& c = net.calibration;
+  return inside_node ? LinkFigures{net.link_bytes_per_s * c.link_efficiency, c.link_latency_us * 1e-6}
+                     : LinkFigures{net.nic_bytes_per_s * c.nic_efficiency, c.nic_latency_us * 1e-6};
 }
 
-double all_gather_seconds(int64_t bytes, int64_t ranks, double bytes_per_s) {
-  if (ranks <= 1 || bytes_per_s <= 0) return 0;
-  return static_cast<double>(ranks - 1) / static_cast<double>(ranks) * static_cast<double>(bytes) / bytes_per_s;
+}  // namespace
+
+double all_reduce_seconds(int64_t bytes, const Group& g, const Network& net) {
+  if (g.ranks <= 1 || bytes <= 0) return 0;
+  const LinkFigures f = figures(g.inside_node(), net);
+  const double n = static_cast<double>(g.ranks);
+  const double ring = 2 * (n - 1) * f.latency_s, tree = 2 * std::ceil(std::log2(n)) * f.latency_s;
+  return std::min(ring, tree) + 2 * (n - 1) / n * static_cast<double>(bytes) / f.bytes_per_s;
 }
 
-double all_to_all_seconds(int64_t bytes, int64_t ranks, double bytes_per_s) {
-  return all_gather_seconds(bytes, ranks, bytes_per_s);  // the same (n-1)/n share crosses the links
+double all_gather_seconds(int64_t bytes, const Group& g, const Network& net) {
+  if (g.ranks <= 1 || bytes <= 0) return 0;
+  const LinkFigures f = figures(g.inside_node(), net);
+  const double n = static_cast<double>(g.ranks);
+  return (n - 1) * f.latency_s + (n - 1) / n * static_cast<double>(bytes) / f.bytes_per_s;
+}
+
+double all_to_all_seconds(int64_t bytes, const Group& g, const Network& net) {
+  if (g.ranks <= 1 || bytes <= 0) return 0;
+  const double n = static_cast<double>(g.ranks);
+  const double local = static_cast<double>(std::min(g.ranks_per_node, g.ranks));
+  const LinkFigures link = figures(true, net), nic = figures(false, net);
+  const double inside = static_cast<double>(bytes) * (local - 1) / n / link.bytes_per_s;
+  const double across = static_cast<double>(bytes) * (n - local) / n / nic.bytes_per_s;
+  return (g.inside_node() ? link.latency_s : nic.latency_s) + std::max(inside, across);
+}
+
+double send_seconds(int64_t bytes, bool inside_node, const Network& net) {
+  if (bytes <= 0) return 0;
+  const LinkFigures f = figures(inside_node, net);
+  return f.latency_s + static_cast<double>(bytes) / f.bytes_per_s;
 }
 
 }  // namespace census

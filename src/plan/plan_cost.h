@@ -1,83 +1,123 @@
 // File: plan_cost.h
-// The step-time estimate `census plan` ranks layouts by. It is an estimate, every term by name, built
-// from the census's own counts and a device's datasheet figures (plan/plan_device.h):
+// The compute and the collectives `census plan`'s time estimate is made of (plan/plan_time.h), each op
+// and each message priced against a device's figures and calibration (plan/plan_device.h):
 //
-//   a part's forward     max(FLOPs / (peak x efficiency), bytes moved / HBM bandwidth): the layer
-//                        census's FLOPs and traffic by part (census_flops, census_traffic) at the
-//                        rank's TP, each part compute- or memory-bound, whichever is slower
-//   context parallelism  C: the layer census at the rank's S / C tokens, its attention kernel (the
-//                        "scores" part) C times over: under the causal mask a load-balanced ring's
-//                        S / C queries meet S² / 2C (query, key) pairs, C x the shard's own (S/C)² / 2
-//   a layer's backward   2 x its forward (the gradients of the inputs and of the weights)
-//   recompute            full: one more forward; selective: the share of matmul FLOPs the policy
-//                        leaves to the backward (census_recomputed) of the attention projections' and
-//                        of the rest's matmul time, the weightless parts' time whole, the attention
-//                        kernel not re-run (the policy saves its outputs)
-//   the output layer     the final norm, LM head and loss counted the same way (last stage), and 2 x
-//                        for their backward
-//   TP                   per layer 2 all-reduces of the hidden state in the forward and 2 in the
-//                        backward (no sequence parallelism), ring: 2 (T-1)/T x bytes / bandwidth
-//   CP                   per layer the ring's K/V: the forward receives the other C - 1 shards'
-//                        (C-1) x S/C x 2 x KV heads x head_dim x 2 B; the backward passes them round
-//                        again with their gradients (2 x); full recompute once more: 3 (4) x / bandwidth
-//   EP                   per MoE layer 4 all-to-alls (dispatch and combine, forward and backward; 6
-//                        under full recompute) of the rank's S/C x top-k x hidden x 2 B, (E-1)/E of
-//                        it leaving the rank
-//   PP                   per micro-batch, a stage sends its hidden state on and its input gradient
-//                        back: 2 x S x hidden x 2 B / bandwidth (x V chunks when interleaved)
-//   bubble               1F1B and GPipe: (P - 1) micro-batch times; interleaved: (P - 1) / V
-//   DP                   the step's gradient reduction over DP x CP ranks (an expert's over
-//                        DP x CP / EP, its expert-data-parallel group), not overlapped: ZeRO-0 all-reduce
-//                        2 (D-1)/D x gradient bytes; ZeRO-1/2 reduce-scatter of the gradients and
-//                        all-gather of the updated parameters, (D-1)/D each; ZeRO-3 also the forward's
-//                        and backward's all-gather of the parameters on every micro-batch
-//   optimizer step       memory-bound: parameters read and written, gradients read, states read and
-//                        written, at the rank's shares
-// A group's bandwidth is the scale-up link where the group lies inside a node, else the NIC's. Ranks
-// are placed TP innermost, then CP, then DP, then PP (Megatron's tp-cp-ep-dp-pp: an EP group spans
-// TP x EP consecutive ranks).
+//   a GEMM               (F / fill + W½) / (peak x gemm_efficiency), or its bytes / (HBM x memory
+//                        efficiency) where that is longer: a roofline whose compute side saturates, a GEMM
+//                        of F FLOPs reaching gemm_efficiency x F / (F + W½) of the peak (W½ =
+//                        gemm_half_gflop). A grouped GEMM (the experts') pays for whole 128-row tiles:
+//                        fill = its rows per group / the tiles' rows
+//   the attention kernel its FLOPs under the causal mask (half the (query, key) pairs the op's shapes
+//                        span) at attention_forward_efficiency; its backward 2.5 x those FLOPs (the flash
+//                        backward's five matmuls to the forward's two) at attention_backward_efficiency
+//   any other op         memory-bound: the bytes it reads and writes / (HBM x memory_efficiency)
+//   every kernel         at least kernel_floor_us
+//   a backward           a GEMM's two GEMMs of its FLOPs (the inputs' and the weights' gradients), a
+//                        memory-bound op's bytes twice over (it reads the gradient and what it saved,
+//                        writes the input's gradient)
+// The ops are the layer census's own (a rank's layer at its TP, EP and tokens), recorded once for one
+// sequence: a micro-batch of b sequences multiplies every op's FLOPs and activation bytes by b (every
+// op works per token or per sequence), not the parameters it reads.
+//
+// Collectives, over n ranks at a link's bandwidth x efficiency, with a per-message latency α:
+//   all-reduce      min(ring 2 (n-1) α, tree 2 log2(n) α) + 2 (n-1)/n x bytes / bandwidth
+//   all-gather,     (n-1) α + (n-1)/n x bytes / bandwidth (bytes: the whole gathered tensor)
+//   reduce-scatter
+//   all-to-all      α + the bytes to peers inside the node / the link's bandwidth, or those to peers in
+//                   other nodes / the NIC's, whichever is longer (they move at once)
+//   send/receive    α + bytes / bandwidth
+// A group lies inside a node where all its ranks do, else its traffic crosses the NIC.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "census/selective_census.h"
 #include "models/config.h"
+#include "plan/plan_device.h"
+#include "step/recompute_choice.h"
 
 namespace census {
 
-struct Throughput {
-  double flops_per_s = 0;  // peak x efficiency
-  double hbm_bytes_per_s = 0;
+// The device's rates a cost is priced at (plan/plan_device.h, with any figure the planner replaced).
+struct Rates {
+  double flops_per_s = 0;      // the peak
+  double hbm_bytes_per_s = 0;  // the datasheet's
+  Calibration calibration;
+  static Rates of(const Device& device);
 };
 
-struct PartTime {
-  std::string part;
-  int64_t flops = 0;
-  int64_t bytes = 0;
-  double seconds = 0;
-  bool compute_bound = false;
+enum class OpClass : uint8_t { kGemm, kAttention, kMemory };
+
+// One op of a recorded forward, for one sequence.
+struct OpRecord {
+  OpClass cls = OpClass::kMemory;
+  bool attention_part = false;  // an attention projection (for the selective policy's share)
+  int64_t flops = 0;            // the catalogue's (the attention kernel's over every (query, key) pair)
+  int64_t bytes = 0;            // read and written
+  int64_t parameter_bytes = 0;  // of them, parameters read (not multiplied by the micro-batch)
+  int64_t groups = 1;           // a grouped GEMM's groups
+  int64_t rows = 0;             // a grouped GEMM's rows (all groups')
+  int64_t count = 1;            // how many times it runs (a folded loop's weight)
 };
 
-// One forward of one layer (or of the output layer) on one sequence, by part.
-struct ForwardTime {
-  std::vector<PartTime> parts;
-  double seconds = 0;
-  double selective_recompute_seconds = 0;  // what the selective backward runs again
+// A layer's forward as recorded, and what the time model reads off it.
+struct LayerOps {
+  std::vector<OpRecord> ops;
+  RecomputeShares shares;        // the selective policy's recomputed matmul shares
+  bool attention_kernel = false; // runs the attention kernel (a ring attention under CP)
+  int64_t parameters = 0;        // the rank's parameters in the layer, as its step builds them
+  int64_t expert_parameters = 0; // of them, the routed experts'
+  // The routed experts' parameters an expert-parallel rank holds: expert_parameters, or its EP share
+  // where the family's layer builds every expert whatever the degree.
+  int64_t rank_expert_parameters = 0;
 };
 
-// Layer `layer_index` of `rank_config` (a TP rank's config) on one sequence of `seq_length` tokens
-// (the rank's share, S / C, under context parallelism C: its attention kernel counted C times).
-ForwardTime layer_forward_time(const ModelConfig& rank_config, int64_t layer_index, int64_t seq_length,
-                               const Throughput& device, int64_t context_parallel = 1);
-// The final norm, the LM head and the causal-LM loss on one sequence.
-ForwardTime output_forward_time(const ModelConfig& config, int64_t seq_length, const Throughput& device);
+// Layer `layer_index` of `rank_config` (a TP rank's config, its experts' EP share set) on one sequence
+// of `tokens` tokens; `shares` its selective recompute shares (census_recomputed).
+LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares);
+// The final norm, the LM head and the causal-LM loss on one sequence of `tokens` tokens.
+LayerOps record_output(const ModelConfig& config, int64_t tokens);
+// The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added).
+LayerOps record_embedding(const ModelConfig& config, int64_t tokens);
 
-// Ring collectives over `ranks` at `bytes_per_s`: all-reduce moves 2 (n-1)/n of the bytes each way,
-// reduce-scatter and all-gather (n-1)/n.
-double all_reduce_seconds(int64_t bytes, int64_t ranks, double bytes_per_s);
-double all_gather_seconds(int64_t bytes, int64_t ranks, double bytes_per_s);
-// An all-to-all of a rank's `bytes` over `ranks`: (n-1)/n of them leave it.
-double all_to_all_seconds(int64_t bytes, int64_t ranks, double bytes_per_s);
+// What layer `layer_index` of `rank_config` keeps from its forward for its backward on a micro-batch of
+// `batch` sequences of `tokens` tokens, under `recompute` as the step wraps it (plain, a selective or a
+// full checkpoint): the bytes of the storages its forward makes that are still live when it returns,
+// its output left out. A micro-batch in flight in the step holds at least this of each of its layers
+// (the same ops on the same shapes), which makes the plan's memory lower bound.
+int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
+                         Recompute recompute);
+
+// One pass of recorded ops at a micro-batch of `batch` sequences, with the attention kernel's work
+// `ring` times the recorded shard's (a context-parallel rank's S/C queries against all S keys).
+struct PassTime {
+  double forward = 0;
+  double backward = 0;
+  double gemm_forward = 0;             // of forward, the GEMMs' (what TP's collectives can hide behind)
+  double gemm_backward = 0;
+  double attention_forward = 0;        // the attention kernel's
+  double attention_backward = 0;
+  double selective_recompute = 0;      // what the selective backward runs again
+};
+PassTime pass_time(const LayerOps& ops, int64_t batch, const Rates& rates, int64_t ring = 1);
+
+// A group of ranks for a collective: n ranks, those of one node (ranks_per_node, at most n), the
+// link and NIC figures.
+struct Group {
+  int64_t ranks = 1;
+  int64_t ranks_per_node = 1;  // of the group, how many share a node
+  bool inside_node() const { return ranks_per_node >= ranks; }
+};
+struct Network {
+  double link_bytes_per_s = 0, nic_bytes_per_s = 0;  // the datasheet's, each direction
+  Calibration calibration;
+  static Network of(const Device& device);
+};
+double all_reduce_seconds(int64_t bytes, const Group& group, const Network& net);
+double all_gather_seconds(int64_t bytes, const Group& group, const Network& net);  // also reduce-scatter
+double all_to_all_seconds(int64_t bytes, const Group& group, const Network& net);  // a rank's bytes
+double send_seconds(int64_t bytes, bool inside_node, const Network& net);
 
 }  // namespace census

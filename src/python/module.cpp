@@ -18,6 +18,7 @@
 #include "cli/report.h"
 #include "step/step_census.h"
 #include "cli/step_command.h"
+#include "cli/options.h"
 #include "cli/plan_command.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
@@ -123,34 +124,41 @@ struct Unavailable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A refusal as Python raises it: each command-line option its field names (--seq-length, "--micro-batches
+// x --virtual-stages") named as the Python argument is (seq_length, micro_batches x virtual_stages).
+py::value_error argument_error(Refusal refusal) {
+  std::string& field = refusal.field;
+  for (size_t at = field.find("--"); at != std::string::npos; at = field.find("--", at)) {
+    field.erase(at, 2);
+    for (size_t i = at; i < field.size() && (std::isalnum(static_cast<unsigned char>(field[i])) || field[i] == '-'); ++i)
+      if (field[i] == '-') field[i] = '_';
+  }
+  return py::value_error(refusal.message());
+}
+
 // The request's checks, refusals naming the Python argument (seq_length) where the command line's
 // name its option (--seq-length).
-void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length) {
+// `runs_layer`: the call runs the layer (its parameters alone are counted without running it, as the
+// command line's `parameters` counts them).
+void check(const ModelConfig& config, int64_t layer_index, int64_t seq_length, bool runs_layer = true) {
   cli::Request request;
   request.config = config;
   request.layer_index = layer_index;
   request.seq_length = seq_length;
   // A layer that reads what an earlier layer wrote in the same forward has no census of its own.
-  if (config.family->stack_only != nullptr && layer_index >= 0 && layer_index < config.num_hidden_layers)
+  if (runs_layer && config.family->stack_only != nullptr && layer_index >= 0 && layer_index < config.num_hidden_layers)
     if (const char* why = config.family->stack_only(config, layer_index))
       throw Unavailable("no census of layer " + std::to_string(layer_index) + " of this " + config.model_type +
                         " model alone: " + why + ". census_stack and census_activations price it through the stack");
-  Status status = cli::check_request(request);
-  if (status) return;
-  Refusal refusal = status.refusal();
-  if (refusal.field.rfind("--", 0) == 0) {
-    refusal.field.erase(0, 2);
-    std::replace(refusal.field.begin(), refusal.field.end(), '-', '_');
-  }
-  throw py::value_error(refusal.message());
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
 }
 
 // The layer index and sequence length of a call, each an integer the config can take, or ValueError.
 std::pair<int64_t, int64_t> checked(const ModelConfig& config, const py::handle& layer_index_arg,
-                                    const py::handle& seq_length_arg) {
+                                    const py::handle& seq_length_arg, bool runs_layer = true) {
   const int64_t layer_index = integer(layer_index_arg, "layer_index");
   const int64_t seq_length = integer(seq_length_arg, "seq_length");
-  check(config, layer_index, seq_length);
+  check(config, layer_index, seq_length, runs_layer);
   return {layer_index, seq_length};
 }
 
@@ -159,6 +167,9 @@ ModelConfig with_backend(ModelConfig config, const std::string& gdn_backend) {
   const std::optional<nn::GdnBackend> backend = nn::parse_gdn_backend(gdn_backend);
   if (!backend)
     throw py::value_error("gdn_backend: " + echoed(gdn_backend) + " is not a gated delta rule backend; give eager or triton");
+  if (*backend != nn::GdnBackend::kEager && config.linear_num_key_heads == 0)
+    throw py::value_error("gdn_backend: " + echoed(gdn_backend) + ": " + config.model_type +
+                          " has no gated-delta-net (linear_attention) layers; leave it eager");
   config.gdn_backend = *backend;
   return config;
 }
@@ -198,12 +209,26 @@ py::dict ops_of(const LayerCensus& c) {
   return ops;
 }
 
+// The config as a micro-batch of `micro_batch_size` sequences of `seq_length` tokens runs it: every
+// input's batch dimension (ModelConfig::micro_batch_size), as `--micro-batch-size` sets it.
+ModelConfig with_micro_batch(ModelConfig config, int64_t micro_batch_size, int64_t seq_length) {
+  // The command line's rule and checks: B within its range, and B x S tokens within the config's counts.
+  cli::Request request;
+  request.config = config;
+  request.seq_length = seq_length;
+  request.micro_batch_size = micro_batch_size;
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
+  config.micro_batch_size = micro_batch_size;
+  return config;
+}
+
 py::tuple layer(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg,
-                const py::object& tp_arg, const std::string& gdn_backend) {
+                const py::object& tp_arg, const std::string& gdn_backend, int64_t micro_batch_size) {
   const int64_t tp = tp_degree(tp_arg);
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
-  const LayerCensus c = census_layer(tp_config(config, tp), layer_index, seq_length);
+  const LayerCensus c =
+      census_layer(tp_config(with_micro_batch(config, micro_batch_size, seq_length), tp), layer_index, seq_length);
   return py::make_tuple(c.saved_bytes, c.working_bytes, ops_of(c));
 }
 
@@ -220,10 +245,12 @@ py::tuple traffic(const py::object& mapping, const py::object& layer_index_arg, 
   return py::make_tuple(t.moved, t.parameter, t.launches);
 }
 
-py::tuple selective(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg, const std::string& gdn_backend) {
+py::tuple selective(const py::object& mapping, const py::object& layer_index_arg, const py::object& seq_length_arg,
+                    const std::string& gdn_backend, int64_t micro_batch_size) {
   const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
   const auto [layer_index, seq_length] = checked(config, layer_index_arg, seq_length_arg);
-  const SelectiveCensus c = census_selective(config, layer_index, seq_length);
+  const SelectiveCensus c =
+      census_selective(with_micro_batch(config, micro_batch_size, seq_length), layer_index, seq_length);
   return py::make_tuple(c.kept_bytes, c.working_bytes);
 }
 
@@ -236,9 +263,13 @@ py::tuple recomputed(const py::object& mapping, const py::object& layer_index_ar
 
 // Each kind's record as a mapping, the kinds and their first layers taken from `groups`.
 py::dict activations(const py::object& mapping, const std::vector<std::tuple<std::string, int64_t, bool>>& groups,
-                     const py::object& seq_length_arg, const std::string& gdn_backend) {
-  const ModelConfig config = with_backend(config_of(mapping), gdn_backend);
-  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+                     const py::object& seq_length_arg, const std::string& gdn_backend, int64_t micro_batch_size) {
+  ModelConfig config = with_backend(config_of(mapping), gdn_backend);
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg, /*runs_layer=*/false).second;
+  // A kind that cannot run alone is priced through the whole model.
+  if (config.family->stack_only != nullptr)
+    if (Status depth = check_stack_depth(config); !depth) throw py::value_error(depth.refusal().message());
+  config = with_micro_batch(std::move(config), micro_batch_size, seq_length);
   // Each group's first layer is censused: the counts must be positive and stay within the model.
   std::vector<LayerGroup> stack;
   Checked layers = 0;
@@ -275,7 +306,7 @@ py::dict activations(const py::object& mapping, const std::vector<std::tuple<std
 
 py::tuple output(const py::object& mapping, const py::object& seq_length_arg, const py::object& vocab_size_arg) {
   const ModelConfig config = config_of(mapping);
-  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg, /*runs_layer=*/false).second;
   const int64_t vocab_size = integer(vocab_size_arg, "vocab_size");
   if (vocab_size <= 0 || vocab_size > config.vocab_size)
     throw py::value_error("vocab_size: must be a positive integer, at most the model's vocabulary");
@@ -286,7 +317,7 @@ py::tuple output(const py::object& mapping, const py::object& seq_length_arg, co
 // The output layer's record at the vocabulary and half of it, as a mapping.
 py::dict output_activations(const py::object& mapping, const py::object& seq_length_arg) {
   const ModelConfig config = config_of(mapping);
-  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg).second;
+  const int64_t seq_length = checked(config, py::int_(0), seq_length_arg, /*runs_layer=*/false).second;
   const KindActivations k = census_output_activations(config, seq_length);
   py::dict record;
   record["saved"] = k.saved;
@@ -299,7 +330,7 @@ py::dict output_activations(const py::object& mapping, const py::object& seq_len
 
 py::tuple parameters(const py::object& mapping, const py::object& layer_index_arg) {
   const ModelConfig config = config_of(mapping);
-  const int64_t layer_index = checked(config, layer_index_arg, py::int_(1)).first;
+  const int64_t layer_index = checked(config, layer_index_arg, py::int_(1), /*runs_layer=*/false).first;
   const LayerParameters p = census_parameters(config, layer_index);
   return py::make_tuple(p.parts, p.final_norm);
 }
@@ -343,7 +374,7 @@ std::string report(const py::object& mapping, const std::string& path, int64_t l
   request.seq_length = seq_length;
   request.tp = tp;
   request.selective = selective;
-  if (Status status = cli::check_request(request); !status) throw py::value_error(status.refusal().message());
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
   std::ostringstream out, err;
   if (cli::run_report(request, cli::ReportOptions{path, svg_dir}, out, err) != 0) {
     std::string line = err.str();
@@ -362,9 +393,19 @@ std::vector<std::pair<std::string, std::string>> shipped() {
 }
 
 // Each decoder layer's (kept, held) from one pass of the whole stack (census/stack_census.h).
-std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping, int64_t seq_length, int64_t tp) {
-  const ModelConfig config = config_of(mapping);
-  check(config, 0, seq_length);
+// Checked as `census stack` checks its request: the whole model runs, so a layer that cannot run alone
+// (DeepSeek-V4's, GLM-5's shared-indexer layers) is priced, and the stack's depth is bounded.
+std::vector<std::pair<int64_t, int64_t>> stack_census(const py::object& mapping, int64_t seq_length, int64_t tp,
+                                                      int64_t micro_batch_size) {
+  ModelConfig config = config_of(mapping);
+  cli::Request request;
+  request.command = "stack";
+  request.config = config;
+  request.seq_length = seq_length;
+  request.micro_batch_size = micro_batch_size;
+  request.tp = tp;
+  if (Status status = cli::check_request(request); !status) throw argument_error(status.refusal());
+  config.micro_batch_size = micro_batch_size;
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const StackLayerCensus& layer : census_stack(tp_config(config, tp), seq_length)) out.emplace_back(layer.kept, layer.held);
   return out;
@@ -376,7 +417,9 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& recompute,
                  const std::string& optimizer, int64_t tp, int64_t dp, int64_t zero, const std::string& master_weights,
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
-                 int64_t cp, int64_t ep, int64_t micro_batch_size) {
+                 int64_t cp, int64_t ep, int64_t micro_batch_size, int64_t first_stage_layers, int64_t last_stage_layers,
+                 bool embedding_as_layer, bool loss_as_layer, int64_t expert_tp, bool allocator,
+                 const std::string& alloc_conf, const std::string& gpu_memory) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -384,8 +427,7 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.micro_batch_size = micro_batch_size;
   a.micro_batches = micro_batches;
   a.pp = pp;
-  a.stage = stage.value_or(-1);
-  if (stage && *stage == -1) a.stage = -2;  // refused as out of range, not read as every stage
+  a.stage = stage;  // None: every stage; -1 is refused as out of range
   a.schedule = schedule;
   a.virtual_stages = virtual_stages;
   a.recompute = recompute;
@@ -400,22 +442,42 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.fragmentation = fragmentation;
   a.cp = cp;
   a.ep = ep;
+  a.first_stage_layers = first_stage_layers;
+  a.last_stage_layers = last_stage_layers;
+  a.embedding_as_layer = embedding_as_layer;
+  a.loss_as_layer = loss_as_layer;
+  a.expert_tp = expert_tp;
+  a.allocator = allocator;
+  a.alloc_conf = alloc_conf;
+  a.gpu_memory = gpu_memory;
   auto report = cli::step_report_json(a, config);
-  if (!report) throw py::value_error(report.refusal().message());
+  if (!report) throw argument_error(report.refusal());
   return report->dump();
 }
 
-// The parallel layouts that fit, as `census plan --format json` reports them, as JSON text.
-std::string plan(const py::object& config_in, int64_t gpus, const std::string& gpu_memory, int64_t seq_length,
-                 int64_t global_batch, const std::string& device, double peak_tflops, double hbm_gbs, double link_gbs,
-                 double nic_gbs, int64_t gpus_per_node, double compute_efficiency, int64_t top,
+// A size argument of census_plan ("80GiB", or bytes as text), read by the command line's byte rule
+// (cli/options.h), or ValueError.
+int64_t size_argument(const char* name, const std::string& text) {
+  auto bytes = cli::parse_bytes(name, text);
+  if (!bytes) throw argument_error(bytes.refusal());
+  return *bytes;
+}
+
+// The parallel layouts that fit, as `census plan --format json` reports them, as JSON text. A size or
+// figure that is None is not given (the device preset's, the calibration's).
+std::string plan(const py::object& config_in, int64_t gpus, const std::optional<std::string>& gpu_memory,
+                 int64_t seq_length, int64_t global_batch, const std::string& device, std::optional<double> peak_tflops,
+                 std::optional<double> hbm_gbs, std::optional<double> link_gbs, std::optional<double> nic_gbs,
+                 int64_t gpus_per_node, std::optional<double> compute_efficiency, int64_t top,
                  const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
-                 const std::string& nccl_buffers, const std::string& fragmentation) {
+                 const std::string& nccl_buffers, const std::string& fragmentation, const std::string& layout,
+                 const std::string& overlap, const std::string& calibration, bool reserved,
+                 const std::string& alloc_conf) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
   a.model = config.model_type;
   a.gpus = gpus;
-  a.gpu_memory = gpu_memory;
+  if (gpu_memory) a.gpu_memory = size_argument("gpu_memory", *gpu_memory);
   a.seq_length = seq_length;
   a.global_batch = global_batch;
   a.device = device;
@@ -428,11 +490,16 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::string& g
   a.top = top;
   a.master_weights = master_weights;
   a.grad_dtype = grad_dtype;
-  a.cuda_context = cuda_context;
-  a.nccl_buffers = nccl_buffers;
-  a.fragmentation = fragmentation;
+  a.cuda_context = size_argument("cuda_context", cuda_context);
+  a.nccl_buffers = size_argument("nccl_buffers", nccl_buffers);
+  a.fragmentation = size_argument("fragmentation", fragmentation);
+  a.layout = layout;
+  a.overlap = overlap;
+  a.calibration = calibration;
+  a.reserved = reserved;
+  a.alloc_conf = alloc_conf;
   auto report = cli::plan_report_json(a, config);
-  if (!report) throw py::value_error(report.refusal().message());
+  if (!report) throw argument_error(report.refusal());
   return report->dump();
 }
 
@@ -451,22 +518,23 @@ PYBIND11_MODULE(_census, m) {
       .def("tp", [](const census::ModelConfig& c, const py::object& tp) { return census::tp_config(c, tp_degree(tp)); },
            "the config as one of `tp` tensor-parallel ranks holds its layers");
   m.def("layer", &layer, "(saved, working, {op: bytes}) of one layer as one rank of TP `tp` holds it",
-        py::arg("config"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("gdn_backend") = "eager");
+        py::arg("config"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("gdn_backend") = "eager",
+        py::arg("micro_batch_size") = 1);
   m.def("flops", &flops, "forward FLOPs by part (a gated delta rule's as Transformers' eager rule runs it)");
   m.def("traffic", &traffic, "(moved, parameter, launches) by part", py::arg("config"), py::arg("layer_index"),
         py::arg("seq_length"), py::arg("gdn_backend") = "eager");
   m.def("selective", &selective, "(kept, working) of one layer under the selective policy", py::arg("config"),
-        py::arg("layer_index"), py::arg("seq_length"), py::arg("gdn_backend") = "eager");
+        py::arg("layer_index"), py::arg("seq_length"), py::arg("gdn_backend") = "eager", py::arg("micro_batch_size") = 1);
   m.def("recomputed", &recomputed, "(attention share, rest share) of matmul FLOPs the selective backward re-runs");
   m.def("activations", &activations, "{kind: record} of the stack's kinds", py::arg("config"), py::arg("groups"),
-        py::arg("seq_length"), py::arg("gdn_backend") = "eager");
+        py::arg("seq_length"), py::arg("gdn_backend") = "eager", py::arg("micro_batch_size") = 1);
   m.def("output", &output, "(saved, working) of the output layer at `vocab_size`");
   m.def("output_activations", &output_activations, "the output layer's record, per token");
   m.def("parameters", &parameters, "({part: parameters}, final norm parameters)");
   m.def("resolved", &resolved, "the sizes the census reads, defaults filled in");
   m.def("tp_fields", &tp_fields, "the config fields a tensor-parallel rank holds a share of");
   m.def("stack_census", &stack_census, "(kept, held) of each decoder layer from one pass of the whole stack",
-        py::arg("config"), py::arg("seq_length"), py::arg("tp") = 1);
+        py::arg("config"), py::arg("seq_length"), py::arg("tp") = 1, py::arg("micro_batch_size") = 1);
   m.def("stack", &stack, "the layer stack as (kind, count, mtp) groups");
   m.def("report", &report, "write `census report`'s page (and charts into svg_dir, where not empty)", py::arg("config"),
         py::arg("path"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("selective"),
@@ -476,7 +544,10 @@ PYBIND11_MODULE(_census, m) {
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),
         py::arg("master_weights"), py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"),
-        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1);
+        py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1,
+        py::arg("first_stage_layers") = 0, py::arg("last_stage_layers") = 0, py::arg("embedding_as_layer") = false,
+        py::arg("loss_as_layer") = false, py::arg("expert_tp") = 0, py::arg("allocator") = false,
+        py::arg("alloc_conf") = "", py::arg("gpu_memory") = "");
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -46,7 +46,11 @@ void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op) {
   events_.push_back({id, delta_bytes, op});
   ++segments_.back().length;
   ++events_logged_;
-  live_ += delta_bytes;
+  add_live(delta_bytes);
+}
+
+void StepBytes::add_live(int64_t delta_bytes) {
+  if (__builtin_add_overflow(live_, delta_bytes, &live_) || live_ > kLargestStepBytes) too_large_ = true;
 }
 
 void StepBytes::track(const Tensor& tensor, std::string_view op) {
@@ -64,6 +68,10 @@ void StepBytes::track(const Tensor& tensor, std::string_view op) {
 void StepBytes::note(const Tensor& tensor, StepCategory category) {
   StorageInfo& s = storages_[static_cast<size_t>(slot(tensor.storage_id()))];
   s.category = std::max(s.category, category);
+}
+
+void StepBytes::note_off_device(const Tensor& tensor) {
+  storages_[static_cast<size_t>(slot(tensor.storage_id()))].off_device = true;
 }
 
 bool StepBytes::is_live(const Tensor& tensor) const {
@@ -116,35 +124,43 @@ int64_t StepBytes::replay(const StepPassLog& pass, int64_t forward) {
   segment.slots_from = pass.slots_from;
   segment.slots_to = pass.slots_to;
   segment.forward = forward;
-  for (int64_t i = pass.events_from; i < pass.events_to; ++i) live_ += events_[static_cast<size_t>(i)].delta_bytes;
+  for (int64_t i = pass.events_from; i < pass.events_to; ++i) add_live(events_[static_cast<size_t>(i)].delta_bytes);
   events_logged_ += segment.length;
   segments_.push_back(segment);
   return static_cast<int64_t>(segments_.size()) - 1;
 }
 
-std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
-  // A storage's key: its slot, or for a replay's, past every slot, the replay's range then its offset
-  // in the recorded pass.
+// A storage's key: its slot, or for a replay's, past every slot, the replay's range then its offset
+// in the recorded pass.
+std::vector<int64_t> StepBytes::replay_key_bases(int64_t& keys) const {
   std::vector<int64_t> key_base(segments_.size(), -1);
-  int64_t keys = static_cast<int64_t>(storages_.size());
+  keys = static_cast<int64_t>(storages_.size());
   for (size_t i = 0; i < segments_.size(); ++i)
     if (segments_[i].replayed) {
       key_base[i] = keys;
       keys += segments_[i].slots_to - segments_[i].slots_from;
     }
+  return key_base;
+}
+
+int64_t StepBytes::storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const {
+  const Segment& seg = segments_[i];
+  if (!seg.replayed) return e.slot;
+  const bool own = e.slot >= seg.slots_from && e.slot < seg.slots_to;
+  const Segment& maker = own ? seg : segments_[static_cast<size_t>(seg.forward)];
+  return key_base[own ? i : static_cast<size_t>(seg.forward)] + (e.slot - maker.slots_from);
+}
+
+std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
+  int64_t keys = 0;
+  const std::vector<int64_t> key_base = replay_key_bases(keys);
   std::vector<int64_t> live(static_cast<size_t>(keys), 0);
   for (size_t i = 0; i < segments_.size() && segments_[i].start <= event; ++i) {
     const Segment& seg = segments_[i];
     const int64_t n = std::min(seg.length, event + 1 - seg.start);
     for (int64_t k = 0; k < n; ++k) {
       const Event& e = events_[static_cast<size_t>(seg.from + k)];
-      int64_t key = e.slot;
-      if (seg.replayed) {
-        const bool own = e.slot >= seg.slots_from && e.slot < seg.slots_to;
-        const Segment& maker = own ? seg : segments_[static_cast<size_t>(seg.forward)];
-        key = key_base[own ? i : static_cast<size_t>(seg.forward)] + (e.slot - maker.slots_from);
-      }
-      live[static_cast<size_t>(key)] = e.delta_bytes > 0 ? e.delta_bytes : 0;
+      live[static_cast<size_t>(storage_key(key_base, i, e))] = e.delta_bytes > 0 ? e.delta_bytes : 0;
     }
   }
   std::vector<Live> out;
@@ -162,22 +178,27 @@ std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
   return out;
 }
 
-StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
+// The bytes an event moves under `weights`: its storage's share; a storage's death moves what its
+// birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
+int64_t StepBytes::weighted(const Event& e, const StepWeights& weights) const {
+  const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
+  const bool optimizer_temporary = s.category == StepCategory::kActivations && s.phase >= 0 &&
+                                   phases_[static_cast<size_t>(s.phase)].first == "optimizer_step";
+  const Share share = optimizer_temporary ? weights.optimizer_temporaries
+                                          : weights.by_category[static_cast<size_t>(s.category)];
+  const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
+  return e.delta_bytes > 0 ? bytes : -bytes;
+}
+
+bool StepBytes::is_pass_phase(std::string_view name) {
+  return name.size() > 1 && (name[0] == 'F' || name[0] == 'B') && name[1] >= '0' && name[1] <= '9';
+}
+
+StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const {
   StepAnalysis out;
   out.events = events_logged_;
   const bool identity = weights.identity();
-  // The bytes an event moves under `weights`: its storage's share; a storage's death moves what its
-  // birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
-  auto weighted = [&](const Event& e) {
-    if (identity) return e.delta_bytes;
-    const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
-    const bool optimizer_temporary = s.category == StepCategory::kActivations && s.phase >= 0 &&
-                                     phases_[static_cast<size_t>(s.phase)].first == "optimizer_step";
-    const Share share = optimizer_temporary ? weights.optimizer_temporaries
-                                            : weights.by_category[static_cast<size_t>(s.category)];
-    const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
-    return e.delta_bytes > 0 ? bytes : -bytes;
-  };
+  auto weighted = [&](const Event& e) { return identity ? e.delta_bytes : this->weighted(e, weights); };
   auto category = [&](const Event& e) { return storages_[static_cast<size_t>(e.slot)].category; };
   // Each recorded pass's excursion, once, however many times it is replayed.
   std::map<int64_t, Excursion> excursions;
@@ -227,9 +248,7 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
     StepPhase phase;
     phase.name = phases_[p].first;
     // Bytes present through a forward or backward pass only (composed), at its start and its end.
-    const bool pass = phase.name.size() > 1 && (phase.name[0] == 'F' || phase.name[0] == 'B') &&
-                      phase.name[1] >= '0' && phase.name[1] <= '9';
-    const int64_t extra = pass ? weights.during_passes : 0;
+    const int64_t extra = is_pass_phase(phase.name) ? weights.during_passes : 0;
     split.bytes[static_cast<size_t>(StepCategory::kActivations)] += extra;
     total += extra;
     phase.events_from = phases_[p].second;
@@ -277,6 +296,7 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights) const {
   out.other_peak.bytes = -1;
   if (peak.bytes >= 0) out.peak = moment(peak);
   if (other_peak.bytes >= 0) out.other_peak = moment(other_peak);
+  if (!holders) return out;
   // What else is live at the peak, by allocating op and phase.
   std::map<std::string, std::pair<StepCategory, int64_t>> by_op;
   for (const Live& held : live_after(out.peak.event)) {

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,13 @@
 #include "ops/dispatch.h"
 
 namespace census {
+
+// The most bytes one rank's simulated step holds at once: 2^59 B (512 PiB), thousands of times a
+// trillion-parameter model's step. Its counts are reweighed (fp32 optimizer states x 3), ZeRO-3's two
+// gathered layers and the ring's K/V are added, and so are three stated overheads of up to 2^60 B
+// each (step_compose.h): from at most 2^59 live bytes every figure a step prints stays within 64 bits.
+// A step past it (a config of 2^28-wide layers, say) is refused, never printed wrapped.
+inline constexpr int64_t kLargestStepBytes = int64_t{1} << 59;
 
 enum class StepCategory : uint8_t {
   kActivations, kParamGradInflight, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
@@ -85,7 +93,9 @@ struct Share {
   int64_t num = 1;
   int64_t den = 1;
   int64_t of(int64_t bytes) const {
-    __extension__ using Wide = __int128;  // bytes * num may pass 64 bits
+    if (num == den) return bytes;
+    if (bytes <= std::numeric_limits<int64_t>::max() / num) return bytes * num / den;
+    __extension__ using Wide = __int128;  // bytes * num passes 64 bits
     return static_cast<int64_t>(static_cast<Wide>(bytes) * num / den);
   }
   bool identity() const { return num == den; }
@@ -121,6 +131,9 @@ class StepBytes final : public Observer {
   void track(const Tensor& tensor, std::string_view op = "input");
   // `tensor`'s storage is (also) of `category`; the strongest category a storage is given wins.
   void note(const Tensor& tensor, StepCategory category);
+  // `tensor` lives on the host in a CUDA run (AdamW's step counts): counted here as the step oracle
+  // counts it, and left out of what the device's allocator sees (step/step_alloc.h).
+  void note_off_device(const Tensor& tensor);
 
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
@@ -138,10 +151,16 @@ class StepBytes final : public Observer {
   int64_t replay(const StepPassLog& pass, int64_t forward = -1);
 
   int64_t live_bytes() const { return live_; }
+  // Whether the live bytes passed kLargestStepBytes at some event (then the log's sums mean nothing).
+  bool too_large() const { return too_large_; }
   bool is_live(const Tensor& tensor) const;
-  StepAnalysis analyse(const StepWeights& weights = {}) const;
+  // `holders`: also what is live at the peak by op (peak_other_by_op), a walk of the log up to it.
+  StepAnalysis analyse(const StepWeights& weights = {}, bool holders = true) const;
+  // Whether the phase `name` is a forward or backward pass ("F3", "B0.1"): where during_passes counts.
+  static bool is_pass_phase(std::string_view name);
 
  private:
+  friend class StepWalk;  // every event in order, replays expanded (step/step_walk.h)
   struct Event {
     int32_t slot;
     int64_t delta_bytes;
@@ -152,6 +171,7 @@ class StepBytes final : public Observer {
     StepCategory category = StepCategory::kActivations;
     std::string_view op;
     int32_t phase = 0;
+    bool off_device = false;
   };
   // A run of the log: events the engine's storages made (stored in events_ from `from`), or a replay
   // of a recorded pass (its events events_[from, from + length), its storages made anew).
@@ -176,6 +196,7 @@ class StepBytes final : public Observer {
   int32_t slot(int64_t storage_id);  // made on first sight
   int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
   void log(int32_t slot, int64_t delta_bytes, std::string_view op);
+  void add_live(int64_t delta_bytes);
   // The storages live after event `peak_event`: bytes, category, allocating op and phase of each.
   struct Live {
     int64_t bytes;
@@ -184,6 +205,13 @@ class StepBytes final : public Observer {
     int32_t phase;
   };
   std::vector<Live> live_after(int64_t event) const;
+  // Each replay segment's first storage key (past every slot; -1 for the engine's segments), and the
+  // number of keys in all.
+  std::vector<int64_t> replay_key_bases(int64_t& keys) const;
+  // The key of the storage event `e` of segment `i` is about.
+  int64_t storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const;
+  // The bytes event `e` moves under `weights`.
+  int64_t weighted(const Event& e, const StepWeights& weights) const;
 
   std::vector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
   std::vector<StorageInfo> storages_;  // by slot
@@ -192,6 +220,7 @@ class StepBytes final : public Observer {
   int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   int64_t live_ = 0;
+  bool too_large_ = false;
 };
 
 std::string_view step_category_name(StepCategory category);

@@ -7,6 +7,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "census/stack_census.h"
 #include "models/causal_lm.h"
 #include "nn/adamw.h"
 #include "ops/ops.h"
@@ -59,21 +60,52 @@ std::vector<StepPass> pipeline_order(PipelineSchedule schedule, int64_t stages, 
   return order;
 }
 
+ModelConfig rank_config(const ModelConfig& config, int64_t tp, int64_t ep, int64_t etp) {
+  ModelConfig rank = tp_config(config, tp);
+  if (etp == 1) rank.moe.moe_intermediate_size = config.moe.moe_intermediate_size;
+  rank.moe.expert_parallel = ep;
+  return rank;
+}
+
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
+  CENSUS_TRY(check_stack_depth(config));
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
   if (o.micro_batch_size < 1) return refuse("--micro-batch-size", "must be at least 1");
+  if (o.micro_batch_size > kLargestMicroBatchSize)
+    return refuse("--micro-batch-size", std::to_string(o.micro_batch_size) +
+                                            " sequences are more than a micro-batch holds (at most 2^16); give fewer");
   if (o.micro_batches < 1) return refuse("--micro-batches", "must be at least 1");
   if (o.pipeline_stages < 1) return refuse("--pp", "must be at least 1");
   if (o.virtual_stages < 1) return refuse("--virtual-stages", "must be at least 1");
+  // The bounds first: the counts below multiply them.
+  for (const auto& [flag, degree] : {std::pair{"--pp", o.pipeline_stages}, std::pair{"--virtual-stages", o.virtual_stages},
+                                     std::pair{"--tp", o.tensor_parallel}, std::pair{"--dp", o.composition.data_parallel},
+                                     std::pair{"--cp", o.context_parallel}, std::pair{"--ep", o.expert_parallel}})
+    if (degree > kLargestDegree)
+      return refuse(flag, std::to_string(degree) + " is more ranks than a run has (at most 2^20 = " +
+                              std::to_string(kLargestDegree) + "); give fewer");
+  if (o.micro_batches > kLargestMicroBatches / o.virtual_stages)
+    return refuse(o.virtual_stages > 1 ? "--micro-batches x --virtual-stages" : "--micro-batches",
+                  std::to_string(o.micro_batches) + (o.virtual_stages > 1 ? " x " + std::to_string(o.virtual_stages) : "") +
+                      " is more micro-batches than a step accumulates (at most 2^12 = " +
+                      std::to_string(kLargestMicroBatches) + ", each a pass the step runs and reports); give fewer");
+  for (const auto& [flag, bytes] : {std::pair{"--cuda-context", o.composition.cuda_context},
+                                    std::pair{"--nccl-buffers", o.composition.nccl_buffers},
+                                    std::pair{"--fragmentation", o.composition.fragmentation}})
+    if (bytes < 0 || bytes > kLargestBytes)
+      return refuse(flag, std::to_string(bytes) + " bytes is not a size Census prices; give 0 to 2^60 bytes");
   if (o.virtual_stages > 1 && o.schedule != PipelineSchedule::kInterleaved)
     return refuse("--virtual-stages", "model chunks run under --schedule interleaved; give it, or drop the option");
   if (o.schedule == PipelineSchedule::kInterleaved && (o.pipeline_stages < 2 || o.virtual_stages < 2))
     return refuse("--schedule interleaved", "needs --pp 2 or more and --virtual-stages 2 or more");
-  if (config.num_hidden_layers % (o.pipeline_stages * o.virtual_stages) != 0)
-    return refuse("--pp " + std::to_string(o.pipeline_stages) +
-                      (o.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(o.virtual_stages) : ""),
-                  "must divide num_hidden_layers (" + std::to_string(config.num_hidden_layers) +
-                      "): every stage (and model chunk) holds the same number of layers");
+  auto chunks = pipeline_chunks(config.num_hidden_layers, o.pipeline_stages, o.virtual_stages, o.split);
+  CENSUS_TRY(chunks);
+  {
+    const std::vector<std::string> kinds = layer_kinds(config);
+    for (const auto& [kind, mode] : o.recompute_by_kind)
+      if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+        return refuse("--recompute", echoed(kind) + " is not a layer kind of " + config.model_type);
+  }
   if (o.schedule == PipelineSchedule::kInterleaved && o.micro_batches % o.pipeline_stages != 0)
     return refuse("--micro-batches " + std::to_string(o.micro_batches),
                   "the interleaved schedule runs micro-batches in groups of --pp " +
@@ -96,17 +128,24 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--ep " + std::to_string(o.expert_parallel),
                   "must divide the experts (" + std::to_string(config.moe.num_experts) +
                       "): every expert-parallel rank holds the same number of them");
+  if (o.expert_tensor_parallel != 0 && o.expert_tensor_parallel != 1 && o.expert_tensor_parallel != o.tensor_parallel)
+    return refuse("--expert-tp", "must be 1 (whole experts on every rank) or the --tp degree");
+  if (o.expert_tensor_parallel == 1 && o.tensor_parallel > 1 && config.moe.moe_intermediate_size == 0)
+    return refuse("--expert-tp 1", "the model's experts have no width of their own (moe_intermediate_size) for TP to "
+                                   "leave whole; drop the option");
   if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
     return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
+  if (config.output_router_logits)
+    return refuse("output_router_logits: true in the config",
+                  "the load-balancing loss over every layer's router logits is not priced yet; set it to false to "
+                  "price the step without it");
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
   // Every boundary between two model chunks, of any stage: where the model cannot be cut, refused.
-  const int64_t chunks = o.pipeline_stages * o.virtual_stages;
-  if (chunks > 1 && config.family->pipeline_refusal != nullptr) {
-    const int64_t per_chunk = config.num_hidden_layers / chunks;
-    for (int64_t boundary = per_chunk; boundary < config.num_hidden_layers; boundary += per_chunk)
-      if (const char* why = config.family->pipeline_refusal(config, boundary))
+  if (chunks->size() > 1 && config.family->pipeline_refusal != nullptr) {
+    for (size_t g = 1; g < chunks->size(); ++g)
+      if (const int64_t boundary = (*chunks)[g].begin; const char* why = config.family->pipeline_refusal(config, boundary))
         return refuse("--pp " + std::to_string(o.pipeline_stages) + " on " + config.model_type,
                       std::string("cannot cut the model before layer ") + std::to_string(boundary) + ": " + why +
                           "; run it without a pipeline");
@@ -116,11 +155,8 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
 
 namespace {
 
-// The config as the rank builds its layers: tp_config's heads and widths, its share of the experts.
 ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
-  ModelConfig rank = tp_config(config, options.tensor_parallel);
-  rank.moe.expert_parallel = options.expert_parallel;
-  return rank;
+  return census::rank_config(config, options.tensor_parallel, options.expert_parallel, options.expert_tensor_parallel);
 }
 
 // The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
@@ -154,12 +190,20 @@ struct Recorded {
   bool has_forward = false, has_backward = false;
 };
 
-// Each decoder layer of the model's loop as the step's recompute mode wraps it.
+// Each decoder layer of the model's loop as the step's recompute mode for its kind wraps it.
 class RecomputedLayers final : public LayerRunner {
  public:
-  explicit RecomputedLayers(Recompute recompute) : recompute_(recompute) {}
-  Tensor run(int64_t /*index*/, const Tensor& hidden_states, const LayerForward& forward) const override {
-    switch (recompute_) {
+  RecomputedLayers(const ModelConfig& config, const StepOptions& o) {
+    const std::vector<std::string> kinds = layer_kinds(config);
+    for (const std::string& kind : kinds) {
+      Recompute mode = o.recompute;
+      for (const auto& [named, m] : o.recompute_by_kind)
+        if (named == kind) mode = m;
+      modes_.push_back(mode);
+    }
+  }
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    switch (modes_[static_cast<size_t>(index)]) {
       case Recompute::kSelective: return checkpoint(forward, hidden_states);
       case Recompute::kFull: return checkpoint_full(forward, hidden_states);
       case Recompute::kNone: break;
@@ -168,22 +212,22 @@ class RecomputedLayers final : public LayerRunner {
   }
 
  private:
-  Recompute recompute_;
+  std::vector<Recompute> modes_;  // by layer index
 };
 
 class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
       : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
-        tokens_(options.seq_length / options.context_parallel), layers_(options.recompute) {
-    // Chunk v of stage r holds the model's (v * P + r)-th run of L / (P * V) layers; the first chunk
-    // of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
+        tokens_(options.seq_length / options.context_parallel), layers_(config, options) {
+    // Chunk v of stage r holds the model's (v * P + r)-th run of layers (step/pipeline_split.h); the
+    // first chunk of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
     const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
-    const int64_t per_chunk = c_.num_hidden_layers / (p * v);
+    const std::vector<LayerRange> ranges = *pipeline_chunks(c_.num_hidden_layers, p, v, o_.split);  // checked
     for (int64_t chunk = 0; chunk < v; ++chunk) {
       ModelChunk c;
-      c.begin = (chunk * p + o_.stage) * per_chunk;
-      c.end = c.begin + per_chunk;
+      c.begin = ranges[static_cast<size_t>(chunk * p + o_.stage)].begin;
+      c.end = ranges[static_cast<size_t>(chunk * p + o_.stage)].end;
       c.first = o_.stage == 0 && chunk == 0;
       c.last = o_.stage == p - 1 && chunk == v - 1;
       chunks_.push_back(c);
@@ -192,6 +236,7 @@ class StepRunner {
 
   StepCensus run();
   bool replay_failed() const { return replay_failed_; }
+  bool too_large() const { return bytes_.too_large(); }
 
  private:
   void build();
@@ -291,6 +336,7 @@ StepCensus StepRunner::run() {
   StepCensus result;
   result.first_layer = chunks_.front().begin;
   result.end_layer = chunks_.back().end;
+  for (const ModelChunk& chunk : chunks_) result.chunks.push_back({chunk.begin, chunk.end});
   bytes_.mark_phase("setup");
   for (const Tensor& p : params_) {
     bytes_.track(p);
@@ -365,13 +411,18 @@ StepCensus StepRunner::run() {
     adamw.emplace(params_);
     bytes_.mark_phase("optimizer_step");
     adamw->step([&](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); });
+    for (const Tensor& count : adamw->step_counts()) bytes_.note_off_device(count);
     result.optimizer_state_bytes = adamw->state_bytes();
     bytes_.mark_phase("zero_grad");
     adamw->zero_grad();
   }
   bytes_.mark_phase("end");
+  if (bytes_.too_large()) {  // its sums mean nothing: census_step refuses it
+    session_.remove_observer(&bytes_);
+    return result;
+  }
   result.gradient_bytes_at_end = gradient_bytes();
-  result.analysis = bytes_.analyse();
+  result.analysis = bytes_.analyse({}, o_.peak_holders);
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
   if (o_.composition.composes() || o_.context_parallel > 1) {
     StepComposition composition = o_.composition;
@@ -379,22 +430,28 @@ StepCensus StepRunner::run() {
     composition.context_parallel = o_.context_parallel;
     composition.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
     result.composition = composition;
-    result.composed = bytes_.analyse(step_weights(composition));
+    result.composed = bytes_.analyse(step_weights(composition), o_.peak_holders);
     result.composed_peak.bytes = -1;
     for (const StepPhase& phase : result.composed.phases)
       if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
+    if (o_.allocator) result.allocator = simulate_step_allocator(bytes_, step_weights(composition), *o_.allocator);
+  } else if (o_.allocator) {
+    result.allocator = simulate_step_allocator(bytes_, StepWeights{}, *o_.allocator);
   }
   for (StepComposition also : o_.also_composed) {
     also.context_parallel = o_.context_parallel;  // as the step's own composition: set from its options
     also.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
+    also.largest_layer_parameter_bytes = largest_layer_bytes_;
+    if (o_.allocator)
+      result.also_composed_allocators.push_back(
+          simulate_step_allocator(bytes_, also.composes() ? step_weights(also) : StepWeights{}, *o_.allocator));
     if (!also.composes()) {
       result.also_composed_peaks.push_back(result.analysis.peak);
       continue;
     }
-    also.largest_layer_parameter_bytes = largest_layer_bytes_;
     StepMoment peak;
     peak.bytes = -1;
-    for (const StepPhase& phase : bytes_.analyse(step_weights(also)).phases)
+    for (const StepPhase& phase : bytes_.analyse(step_weights(also), /*holders=*/false).phases)
       if (phase.peak.bytes > peak.bytes) peak = phase.peak;
     result.also_composed_peaks.push_back(std::move(peak));
   }
@@ -416,23 +473,32 @@ StepCensus StepRunner::run() {
   return result;
 }
 
+// A run's census, or its refusal where its live bytes passed kLargestStepBytes.
+Result<StepCensus> checked_run(StepRunner& runner) {
+  StepCensus step = runner.run();
+  if (runner.too_large())
+    return refuse("config", "one rank's step holds more than 2^59 bytes (512 PiB) at once, past the counts Census "
+                            "keeps exact; give more --pp or --tp ranks, fewer tokens or micro-batches, or fix the config");
+  return step;
+}
+
 }  // namespace
 
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
   {
     StepRunner runner(config, options, /*replays=*/true);
-    StepCensus step = runner.run();
-    if (!runner.replay_failed()) return step;
+    Result<StepCensus> step = checked_run(runner);
+    if (!step || !runner.replay_failed()) return step;
   }
   StepRunner runner(config, options, /*replays=*/false);
-  return runner.run();
+  return checked_run(runner);
 }
 
 Result<StepCensus> census_step_op_by_op(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
   StepRunner runner(config, options, /*replays=*/false);
-  return runner.run();
+  return checked_run(runner);
 }
 
 }  // namespace census

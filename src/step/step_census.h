@@ -27,9 +27,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "step/step_alloc.h"
+#include "step/pipeline_split.h"
+#include "step/recompute_choice.h"
 #include "step/step_bytes.h"
 #include "step/step_compose.h"
 #include "models/config.h"
@@ -37,8 +41,19 @@
 
 namespace census {
 
+// The most micro-batches a step accumulates, model chunks counted (M x V under the interleaved
+// schedule): 2^12. Each is a forward and a backward the step replays and two phases it reports, so its
+// time, memory and answer grow with them (4096 take Llama-3.1-8B's step about a second and 120 MB; 2^16
+// took 17 s and 2 GB). Llama 3.1's batches of 2048 sequences run on one data-parallel rank within it.
+inline constexpr int64_t kLargestMicroBatches = int64_t{1} << 12;
+// The most sequences a micro-batch holds (--micro-batch-size): 2^16. Its B x S tokens run the ops a
+// sequence's do, so their counts are weighed as a sequence of B x S tokens' (cli/request.h).
+inline constexpr int64_t kLargestMicroBatchSize = int64_t{1} << 16;
+// The largest parallel degree (TP, CP, EP, DP, PP, a plan's devices): 2^20 ranks, more than any run
+// has. PP and V are bounded below it by the layers they divide.
+inline constexpr int64_t kLargestDegree = int64_t{1} << 20;
+
 enum class PipelineSchedule : uint8_t { k1F1B, kGPipe, kInterleaved };
-enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class StepOptimizer : uint8_t { kNone, kAdamW };
 
 struct StepOptions {
@@ -49,7 +64,10 @@ struct StepOptions {
   int64_t stage = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;  // model chunks per stage (interleaved)
+  PipelineSplit split;         // how many layers each chunk holds (step/pipeline_split.h); even by default
   Recompute recompute = Recompute::kNone;
+  // The layers of these kinds (layer_kind) under their own mode instead (step/recompute_choice.h).
+  std::vector<std::pair<std::string, Recompute>> recompute_by_kind;
   StepOptimizer optimizer = StepOptimizer::kNone;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
   int64_t tensor_parallel = 1;
@@ -60,9 +78,18 @@ struct StepOptions {
   // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
   // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
   int64_t expert_parallel = 1;
+  // The experts' tensor-parallel degree (Megatron's expert_tensor_parallel_size): 0, the TP degree (the
+  // experts' width divided as tp_config divides moe_intermediate_size), or 1 (every rank's experts whole).
+  int64_t expert_tensor_parallel = 0;
   // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
   // a planner trying several ZeRO stages or master-weight choices over one simulation.
   std::vector<StepComposition> also_composed;
+  // PyTorch's caching allocator run over the step's device allocations (step/step_alloc.h): for the
+  // step as composed, and for each of also_composed.
+  std::optional<StepAllocatorOptions> allocator;
+  // Whether the analyses list what is live at their peak by op (StepAnalysis::peak_other_by_op), which
+  // only --explain prints: a planner reading peaks alone leaves it out.
+  bool peak_holders = true;
 };
 
 struct StepPass {
@@ -80,6 +107,7 @@ struct StepCensus {
   std::vector<std::string> schedule;  // "F0", "B0", ...
   int64_t first_layer = 0;            // the stage's layers [first_layer, end_layer) (its first and last chunk's)
   int64_t end_layer = 0;
+  std::vector<LayerRange> chunks;     // each of its model chunks' layers
   int64_t parameter_count = 0;
   int64_t parameter_tensors = 0;
   int64_t parameter_bytes = 0;
@@ -103,9 +131,19 @@ struct StepCensus {
   // highest phase peak of the reweighed step, as composed_peak; the simulated peak where it composes
   // nothing), before the user's overheads.
   std::vector<StepMoment> also_composed_peaks;
+  // Where StepOptions::allocator asks: the allocator over the step (as composed), and over each
+  // also_composed composition in its order.
+  std::optional<StepAllocatorCensus> allocator;
+  std::vector<StepAllocatorCensus> also_composed_allocators;
 };
 
-// Refuse what the simulation cannot run: layers that the stages do not divide, a model its family cannot
+// The config as one rank builds its layers: tp_config's heads and widths (the experts' whole where the
+// experts' TP degree is 1), its num_experts / EP experts.
+ModelConfig rank_config(const ModelConfig& config, int64_t tensor_parallel, int64_t expert_parallel,
+                        int64_t expert_tensor_parallel);
+
+// Refuse what the simulation cannot run: layers that the stages do not split as asked (pipeline_chunks), a
+// recompute kind the model does not have, a model its family cannot
 // cut where the stages would (Family::pipeline_refusal), a stage out of range, a sequence or micro-batch count below 1, a data-
 // parallel degree below 1 or a ZeRO stage other than 0-3, tokens the context-parallel degree does not
 // divide, experts the expert-parallel degree does not divide (or a model with none).

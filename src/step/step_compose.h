@@ -34,6 +34,10 @@
 
 namespace census {
 
+// The largest byte figure a user states (a device's memory, an overhead): 2^60 B, an exbibyte, far
+// past any device: a sum of four such figures stays exact in 64 bits, with room for a step's peak.
+inline constexpr int64_t kLargestBytes = int64_t{1} << 60;
+
 struct StepComposition {
   int64_t data_parallel = 1;
   int zero = 0;  // 0 (plain data parallelism), 1, 2, 3

@@ -12,7 +12,13 @@
 
 namespace census::testing {
 
-// visit(rank config, layer index, "model layer L TP t")
+// Whether layer `index` can be censused alone (a DeepSeek-V4 layer cannot: it runs only inside its
+// model's forward, and is priced through the stack).
+inline bool runs_alone(const ModelConfig& config, int64_t index) {
+  return config.family->stack_only == nullptr || config.family->stack_only(config, index) == nullptr;
+}
+
+// visit(rank config, layer index, "model layer L TP t"), for every kind's first layer that runs alone
 template <class Visit>
 void for_each_shipped_layer_kind(Visit&& visit) {
   for (const cli::ShippedModel& model : cli::shipped_models()) {
@@ -22,7 +28,7 @@ void for_each_shipped_layer_kind(Visit&& visit) {
       int64_t first = 0;
       std::vector<std::string> seen;
       for (const LayerGroup& group : layer_stack(rank)) {
-        if (!group.mtp && std::find(seen.begin(), seen.end(), group.kind) == seen.end()) {
+        if (!group.mtp && runs_alone(rank, first) && std::find(seen.begin(), seen.end(), group.kind) == seen.end()) {
           seen.push_back(group.kind);
           visit(rank, first, std::string(model.name) + " layer " + std::to_string(first) + " TP " + std::to_string(tp));
         }

@@ -62,6 +62,13 @@ TEST(GdnCli, RefusesAnUnknownBackend) {
   expect_refused(census({"layer", toy_qwen3_next("next.json"), "--gdn-backend", "fla"}), "--gdn-backend");
 }
 
+// A backend option on a model without the layers it names would change nothing: refused, not ignored.
+TEST(GdnCli, RefusesABackendForLayersTheModelDoesNotHave) {
+  expect_refused(census({"layer", "llama-3.1-8b", "--gdn-backend", "triton"}), "no gated-delta-net");
+  expect_refused(census({"layer", "qwen3-8b", "--mamba-backend", "kernel"}), "no Mamba-2 layers");
+  EXPECT_EQ(census({"layer", "llama-3.1-8b", "--gdn-backend", "eager", "--format", "json"}).code, 0);
+}
+
 TEST(GdnCli, RefusesLayerTypesOfTheWrongLengthOrKind) {
   expect_refused(census({"layer", toy_qwen3_next("short.json", {{"layer_types", {"linear_attention"}}})}),
                  "layer_types");

@@ -1,8 +1,12 @@
 // Hostile input on the command line: whatever a config, an option, a stack file or a recipe holds,
 // the census answers with its numbers or refuses in one line on stderr with exit code 2. It never
 // crashes, never hangs, never reads a device or a FIFO, and never prints a count that wrapped.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+
+#include <csignal>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -86,7 +90,7 @@ TEST(HostileEcho, OptionsPathsAndFileContents) {
                          "eager\r\nx"}),
                  "--experts-implementation");
   expect_refused(census({"layer", "/no/such\ndir/config.json"}), "cannot be read");
-  expect_refused(census({"layer", toy, "--format", "json\nx"}), "census --help");
+  expect_refused(census({"layer", toy, "--format", "json\nx"}), "--format: 'json\\nx' is not known; give table or json");
   expect_refused(census({"activations", toy, "--layers", write_file("k.yaml", "- {\"ki\\nnd\": decoder, count: 2}\n")}),
                  "unknown key");
   expect_refused(census({"activations", toy, "--layers", write_file("k.yaml", "- {kind: \"deco\\nder\", count: 2}\n")}),
@@ -244,8 +248,12 @@ TEST(HostileOptions, EmptyValues) {
   expect_refused(census({"layer", "qwen3-30b-a3b", "--experts-implementation", ""}), "--experts-implementation: is empty");
   expect_refused(census({"layer", toy, "--train-yaml", ""}), "--train-yaml: is empty");
   expect_refused(census({"activations", toy, "--layers", ""}), "--layers: is empty");
-  expect_refused(census({"layer", toy, "--format", ""}), "census --help");
-  expect_refused(census({"layer", toy, "--gdn-backend", ""}), "census --help");
+  expect_refused(census({"layer", toy, "--format", ""}), "--format: is empty; give table or json, or leave the option out");
+  expect_refused(census({"layer", toy, "--gdn-backend", ""}), "--gdn-backend: is empty; give eager, triton or kernel");
+  for (const char* option : {"--schedule", "--recompute", "--optimizer", "--master-weights", "--grad-dtype", "--format"})
+    expect_refused(census({"step", toy, option, ""}), std::string(option) + ": is empty; give ");
+  for (const char* option : {"--master-weights", "--grad-dtype", "--format"})
+    expect_refused(census({"plan", toy, "--gpus", "2", "--device", "h100", option, ""}), std::string(option) + ": is empty; give ");
   expect_refused(census({"layer", ""}), "cannot be read");
 }
 
@@ -288,6 +296,202 @@ TEST(HostilePresentButWrong, NonFiniteAndFractionalNumbers) {
     const CliRun run = census({"layer", write_file("inf.json", text)});
     expect_refused(run, "");
   }
+}
+
+// 12. Counts that would make the step allocate or loop: refused at the step's bounds before any
+// schedule or stage list is built, whatever the schedule.
+TEST(HostileStep, HugeMicroBatchCountsAreRefusedNotAllocated) {
+  expect_refused(census({"step", "llama-3.1-8b", "--micro-batches", "2147483648"}),
+                 "--micro-batches: '2147483648' is more than 4096, the most micro-batches a step accumulates");
+  for (const char* schedule : {"gpipe", "1f1b"})
+    expect_refused(census({"step", "llama-3.1-8b", "--pp", "2", "--schedule", schedule, "--micro-batches",
+                           "4611686018427387904"}),
+                   "--micro-batches");
+  // Interleaved: each micro-batch runs through every model chunk, so M x V is what is bounded.
+  expect_refused(census({"step", "llama-3.1-8b", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2",
+                         "--micro-batches", "4611686018427387904"}),
+                 "--micro-batches");
+  expect_refused(census({"step", "llama-3.1-8b", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "16",
+                         "--micro-batches", "512"}),
+                 "--micro-batches x --virtual-stages: 512 x 16 is more micro-batches than a step accumulates");
+}
+
+TEST(HostileStep, HugePipelineDegreesAreRefusedBeforeAnyStageRuns) {
+  for (const char* pp : {"2147483648", "9223372036854775807", "9223372036854775808", "18446744073709551616"})
+    expect_refused(census({"step", "llama-3.1-8b", "--pp", pp}), "--pp: '" + std::string(pp) + "' is more than 1048576");
+  expect_refused(census({"step", "llama-3.1-8b", "--pp", "1e30"}), "--pp: '1e30' is not an integer");
+  // Within the degrees' bound, a pipeline deeper than the layers is refused by the layers it must
+  // divide, before a stage list is made.
+  expect_refused(census({"step", "llama-3.1-8b", "--pp", "1048576"}), "must divide num_hidden_layers (32)");
+}
+
+// 13. Overheads past 2^60 bytes are refused, so that their sum, and a peak with them, cannot wrap.
+TEST(HostileOverflow, OverheadsPastTheLargestSizeAreRefused) {
+  for (const char* flag : {"--cuda-context", "--nccl-buffers", "--fragmentation"}) {
+    expect_refused(census({"step", "llama-3.1-8b", flag, "9223372036854775808"}),
+                   std::string(flag) + ": '9223372036854775808' is more than a size Census prices (2^60 bytes)");
+    expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", flag, "4611686018427387904"}),
+                   flag);
+  }
+  // Three overheads of 2^60 each sum exactly and leave nothing of the device.
+  expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--cuda-context", "1152921504606846976",
+                         "--nccl-buffers", "1152921504606846976", "--fragmentation", "1152921504606846976"}),
+                 "--gpu-memory: 85899345920 bytes leave nothing after the overheads (3458764513820540928 bytes)");
+  // The largest a step takes is added exactly: 2^60 bytes on top of the simulated peak.
+  const CliRun run = census({"step", "llama-3.1-8b", "--seq-length", "64", "--cuda-context", "1152921504606846976",
+                             "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json["total_bytes"].get<int64_t>(),
+            json["peak"]["bytes"].get<int64_t>() + (int64_t{1} << 60));
+}
+
+// 14. Integers out of range are refused, never saturated (strtoll's 2^63 - 1) or wrapped.
+TEST(HostileOptions, OutOfRangeIntegersAreRefused) {
+  expect_refused(census({"step", "llama-3.1-8b", "--dp", "18446744073709551616"}), "--dp: '18446744073709551616' is more than");
+  expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--gpus-per-node", "9223372036854775808"}),
+                 "--gpus-per-node");
+  expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--top", "9223372036854775808"}),
+                 "--top: '9223372036854775808' is more than 100000, the most layouts a plan shows");
+  expect_refused(census({"layer", "llama-3.1-8b", "--layer-index", "18446744073709551615"}), "--layer-index");
+  expect_refused(census({"layer", "llama-3.1-8b", "--tp", "0x2"}), "--tp: '0x2' is not an integer");
+}
+
+// 15. An empty value is refused, not read as the option left out: every kind of option alike.
+TEST(HostileOptions, EmptyValuesOfNumbersSizesAndPaths) {
+  for (const char* flag : {"--stage", "--zero", "--cuda-context", "--nccl-buffers", "--fragmentation", "--micro-batches",
+                           "--seq-length", "--experts-implementation"})
+    expect_refused(census({"step", "llama-3.1-8b", flag, ""}), std::string(flag) + ": is empty");
+  for (const char* flag : {"--global-batch", "--gpu-memory", "--peak-tflops", "--top", "--cuda-context"})
+    expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", flag, ""}),
+                   std::string(flag) + ": is empty");
+  expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", ""}), "--device: is empty");
+  for (const char* flag : {"--svg", "--output", "--layer-index", "--kernels", "--train-yaml", "--experts-implementation"})
+    expect_refused(census({"report", "llama-3.1-8b", flag, ""}), std::string(flag) + ": is empty");
+}
+
+// 16. A stage is 0 or more: -1 is not "every stage" (that is the option left out).
+TEST(HostileOptions, NegativeStageIsRefused) {
+  expect_refused(census({"step", "llama-3.1-8b", "--pp", "2", "--stage", "-1"}), "--stage: '-1' is less than 0");
+  const CliRun every = census({"step", "llama-3.1-8b", "--seq-length", "64", "--pp", "2", "--format", "json"});
+  ASSERT_EQ(every.code, 0) << every.err;
+  EXPECT_EQ(nlohmann::json::parse(every.out)["stages"].size(), 2u);
+}
+
+// 17. Device figures are finite and within a device's range: no NaN, infinity or absurd figure.
+TEST(HostileOptions, DeviceFiguresAreFiniteAndInRange) {
+  for (const char* flag : {"--peak-tflops", "--hbm-gbs", "--link-gbs", "--nic-gbs"}) {
+    for (const char* figure : {"nan", "inf", "-inf", "1e400"})
+      expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", flag, figure}), flag);
+    expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", flag, "1e-300"}),
+                   std::string(flag) + ": '1e-300' is less than 0.001");
+  }
+  expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--compute-efficiency", "1.5"}),
+                 "--compute-efficiency: '1.5' is more than 1");
+  // At the least figure the estimate is long, and still a number of a few digits.
+  const CliRun slow = census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--peak-tflops", "0.001",
+                              "--seq-length", "512", "--format", "json"});
+  ASSERT_EQ(slow.code, 0) << slow.err;
+  for (const auto& layout : nlohmann::json::parse(slow.out)["layouts"])
+    EXPECT_LT(layout["step_seconds_estimate"].get<double>(), 1e9);
+}
+
+// 18. A size is whole bytes: a fraction of a byte is refused, a fraction of a unit that makes whole
+// bytes is read exactly.
+TEST(HostileOptions, FractionalBytesAreRefused) {
+  for (const char* size : {"1.5", "0.3KiB", "0.1B"})
+    expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--gpu-memory", size, "--device", "h100"}),
+                   "--gpu-memory: '" + std::string(size) + "' is not a whole number of bytes");
+  expect_refused(census({"step", "llama-3.1-8b", "--cuda-context", "0.5"}), "--cuda-context: '0.5' is not a whole number");
+  const CliRun run = census({"plan", "llama-3.1-8b", "--gpus", "8", "--gpu-memory", "1.5TiB", "--device", "h100",
+                             "--seq-length", "512", "--top", "1", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out)["gpu_memory_bytes"], int64_t{3} << 39);
+}
+
+// 20. Sums over the whole model: a step whose live bytes pass 2^59 (one layer of 2^28-wide projections,
+// 7 x 2^56 parameters, 1.75 x 2^59 bytes in bf16) is refused, where it printed wrapped, negative totals.
+TEST(HostileOverflow, AStepPastTheLargestStepBytesIsRefused) {
+  const std::string wide = write_json("wide.json", {{"model_type", "llama"}, {"hidden_size", 1 << 28},
+                                                    {"intermediate_size", 1 << 28}, {"num_attention_heads", 8},
+                                                    {"num_key_value_heads", 8}, {"num_hidden_layers", 1},
+                                                    {"vocab_size", 512}});
+  expect_refused(census({"step", wide, "--seq-length", "1"}), "config: one rank's step holds more than 2^59 bytes");
+  // A quarter as wide is priced, its AdamW step within 2^59: 7 x 2^52 parameters in the layer's seven
+  // 2^26 x 2^26 projections, 2 x 512 x 2^26 in the embedding and the LM head, 3 x 2^26 in the two norms
+  // and the final one; 2 bytes each in bf16.
+  const std::string narrower = write_json("narrower.json", {{"model_type", "llama"}, {"hidden_size", 1 << 26},
+                                                            {"intermediate_size", 1 << 26}, {"num_attention_heads", 8},
+                                                            {"num_key_value_heads", 8}, {"num_hidden_layers", 1},
+                                                            {"vocab_size", 512}});
+  const CliRun run = census({"step", narrower, "--seq-length", "1", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const int64_t parameters = (int64_t{7} << 52) + 2 * 512 * (int64_t{1} << 26) + 3 * (int64_t{1} << 26);
+  EXPECT_EQ(nlohmann::json::parse(run.out)["parameters"]["bytes"], 2 * parameters) << run.out.substr(0, 400);
+}
+
+// Mamba-2's torch scan takes every pair of a chunk's tokens: a chunk of 2^31 tokens passes 64 bits
+// however few tokens run (they are padded to the chunk), and is refused; one of 2^16, which
+// Transformers runs too, is priced.
+TEST(HostileOverflow, MambaChunksWhoseScanPasses64BitsAreRefused) {
+  for (const char* type : {"falcon_h1", "granitemoehybrid", "nemotron_h"}) {
+    const std::string huge = write_json("chunk.json", {{"model_type", type}, {"mamba_chunk_size", int64_t{1} << 31}});
+    for (const char* command : {"layer", "stack", "activations"})
+      expect_refused(census({command, huge, "--seq-length", "64"}), "tokens in Mamba-2 chunks of 2147483648");
+    const std::string long_chunk = write_json("chunk.json", {{"model_type", type}, {"mamba_chunk_size", 1 << 16}});
+    const CliRun run = census({"layer", long_chunk, "--seq-length", "64", "--format", "json"});
+    ASSERT_EQ(run.code, 0) << type << ": " << run.err;
+    EXPECT_GT(nlohmann::json::parse(run.out)["working"].get<int64_t>(), int64_t{1} << 32) << type;
+  }
+}
+
+// 19. The report's files: a destination that is a device (a rename would replace /dev/full), a
+// directory or a read-only file is refused unwritten; a write that fails (a full disk, a file-size
+// limit) is refused and leaves nothing.
+TEST(HostileReport, DevicesDirectoriesAndReadOnlyFilesAreNotReplaced) {
+  struct stat before {};
+  ASSERT_EQ(::stat("/dev/full", &before), 0);
+  expect_refused(census({"report", "llama-3.1-8b", "--seq-length", "512", "--output", "/dev/full"}),
+                 "--output: cannot write '/dev/full' (it is not a regular file but a device, FIFO or socket)");
+  struct stat after {};
+  ASSERT_EQ(::stat("/dev/full", &after), 0);
+  EXPECT_TRUE(S_ISCHR(after.st_mode));
+  EXPECT_EQ(after.st_rdev, before.st_rdev);
+  expect_refused(census({"report", "llama-3.1-8b", "--seq-length", "512", "--output", ::testing::TempDir()}),
+                 "(it is a directory)");
+  const std::string read_only = write_file("read_only.html", "kept\n");
+  ASSERT_EQ(::chmod(read_only.c_str(), 0444), 0);
+  expect_refused(census({"report", "llama-3.1-8b", "--seq-length", "512", "--output", read_only}), "(it is read-only)");
+  std::ifstream kept(read_only);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "kept\n");
+  ::chmod(read_only.c_str(), 0644);
+}
+
+TEST(HostileReport, AFailedWriteIsRefusedAndLeavesNothing) {
+  // A file-size limit makes write() fail (EFBIG) as a full disk does (ENOSPC): the same path refuses it.
+  const std::string dir = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_hostile_fsize";
+  ::mkdir(dir.c_str(), 0755);
+  struct rlimit limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &limit), 0);
+  const struct rlimit small = {4096, limit.rlim_max};
+  void (*previous)(int) = ::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const CliRun run = census({"report", "llama-3.1-8b", "--seq-length", "512", "--output", dir + "/r.html"});
+  ::setrlimit(RLIMIT_FSIZE, &limit);
+  ::signal(SIGXFSZ, previous);
+  expect_refused(run, "--output: cannot write");
+  EXPECT_NE(run.err.find("File too large"), std::string::npos) << run.err;
+  size_t entries = 0;
+  for (DIR* listing = ::opendir(dir.c_str()); listing != nullptr;) {
+    const dirent* entry = ::readdir(listing);
+    if (entry == nullptr) {
+      ::closedir(listing);
+      break;
+    }
+    entries += std::string(entry->d_name) != "." && std::string(entry->d_name) != "..";
+  }
+  EXPECT_EQ(entries, 0u) << "the temporary file is removed";
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

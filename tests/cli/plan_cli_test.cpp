@@ -36,9 +36,12 @@ nlohmann::json plan(const std::string& config, std::vector<std::string> extra, c
   return nlohmann::json::parse(run.out);
 }
 
-// Two devices, one a node: TP 1 (TP 2 would span nodes), and PP 1 x DP 2 (ZeRO 0-3), PP 2 x DP 1
-// (1F1B, GPipe, interleaved over 2 chunks) or CP 2 (ZeRO 0-3, sharded over the CP ranks), each under
-// 3 recompute modes: 12 + 9 + 12 = 33 layouts.
+// Two devices, one a node, two sequences a step: TP 2 would span nodes; PP 1 x DP 2 (micro-batch 1,
+// ZeRO 0-3), PP 2 x DP 1 (1F1B at micro-batch 1 or 2, interleaved over 2 chunks at 1: at 2 there is one
+// micro-batch, not a multiple of PP) or CP 2 (micro-batch 1 or 2, ZeRO 0-3 over the CP ranks), each under
+// 3 recompute modes (the toy has one layer kind). Tried: DP 2 3 x 4 = 12, PP 2 4 x 3 = 12, CP 2 2 x 3 x 4 =
+// 24, TP 2 2 x 3 = 6: 54; pruned: TP 2's 6 and interleaved at 2's 3; 45 layouts, from 6 steps a recompute
+// mode (18 simulated).
 std::vector<std::string> two_devices() { return {"--gpus", "2", "--gpus-per-node", "1"}; }
 
 nlohmann::json every_layout(const std::string& config) {
@@ -49,34 +52,67 @@ nlohmann::json every_layout(const std::string& config) {
 
 TEST(PlanCli, EveryLayoutCountedOnce) {
   const nlohmann::json all = every_layout(toy());
-  // TP 2 x PP 1 x DP 1 (one layout a recompute mode) is pruned: TP spans nodes.
-  EXPECT_EQ(all["counts"]["tried"], 36);
-  EXPECT_EQ(all["counts"]["pruned_by_divisibility"], 3);
-  EXPECT_EQ(all["counts"]["fit"], 33);
-  EXPECT_EQ(all["layouts"].size(), 33u);
-  // (PP 1; PP 2 x 3 schedules; CP 2) x 3 recompute modes
-  EXPECT_EQ(all["counts"]["simulations"], 3 + 3 * 3 + 3);
-  int64_t cp2 = 0;
-  for (const auto& l : all["layouts"]) cp2 += l["cp"] == 2 ? 1 : 0;
-  EXPECT_EQ(cp2, 12);
+  EXPECT_EQ(all["counts"]["tried"], 54);
+  EXPECT_EQ(all["counts"]["pruned_by_divisibility"], 9);
+  EXPECT_EQ(all["pruned_by_rule"]["TP spans nodes (TP stays inside a node of 1)"], 6);
+  EXPECT_EQ(all["pruned_by_rule"]["interleaved: micro-batches not a multiple of PP"], 3);
+  EXPECT_EQ(all["counts"]["fit"], 45);
+  EXPECT_EQ(all["layouts"].size(), 45u);
+  EXPECT_EQ(all["counts"]["simulations"], 18);
+  int64_t cp2 = 0, two_sequences = 0;
+  for (const auto& l : all["layouts"]) {
+    cp2 += l["cp"] == 2 ? 1 : 0;
+    two_sequences += l["micro_batch_size"] == 2 ? 1 : 0;
+    // M = B / (DP x b)
+    EXPECT_EQ(l["micro_batches"].get<int64_t>() * l["dp"].get<int64_t>() * l["micro_batch_size"].get<int64_t>(), 2);
+  }
+  EXPECT_EQ(cp2, 24);
+  EXPECT_EQ(two_sequences, 3 + 12);  // PP 2's 1F1B, and CP 2's
 }
 
-// The MoE toy on 2 devices of a node: EP 2 takes the DP x CP ranks (DP 2, or CP 2), never TP 2's or
-// PP 2's single one: TP 2 (3 recompute modes) and PP 2 x 3 schedules x 3 are pruned at EP 2.
+// The MoE toy on 2 devices of a node: EP 2 takes the DP x CP ranks (DP 2, or CP 2), never PP 2's single
+// one, and TP 2's only with whole experts (expert TP 1, Megatron's expert_tensor_parallel_size 1): TP 2
+// with its experts split at micro-batch 1 and 2, PP 2's 4 pipelines and micro-batches, 3 recompute modes
+// each: 18 pruned. EP 2 layouts: DP 2 3 x 4, CP 2 2 x 3 x 4, TP 2 with whole experts 2 x 3: 42.
 TEST(PlanCli, ExpertParallelTakesTheDataParallelRanks) {
   const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
-  EXPECT_EQ(all["pruned_by_rule"]["EP does not divide DP x CP"], 3 + 9);
-  int64_t ep2 = 0;
+  EXPECT_EQ(all["pruned_by_rule"]["EP does not divide DP x CP"], 18);
+  int64_t ep2 = 0, whole = 0;
   for (const auto& l : all["layouts"]) {
     if (l["ep"] != 2) continue;
     ++ep2;
-    EXPECT_EQ(l["dp"].get<int64_t>() * l["cp"].get<int64_t>(), 2);
+    const bool whole_experts = l["expert_tp"] == 1 && l["tp"] == 2;
+    whole += whole_experts ? 1 : 0;
+    EXPECT_EQ((whole_experts ? l["tp"].get<int64_t>() : 1) * l["dp"].get<int64_t>() * l["cp"].get<int64_t>(), 2);
   }
-  EXPECT_EQ(ep2, 2 * 12);  // DP 2 or CP 2, ZeRO 0-3, 3 recompute modes
-  // EP stays inside a node: one device a node leaves EP 1 alone.
-  const nlohmann::json apart = plan(toy(true), {"--gpus", "2", "--gpus-per-node", "1", "--gpu-memory", "1TiB", "--top", "100"});
-  for (const auto& l : apart["layouts"]) EXPECT_EQ(l["ep"], 1);
-  EXPECT_GT(apart["pruned_by_rule"]["TP x EP spans nodes (EP stays inside a node of 1)"], 0);
+  EXPECT_EQ(ep2, 42);
+  EXPECT_EQ(whole, 6);
+}
+
+// EP may leave a node: one device a node still plans EP 2, its all-to-all over the NIC (50 GB/s against
+// NVLink's 450: longer, for the same layout).
+TEST(PlanCli, ExpertParallelAcrossNodes) {
+  const std::vector<std::string> layout = {"--gpus", "2", "--layout", "ep=2", "--gpu-memory", "1TiB"};
+  std::vector<std::string> apart = layout, together = layout;
+  apart.insert(apart.end(), {"--gpus-per-node", "1"});
+  const nlohmann::json across = plan(toy(true), apart), inside = plan(toy(true), together);
+  EXPECT_GT(across["layouts"][0]["time_estimate"]["ep_communication"].get<double>(),
+            inside["layouts"][0]["time_estimate"]["ep_communication"].get<double>());
+}
+
+// TP 2 and EP 2 on 2 devices: EP takes the TP ranks, so the experts stay whole (expert TP 1, as Megatron
+// needs them then), said in the JSON and in the step it runs; asked to split them (etp=2), EP has no DP x
+// CP ranks to take and the layout is refused.
+TEST(PlanCli, ExpertParallelOverTheTensorParallelRanksKeepsTheExpertsWhole) {
+  const nlohmann::json whole = plan(toy(true), {"--gpus", "2", "--layout", "tp=2,ep=2", "--gpu-memory", "1TiB"});
+  ASSERT_EQ(whole["layouts"].size(), 1u);
+  const auto& l = whole["layouts"][0];
+  EXPECT_EQ(l["expert_tp"], 1);
+  const std::vector<std::string> args = l["step_args"];
+  EXPECT_NE(std::find(args.begin(), args.end(), "--expert-tp"), args.end());
+  const CliRun split = census({"plan", toy(true), "--gpus", "2", "--layout", "tp=2,ep=2,etp=2", "--seq-length", "128"});
+  EXPECT_EQ(split.code, 2);
+  EXPECT_NE(split.err.find("EP does not divide DP x CP"), std::string::npos) << split.err;
 }
 
 // The choice is the fastest layout, by its printed estimate, among those whose simulated peak fits;
@@ -199,14 +235,14 @@ TEST(PlanCli, LayoutsEqualCensusStep) {
 // A shipped model at a memory that rejects some layouts by their bound, some after simulating stage 0.
 TEST(PlanCli, ShippedModelLayoutsEqualCensusStep) {
   const std::vector<std::string> args = {"plan", "llama-3.1-8b", "--gpus", "8", "--device", "a100", "--gpu-memory",
-                                         "24GiB", "--seq-length", "2048", "--top", "4", "--fragmentation", "512MiB",
+                                         "18GiB", "--seq-length", "2048", "--top", "4", "--fragmentation", "512MiB",
                                          "--format", "json"};
   const CliRun run = census(args);
   ASSERT_EQ(run.code, 0) << run.err;
   const nlohmann::json planned = nlohmann::json::parse(run.out);
   EXPECT_GT(planned["counts"]["rejected_by_lower_bound"], 0);
   EXPECT_GT(planned["counts"]["rejected_by_simulation"], 0);
-  for (const auto& l : planned["layouts"]) EXPECT_LE(l["peak_bytes"], 24LL << 30);
+  for (const auto& l : planned["layouts"]) EXPECT_LE(l["peak_bytes"], 18LL << 30);
   expect_layouts_are_steps("llama-3.1-8b", planned);
 }
 
@@ -225,64 +261,89 @@ TEST(PlanCli, NothingFitsNamesTheSmallestMemory) {
   EXPECT_NE(table.out.find("nothing fits"), std::string::npos) << table.out;
 }
 
-// The TP term derived: TP 2 inside a node, DP 1 so M = 2 (the default batch, a sequence a device), per
-// micro-batch 4 layers x 4 all-reduces of 128 x 256 x 2 B,
-// each 2 (2-1)/2 x 65,536 B / 450 GB/s (H100's NVLink each way).
+// A calibration that makes the terms easy to derive: every link at its whole bandwidth with no latency,
+// the attention kernel at the whole peak, no kernel floor; with --hbm-gbs 10^9 GB/s no op is memory-bound.
+std::string plain_calibration() {
+  return write_test_file("plain_calibration.json", R"({"gemm_efficiency": 1, "gemm_half_gflop": 1,
+    "attention_forward_efficiency": 1, "attention_backward_efficiency": 1, "memory_efficiency": 1,
+    "kernel_floor_us": 0, "link_efficiency": 1, "link_latency_us": 0, "nic_efficiency": 1, "nic_latency_us": 0,
+    "source": "the test"})");
+}
+
+nlohmann::json plain_plan(const std::string& config, std::vector<std::string> extra) {
+  extra.insert(extra.end(), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100", "--calibration",
+                             plain_calibration(), "--hbm-gbs", "1000000000"});
+  return plan(config, extra);
+}
+
+// The TP term derived: TP 2 inside a node, DP 1 so M = 2 / b micro-batches of b sequences; each layer's
+// 2 all-reduces forward and 2 backward (2 more under full recompute, its forward again) of
+// b x 128 x 256 x 2 B, each 2 (2-1)/2 x that / 450 GB/s (H100's NVLink each way); 4 layers.
 TEST(PlanCli, TensorParallelTermDerived) {
-  const nlohmann::json all = plan(toy(), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
   bool seen = false;
+  const nlohmann::json all = plain_plan(toy(), {});
   for (const auto& l : all["layouts"]) {
     if (l["tp"] != 2) continue;
     seen = true;
-    EXPECT_NEAR(l["time_estimate"]["tp_communication"].get<double>(), 2 * 4 * 4 * 65536.0 / 450e9, 1e-15);
+    const double b = l["micro_batch_size"], m = l["micro_batches"];
+    const double collectives = l["recompute"] == "full" ? 6 : 4;
+    EXPECT_NEAR(l["time_estimate"]["tp_communication"].get<double>(), m * 4 * collectives * b * 65536 / 450e9, 1e-15);
   }
   EXPECT_TRUE(seen);
 }
 
-// The CP term derived: CP 2 on 2 devices of a node (DP 1, so M = 2), the rank's 64 tokens; per
-// micro-batch 4 layers x 3 passes of the ring's K/V (the forward's, the backward's K/V and their
-// gradients), (2-1) x 64 x 2 x 2 KV heads x 32 x 2 B = 16,384 B over 450 GB/s; a full recompute's
-// forward passes it once more.
+// The CP term derived: CP 2 on 2 devices of a node, the rank's 64 tokens of each of b sequences. Per layer
+// the ring's one step sends a K/V shard, b x 64 x 2 x 2 KV heads x 32 x 2 B = 16,384 b B, over 450 GB/s while
+// the kernel works on half its pairs: its causal FLOPs, (2 x 64 + 1) / 128 x 2 x 8 x 64 x 64 x 64 =
+// 4,227,072 b, at 989 TFLOPS, halved; only what the send takes beyond is exposed. Backward: the shard and
+// its gradients (twice the bytes) against half the backward kernel (2.5 x the FLOPs); a full recompute
+// runs the forward's ring again. 4 layers, M = 2 / b.
 TEST(PlanCli, ContextParallelTermDerived) {
-  const nlohmann::json all = plan(toy(), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
   int64_t seen = 0;
+  const nlohmann::json all = plain_plan(toy(), {});
   for (const auto& l : all["layouts"]) {
     if (l["cp"] != 2) {
       EXPECT_EQ(l["time_estimate"]["cp_communication"].get<double>(), 0);
       continue;
     }
     ++seen;
-    const double passes = l["recompute"] == "full" ? 4 : 3;
-    EXPECT_NEAR(l["time_estimate"]["cp_communication"].get<double>(), 2 * 4 * passes * 16384 / 450e9, 1e-15);
+    const double b = l["micro_batch_size"], m = l["micro_batches"];
+    const double kernel = 4'227'072 * b / 989e12;
+    const double forward = std::max(0.0, 16384 * b / 450e9 - kernel / 2);
+    const double backward = std::max(0.0, 2 * 16384 * b / 450e9 - 2.5 * kernel / 2);
+    const double per_layer = (l["recompute"] == "full" ? 2 : 1) * forward + backward;
+    EXPECT_NEAR(l["time_estimate"]["cp_communication"].get<double>(), m * 4 * per_layer, 1e-15);
   }
-  EXPECT_EQ(seen, 12);
+  EXPECT_EQ(seen, 24);
 }
 
 // The EP term derived on the MoE toy (top-2 of 8 experts, every layer MoE) at EP 2 on 2 devices of a
-// node: per micro-batch 4 layers x 4 all-to-alls (6 under full recompute) of the rank's tokens x 2 x
-// 256 x 2 B, half of it leaving the rank, over 450 GB/s. DP 2: M = 1 of 128 tokens; CP 2: M = 2 of 64.
-// The DP reduction at EP 2 x DP 2 (ZeRO-0) is the dense gradients' alone: the experts' groups of
-// DP x CP / EP = 1 rank reduce nothing. The dense parameters: embedding and head 4096 x 256 each,
-// the final norm 256, and 4 layers of q and o 256 x 256, k and v 256 x 64, q_norm and k_norm 32,
-// two norms 256, the router 8 x 256: 2,763,264, their bf16 gradients 5,526,528 B, all-reduced
-// 2 (2-1)/2 x 5,526,528 B / 450 GB/s.
+// node: per layer 2 all-to-alls forward, 2 backward (2 more under full recompute) of the rank's b x
+// (128 / CP) tokens x 2 x 256 x 2 B, half of it to the other rank over 450 GB/s. The DP reduction at EP 2
+// x DP 2 (ZeRO-0, no overlap) is the dense gradients' alone, the experts' groups of DP x CP / EP = 1
+// rank reducing nothing: the embedding and head 4096 x 256 each, the final norm 256, 4 layers of q and o
+// 256 x 256, k and v 256 x 64, q_norm and k_norm 32, two norms 256, the router 8 x 256: 2,763,264
+// parameters, their bf16 gradients 5,526,528 B all-reduced, 2 (2-1)/2 x that / 450 GB/s. The 6 layouts of
+// TP 2 with whole experts route the same b x 128 tokens (every TP rank holds the whole sequence: no sequence
+// parallelism) over the 2 consecutive ranks: 36 + 6.
 TEST(PlanCli, ExpertParallelTermDerived) {
-  const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
   int64_t seen = 0;
+  const nlohmann::json all = plain_plan(toy(true), {"--gpus-per-node", "8", "--overlap", "none"});
   for (const auto& l : all["layouts"]) {
     if (l["ep"] != 2) {
       EXPECT_EQ(l["time_estimate"]["ep_communication"].get<double>(), 0);
       continue;
     }
     ++seen;
-    const double passes = l["recompute"] == "full" ? 6 : 4;
-    const double tokens = 128.0 / l["cp"].get<double>();
+    const double all_to_alls = l["recompute"] == "full" ? 6 : 4;
+    const double tokens = l["micro_batch_size"].get<double>() * 128 / l["cp"].get<double>();
     EXPECT_NEAR(l["time_estimate"]["ep_communication"].get<double>(),
-                l["micro_batches"].get<double>() * 4 * passes * 0.5 * tokens * 2 * 256 * 2 / 450e9, 1e-15);
-    if (l["dp"] == 2 && l["zero"] == 0)
+                l["micro_batches"].get<double>() * 4 * all_to_alls * 0.5 * tokens * 2 * 256 * 2 / 450e9, 1e-15);
+    if (l["dp"] == 2 && l["zero"] == 0) {
       EXPECT_NEAR(l["time_estimate"]["dp_communication"].get<double>(), 2 * 0.5 * 5'526'528 / 450e9, 1e-15);
+    }
   }
-  EXPECT_EQ(seen, 24);
+  EXPECT_EQ(seen, 42);
 }
 
 TEST(PlanCli, TableAndExplain) {
@@ -294,6 +355,42 @@ TEST(PlanCli, TableAndExplain) {
     EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
 }
 
+// With no --device the plan prices an H100 and says so in its header line.
+TEST(PlanCli, DefaultDeviceIsH100) {
+  const CliRun run = census({"plan", toy(), "--seq-length", "128", "--gpus", "2", "--top", "1"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const std::string header = run.out.substr(0, run.out.find('\n'));
+  EXPECT_NE(header.find("2 x h100 (the default device; --device names another)"), std::string::npos) << header;
+  const CliRun json = census({"plan", toy(), "--seq-length", "128", "--gpus", "2", "--top", "1", "--format", "json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["device"]["name"], "h100");
+  EXPECT_EQ(j["device"]["default"], true);
+}
+
+// --layout prices the one layout named, fitting or not: JSON's `layouts` holds it alone, with its
+// estimate and its peak (census step's for its step_args); an omitted degree is 1 and dp what remains.
+TEST(PlanCli, OneLayoutNamed) {
+  const nlohmann::json fits = plan(toy(), {"--gpus", "4", "--layout", "pp=2,mbs=2,recompute=selective", "--gpu-memory", "1TiB"});
+  ASSERT_EQ(fits["layouts"].size(), 1u);
+  const auto& l = fits["layouts"][0];
+  EXPECT_EQ(l["dp"], 2);
+  EXPECT_EQ(l["tp"], 1);
+  EXPECT_EQ(l["micro_batches"], 1);  // 4 sequences over DP 2 in micro-batches of 2
+  EXPECT_EQ(l["recompute"], "selective");
+  EXPECT_TRUE(l["fits"]);
+  EXPECT_GT(l["step_seconds_estimate"].get<double>(), 0);
+  expect_layouts_are_steps(toy(), fits);
+  // The same layout in 1 MiB: reported with the same peak, not fitting.
+  const nlohmann::json roomy = plan(toy(), {"--gpus", "4", "--layout", "pp=2", "--gpu-memory", "1TiB"});
+  const nlohmann::json tight = plan(toy(), {"--gpus", "4", "--layout", "pp=2", "--gpu-memory", "1MiB"});
+  ASSERT_EQ(tight["layouts"].size(), 1u);
+  EXPECT_FALSE(tight["layouts"][0]["fits"]);
+  EXPECT_TRUE(roomy["layouts"][0]["fits"]);
+  EXPECT_EQ(tight["layouts"][0]["peak_bytes"], roomy["layouts"][0]["peak_bytes"]);
+  EXPECT_EQ(tight["layouts"][0]["step_seconds_estimate"], roomy["layouts"][0]["step_seconds_estimate"]);
+}
+
 TEST(PlanCli, BadInputIsOneLine) {
   const std::string t = toy();
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -302,7 +399,6 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--gpu-memory", "80XB", "--device", "h100"},
            {"plan", t, "--gpus", "8", "--gpu-memory", "lots", "--device", "h100"},
            {"plan", t, "--gpus", "8", "--gpu-memory", "0", "--device", "h100"},
-           {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB"},
            {"plan", t, "--gpus", "8", "--gpu-memory", "80GiB", "--peak-tflops", "0", "--hbm-gbs", "1",
             "--link-gbs", "1", "--nic-gbs", "1"},
            {"plan", t, "--gpus", "8", "--gpu-memory", "1GiB", "--device", "h100", "--cuda-context", "2GiB"},
@@ -313,11 +409,40 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--device", "h100", "--global-batch", "100000000"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--gpus-per-node", "0"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--master-weights", "fp8"},
-           // 3 devices, 4 sequences: DP 3 does not divide them, and TP 3 or PP 3 the heads or layers.
-           {"plan", t, "--gpus", "3", "--device", "h100", "--global-batch", "4"},
+           // 5 devices, 4 sequences: DP 5 does not divide them, TP 5 the heads, CP 5 the 4096 tokens, and
+           // no split of the 4 layers gives 5 stages a layer or more.
+           {"plan", t, "--gpus", "5", "--device", "h100", "--global-batch", "4"},
+           // --layout: an unknown key, a degree that does not divide, degrees whose product is not --gpus,
+           // one that breaks a rule (EP on a dense model, b not dividing the per-rank batch, TP past a node).
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,foo=3"},
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,pp"},
+           {"plan", t, "--gpus", "8", "--layout", "pp=3"},
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,dp=2"},
+           {"plan", t, "--gpus", "8", "--layout", "tp=x"},
+           {"plan", t, "--gpus", "8", "--layout", "ep=2"},
+           {"plan", t, "--gpus", "8", "--layout", "mbs=3"},
+           {"plan", t, "--gpus", "16", "--layout", "tp=16"},
+           {"plan", t, "--gpus", "8", "--layout", "recompute=sometimes"},
+           {"plan", t, "--gpus", "8", "--layout", "recompute.moe=full"},
+           {"plan", t, "--gpus", "8", "--layout", "zero=4"},
+           {"plan", t, "--gpus", "8", "--layout", "schedule=zigzag"},
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,tp=4"},
+           // Expert TP other than 1 or TP's; whole experts on a model without experts.
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,etp=3"},
+           {"plan", t, "--gpus", "8", "--layout", "tp=2,etp=1"},
+           // An unknown overlap switch; a calibration file with a field missing, an unknown one, not JSON,
+           // not there.
+           {"plan", t, "--gpus", "8", "--overlap", "fsdp_prefetch,warp_drive"},
+           {"plan", t, "--gpus", "8", "--calibration", write_test_file("cal_missing.json", R"({"gemm_efficiency": 0.5,
+             "gemm_half_gflop": 2, "attention_forward_efficiency": 0.4, "attention_backward_efficiency": 0.3,
+             "memory_efficiency": 0.8, "kernel_floor_us": 4, "link_efficiency": 0.8, "link_latency_us": 3,
+             "nic_efficiency": 0.9, "source": "no NIC latency"})")},
+           {"plan", t, "--gpus", "8", "--calibration", write_test_file("cal_unknown.json", R"({"speed": 1})")},
+           {"plan", t, "--gpus", "8", "--calibration", write_test_file("cal_text.json", "fast")},
+           {"plan", t, "--gpus", "8", "--calibration", "/no/such/calibration.json"},
        }) {
     const CliRun run = census(args);
-    EXPECT_EQ(run.code, 2) << args[2] << " " << args[3];
+    EXPECT_EQ(run.code, 2) << args[2] << " " << args[3] << " " << args.back();
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
     EXPECT_TRUE(run.out.empty());
   }

@@ -190,6 +190,8 @@ void expect_page_agrees(const cli::Request& r, const Report& report) {
 TEST(Report, RendersEveryShippedConfigAndDrawsItsJsonsNumbers) {
   for (const cli::ShippedModel& model : cli::shipped_models()) {
     const cli::Request r = request(std::string(model.name), 1024);
+    // A model whose layers run only inside its forward (DeepSeek-V4) has no page: census report refuses it.
+    if (r.config.family->stack_only != nullptr && r.config.family->stack_only(r.config, 0) != nullptr) continue;
     expect_page_agrees(r, cli::build_report(r, {1024, 2048}));
   }
 }

@@ -101,3 +101,27 @@ TEST(StepCli, TiedEmbeddingsShareOneWeight) {
 
 }  // namespace
 }  // namespace census
+
+namespace census {
+namespace {
+
+// A MoE config that asks for the load-balancing loss (output_router_logits) keeps every layer's router
+// logits through the forward: not priced yet, so `step` and `stack` refuse it by name, never drop it.
+TEST(StepCli, RefusesTheLoadBalancingLossItDoesNotPrice) {
+  const std::string path = ::testing::TempDir() + "/step_toy_router_logits.json";
+  std::ofstream(path) << R"({"model_type": "qwen3_moe", "hidden_size": 256, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "moe_intermediate_size": 128,
+    "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 4, "vocab_size": 4096,
+    "output_router_logits": true})";
+  for (const char* command : {"step", "stack"}) {
+    const CliRun run = census({command, path, "--seq-length", "128"});
+    EXPECT_EQ(run.code, 2) << command;
+    EXPECT_TRUE(run.out.empty()) << command;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_NE(run.err.find("output_router_logits"), std::string::npos) << run.err;
+  }
+  EXPECT_EQ(census({"layer", path, "--seq-length", "128"}).code, 0);  // one layer's census is unchanged by it
+}
+
+}  // namespace
+}  // namespace census

@@ -1,104 +1,185 @@
-// The step-time estimate's parts, derived by hand on the step oracle's Llama toy (hidden 256, 8 heads
-// of 32, 2 KV heads, intermediate 512, vocabulary 4096) at 128 tokens, on a device of 10^12 FLOP/s
-// and 10^12 B/s; and the device presets' figures.
+// The time model's prices of ops and messages (plan/plan_cost.h), derived by hand: the step oracle's Llama
+// toy (hidden 256, 8 heads of 32, 2 KV heads, intermediate 512, vocabulary 4096) at 128 tokens on a
+// device of 10^12 FLOP/s and 10^12 B/s, and ops and collectives made up to show one rule each; what a
+// layer keeps for the memory bound; the device presets and the calibration file.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "census/layer_census.h"
+#include "models/registry.h"
 #include "plan/plan_cost.h"
 #include "plan/plan_device.h"
-#include "census/selective_census.h"
-#include "models/registry.h"
 
 namespace census {
 namespace {
 
-ModelConfig toy() {
-  nlohmann::json json = {{"model_type", "llama"}, {"hidden_size", 256}, {"num_attention_heads", 8},
-                         {"num_key_value_heads", 2}, {"head_dim", 32},      {"intermediate_size", 512},
-                         {"num_hidden_layers", 4},   {"vocab_size", 4096},  {"max_position_embeddings", 8192}};
+ModelConfig read(nlohmann::json json) {
   auto config = read_config(json);
   if (!config) throw std::runtime_error(config.refusal().message());
   return config.take();
 }
 
-const PartTime& part(const ForwardTime& t, const std::string& name) {
-  for (const PartTime& p : t.parts)
-    if (p.part == name) return p;
-  throw std::runtime_error("no part " + name);
+ModelConfig toy() {
+  return read({{"model_type", "llama"}, {"hidden_size", 256}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
+               {"head_dim", 32}, {"intermediate_size", 512}, {"num_hidden_layers", 4}, {"vocab_size", 4096},
+               {"max_position_embeddings", 8192}});
 }
 
-constexpr Throughput kUnit{1e12, 1e12};
-
-// attention: q and o 2 x 128 x 256 x 256 each, k and v 2 x 128 x 256 x 64 each: 41,943,040 FLOPs;
-// ffn: gate, up and down 2 x 128 x 256 x 512 each: 100,663,296; scores: QK and AV 2 x 128 x 128 x 32
-// per head, 8 heads: 16,777,216. Each is compute-bound (its bytes take a few microseconds), so its
-// time is FLOPs / 10^12.
-TEST(PlanCost, LayerPartsAreTheCensussFlopsAtThePeak) {
-  const ForwardTime t = layer_forward_time(toy(), 0, 128, kUnit);
-  EXPECT_EQ(part(t, "attention").flops, 41'943'040);
-  EXPECT_EQ(part(t, "ffn").flops, 100'663'296);
-  EXPECT_EQ(part(t, "scores").flops, 16'777'216);
-  for (const char* name : {"attention", "ffn", "scores"}) {
-    EXPECT_TRUE(part(t, name).compute_bound) << name;
-    EXPECT_DOUBLE_EQ(part(t, name).seconds, part(t, name).flops / 1e12) << name;
-  }
-  // The norms run no matmul: memory-bound, their bytes over 10^12 B/s.
-  EXPECT_EQ(part(t, "norm").flops, 0);
-  EXPECT_DOUBLE_EQ(part(t, "norm").seconds, part(t, "norm").bytes / 1e12);
-  double sum = 0;
-  for (const PartTime& p : t.parts) sum += p.seconds;
-  EXPECT_DOUBLE_EQ(t.seconds, sum);
+ModelConfig moe_toy() {
+  return read({{"model_type", "qwen3_moe"}, {"hidden_size", 256}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
+               {"head_dim", 32}, {"intermediate_size", 512}, {"num_hidden_layers", 4}, {"vocab_size", 4096},
+               {"max_position_embeddings", 8192}, {"num_experts", 8}, {"num_experts_per_tok", 2},
+               {"moe_intermediate_size", 256}});
 }
 
-// The selective backward re-runs the policy's share of the attention projections' and of the rest's
-// matmuls, the weightless norms whole, and not the attention kernel (the policy saves its outputs).
-TEST(PlanCost, SelectiveRecomputeIsThePolicysShare) {
+// 10^12 FLOP/s and B/s, GEMMs at the whole peak from any size (no half-size), the attention kernel at
+// half of it forward and a quarter backward, no kernel floor.
+Rates unit() {
+  Rates r;
+  r.flops_per_s = 1e12;
+  r.hbm_bytes_per_s = 1e12;
+  r.calibration = {1.0, 0.0, 0.5, 0.25, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, "test"};
+  return r;
+}
+
+double sum_bytes(const LayerOps& ops, OpClass cls) {
+  double bytes = 0;
+  for (const OpRecord& op : ops.ops)
+    if (op.cls == cls) bytes += static_cast<double>(op.bytes * op.count);
+  return bytes;
+}
+
+// The toy's GEMMs: q and o 2 x 128 x 256 x 256 = 16,777,216 FLOPs each, k and v 2 x 128 x 256 x 64 =
+// 4,194,304 each; gate, up and down 2 x 128 x 256 x 512 = 33,554,432 each: 142,606,336 in all, each
+// compute-bound (q's bytes: x 65,536 + W 131,072 + out 65,536, far below its FLOPs), so F / 10^12 s.
+// The attention kernel's op spans 2 x 8 heads x 128 x 128 x (32 + 32) = 16,777,216 FLOPs; under the
+// causal mask it runs (128 + 1) / 256 of them, 8,454,144, at half the peak: 16.908288 us; its backward
+// 2.5 x those at a quarter: 84.54144 us. Every other op is memory-bound: its bytes / 10^12, twice back.
+TEST(PlanCost, LayerOpsPricedByKind) {
   const ModelConfig c = toy();
-  const ForwardTime t = layer_forward_time(c, 0, 128, kUnit);
-  const RecomputeShares shares = census_recomputed(c, 0, 128);
-  EXPECT_GT(shares.attention_mm, 0);
-  EXPECT_DOUBLE_EQ(t.selective_recompute_seconds, shares.attention_mm * part(t, "attention").seconds +
-                                                      shares.ffn_mm * part(t, "ffn").seconds + part(t, "norm").seconds);
+  const LayerOps ops = record_layer(c, 0, 128, RecomputeShares{});
+  int64_t gemm_flops = 0, attention_flops = 0;
+  for (const OpRecord& op : ops.ops) {
+    if (op.cls == OpClass::kGemm) gemm_flops += op.flops;
+    if (op.cls == OpClass::kAttention) attention_flops += op.flops;
+  }
+  EXPECT_EQ(gemm_flops, 142'606'336);
+  EXPECT_EQ(attention_flops, 16'777'216);
+  EXPECT_TRUE(ops.attention_kernel);
+  const PassTime t = pass_time(ops, 1, unit());
+  EXPECT_NEAR(t.gemm_forward, 142'606'336 / 1e12, 1e-18);
+  EXPECT_NEAR(t.attention_forward, 8'454'144 / 0.5e12, 1e-18);
+  EXPECT_NEAR(t.attention_backward, 2.5 * 8'454'144 / 0.25e12, 1e-18);
+  const double memory = sum_bytes(ops, OpClass::kMemory) / 1e12;
+  EXPECT_NEAR(t.forward, t.gemm_forward + t.attention_forward + memory, 1e-15);
+  EXPECT_NEAR(t.backward, 2 * t.gemm_forward + t.attention_backward + 2 * memory, 1e-15);
 }
 
-// The LM head: 2 x 128 x 256 x 4096 = 268,435,456 FLOPs, compute-bound; the final norm and the loss
-// (the fp32 logits, log-softmax, the gather) run no matmul.
+// Two sequences: every GEMM's FLOPs and every op's activation bytes twice, the weights read once; the
+// attention kernel twice (per sequence).
+TEST(PlanCost, MicroBatchScalesActivationsNotWeights) {
+  const LayerOps ops = record_layer(toy(), 0, 128, RecomputeShares{});
+  const PassTime one = pass_time(ops, 1, unit()), two = pass_time(ops, 2, unit());
+  EXPECT_NEAR(two.gemm_forward, 2 * one.gemm_forward, 1e-18);  // compute-bound: FLOPs alone
+  EXPECT_NEAR(two.attention_forward, 2 * one.attention_forward, 1e-18);
+  LayerOps made;
+  made.ops.push_back({OpClass::kMemory, false, 0, 1000, 400, 1, 0, 1});
+  EXPECT_NEAR(pass_time(made, 3, unit()).forward, (3 * 600 + 400) / 1e12, 1e-21);
+}
+
+// The saturation curve: a GEMM of W½ FLOPs takes twice what its FLOPs take at the large-size rate, so it
+// reaches half the efficiency: (2e9 + 2e9) / (10^12 x 0.5) = 8 ms. A grouped GEMM of 4 groups over 256
+// rows has 64 rows a group, half a 128-row tile: 1e9 FLOPs take as long as 2e9. A memory-bound op of one
+// byte still takes the kernel floor, 4 us.
+TEST(PlanCost, SaturationTilesAndFloor) {
+  Rates r = unit();
+  r.calibration.gemm_efficiency = 0.5;
+  r.calibration.gemm_half_gflop = 2;
+  LayerOps gemm;
+  gemm.ops.push_back({OpClass::kGemm, false, 2'000'000'000, 1000, 0, 1, 0, 1});
+  EXPECT_NEAR(pass_time(gemm, 1, r).forward, 8e-3, 1e-15);
+  Rates plain = unit();
+  LayerOps grouped;
+  grouped.ops.push_back({OpClass::kGemm, false, 1'000'000'000, 1000, 0, 4, 256, 1});
+  EXPECT_NEAR(pass_time(grouped, 1, plain).forward, 2e-3, 1e-15);
+  EXPECT_NEAR(pass_time(grouped, 2, plain).forward, 2e-3, 1e-15);  // 128 rows a group: full tiles, 2e9 FLOPs
+  plain.calibration.kernel_floor_us = 4;
+  LayerOps tiny;
+  tiny.ops.push_back({OpClass::kMemory, false, 0, 1, 0, 1, 0, 1});
+  EXPECT_NEAR(pass_time(tiny, 1, plain).forward, 4e-6, 1e-18);
+  EXPECT_NEAR(pass_time(tiny, 1, plain).backward, 4e-6, 1e-18);
+}
+
+// Context parallelism 2: the rank's 64 tokens, its attention kernel twice the shard's (its 64 queries meet
+// all 128 keys under the causal mask: (2 x 64 + 1) / 128 of the shard op's 2 x 8 x 64 x 64 x 64 =
+// 4,194,304 FLOPs, 4,227,072, at half the peak).
+TEST(PlanCost, RingRunsTheKernelCTimes) {
+  const LayerOps shard = record_layer(toy(), 0, 64, RecomputeShares{});
+  EXPECT_NEAR(pass_time(shard, 1, unit(), 2).attention_forward, 4'227'072 / 0.5e12, 1e-18);
+}
+
+// The selective backward runs again the policy's share of the attention projections' and of the other
+// matmuls, every weightless op, and not the attention kernel (the policy saves its outputs).
+TEST(PlanCost, SelectiveRecomputeIsThePolicysShare) {
+  const RecomputeShares shares{0.25, 0.5};
+  const LayerOps ops = record_layer(toy(), 0, 128, shares);
+  const PassTime t = pass_time(ops, 1, unit());
+  // q, k, v, o are the attention's: 41,943,040 FLOPs; gate, up, down the rest: 100,663,296.
+  const double expected = 0.25 * 41'943'040 / 1e12 + 0.5 * 100'663'296 / 1e12 + sum_bytes(ops, OpClass::kMemory) / 1e12;
+  EXPECT_NEAR(t.selective_recompute, expected, 1e-15);
+}
+
+// The output layer: the LM head 2 x 128 x 256 x 4096 = 268,435,456 FLOPs, the loss's fp32 logits written
+// at least once (128 x 4096 x 4 B).
 TEST(PlanCost, OutputLayerHeadAndLoss) {
-  const ForwardTime t = output_forward_time(toy(), 128, kUnit);
-  EXPECT_EQ(part(t, "lm_head").flops, 268'435'456);
-  EXPECT_DOUBLE_EQ(part(t, "lm_head").seconds, 268'435'456 / 1e12);
-  EXPECT_EQ(part(t, "loss").flops, 0);
-  EXPECT_GE(part(t, "loss").bytes, 128 * 4096 * 4);  // at least the fp32 logits, written once
-  EXPECT_EQ(part(t, "final_norm").flops, 0);
+  const LayerOps out = record_output(toy(), 128);
+  int64_t gemm = 0;
+  for (const OpRecord& op : out.ops) gemm += op.cls == OpClass::kGemm ? op.flops : 0;
+  EXPECT_EQ(gemm, 268'435'456);
+  EXPECT_GE(sum_bytes(out, OpClass::kMemory), 128 * 4096 * 4);
+  EXPECT_EQ(out.parameters, 4096 * 256 + 256);  // the head and the final norm
 }
 
-// Ring collectives: all-reduce 2 (n-1)/n of the bytes, all-gather (n-1)/n; an all-to-all sends
-// (n-1)/n of a rank's bytes off it; nothing over one rank.
-TEST(PlanCost, RingCollectives) {
-  EXPECT_DOUBLE_EQ(all_reduce_seconds(1'000'000, 4, 1e9), 2 * 3.0 / 4 * 1e-3);
-  EXPECT_DOUBLE_EQ(all_gather_seconds(1'000'000, 4, 1e9), 3.0 / 4 * 1e-3);
-  EXPECT_DOUBLE_EQ(all_to_all_seconds(1'000'000, 8, 1e9), 7.0 / 8 * 1e-3);
-  EXPECT_EQ(all_reduce_seconds(1'000'000, 1, 1e9), 0);
-  EXPECT_EQ(all_to_all_seconds(1'000'000, 1, 1e9), 0);
+// A link of 100 GB/s and 2 us a message, a NIC of 10 GB/s and 10 us, both at their whole bandwidth:
+//   all-reduce of 1 MB over 4 ranks of a node: ring latency 2 x 3 x 2 us, tree 2 x log2(4) x 2 us = 8 us,
+//     the less, + 2 x 3/4 x 1 MB / 100 GB/s = 15 us: 23 us
+//   all-gather of 1 MB over 4 ranks, one a node: 3 x 10 us + 3/4 x 1 MB / 10 GB/s = 105 us
+//   all-to-all of a rank's 8 MB over 8 ranks, 4 a node: 10 us + the longer of 3/8 x 8 MB / 100 GB/s =
+//     30 us (its node) and 4/8 x 8 MB / 10 GB/s = 400 us (the others): 410 us
+//   send of 1 MB inside a node: 2 us + 10 us; nothing over one rank
+TEST(PlanCost, CollectivesWithLatency) {
+  Network net;
+  net.link_bytes_per_s = 100e9;
+  net.nic_bytes_per_s = 10e9;
+  net.calibration = {1, 1, 1, 1, 1, 0, 1.0, 2.0, 1.0, 10.0, "test"};
+  EXPECT_NEAR(all_reduce_seconds(1'000'000, Group{4, 4}, net), 23e-6, 1e-15);
+  EXPECT_NEAR(all_gather_seconds(1'000'000, Group{4, 1}, net), 105e-6, 1e-15);
+  EXPECT_NEAR(all_to_all_seconds(8'000'000, Group{8, 4}, net), 410e-6, 1e-15);
+  EXPECT_NEAR(send_seconds(1'000'000, true, net), 12e-6, 1e-15);
+  EXPECT_EQ(all_reduce_seconds(1'000'000, Group{1, 1}, net), 0);
+  EXPECT_EQ(all_to_all_seconds(1'000'000, Group{1, 1}, net), 0);
 }
 
-// Context parallelism 2: the rank's 64 tokens, its projections and MLP the census's at 64 tokens
-// (half of 128's: 20,971,520 and 50,331,648 FLOPs), its attention kernel twice the 64-token shard's
-// (2 x 2 x 2 x 64 x 64 x 32 x 8 = 8,388,608: a load-balanced ring's 64 queries meet all 128 keys,
-// half of the 128-token kernel's 16,777,216).
-TEST(PlanCost, ContextParallelRunsTheKernelCTimes) {
-  const ForwardTime shard = layer_forward_time(toy(), 0, 64, kUnit);
-  const ForwardTime ring = layer_forward_time(toy(), 0, 64, kUnit, 2);
-  EXPECT_EQ(part(ring, "attention").flops, 20'971'520);
-  EXPECT_EQ(part(ring, "ffn").flops, 50'331'648);
-  EXPECT_EQ(part(shard, "scores").flops, 4'194'304);
-  EXPECT_EQ(part(ring, "scores").flops, 8'388'608);
-  EXPECT_EQ(part(ring, "scores").bytes, 2 * part(shard, "scores").bytes);
-  EXPECT_DOUBLE_EQ(ring.seconds - shard.seconds, part(shard, "scores").seconds);
+// What a layer keeps: each storage a micro-batch's or none of it, so b sequences keep one's and b - 1
+// times the difference two make (MemoryBound's premise), for a dense and an MoE layer under every mode;
+// a checkpoint keeps less than the plain layer, a full one the least.
+TEST(PlanCost, KeptBytesGrowByTheSequence) {
+  for (const ModelConfig& c : {toy(), moe_toy()})
+    for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      const int64_t one = layer_kept_bytes(c, 0, 128, 1, mode), two = layer_kept_bytes(c, 0, 128, 2, mode);
+      EXPECT_EQ(layer_kept_bytes(c, 0, 128, 3, mode), one + 2 * (two - one)) << c.model_type;
+      EXPECT_EQ(layer_kept_bytes(c, 0, 128, 5, mode), one + 4 * (two - one)) << c.model_type;
+    }
+  const ModelConfig c = toy();
+  const int64_t plain = layer_kept_bytes(c, 0, 128, 1, Recompute::kNone);
+  EXPECT_LT(layer_kept_bytes(c, 0, 128, 1, Recompute::kSelective), plain);
+  EXPECT_LE(layer_kept_bytes(c, 0, 128, 1, Recompute::kFull), layer_kept_bytes(c, 0, 128, 1, Recompute::kSelective));
+  // At most what the layer census saves (which may count the layer's input too).
+  EXPECT_LE(plain, census_layer(c, 0, 128).saved_bytes);
 }
 
-TEST(PlanDevice, EveryPresetHasFiguresAndASource) {
+TEST(PlanDevice, EveryPresetHasFiguresACalibrationAndSources) {
   for (const char* name : {"h100", "h200", "a100", "b200", "910b", "910c"}) {
     const Device* d = find_device(name);
     ASSERT_NE(d, nullptr) << name;
@@ -108,11 +189,39 @@ TEST(PlanDevice, EveryPresetHasFiguresAndASource) {
     EXPECT_GT(d->nic_gbs, 0);
     EXPECT_GT(d->memory_bytes, 0);
     EXPECT_FALSE(d->source.empty());
+    EXPECT_FALSE(d->calibration.source.empty());
+    EXPECT_TRUE(check_calibration(d->calibration, name).ok()) << name;
   }
   EXPECT_EQ(find_device("tpu"), nullptr);
+  EXPECT_STREQ(kDefaultDevice, "h100");
   // H100 SXM5's datasheet: 989 TFLOPS dense BF16, 3.35 TB/s.
   EXPECT_EQ(find_device("h100")->peak_tflops, 989);
   EXPECT_EQ(find_device("h100")->hbm_gbs, 3350);
+}
+
+TEST(PlanDevice, CalibrationFileHasEveryField) {
+  nlohmann::json full = {{"gemm_efficiency", 0.6},       {"gemm_half_gflop", 2},
+                         {"attention_forward_efficiency", 0.4}, {"attention_backward_efficiency", 0.3},
+                         {"memory_efficiency", 0.8},     {"kernel_floor_us", 4},
+                         {"link_efficiency", 0.8},       {"link_latency_us", 3},
+                         {"nic_efficiency", 0.9},        {"nic_latency_us", 10},
+                         {"source", "my own runs"}};
+  auto read_back = read_calibration(full, "cal.json");
+  ASSERT_TRUE(read_back.ok()) << read_back.refusal().message();
+  EXPECT_EQ(read_back->gemm_efficiency, 0.6);
+  EXPECT_EQ(read_back->source, "my own runs");
+  nlohmann::json missing = full;
+  missing.erase("nic_latency_us");
+  auto refused = read_calibration(missing, "cal.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.refusal().message().find("nic_latency_us"), std::string::npos);
+  nlohmann::json unknown = full;
+  unknown["gemm_speed"] = 1;
+  EXPECT_FALSE(read_calibration(unknown, "cal.json").ok());
+  nlohmann::json out_of_range = full;
+  out_of_range["memory_efficiency"] = 1.5;
+  EXPECT_FALSE(read_calibration(out_of_range, "cal.json").ok());
+  EXPECT_FALSE(read_calibration(nlohmann::json::array(), "cal.json").ok());
 }
 
 }  // namespace

@@ -42,3 +42,8 @@ def test_kernel_names_the_same_contract_as_the_oracle_does():
     saved, working = census.census_layer(config, 0, 64, gdn_backend="kernel")
     assert (saved, working) == (case["census_layer"]["saved_bytes"], case["census_layer"]["peak_backward_bytes"])
     assert (saved, working) == census.census_layer(config, 0, 64, gdn_backend="triton")
+
+
+def test_a_kernel_backend_on_a_model_without_gated_delta_nets_is_refused():
+    with pytest.raises(ValueError, match="gdn_backend.*linear_attention"):
+        census.census_layer(census.shipped_config("llama-3.1-8b"), 0, 64, gdn_backend="triton")

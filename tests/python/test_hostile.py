@@ -1,8 +1,10 @@
 """Hostile input from Python: every misuse raises ValueError (naming the argument or the config field)
 or census.CensusUnavailable; none kills the interpreter, hangs, or is silently accepted."""
+import json
 import math
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -10,6 +12,9 @@ import census
 
 TOY = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
        "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 2, "vocab_size": 4096}
+# The field a family's config class reads its norms' epsilon from, where it is not rms_norm_eps.
+NORM_EPSILON = {"nemotron_h": "layer_norm_epsilon"}
+BINARY = os.environ.get("CENSUS_BINARY", "census")
 MODEL_TYPES = sorted({census.shipped_config(name).get("text_config", census.shipped_config(name))["model_type"]
                       for name in census.shipped_models()})
 
@@ -90,7 +95,8 @@ def test_out_of_range_arguments_name_the_python_argument():
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_non_finite_numbers_are_refused_for_every_family(model_type, value):
-    refused(lambda: census.load_config({"model_type": model_type, "rms_norm_eps": value}), "rms_norm_eps")
+    epsilon = NORM_EPSILON.get(model_type, "rms_norm_eps")
+    refused(lambda: census.load_config({"model_type": model_type, epsilon: value}), epsilon)
     refused(lambda: census.load_config({"model_type": model_type, "hidden_size": value}), "hidden_size")
 
 
@@ -156,3 +162,94 @@ def test_recipe_with_an_unclosed_quote(tmp_path):
     recipe = tmp_path / "train.yaml"
     recipe.write_text('plan_overrides:\n  - match: "*.mlp\n    module_type: a.B\n    replace_module: x.y\n')
     refused(lambda: census.replacement_specs(str(recipe)), "not valid YAML")
+
+
+# 16. A config object whose to_dict() gives anything but a mapping names the argument.
+@pytest.mark.parametrize("returned", [[("model_type", "llama")], [1, 2], "llama", 5, None])
+def test_to_dict_that_is_not_a_mapping(returned):
+    class Config:
+        def to_dict(self):
+            return returned
+
+    refused(lambda: census.load_config(Config()), "config", "to_dict()")
+    refused(lambda: census.census_layer(Config(), 0, 64), "config", "to_dict()")
+
+
+# 17. census_step's and census_plan's arguments: each is the type it names, within the command line's
+# bounds; nothing is truncated (int(1.5)), converted (str(None)) or read as not given (NaN, "").
+@pytest.mark.parametrize("name", ["seq_length", "micro_batch_size", "micro_batches", "pp", "stage", "virtual_stages",
+                                  "tp", "dp", "zero", "cuda_context", "nccl_buffers", "fragmentation", "cp", "ep"])
+@pytest.mark.parametrize("value", [1.5, "2", True, 2 ** 64, -(2 ** 63) - 1])
+def test_step_integer_arguments(name, value):
+    refused(lambda: census.census_step(TOY, **{name: value}), name)
+
+
+@pytest.mark.parametrize("name", ["schedule", "recompute", "optimizer", "master_weights", "grad_dtype"])
+def test_step_text_arguments(name):
+    refused(lambda: census.census_step(TOY, **{name: None}), name)
+    refused(lambda: census.census_step(TOY, **{name: ""}), name, "is empty")
+    refused(lambda: census.census_step(TOY, **{name: "x\ny"}), name, "'x\\ny' is not known")
+
+
+def test_step_bounds_are_the_command_lines():
+    refused(lambda: census.census_step(TOY, seq_length=64, micro_batches=2 ** 31), "micro_batches")
+    refused(lambda: census.census_step(TOY, seq_length=64, pp=2 ** 31), "pp")
+    refused(lambda: census.census_step(TOY, seq_length=64, stage=-1), "stage -1")
+    refused(lambda: census.census_step(TOY, seq_length=64, cuda_context=2 ** 62), "cuda_context")
+    refused(lambda: census.census_step(TOY, seq_length=64, dp=2 ** 40), "dp")
+    refused(lambda: census.census_step(TOY, seq_length=64, pp=2, schedule="interleaved", virtual_stages=2,
+                                       micro_batches=4096), "micro_batches x virtual_stages")
+
+
+# census_stack reads its arguments as `census stack` does: the same bounds, and the whole model runs, so
+# a family whose layers cannot run alone (DeepSeek-V4's) is priced, not refused.
+@pytest.mark.parametrize("value", [1.5, "64", True, None, 0, -1, 2 ** 33, 2 ** 64])
+def test_stack_seq_length(value):
+    refused(lambda: census.census_stack(TOY, value), "seq_length")
+
+
+def test_stack_runs_a_family_whose_layers_cannot_run_alone(tmp_path):
+    config = {"model_type": "deepseek_v4", "num_hidden_layers": 2}
+    with pytest.raises(census.CensusUnavailable):
+        census.census_layer(config, 0, 64)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    answer = json.loads(subprocess.run([BINARY, "stack", str(path), "--seq-length", "64", "--format", "json"],
+                                       check=True, capture_output=True, text=True).stdout)
+    assert census.census_stack(config, 64) == [(layer["kept"], layer["held"]) for layer in answer["layers"]]
+    refused(lambda: census.census_stack({"model_type": "deepseek_v4", "hc_sinkhorn_iters": 2 ** 31}, 64),
+            "hc_sinkhorn_iters")
+
+
+def test_a_step_past_the_largest_step_bytes():
+    wide = {**TOY, "hidden_size": 2 ** 28, "intermediate_size": 2 ** 28, "num_attention_heads": 8,
+            "num_key_value_heads": 8, "head_dim": 2 ** 25, "num_hidden_layers": 1}
+    refused(lambda: census.census_step(wide, seq_length=1), "config", "more than 2^59 bytes")
+
+
+@pytest.mark.parametrize("name", ["peak_tflops", "hbm_gbs", "link_gbs", "nic_gbs", "compute_efficiency"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e-300, 1e400, -1.0, "900", True])
+def test_plan_figures(name, value):
+    refused(lambda: census.census_plan(TOY, gpus=2, seq_length=64, device="h100", **{name: value}), name)
+
+
+@pytest.mark.parametrize("name", ["gpu_memory", "cuda_context", "nccl_buffers", "fragmentation"])
+@pytest.mark.parametrize("value", ["", "1.5", "0.3KiB", "80 XB", 2 ** 62, -1, 1.5])
+def test_plan_sizes(name, value):
+    refused(lambda: census.census_plan(TOY, gpus=2, seq_length=64, device="h100", **{name: value}), name)
+
+
+def test_plan_counts_and_names():
+    refused(lambda: census.census_plan(TOY, gpus=2 ** 40, seq_length=64, device="h100"), "gpus")
+    refused(lambda: census.census_plan(TOY, gpus=2, seq_length=64, device="h100", top=2 ** 63), "top")
+    refused(lambda: census.census_plan(TOY, gpus=2, seq_length=64, device=None), "device")
+    plan = census.census_plan(TOY, gpus=2, seq_length=64, device="h100", gpu_memory="1.5GiB")
+    assert plan["gpu_memory_bytes"] == 3 << 29
+
+
+def test_report_arguments(tmp_path):
+    refused(lambda: census.report(TOY, tmp_path / "r.html", seq_length=64, svg_dir=""), "svg_dir")
+    refused(lambda: census.report(TOY, 5, seq_length=64), "path")
+    refused(lambda: census.report(TOY, tmp_path / "r.html", layer_index=0.5, seq_length=64), "layer_index")
+    refused(lambda: census.report(TOY, tmp_path / "r.html", seq_length=64, selective="yes"), "selective")
+    refused(lambda: census.report(TOY, "/dev/full", seq_length=64), "/dev/full")

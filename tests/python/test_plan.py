@@ -14,12 +14,19 @@ def _step_kwargs(step_args):
              "--schedule": "schedule", "--virtual-stages": "virtual_stages", "--recompute": "recompute",
              "--tp": "tp", "--dp": "dp", "--zero": "zero", "--master-weights": "master_weights",
              "--grad-dtype": "grad_dtype", "--cuda-context": "cuda_context", "--nccl-buffers": "nccl_buffers",
-             "--fragmentation": "fragmentation",
-             "--cp": "cp", "--ep": "ep"}
+             "--fragmentation": "fragmentation", "--micro-batch-size": "micro_batch_size",
+             "--first-stage-layers": "first_stage_layers", "--last-stage-layers": "last_stage_layers",
+             "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp"}
+    switches = {"--embedding-as-layer": "embedding_as_layer", "--loss-as-layer": "loss_as_layer"}
     text = {"schedule", "recompute", "master_weights", "grad_dtype"}
     kwargs = {}
-    for flag, value in zip(step_args[::2], step_args[1::2]):
-        name = names[flag]
+    args = list(step_args)
+    while args:
+        flag = args.pop(0)
+        if flag in switches:
+            kwargs[switches[flag]] = True
+            continue
+        name, value = names[flag], args.pop(0)
         kwargs[name] = value if name in text else int(value)
     return kwargs
 
@@ -52,7 +59,13 @@ def test_nothing_fits_is_an_answer():
     assert plan["nothing_fits"]["smallest_memory_bytes"] > 1 << 20
 
 
-@pytest.mark.parametrize("kwargs", [dict(gpus=0, device="h100"), dict(gpus=8, device="tpu"), dict(gpus=8),
+def test_default_device_is_h100():
+    plan = census.census_plan(TOY, gpus=2, seq_length=128, top=1)
+    assert plan["device"]["name"] == "h100"
+
+
+@pytest.mark.parametrize("kwargs", [dict(gpus=0, device="h100"), dict(gpus=8, device="tpu"),
+                                    dict(gpus=8, layout="tp=2,foo=3"), dict(gpus=8, overlap="warp_drive"),
                                     dict(gpus=8, device="h100", gpu_memory="80XB"), dict(gpus=True, device="h100"),
                                     dict(gpus=8, device="h100", peak_tflops="fast"),
                                     dict(gpus=8, device="h100", top=0)])

@@ -41,7 +41,7 @@ def test_refusals_are_value_errors_and_leave_nothing(tmp_path):
     config = census.shipped_config("llama-3.1-8b")
     with pytest.raises(ValueError, match="--output"):
         census.report(config, tmp_path / "missing" / "r.html", seq_length=512)
-    with pytest.raises(ValueError, match="--layer-index"):
+    with pytest.raises(ValueError, match="^layer_index: 99 is out of range"):  # the Python argument's name
         census.report(config, tmp_path / "r.html", layer_index=99)
     with pytest.raises(ValueError, match="GDN backend"):
         census.report(config, tmp_path / "r.html", gdn_backend="fast")

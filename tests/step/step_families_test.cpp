@@ -12,7 +12,15 @@
 //               + 4 x (the layer's saved bytes - Llama's 1,360,896), as the layer oracle counts them:
 //               Seed-OSS 1,491,968 (with its dropouts' masks), HunYuan-MoE 2,282,272 (with its router,
 //               experts and shared MLP)
+//
+// Gemma 2's final-logit softcapping, logits = tanh(logits / cap) * cap, is the one model-level op a
+// softcapped head adds: the division and the multiplication by a number save nothing, tanh saves its
+// output for its backward, (1, 128, 4096) bf16 = 1,048,576 bytes. So the Gemma 2 toy's forward graph
+// (tests/data/step/gemma2_toy_L4_s128_single, exact against the step oracle) is the same config's
+// without the cap plus exactly that.
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "step/step_census.h"
 #include "models/registry.h"
@@ -56,6 +64,17 @@ TEST(StepFamilies, HunYuanMoeIsTheLlamaStepWithItsLayers) {
                             {"num_experts", 8},               {"moe_topk", 2},       {"rms_norm_eps", 1e-5}});
   EXPECT_EQ(s.parameter_count, kModelParameters + 4 * 1'935'936);
   EXPECT_EQ(forward_graph(s), kLlamaGraph + 4 * (2'282'272 - kLlamaLayerSaved));
+}
+
+TEST(StepFamilies, GemmaSoftcappingSavesTanhsOutput) {
+  nlohmann::json config =
+      nlohmann::json::parse(std::ifstream(std::string(CENSUS_TEST_DATA) + "/step/gemma2_toy_L4_s128_single.json"))
+          .at("config");
+  ASSERT_EQ(config.at("final_logit_softcapping"), 30.0);
+  const int64_t capped = forward_graph(run(config));
+  config["final_logit_softcapping"] = nullptr;
+  EXPECT_EQ(capped, forward_graph(run(config)) + 1 * 128 * 4096 * 2);
+  EXPECT_EQ(capped, 18'075'794 - 6'562'434);  // the step oracle's F0: live at its end less at its start
 }
 
 }  // namespace

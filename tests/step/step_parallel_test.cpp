@@ -146,6 +146,44 @@ TEST(StepExpertParallel, TheSavedBytesChangeOnlyByTheGroupsOffsets) {
   EXPECT_EQ(graph(4), 9'860'752 - 4 * 24);
 }
 
+// Whole experts (expert TP 1, Megatron's expert_tensor_parallel_size 1) at TP 2, EP 2: a rank's 4 experts
+// keep their width 256 where TP 2 would halve it to 128: gate_up_proj (4, 512, 256) and down_proj (4, 256,
+// 256), 786,432 parameters a layer against (4, 256, 256) and (4, 256, 128), 393,216: 4 layers x 393,216
+// more; the attention's heads halved either way.
+TEST(StepExpertParallel, WholeExpertsKeepTheirWidthUnderTensorParallelism) {
+  StepOptions o;
+  o.seq_length = 128;
+  o.tensor_parallel = 2;
+  o.expert_parallel = 2;
+  const int64_t split = run(toy("qwen3_moe", true), o).parameter_count;
+  o.expert_tensor_parallel = 1;
+  EXPECT_EQ(run(toy("qwen3_moe", true), o).parameter_count, split + 4 * 393'216);
+  o.expert_tensor_parallel = 2;
+  EXPECT_EQ(run(toy("qwen3_moe", true), o).parameter_count, split);
+  o.expert_tensor_parallel = 3;
+  EXPECT_NE(refusal(toy("qwen3_moe", true), o).find("--expert-tp"), std::string::npos);
+  o.expert_tensor_parallel = 1;
+  o.expert_parallel = 1;
+  EXPECT_NE(refusal(toy("llama"), o).find("--expert-tp 1"), std::string::npos);
+}
+
+// GPT-OSS's experts (transposed, with biases, intermediate_size wide) shard under EP as the others do:
+// an expert holds gate_up_proj 256 x 1024 and its bias 1024, down_proj 512 x 256 and its bias 256,
+// 394,496 parameters; at EP 2 a layer holds 4 of its 8: 4 layers x 4 x 394,496 fewer.
+TEST(StepExpertParallel, GptOssRanksHoldTheirShareOfTheExperts) {
+  nlohmann::json json = {{"model_type", "gpt_oss"}, {"hidden_size", 256}, {"num_attention_heads", 8},
+                         {"num_key_value_heads", 2}, {"head_dim", 32}, {"intermediate_size", 512},
+                         {"num_hidden_layers", 4}, {"vocab_size", 4096}, {"num_local_experts", 8},
+                         {"num_experts_per_tok", 2}, {"max_position_embeddings", 8192}};
+  auto config = read_config(json);
+  ASSERT_TRUE(config) << config.refusal().message();
+  StepOptions o;
+  o.seq_length = 128;
+  const int64_t all = run(*config, o).parameter_count;
+  o.expert_parallel = 2;
+  EXPECT_EQ(run(*config, o).parameter_count, all - 4 * 4 * 394'496);
+}
+
 TEST(StepExpertParallel, RefusesExpertsItDoesNotDivideAndDenseModels) {
   StepOptions o;
   o.seq_length = 128;

@@ -1,0 +1,93 @@
+// File: plan_layout.h
+// A parallel layout of a training run, the rules it must keep, and the census step it runs:
+//
+//   TP x CP x PP x DP = N devices; EP taken from the expert layers' data-parallel ranks DP x CP
+//   (Megatron's expert-model-parallel groups), and from the TP ranks too where the experts are whole
+//   (expert TP 1); ranks placed TP innermost, then CP, DP, PP (Megatron's tp-cp-ep-dp-pp), so an EP group
+//   spans TP x EP consecutive ranks (EP consecutive ones with whole experts)
+//   a pipeline schedule (1F1B, GPipe, interleaved over V chunks a stage) and how its chunks split the
+//   layers (step/pipeline_split.h)
+//   a micro-batch of b sequences: M = B / (DP x b) micro-batches a step
+//   a recompute mode, or one per layer kind (step/recompute_choice.h)
+//   the data-parallel mode: ZeRO 0-3 over DP x CP, or FSDP2 (composed as ZeRO-3 until census step
+//   simulates FSDP2's own gathers: Note [FSDP until the step simulates it])
+//
+// The rules (a layout that breaks one is never simulated): TP inside a node and dividing the heads and
+// widths as tp_config splits them; CP dividing the sequence; EP dividing the experts and DP x CP (TP x DP
+// x CP with whole experts); the
+// chunks splitting the layers (pipeline_chunks) where the family can be cut there; DP dividing the global
+// batch and b the per-rank batch; the interleaved schedule's M a multiple of PP; anything else
+// census step refuses.
+//
+// `census plan --layout "tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective"` names one layout: keys tp cp
+// ep pp vpp dp mbs recompute (and recompute.KIND for one kind) zero fsdp schedule, first / last for
+// Megatron's first and last stages' layers, and etp (1 or TP). An omitted degree is 1, dp what remains of
+// --gpus; where PP x V does not divide the layers, the split the search would choose (balanced_splits);
+// where EP does not divide DP x CP but TP x DP x CP, whole experts (etp 1), as Megatron then runs them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "step/step_census.h"
+#include "util/result.h"
+
+namespace census {
+
+struct Layout {
+  int64_t tp = 1, cp = 1, ep = 1, pp = 1, dp = 1;
+  // The experts' TP degree (Megatron's expert_tensor_parallel_size): 0, TP's (EP then from DP x CP), or 1,
+  // every rank's experts whole (EP from TP x DP x CP).
+  int64_t etp = 0;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int64_t virtual_stages = 1;
+  PipelineSplit split;
+  int64_t micro_batch_size = 1;  // b: sequences a micro-batch
+  int64_t micro_batches = 1;     // M = B / (DP x b)
+  RecomputeChoice recompute;
+  int zero = 0;
+  bool fsdp = false;  // FSDP2 (its parameters, gradients and states sharded as ZeRO-3's)
+};
+
+// What a layout is planned against: the run's size and shape.
+struct RunShape {
+  int64_t gpus = 0;
+  int64_t gpus_per_node = 8;
+  int64_t seq_length = 4096;
+  int64_t global_batch = 0;  // sequences a step (B)
+};
+
+// The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole
+// experts (ETP 1) the TP ranks too.
+inline int64_t expert_ranks(const Layout& l) { return (l.etp == 1 ? l.tp : 1) * l.dp * l.cp; }
+
+// "1f1b", "interleaved V4", or "none" (no pipeline).
+std::string schedule_name(PipelineSchedule schedule);
+std::string schedule_label(const Layout& layout);
+// The data-parallel mode as printed: "ZeRO-1", "FSDP".
+std::string sharding_name(const Layout& layout);
+
+// Why TP `tp` breaks a rule (inside a node, dividing the heads and widths), or empty.
+std::string tensor_parallel_rule(const ModelConfig& config, const RunShape& run, int64_t tp);
+
+// Why `layout` breaks a rule, as the rule's name (the plan counts layouts by it), or empty. `detail`
+// (where given) gets the step's own refusal where the step refuses it.
+std::string layout_rule_broken(const ModelConfig& config, const RunShape& run, const Layout& layout,
+                               std::string* detail = nullptr);
+
+// The splits the search tries for P stages of V chunks: the even one; the embedding and the loss each
+// counted as a layer (Megatron's account_for_*_in_pipeline_split); and where neither splits the layers,
+// the first and last stages' layers (Megatron's num_layers_in_first/last_pipeline_stage) that balance
+// the stages best with the embedding and the loss each counted as a layer. Empty where none does.
+std::vector<PipelineSplit> balanced_splits(int64_t layers, int64_t stages, int64_t virtual_stages);
+
+// The census step of stage `stage` of `layout` (its composition without the user's overheads).
+StepOptions layout_step_options(const Layout& layout, int64_t seq_length, int64_t stage);
+
+// `census plan --layout TEXT`: one layout, refused (one line naming the key) for an unknown key, a value
+// that is not one, a degree that does not divide, or degrees whose product is not --gpus.
+Result<Layout> parse_layout(const ModelConfig& config, const RunShape& run, const std::string& text);
+
+}  // namespace census

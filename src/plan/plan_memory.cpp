@@ -1,0 +1,120 @@
+#include "plan/plan_memory.h"
+
+#include <algorithm>
+
+#include "plan/plan_cost.h"
+
+namespace census {
+
+std::vector<int64_t> standing_stages(const ModelConfig& config, const Layout& l) {
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < l.pp; ++r) out.push_back(r);
+  if (l.pp < 4 || l.schedule != PipelineSchedule::k1F1B || l.virtual_stages != 1 || l.micro_batches < l.pp + 1) return out;
+  auto chunks = pipeline_chunks(config.num_hidden_layers, l.pp, 1, l.split);
+  if (!chunks) return out;
+  const std::vector<std::string> kinds = layer_kinds(config);
+  auto same_kinds = [&](const LayerRange& a, const LayerRange& b) {
+    if (a.size() != b.size()) return false;
+    for (int64_t k = 0; k < a.size(); ++k)
+      if (kinds[static_cast<size_t>(a.begin + k)] != kinds[static_cast<size_t>(b.begin + k)]) return false;
+    return true;
+  };
+  for (int64_t r = 2; r < l.pp - 1; ++r)
+    for (int64_t earlier = 1; earlier < r; ++earlier)
+      if (out[static_cast<size_t>(earlier)] == earlier &&
+          same_kinds((*chunks)[static_cast<size_t>(earlier)], (*chunks)[static_cast<size_t>(r)])) {
+        out[static_cast<size_t>(r)] = earlier;
+        break;
+      }
+  return out;
+}
+
+MemoryBound::MemoryBound(const ModelConfig& config, const RunShape& run, bool fp32_master_weights, bool fp32_gradients,
+                         int64_t overheads)
+    : c_(config), run_(run), fp32_master_weights_(fp32_master_weights), fp32_gradients_(fp32_gradients),
+      overheads_(overheads), kinds_(layer_kinds(config)) {
+  for (size_t i = 0; i < kinds_.size(); ++i)
+    representative_.push_back(static_cast<int64_t>(std::find(kinds_.begin(), kinds_.end(), kinds_[i]) - kinds_.begin()));
+}
+
+int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
+                            const std::vector<int64_t>& expert_params) const {
+  const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
+  const int64_t grad_size = fp32_gradients_ ? 4 : 2, state_size = fp32_master_weights_ ? 12 : 4;
+  auto share = [&](int64_t bytes, bool sharded) { return sharded ? bytes / dp_cp : bytes; };
+  constexpr int64_t kMargin = 1 << 20;  // each storage's share is rounded down on its own
+  int64_t most = 0;
+  for (size_t s = 0; s < params.size(); ++s) {
+    const int64_t all = params[s], dense = all - expert_params[s];
+    most = std::max(most, share(2 * all, zero >= 3) + share(grad_size * dense, zero >= 2) + share(state_size * dense, zero >= 1));
+  }
+  return std::max<int64_t>(0, most - kMargin) + overheads_;
+}
+
+int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
+  const int64_t rep = representative_[static_cast<size_t>(layer)];
+  const int64_t tokens = run_.seq_length / l.cp;
+  // A layer that reads what an earlier one wrote cannot run alone: it is bounded by nothing.
+  if (c_.family->stack_only != nullptr && c_.family->stack_only(c_, rep) != nullptr) return 0;
+  // Every storage a layer keeps is a micro-batch's (its sequences' tokens, b times one's) or not the
+  // micro-batch's at all: measured at one sequence and at two, b sequences keep one's and b - 1 times
+  // the difference.
+  auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, l.etp, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
+  if (made) {
+    auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep, l.etp});
+    if (new_rank) rank->second = rank_config(c_, l.tp, l.ep, l.etp);
+    const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode);
+    const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode);
+    it->second = {one, two - one};
+  }
+  return it->second.first + (l.micro_batch_size - 1) * it->second.second;
+}
+
+const std::vector<std::vector<int64_t>>& MemoryBound::in_flight(const Layout& l) {
+  const int64_t p = l.pp, v = l.virtual_stages;
+  // Past 2P micro-batches the warm-up and the chunks its forwards run are the same (step_census.h).
+  const int64_t m = l.schedule == PipelineSchedule::kGPipe ? l.micro_batches : std::min(l.micro_batches, 2 * p);
+  auto [it, made] = in_flight_.try_emplace({static_cast<int>(l.schedule), p, v, m});
+  if (!made) return it->second;
+  for (int64_t r = 0; r < p; ++r) {
+    std::vector<int64_t> forwards(static_cast<size_t>(v), 0);
+    for (const StepPass& pass : pipeline_order(l.schedule, p, r, m, v)) {
+      if (pass.pass == 'B') break;
+      ++forwards[static_cast<size_t>(pass.chunk)];
+    }
+    it->second.push_back(forwards);
+  }
+  return it->second;
+}
+
+int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& params) {
+  const PipelineSplit& sp = l.split;
+  auto [chunks_it, made] = chunks_.try_emplace(
+      {l.pp, l.virtual_stages, sp.first_stage_layers, sp.last_stage_layers, sp.embedding_as_layer, sp.loss_as_layer});
+  if (made) {
+    auto chunks = pipeline_chunks(c_.num_hidden_layers, l.pp, l.virtual_stages, l.split);
+    if (chunks) chunks_it->second = chunks.take();
+  }
+  const std::vector<LayerRange>& chunks = chunks_it->second;
+  const std::vector<std::vector<int64_t>>& forwards = in_flight(l);
+  const int64_t dp_cp = l.dp * l.cp;
+  const bool sharded = l.fsdp || l.zero >= 3;
+  int64_t most = 0;
+  for (int64_t r = 0; r < l.pp; ++r) {
+    int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
+    for (int64_t v = 0; v < l.virtual_stages; ++v) {
+      const int64_t n = forwards[static_cast<size_t>(r)][static_cast<size_t>(v)];
+      if (n == 0) continue;
+      const LayerRange& chunk = chunks[static_cast<size_t>(v * l.pp + r)];
+      int64_t per_forward = 0;
+      for (int64_t i = chunk.begin; i < chunk.end; ++i)
+        per_forward += kept(l, i, l.recompute.of_kind(kinds_[static_cast<size_t>(i)]));
+      bytes += n * per_forward;
+    }
+    most = std::max(most, bytes);
+  }
+  constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage
+  return std::max<int64_t>(0, most - (sharded ? kMargin : 0)) + overheads_;
+}
+
+}  // namespace census

@@ -1,0 +1,67 @@
+// File: plan_memory.h
+// What the plan knows of a layout's peak before simulating its step: two lower bounds, each a moment
+// the step reaches, so a layout whose bound passes the memory cannot fit and is rejected unsimulated.
+//
+//   states        the end of AdamW's step: parameters, gradients and optimizer states all live, at the
+//                 layout's ZeRO shares over DP x CP (the experts counted as parameters alone: an expert no
+//                 token reached has neither gradient nor state), on the stage holding the most
+//   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
+//                 micro-batch forward the schedule ran before it, each keeping at least what each of its
+//                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
+//                 the step's recompute mode wraps the layer), on the stage where that is most
+// Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'
+// activations, composed terms), so each is at most the simulated peak: tests/cli/plan_search_cli_test.cpp
+// holds every bound of a whole search to its simulated peak.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "models/config.h"
+#include "plan/plan_layout.h"
+
+namespace census {
+
+// Note [Stages a 1F1B pipeline need not simulate]
+// Under 1F1B, a middle stage r (neither the first nor the last) runs min(P - r - 1, M) warm-up forwards,
+// then forward-backward pairs, then the cool-down backwards; a later stage r' of the same layer kinds in
+// the same order runs the same passes (the same events: the step replays them) with fewer warm-up
+// forwards. Where every stage has two pairs or more (M >= P + 1), each moment of r' has a moment of r
+// with the same pass running, as many micro-batches in flight or more, and gradients live where r' has
+// them: r' never holds more than r, under any composition (its shares weigh both alike). The plan
+// simulates r and leaves r' out (its bytes unprinted); tests/cli/plan_search_cli_test.cpp simulates every
+// stage of every layout of whole searches and holds each left-out stage to the one standing for it.
+//
+// For each stage of `layout`, the stage whose simulation stands for it (itself, where it is simulated).
+std::vector<int64_t> standing_stages(const ModelConfig& config, const Layout& layout);
+
+class MemoryBound {
+ public:
+  MemoryBound(const ModelConfig& config, const RunShape& run, bool fp32_master_weights, bool fp32_gradients,
+              int64_t overheads);
+  // `stage_parameters` and `stage_expert_parameters` by stage, as the time model counts them.
+  int64_t states(const Layout& layout, const std::vector<int64_t>& stage_parameters,
+                 const std::vector<int64_t>& stage_expert_parameters) const;
+  int64_t activations(const Layout& layout, const std::vector<int64_t>& stage_parameters);
+
+ private:
+  int64_t kept(const Layout& layout, int64_t layer, Recompute mode);
+  // Forwards each stage runs through each of its chunks before its first backward: [stage][chunk].
+  const std::vector<std::vector<int64_t>>& in_flight(const Layout& layout);
+
+  const ModelConfig& c_;
+  RunShape run_;
+  bool fp32_master_weights_, fp32_gradients_;
+  int64_t overheads_;
+  std::vector<std::string> kinds_;       // by layer index
+  std::vector<int64_t> representative_;  // by layer index: the first layer of its kind
+  std::map<std::tuple<int64_t, int64_t, int64_t>, ModelConfig> ranks_;  // by (TP, EP, ETP)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, std::pair<int64_t, int64_t>> kept_;  // one, per more
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<std::vector<int64_t>>> in_flight_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
+};
+
+}  // namespace census

@@ -1,0 +1,542 @@
+#include "plan/plan_time.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+namespace census {
+
+std::string overlap_name(Overlap o) {
+  switch (o) {
+    case Overlap::kFsdpPrefetch: return "fsdp_prefetch";
+    case Overlap::kTpAsync: return "tp_async";
+    case Overlap::kEp1F1B: return "ep_1f1b";
+    case Overlap::kDpReduceScatter: return "dp_reduce_scatter";
+    case Overlap::kCount: break;
+  }
+  return "?";
+}
+
+Result<Overlaps> parse_overlaps(const std::string& text) {
+  Overlaps out;
+  out.on.fill(false);
+  if (text == "none") return out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, comma - at);
+    at = comma + 1;
+    bool known = false;
+    for (size_t i = 0; i < kOverlaps; ++i)
+      if (name == overlap_name(static_cast<Overlap>(i))) out.on[i] = known = true;
+    if (!known)
+      return refuse("--overlap", echoed(name) +
+                                     " is not an overlap switch; use fsdp_prefetch, tp_async, ep_1f1b, dp_reduce_scatter "
+                                     "(comma-separated), or none");
+  }
+  return out;
+}
+
+std::string overlaps_text(const Overlaps& o) {
+  std::string text;
+  for (size_t i = 0; i < kOverlaps; ++i)
+    if (o.on[i]) text += (text.empty() ? "" : ",") + overlap_name(static_cast<Overlap>(i));
+  return text.empty() ? "none" : text;
+}
+
+namespace {
+
+constexpr int64_t kBf16 = 2;
+
+// One layer's ops' times at a layout's (TP, EP, CP, b), what it holds and whether it rings or routes.
+struct LayerCost {
+  PassTime pass;
+  bool attention_kernel = false;
+  bool moe = false;
+  int64_t parameters = 0, expert_parameters = 0;  // as the step builds them
+  int64_t rank_parameters = 0, rank_expert_parameters = 0;  // as an EP rank holds them (what moves and updates)
+};
+
+// One micro-batch's pass through a chunk, by term, and each overlap's alternative.
+struct ChunkTimes {
+  double forward = 0, backward = 0, recompute = 0, output = 0;
+  double tp = 0, cp = 0, ep = 0, fsdp = 0;  // exposed, as the switches are set
+  std::array<double, kOverlaps> hidden{};    // what each switch hides (on) or would hide (off)
+  double forward_pass = 0, backward_pass = 0;  // the pass durations the pipeline runs
+};
+
+// Two streams, compute and communication, over a chunk's layers in the order they run: a layer's compute
+// waits for its gather; a gather is issued, with prefetch, when the layer before starts computing (else
+// when it ends); a reduce-scatter is issued when its layer's compute ends, so it queues behind the next
+// layer's gather already issued (FSDP2's order). The time the communication stream adds to the compute.
+double fsdp_exposed(const std::vector<double>& compute, const std::vector<double>& gather,
+                    const std::vector<double>& reduce, bool prefetch) {
+  double comm_free = 0, compute_free = 0, previous_start = 0, total = 0;
+  double pending = 0, pending_ready = 0;  // the last layer's reduce-scatter, not yet on the stream
+  for (size_t k = 0; k < compute.size(); ++k) {
+    const double issue = k == 0 ? 0 : prefetch ? previous_start : compute_free;
+    const double gathered = std::max(comm_free, issue) + gather[k];
+    comm_free = gathered;
+    if (pending > 0) comm_free = std::max(comm_free, pending_ready) + pending;
+    const double start = std::max(compute_free, gathered);
+    compute_free = start + compute[k];
+    previous_start = start;
+    total += compute[k];
+    pending = reduce.empty() ? 0 : reduce[k];
+    pending_ready = compute_free;
+  }
+  if (pending > 0) comm_free = std::max(comm_free, pending_ready) + pending;
+  return std::max(compute_free, comm_free) - total;
+}
+
+// The EP group: TP x EP consecutive ranks at stride TP, or (whole experts) EP consecutive ones; and the
+// experts' data-parallel group, the ranks holding the same experts (at stride TP x EP, or EP).
+Group expert_group(const Layout& l, int64_t gpn) {
+  const int64_t stride = l.etp == 1 ? 1 : l.tp;
+  return Group{l.ep, std::max<int64_t>(1, std::min(l.ep, gpn / stride))};
+}
+Group expert_data_group(const Layout& l, int64_t gpn) {
+  const int64_t n = expert_ranks(l) / l.ep, stride = (l.etp == 1 ? 1 : l.tp) * l.ep;
+  return Group{n, std::max<int64_t>(1, std::min(n, gpn / stride))};
+}
+
+std::string seconds_text(double s) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, s >= 1 ? "%.2f s" : "%.2f ms", s >= 1 ? s : s * 1e3);
+  return buffer;
+}
+
+}  // namespace
+
+struct TimeModel::Impl {
+  Impl(const ModelConfig& config, const RunShape& run, const Device& device, TimeOptions options)
+      : c(config), run(run), o(options), rates(Rates::of(device)), net(Network::of(device)) {
+    const std::vector<std::string> layer_kind_names = layer_kinds(c);
+    for (size_t i = 0; i < layer_kind_names.size(); ++i) {
+      kinds.push_back(layer_kind_names[i]);
+      size_t first = i;
+      for (size_t j = 0; j < i; ++j)
+        if (layer_kind_names[j] == layer_kind_names[i]) {
+          first = j;
+          break;
+        }
+      representative.push_back(static_cast<int64_t>(first));
+    }
+  }
+
+  const ModelConfig& rank_config(int64_t tp, int64_t ep, int64_t etp) {
+    auto [it, made] = ranks.try_emplace({tp, ep, etp});
+    if (made) it->second = census::rank_config(c, tp, ep, etp);
+    return it->second;
+  }
+
+  // Every layer's cost at (TP, EP, CP, b), by layer index: each kind recorded once.
+  const std::vector<LayerCost>& layer_costs(int64_t tp, int64_t ep, int64_t etp, int64_t cp, int64_t b) {
+    auto [it, made] = costs.try_emplace({tp, ep, etp, cp, b});
+    if (!made) return it->second;
+    const ModelConfig& rank = rank_config(tp, ep, etp);
+    const int64_t tokens = run.seq_length / cp;
+    std::map<int64_t, LayerCost> by_kind;
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      const int64_t rep = representative[i];
+      auto found = by_kind.find(rep);
+      if (found == by_kind.end()) {
+        auto [s, new_shares] = shares.try_emplace({rep, tp, ep, etp});
+        // The policy's shares are of matmuls whose FLOPs all grow with the tokens: read once per kind.
+        if (new_shares) s->second = census_recomputed(rank, rep, tokens);
+        auto [ops_it, new_ops] = ops.try_emplace({rep, tp, ep, etp, tokens});
+        if (new_ops) ops_it->second = record_layer(rank, rep, tokens, s->second);
+        const LayerOps& layer = ops_it->second;
+        LayerCost cost;
+        cost.pass = pass_time(layer, b, rates, cp);
+        cost.attention_kernel = layer.attention_kernel;
+        cost.moe = layer.expert_parameters > 0;
+        cost.parameters = layer.parameters;
+        cost.expert_parameters = layer.expert_parameters;
+        cost.rank_expert_parameters = layer.rank_expert_parameters;
+        cost.rank_parameters = layer.parameters - layer.expert_parameters + layer.rank_expert_parameters;
+        found = by_kind.emplace(rep, cost).first;
+      }
+      it->second.push_back(found->second);
+    }
+    return it->second;
+  }
+
+  std::pair<PassTime, PassTime> ends(int64_t cp, int64_t b) {  // the embedding's and the output layer's
+    auto [it, made] = end_costs.try_emplace({cp, b});
+    if (made) {
+      const int64_t tokens = run.seq_length / cp;
+      it->second = {pass_time(record_embedding(c, tokens), b, rates), pass_time(record_output(c, tokens), b, rates)};
+    }
+    return it->second;
+  }
+
+  // The chunks' layers of a layout's pipeline, by (PP, V, split).
+  const std::vector<LayerRange>& chunks_of(const Layout& l) {
+    const PipelineSplit& sp = l.split;
+    auto [it, made] = chunk_ranges.try_emplace(std::tuple{l.pp, l.virtual_stages, sp.first_stage_layers, sp.last_stage_layers,
+                                                          sp.embedding_as_layer, sp.loss_as_layer});
+    if (made) {
+      auto chunks = pipeline_chunks(c.num_hidden_layers, l.pp, l.virtual_stages, l.split);
+      if (chunks) it->second = chunks.take();
+    }
+    return it->second;
+  }
+  struct StepEnd {
+    double reduce = 0, overlapped = 0, gather = 0, dp = 0, optimizer = 0;
+  };
+  void work(const Layout& l);
+  // `least`: as if the backward were long enough to hide all but the last bucket of the reduction.
+  StepEnd step_end(const Layout& l, bool least = false) const;
+  double shape_bound(Layout l);
+  TimeEstimate estimate(const Layout& l, bool complete, bool formulas);
+
+  // The last work() made: every stage's sums, the pass durations, the parameters.
+  struct Work {
+    PipelineTimes times;
+    std::vector<ChunkTimes> stage_sum;
+    std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds them
+    std::vector<int64_t> rank_params, rank_experts;  // as an EP rank holds them (rank_params: first less, then all)
+    std::vector<double> fwd, bwd, gather, reduce;
+    size_t busiest = 0, heaviest = 0;
+    bool valid = false, sharded = false;
+    Layout layout;  // whose work it is
+  } w;
+  static bool same_work(const Layout& a, const Layout& b) {
+    return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.pp == b.pp && a.dp == b.dp &&
+           a.schedule == b.schedule &&
+           a.virtual_stages == b.virtual_stages && a.split == b.split && a.micro_batch_size == b.micro_batch_size &&
+           a.micro_batches == b.micro_batches && a.recompute == b.recompute;
+  }
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunk_ranges;
+
+  const ModelConfig& c;
+  RunShape run;
+  TimeOptions o;
+  Rates rates;
+  Network net;
+  std::vector<std::string> kinds;       // by layer index
+  std::vector<int64_t> representative;  // by layer index: the first layer of its kind
+  std::map<std::tuple<int64_t, int64_t, int64_t>, ModelConfig> ranks;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, RecomputeShares> shares;  // by (layer, TP, EP, ETP)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, LayerOps> ops;    // and tokens
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<LayerCost>> costs;  // (TP, EP, ETP, CP, b)
+  std::map<std::pair<int64_t, int64_t>, std::pair<PassTime, PassTime>> end_costs;
+  std::map<std::string, PipelineRun> pipelines;
+};
+
+// Every stage's work for one micro-batch, by term, and each chunk's pass durations.
+void TimeModel::Impl::work(const Layout& l) {
+  // The ZeRO stages of a layout share their work, but ZeRO-3's (and FSDP's) gathers.
+  const bool sharded = l.zero == 3 || l.fsdp;
+  if (w.valid && w.sharded == sharded && same_work(w.layout, l)) return;
+  w.valid = true;
+  w.sharded = sharded;
+  w.layout = l;
+  const std::vector<LayerCost>& layers = layer_costs(l.tp, l.ep, l.etp, l.cp, l.micro_batch_size);
+  const auto [embedding, output] = ends(l.cp, l.micro_batch_size);
+  const ModelConfig& rank = rank_config(l.tp, l.ep, l.etp);
+  const int64_t gpn = run.gpus_per_node;
+  const int64_t tokens = run.seq_length / l.cp, b = l.micro_batch_size;
+  const int64_t hidden_bytes = b * tokens * c.hidden_size * kBf16;
+  const bool sharded_passes = l.zero == 3 || l.fsdp;  // parameters gathered every pass
+  const int64_t grad_size = l.fsdp || o.fp32_gradients ? 4 : 2;  // FSDP2 reduces in fp32 (MixedPrecisionPolicy)
+  const int64_t dp_cp = l.dp * l.cp;
+  // Ranks TP innermost, then CP, DP (EP within DP x CP, or TP x DP x CP), PP: a group of n ranks at
+  // stride s shares a node with max(1, min(n, gpus_per_node / s)) of its members.
+  auto group = [&](int64_t n, int64_t stride) { return Group{n, std::max<int64_t>(1, std::min(n, gpn / stride))}; };
+  const Group tp_group = group(l.tp, 1), cp_group = group(l.cp, l.tp), dp_group = group(dp_cp, l.tp);
+  const Group ep_group = expert_group(l, gpn), edp_group = expert_data_group(l, gpn);
+  const bool pp_inside = l.tp * l.cp * l.dp * l.pp <= gpn;
+  const double tp_collective = l.tp > 1 ? all_reduce_seconds(hidden_bytes, tp_group, net) : 0;
+  const int64_t ring_kv = b * tokens * 2 * rank.num_key_value_heads * rank.head_dim * kBf16;
+  const double ring_send = send_seconds(ring_kv, cp_group.inside_node(), net);
+  const double ring_send_back = send_seconds(2 * ring_kv, cp_group.inside_node(), net);
+  const int64_t routed_bytes = b * tokens * c.moe.num_experts_per_tok * c.hidden_size * kBf16;
+  const double a2a = l.ep > 1 ? all_to_all_seconds(routed_bytes, ep_group, net) : 0;
+
+  const std::vector<LayerRange>& chunks = chunks_of(l);
+  const int64_t p = l.pp, v = l.virtual_stages;
+  PipelineTimes& times = w.times;
+  times.forward.assign(static_cast<size_t>(p), std::vector<double>(static_cast<size_t>(v), 0));
+  times.backward = times.forward;
+  times.transfer = p > 1 ? send_seconds(hidden_bytes, pp_inside, net) : 0;
+  std::vector<ChunkTimes>& stage_sum = w.stage_sum;
+  stage_sum.assign(static_cast<size_t>(p), ChunkTimes{});
+  std::vector<int64_t>& stage_params = w.stage_params;
+  std::vector<int64_t>& stage_experts = w.stage_experts;
+  std::vector<int64_t>& stage_layers = w.stage_layers;
+  stage_params.assign(static_cast<size_t>(p), 0);
+  stage_experts.assign(static_cast<size_t>(p), 0);
+  stage_layers.assign(static_cast<size_t>(p), 0);
+  w.rank_params.assign(static_cast<size_t>(p), 0);
+  w.rank_experts.assign(static_cast<size_t>(p), 0);
+  const bool async = o.overlaps[Overlap::kTpAsync], prefetch = o.overlaps[Overlap::kFsdpPrefetch];
+  const bool ep_paired = o.overlaps[Overlap::kEp1F1B];
+  for (int64_t g = 0; g < static_cast<int64_t>(chunks.size()); ++g) {
+    const int64_t r = g % p, chunk = g / p;
+    const bool first = g == 0, last = g + 1 == static_cast<int64_t>(chunks.size());
+    ChunkTimes t;
+    double tp_f_raw = 0, tp_b_raw = 0, tp_f_async = 0, tp_b_async = 0, ep_f = 0, ep_b = 0, cp_f = 0, cp_b = 0;
+    std::vector<double>& fwd = w.fwd;
+    std::vector<double>& bwd = w.bwd;
+    std::vector<double>& gather = w.gather;
+    std::vector<double>& reduce = w.reduce;
+    fwd.clear(), bwd.clear(), gather.clear(), reduce.clear();
+    for (int64_t i = chunks[static_cast<size_t>(g)].begin; i < chunks[static_cast<size_t>(g)].end; ++i) {
+      const LayerCost& lc = layers[static_cast<size_t>(i)];
+      const PassTime& pt = lc.pass;
+      const Recompute mode = l.recompute.of_kind(kinds[static_cast<size_t>(i)]);
+      const bool full = mode == Recompute::kFull;
+      t.forward += pt.forward;
+      t.backward += pt.backward;
+      t.recompute += full ? pt.forward : mode == Recompute::kSelective ? pt.selective_recompute : 0;
+      // TP: 2 all-reduces each way (and the recomputed forward's again under full recompute).
+      const double passes_b = full ? 2 : 1;
+      tp_f_raw += 2 * tp_collective;
+      tp_b_raw += 2 * tp_collective * passes_b;
+      tp_f_async += std::max(0.0, 2 * tp_collective - pt.gemm_forward);
+      tp_b_async += std::max(0.0, 2 * tp_collective * passes_b - pt.gemm_backward - (full ? pt.gemm_forward : 0));
+      if (l.cp > 1 && lc.attention_kernel) {
+        const double steps = static_cast<double>(l.cp - 1), share = static_cast<double>(l.cp);
+        const double ring_f = steps * std::max(0.0, ring_send - pt.attention_forward / share);
+        cp_f += ring_f;
+        cp_b += ring_f * (full ? 1 : 0) + steps * std::max(0.0, ring_send_back - pt.attention_backward / share);
+      }
+      if (lc.moe && l.ep > 1) {
+        ep_f += 2 * a2a;
+        ep_b += 2 * a2a * passes_b;
+      }
+      if (sharded_passes) {
+        const int64_t dense = lc.rank_parameters - lc.rank_expert_parameters;
+        gather.push_back(all_gather_seconds(dense * kBf16, dp_group, net) +
+                         all_gather_seconds(lc.rank_expert_parameters * kBf16, edp_group, net));
+        reduce.push_back(all_gather_seconds(dense * grad_size, dp_group, net) +
+                         all_gather_seconds(lc.rank_expert_parameters * grad_size, edp_group, net));
+        fwd.push_back(pt.forward);
+        bwd.push_back(pt.backward + (full ? pt.forward : mode == Recompute::kSelective ? pt.selective_recompute : 0));
+      }
+      stage_params[static_cast<size_t>(r)] += lc.parameters;
+      stage_experts[static_cast<size_t>(r)] += lc.expert_parameters;
+      w.rank_experts[static_cast<size_t>(r)] += lc.rank_expert_parameters;
+      w.rank_params[static_cast<size_t>(r)] += lc.rank_parameters - lc.parameters;  // the difference, added below
+      ++stage_layers[static_cast<size_t>(r)];
+    }
+    t.cp = cp_f + cp_b;
+    t.tp = async ? tp_f_async + tp_b_async : tp_f_raw + tp_b_raw;
+    t.hidden[static_cast<size_t>(Overlap::kTpAsync)] = tp_f_raw + tp_b_raw - tp_f_async - tp_b_async;
+    // Forward and backward of a chunk are each other's partners in 1F1B's steady state.
+    const double ep_f_paired = std::max(0.0, ep_f - (t.backward + t.recompute));
+    const double ep_b_paired = std::max(0.0, ep_b - t.forward);
+    t.ep = ep_paired ? ep_f_paired + ep_b_paired : ep_f + ep_b;
+    t.hidden[static_cast<size_t>(Overlap::kEp1F1B)] = ep_f + ep_b - ep_f_paired - ep_b_paired;
+    double fsdp_f = 0, fsdp_b = 0;
+    if (sharded_passes && !fwd.empty()) {
+      fsdp_f = fsdp_exposed(fwd, gather, {}, prefetch);
+      std::reverse(bwd.begin(), bwd.end());
+      std::reverse(gather.begin(), gather.end());
+      std::reverse(reduce.begin(), reduce.end());
+      fsdp_b = fsdp_exposed(bwd, gather, reduce, prefetch);
+      const double serial = fsdp_exposed(fwd, gather, {}, false) + fsdp_exposed(bwd, gather, reduce, false);
+      t.hidden[static_cast<size_t>(Overlap::kFsdpPrefetch)] =
+          prefetch ? serial - fsdp_f - fsdp_b
+                   : serial - fsdp_exposed(fwd, gather, {}, true) - fsdp_exposed(bwd, gather, reduce, true);
+      t.fsdp = fsdp_f + fsdp_b;
+    }
+    double forward_extra = 0, backward_extra = 0;
+    if (first) {
+      t.forward += embedding.forward;
+      t.backward += embedding.backward;
+      stage_params[static_cast<size_t>(r)] += c.vocab_size * c.hidden_size;
+    }
+    if (last) {
+      t.output = output.forward + output.backward;
+      forward_extra += output.forward;
+      backward_extra += output.backward;
+      if (!(first && c.tie_word_embeddings)) stage_params[static_cast<size_t>(r)] += c.vocab_size * c.hidden_size;
+      stage_params[static_cast<size_t>(r)] += c.hidden_size;
+    }
+    t.forward_pass = t.forward + forward_extra + (async ? tp_f_async : tp_f_raw) + (ep_paired ? ep_f_paired : ep_f) + fsdp_f + cp_f;
+    t.backward_pass = t.backward + backward_extra + t.recompute + (async ? tp_b_async : tp_b_raw) +
+                      (ep_paired ? ep_b_paired : ep_b) + fsdp_b + cp_b;
+    times.forward[static_cast<size_t>(r)][static_cast<size_t>(chunk)] = t.forward_pass;
+    times.backward[static_cast<size_t>(r)][static_cast<size_t>(chunk)] = t.backward_pass;
+    ChunkTimes& s = stage_sum[static_cast<size_t>(r)];
+    s.forward += t.forward, s.backward += t.backward, s.recompute += t.recompute, s.output += t.output;
+    s.tp += t.tp, s.cp += t.cp, s.ep += t.ep, s.fsdp += t.fsdp;
+    s.forward_pass += t.forward_pass, s.backward_pass += t.backward_pass;
+    for (size_t k = 0; k < kOverlaps; ++k) s.hidden[k] += t.hidden[k];
+  }
+  for (size_t r = 0; r < stage_params.size(); ++r) w.rank_params[r] += stage_params[r];
+  w.busiest = w.heaviest = 0;
+  for (size_t r = 0; r < stage_sum.size(); ++r) {
+    const double busy = stage_sum[r].forward_pass + stage_sum[r].backward_pass;
+    if (busy > stage_sum[w.busiest].forward_pass + stage_sum[w.busiest].backward_pass) w.busiest = r;
+    if (stage_params[r] > stage_params[w.heaviest]) w.heaviest = r;
+  }
+}
+
+// Once a step: the gradients' reduction and (ZeRO-1/2) the parameters' gather, on the stage holding the
+// most parameters; then the optimizer's step there. ZeRO-3 and FSDP reduce every pass instead.
+TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) const {
+  const bool sharded_passes = l.zero == 3 || l.fsdp;
+  const int64_t grad_size = l.fsdp || o.fp32_gradients ? 4 : 2;
+  const int64_t dp_cp = l.dp * l.cp, gpn = run.gpus_per_node;
+  const Group dp_group{dp_cp, std::max<int64_t>(1, std::min(dp_cp, gpn / l.tp))};
+  const Group edp_group = expert_data_group(l, gpn);
+  const int64_t params = w.rank_params[w.heaviest], experts = w.rank_experts[w.heaviest], dense = params - experts;
+  StepEnd end;
+  if (!sharded_passes) {
+    if (l.zero == 0) {
+      end.reduce = all_reduce_seconds(dense * grad_size, dp_group, net) + all_reduce_seconds(experts * grad_size, edp_group, net);
+    } else {
+      end.reduce = all_gather_seconds(dense * grad_size, dp_group, net) + all_gather_seconds(experts * grad_size, edp_group, net);
+      end.gather = all_gather_seconds(dense * kBf16, dp_group, net) + all_gather_seconds(experts * kBf16, edp_group, net);
+    }
+  }
+  double window = least ? std::numeric_limits<double>::infinity() : 0;  // least: the whole reduction overlapped
+  for (double d : w.times.backward[w.heaviest]) window += d;
+  const double last_bucket = end.reduce / static_cast<double>(std::max<int64_t>(1, w.stage_layers[w.heaviest]));
+  end.overlapped = std::min(end.reduce, std::max(0.0, end.reduce - window) + last_bucket);
+  end.dp = (o.overlaps[Overlap::kDpReduceScatter] ? end.overlapped : end.reduce) + end.gather;
+  const double d = static_cast<double>(dp_cp);
+  const bool sharded = l.zero > 0 || l.fsdp;
+  const double p_share = l.zero >= 3 || l.fsdp ? 1 / d : 1, g_share = l.zero >= 2 || l.fsdp ? 1 / d : 1,
+               s_share = sharded ? 1 / d : 1;
+  const double param_bytes = static_cast<double>(kBf16 * params);
+  const double state_bytes = (o.fp32_master_weights || l.fsdp ? 6 : 2) * param_bytes;  // bf16 moments 4 B; fp32 master + moments 12 B
+  const double optimizer_bytes =
+      2 * param_bytes * p_share + static_cast<double>(grad_size * params) * g_share + 2 * state_bytes * s_share;
+  end.optimizer = optimizer_bytes / (rates.hbm_bytes_per_s * rates.calibration.memory_efficiency);
+  return end;
+}
+
+double TimeModel::Impl::shape_bound(Layout l) {
+  // Recompute adds to every backward and ZeRO-3's gathers to every pass: the plain, unsharded work is
+  // the least; each ZeRO stage's end (ZeRO-3's its optimizer step alone) the least of them.
+  l.recompute = {};
+  l.fsdp = false;
+  l.zero = 0;
+  work(l);
+  const double busy = static_cast<double>(l.micro_batches) *
+                      (w.stage_sum[w.busiest].forward_pass + w.stage_sum[w.busiest].backward_pass);
+  double least = std::numeric_limits<double>::infinity();
+  for (int zero = 0; zero <= (l.dp * l.cp > 1 ? 3 : 0); ++zero) {
+    l.zero = zero;
+    const StepEnd end = step_end(l, /*least=*/true);
+    least = std::min(least, end.dp + end.optimizer);
+  }
+  return busy + least;
+}
+
+TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool formulas) {
+  work(l);
+  const size_t busiest = w.busiest;
+  const int64_t p = l.pp, v = l.virtual_stages, b = l.micro_batch_size, tokens = run.seq_length / l.cp;
+  const double m = static_cast<double>(l.micro_batches);
+  const bool sharded_passes = l.zero == 3 || l.fsdp;
+  TimeEstimate e;
+  e.complete = complete;
+  e.busiest_stage = static_cast<int64_t>(busiest);
+  e.stage_parameters = w.stage_params;
+  e.stage_expert_parameters = w.stage_experts;
+  const ChunkTimes& s = w.stage_sum[busiest];
+  const double busy = m * (s.forward_pass + s.backward_pass);
+  double bubble = 0;
+  if (complete && p > 1) {
+    char key[160];
+    std::snprintf(key, sizeof key, "%lld/%lld/%lld/%lld/%d/%lld/%lld/%lld/%d/%d/%d", static_cast<long long>(l.tp),
+                  static_cast<long long>(l.cp), static_cast<long long>(l.ep), static_cast<long long>(l.pp),
+                  static_cast<int>(l.schedule), static_cast<long long>(l.virtual_stages),
+                  static_cast<long long>(l.micro_batch_size), static_cast<long long>(l.micro_batches),
+                  static_cast<int>(l.split.first_stage_layers * 1000 + l.split.last_stage_layers),
+                  (l.split.embedding_as_layer ? 1 : 0) + (l.split.loss_as_layer ? 2 : 0), sharded_passes ? 1 : 0);
+    const std::string full_key = std::string(key) + "/" + std::to_string(l.etp) + "/" + recompute_text(l.recompute);
+    auto found = pipelines.find(full_key);
+    if (found == pipelines.end())
+      found = pipelines.emplace(full_key, simulate_pipeline(l.schedule, p, l.micro_batches, v, w.times)).first;
+    bubble = std::max(0.0, found->second.makespan - busy);
+  }
+
+  const StepEnd end = step_end(l);
+  const double dp = end.dp, optimizer = end.optimizer;
+  const int64_t dp_cp = l.dp * l.cp, edp = expert_ranks(l) / l.ep;
+  const int64_t experts = w.rank_experts[w.heaviest];
+  const ModelConfig& rank = rank_config(l.tp, l.ep, l.etp);
+  const int64_t ring_kv = b * tokens * 2 * rank.num_key_value_heads * rank.head_dim * kBf16;
+  const int64_t routed_bytes = b * tokens * c.moe.num_experts_per_tok * c.hidden_size * kBf16;
+  const bool ep_inside = expert_group(l, run.gpus_per_node).inside_node();
+  for (size_t k = 0; k < kOverlaps; ++k) e.overlap_seconds[k] = m * s.hidden[k];
+  e.overlap_seconds[static_cast<size_t>(Overlap::kDpReduceScatter)] = end.reduce - end.overlapped;
+  // The pipeline's hidden-state sends lie on its critical path (the bubble), not in a stage's work.
+  const double seconds[] = {m * s.forward, m * s.backward, m * s.recompute, m * s.output, m * s.tp, m * s.cp,
+                            m * s.ep,      m * s.fsdp,     bubble,          dp,           optimizer};
+  for (double term : seconds) e.seconds += term;
+  if (!complete) return e;  // a bound: its sum alone
+  e.terms = {
+      {"forward", m * s.forward, ""},
+      {"backward", m * s.backward, ""},
+      {"recompute", m * s.recompute, ""},
+      {"output_layer", m * s.output, ""},
+      {"tp_communication", m * s.tp, ""},
+      {"cp_communication", m * s.cp, ""},
+      {"ep_communication", m * s.ep, ""},
+      {"fsdp_communication", m * s.fsdp, ""},
+      {"pipeline_bubble", bubble, ""},
+      {"dp_communication", dp, ""},
+      {"optimizer_step", optimizer, ""},
+  };
+  if (!formulas) return e;
+
+  const std::string S = std::to_string(b) + " x " + std::to_string(tokens);
+  const std::string M = "M " + std::to_string(l.micro_batches);
+  auto on = [&](Overlap ov) { return o.overlaps[ov] ? std::string(" (") + overlap_name(ov) + " on: hides " : std::string(" (") + overlap_name(ov) + " off: would hide "; };
+  auto hidden_text = [&](Overlap ov) { return on(ov) + seconds_text(e.overlap_seconds[static_cast<size_t>(ov)]) + ")"; };
+  e.terms[0].formula = M + " x stage " + std::to_string(busiest) +
+                       "'s layers, op by op: GEMMs (F + W½) / (peak x gemm_efficiency), the attention kernel's causal FLOPs at "
+                       "its rate, the rest bytes / (HBM x memory_efficiency); the embedding on stage 0";
+  e.terms[1].formula = "each GEMM's two GEMMs of its FLOPs, the attention kernel's 2.5 x FLOPs at its backward rate, "
+                       "every other op's bytes twice";
+  e.terms[2].formula = "by layer kind (" + recompute_text(l.recompute) +
+                       "): full runs the forward again, selective its policy's share of the matmuls and the weightless ops";
+  e.terms[3].formula = "the last stage's final norm, LM head and loss, forward and backward";
+  e.terms[4].formula = l.tp > 1 ? "per layer 2 + 2 all-reduces of " + S + " x " + std::to_string(c.hidden_size) +
+                                      " x 2 B over TP " + std::to_string(l.tp) + hidden_text(Overlap::kTpAsync)
+                                : "TP 1";
+  e.terms[5].formula = l.cp > 1 ? "per attention layer C - 1 = " + std::to_string(l.cp - 1) + " ring steps of " +
+                                      std::to_string(ring_kv) + " B (K/V), twice backward, beyond each step's attention"
+                                : "CP 1";
+  e.terms[6].formula = l.ep > 1 ? "per MoE layer 2 + 2 all-to-alls of " + std::to_string(routed_bytes) + " B over EP " +
+                                      std::to_string(l.ep) + (ep_inside ? " inside a node" : " across nodes") +
+                                      hidden_text(Overlap::kEp1F1B)
+                                : "EP 1";
+  e.terms[7].formula = sharded_passes ? "each layer's parameters gathered forward and backward, its gradients reduce-scattered, "
+                                        "over DP x CP = " + std::to_string(dp_cp) + hidden_text(Overlap::kFsdpPrefetch)
+                                      : "parameters whole on the rank";
+  e.terms[8].formula = p > 1 ? "the " + schedule_label(l) + " order simulated, each pass as long as its terms, " +
+                                   seconds_text(w.times.transfer) + " a send between stages, less stage " +
+                                   std::to_string(busiest) + "'s work"
+                             : "no pipeline";
+  e.terms[9].formula = sharded_passes ? "(every pass's, above)"
+                       : l.zero == 0
+                           ? "all-reduce of the gradients over DP x CP = " + std::to_string(dp_cp) +
+                                 (experts > 0 ? " (experts' over " + std::to_string(edp) + ")" : "") +
+                                 hidden_text(Overlap::kDpReduceScatter)
+                           : "reduce-scatter of the gradients, all-gather of the parameters over DP x CP = " +
+                                 std::to_string(dp_cp) + hidden_text(Overlap::kDpReduceScatter);
+  e.terms[10].formula = "parameters, gradients and states read and written at the rank's shares / (HBM x memory_efficiency)";
+  return e;
+}
+
+TimeModel::TimeModel(const ModelConfig& config, const RunShape& run, const Device& device, TimeOptions options)
+    : impl_(std::make_unique<Impl>(config, run, device, options)) {}
+
+TimeModel::~TimeModel() = default;
+
+double TimeModel::shape_bound(const Layout& layout) { return impl_->shape_bound(layout); }
+
+TimeEstimate TimeModel::estimate(const Layout& layout, bool complete, bool formulas) {
+  return impl_->estimate(layout, complete, formulas);
+}
+
+}  // namespace census

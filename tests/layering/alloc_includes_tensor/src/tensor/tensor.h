@@ -1,0 +1,2 @@
+// A fixture of the layering check.
+#pragma once

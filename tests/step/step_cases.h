@@ -1,0 +1,45 @@
+// The step oracle's cases copied into tests/data/step/ (step/step_census.h against PyTorch's whole
+// step on fake tensors): one case's JSON by name, every case's name, sorted, and the step it ran.
+#pragma once
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "step/step_census.h"
+
+namespace census::testing {
+
+inline nlohmann::json step_case(const std::string& name) {
+  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/" + name + ".json");
+  return nlohmann::json::parse(file);
+}
+
+inline std::vector<std::string> step_case_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(CENSUS_TEST_DATA) + "/step"))
+    names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The step the oracle ran: its tokens, sequences a micro-batch ("batch", 1 where the case predates
+// it), micro-batches, pipeline stage, optimizer and checkpointing.
+inline StepOptions options_of(const nlohmann::json& oracle) {
+  StepOptions o;
+  o.seq_length = oracle.at("seq");
+  o.micro_batch_size = oracle.value("batch", 1);
+  o.micro_batches = oracle.at("m");
+  o.pipeline_stages = oracle.at("p");
+  o.stage = oracle.at("r");
+  const std::string kind = oracle.at("kind");
+  if (kind == "accum_adamw") o.optimizer = StepOptimizer::kAdamW;
+  if (kind == "sac_selective") o.recompute = Recompute::kSelective;
+  if (kind == "ac_full") o.recompute = Recompute::kFull;
+  return o;
+}
+
+}  // namespace census::testing

@@ -158,6 +158,41 @@ void BM_StepFirstStage(benchmark::State& state, const char* model) {
 }
 BENCHMARK_CAPTURE(BM_StepFirstStage, llama_3_1_70b_pp8_m16_tp8, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
 
+// `census step llama-3.1-70b --tp 8 --sequence-parallel --loss-parallel --pp 4 --fsdp --dp 2` at 4096
+// tokens with AdamW, every stage (20 layers each): DTensor's plan and FSDP2 run on the rank, their
+// collectives as ops.
+void BM_StepParallelAllStages(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  census::StepOptions options;
+  options.seq_length = 4096;
+  options.pipeline_stages = 4;
+  options.tensor_parallel = 8;
+  options.sequence_parallel = true;
+  options.loss_parallel = true;
+  options.fsdp.shards = 2;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  for (auto _ : state)
+    for (int64_t stage = 0; stage < options.pipeline_stages; ++stage) {
+      options.stage = stage;
+      benchmark::DoNotOptimize(census::census_step(config, options));
+    }
+}
+BENCHMARK_CAPTURE(BM_StepParallelAllStages, llama_3_1_70b_tp8_sp_pp4_fsdp2, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
+
+// `census step llama-3.1-8b --seq-length 8192 --micro-batch-size 2 --fsdp --dp 8 --recompute selective`
+// (torchtitan's Llama 3.1 8B run), with AdamW.
+void BM_StepFsdp(benchmark::State& state, const char* model) {
+  const census::ModelConfig config = shipped(model);
+  census::StepOptions options;
+  options.seq_length = 8192;
+  options.micro_batch_size = 2;
+  options.fsdp.shards = 8;
+  options.recompute = census::Recompute::kSelective;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepFsdp, llama_3_1_8b_fsdp8, "llama-3.1-8b")->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

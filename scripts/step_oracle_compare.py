@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Run `census step` on cases of the step oracle and print every number that differs.
+"""Run `census step` on cases of the step oracle or the parallel step oracle and print every number that differs.
 
-Usage: scripts/step_oracle_compare.py [--census build/census] [--only REGEX] CASE.json|DIR ...
+Usage: scripts/step_oracle_compare.py [--census build/census] [--only REGEX] [--all] CASE.json|DIR ...
 
 For each case (a step oracle JSON, or a trimmed one of tests/data/step/), runs the census binary with
 the case's config, sequence, micro-batch size, micro-batches, pipeline stage and kind, and compares the
@@ -10,6 +10,13 @@ states, the peak (bytes, phase, op, split), other_peak, each phase's bytes and t
 and optimizer-step peaks. A case the oracle could not run (it records an error) must be refused in one
 line with exit code 2. Prints one line per case (ok, refused as expected, or the first differences) and
 a count; exit status 1 when any case differs.
+
+A case of the parallel step oracle (one with a `parallel` record, or a trimmed one of
+tests/data/step/parallel/) has that record mapped onto census step's options one to one (FSDP2 over
+dp_shard ranks: --fsdp --dp N, with --master-weights fp32 where the shards are fp32 under
+MixedPrecisionPolicy(bf16, fp32); --tp T, --sequence-parallel, --loss-parallel), and is compared as
+tests/step/step_parallel_oracle_test.cpp compares it: FSDP2's parts of `other` in every split, each
+phase's peak op and split besides.
 """
 import argparse
 import json
@@ -20,7 +27,31 @@ import sys
 import tempfile
 
 
+DETAIL = ("buffers", "inputs", "param_grad_inflight", "fsdp_unsharded_params", "fsdp_all_gather_buffers",
+          "fsdp_unsharded_grads", "fsdp_reduce_scatter_buffers", "activations")
+
+
+def parallel_options(case):
+    p = case["parallel"]
+    args = ["--seq-length", str(case["seq"]), "--micro-batch-size", str(case.get("batch") or 1),
+            "--micro-batches", str(case["m"]), "--optimizer", "adamw" if case["adamw"] else "none",
+            "--format", "json"]
+    if p["dp_shard"] > 1:
+        args += ["--fsdp", "--dp", str(p["dp_shard"])]
+    if p.get("mixed_precision"):
+        args += ["--master-weights", "fp32"]
+    if p["tp"] > 1:
+        args += ["--tp", str(p["tp"])]
+    if p.get("sequence_parallel"):
+        args += ["--sequence-parallel"]
+    if p.get("loss_parallel"):
+        args += ["--loss-parallel"]
+    return args
+
+
 def options(case):
+    if "parallel" in case:
+        return parallel_options(case)
     kind = case["kind"]
     args = ["--seq-length", str(case["seq"]), "--micro-batch-size", str(case.get("batch") or 1),
             "--micro-batches", str(case["m"]), "--pp", str(case["p"]), "--stage", str(case["r"]), "--format", "json"]
@@ -42,9 +73,10 @@ def config_of(case, folder):
 
 
 def split_of(split):
+    """FSDP2's parts count 0 where a record does not list them (the step oracle's, census step's without --fsdp)."""
     detail = split["other_detail"]
-    return [split["parameters"], split["gradients"], split["optimizer_states"], split["other"],
-            detail["buffers"], detail["inputs"], detail["param_grad_inflight"], detail["activations"]]
+    return [split["parameters"], split["gradients"], split["optimizer_states"], split["other"]] + \
+        [detail[key] if not key.startswith("fsdp_") else detail.get(key, 0) for key in DETAIL]
 
 
 def differences(case, got):
@@ -61,18 +93,22 @@ def differences(case, got):
         same("gradients." + key, case["gradients"][key], got["gradients"][key])
     if case.get("optimizer"):
         same("optimizer.state_bytes", case["optimizer"]["state_bytes"], (got.get("optimizer") or {}).get("state_bytes"))
+    parallel = "parallel" in case
     for key in ("peak", "other_peak"):
         for field in ("bytes", "phase", "op"):
             same(f"{key}.{field}", case[key][field], got[key][field])
-    same("peak.split", split_of(case["peak"]["split"]), split_of(got["peak"]["split"]))
+        if key == "peak" or parallel:
+            same(f"{key}.split", split_of(case[key]["split"]), split_of(got[key]["split"]))
     for key in ("forward_peak", "backward_peak", "optimizer_step_peak"):
         want, have = case.get(key), got.get(key)
         same(key, None if want is None else (want["bytes"], want["phase"]),
              None if have is None else (have["bytes"], have["phase"]))
     same("phases", [p["name"] for p in case["phases"]], [p["name"] for p in got["phases"]])
     for want, have in zip(case["phases"], got["phases"]):
-        for field in ("live_at_start", "peak_bytes", "live_at_end"):
+        for field in ("live_at_start", "peak_bytes", "live_at_end") + (("peak_op",) if parallel else ()):
             same(f"{want['name']}.{field}", want[field], have[field])
+        if parallel:
+            same(f"{want['name']}.split_at_peak", split_of(want["split_at_peak"]), split_of(have["split_at_peak"]))
     return out
 
 

@@ -433,7 +433,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 cp: int = 1, ep: int = 1, micro_batch_size: int = 1, first_stage_layers: int = 0,
                 last_stage_layers: int = 0, embedding_as_layer: bool = False,
                 loss_as_layer: bool = False, expert_tp: int = 0, allocator: bool = False, alloc_conf: str = "",
-                gpu_memory: Any = None) -> Dict[str, Any]:
+                gpu_memory: Any = None, fsdp: bool = False, reshard_after_forward: str = "default",
+                sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -441,7 +442,12 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     ``interleaved`` over *virtual_stages* model chunks a stage), every
     layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s first step (``adamw``
     or ``none``); the rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
-    num_experts / *ep* experts. Composed onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
+    num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
+    decoder layer and the root, *reshard_after_forward* ``default``, ``true`` or ``false``; with
+    *master_weights* ``fp32`` the shards are fp32 under MixedPrecisionPolicy(bf16, fp32)). With
+    *sequence_parallel* or *loss_parallel* (and *tp* > 1), DTensor's plan as torchtitan applies it runs on
+    the rank (docs/parallelism.md). A *world* other than 0 must be *dp* x *tp* x *pp* x *cp*. Composed
+    onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
     *master_weights* and *grad_dtype* (``bf16`` or ``fp32``), and the bytes of the CUDA context, NCCL's
     buffers and fragmentation the caller states. ValueError for a value it refuses. A config that ties the
     LM head to the embedding (``tie_word_embeddings``, with its config class's default) is stepped with one
@@ -472,7 +478,10 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _integer("first_stage_layers", first_stage_layers),
                         _integer("last_stage_layers", last_stage_layers),
                         _switch("embedding_as_layer", embedding_as_layer), _switch("loss_as_layer", loss_as_layer),
-                        _integer("expert_tp", expert_tp), allocator, alloc_conf, memory)
+                        _integer("expert_tp", expert_tp), allocator, alloc_conf, memory, _switch("fsdp", fsdp),
+                        _text("reshard_after_forward", reshard_after_forward),
+                        _switch("sequence_parallel", sequence_parallel), _switch("loss_parallel", loss_parallel),
+                        _integer("world", world))
     return json.loads(text)
 
 

@@ -6,8 +6,12 @@
 namespace census {
 namespace {
 
-// The strides a leaf's .grad must have to be stolen: the leaf's own, dimensions of size 1 aside.
+// The strides a leaf's .grad must have to be stolen: the leaf's own, dimensions of size 1 aside. A
+// gradient larger than its leaf is a tensor-parallel rank's replicated gradient of its shard (DTensor's
+// Replicate .grad of a Shard(0) vocabulary table, ops::vocab_parallel_embedding): of the DTensor's global
+// shape, it obeys the contract there, and is stolen as it comes.
 bool obeys_layout_contract(const Tensor& grad, const TensorImpl& variable) {
+  if (grad.numel() > variable.sizes.product()) return true;
   if (grad.sizes() != variable.sizes) return false;
   for (int i = 0; i < grad.dim(); ++i)
     if (grad.sizes()[i] != 1 && grad.strides()[i] != variable.strides[i]) return false;

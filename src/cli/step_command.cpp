@@ -30,34 +30,44 @@ constexpr IntegerRule stage_layers_rule(const char* flag) {
 }
 constexpr IntegerRule kStageRule{"--stage", 0, kLargestDegree - 1, "the last stage of the largest pipeline"};
 constexpr IntegerRule kZeroRule{"--zero", 0, 3, "the last ZeRO stage"};
+// --world: 0 (left out) or the ranks of the whole mesh.
+constexpr IntegerRule kWorldRule = degree_rule("--world");
 
 int refuse_line(std::ostream& err, const std::string& message) {
   err << "census: " << message << '\n';
   return 2;
 }
 
-ordered_json split_json(const StepSplit& s) {
+// FSDP2's parts of `other` are listed where FSDP2 runs (as the parallel oracle lists them), and left out
+// of every other step's record (as the step oracle's has none).
+ordered_json split_json(const StepSplit& s, bool fsdp) {
+  ordered_json detail = {{"buffers", s[StepCategory::kBuffers]},
+                         {"inputs", s[StepCategory::kInputs]},
+                         {"param_grad_inflight", s[StepCategory::kParamGradInflight]}};
+  if (fsdp) {
+    detail["fsdp_unsharded_params"] = s[StepCategory::kFsdpUnshardedParams];
+    detail["fsdp_all_gather_buffers"] = s[StepCategory::kFsdpAllGatherBuffers];
+    detail["fsdp_unsharded_grads"] = s[StepCategory::kFsdpUnshardedGrads];
+    detail["fsdp_reduce_scatter_buffers"] = s[StepCategory::kFsdpReduceScatterBuffers];
+  }
+  detail["activations"] = s[StepCategory::kActivations];
   return {{"parameters", s.parameters()},
           {"gradients", s.gradients()},
           {"optimizer_states", s.optimizer_states()},
           {"other", s.other()},
-          {"other_detail",
-           {{"buffers", s[StepCategory::kBuffers]},
-            {"inputs", s[StepCategory::kInputs]},
-            {"param_grad_inflight", s[StepCategory::kParamGradInflight]},
-            {"activations", s[StepCategory::kActivations]}}}};
+          {"other_detail", detail}};
 }
 
 ordered_json op_json(std::string_view op) { return op.empty() ? ordered_json(nullptr) : ordered_json(std::string(op)); }
 
-ordered_json moment_json(const StepMoment& m) {
+ordered_json moment_json(const StepMoment& m, bool fsdp) {
   if (m.bytes < 0) return nullptr;
-  return {{"bytes", m.bytes}, {"phase", m.phase}, {"op", op_json(m.op)}, {"split", split_json(m.split)}};
+  return {{"bytes", m.bytes}, {"phase", m.phase}, {"op", op_json(m.op)}, {"split", split_json(m.split, fsdp)}};
 }
 
 // "F3" -> micro-batch 3, forward; "optimizer_step" -> no micro-batch.
-ordered_json peak_json(const StepMoment& m) {
-  ordered_json j = moment_json(m);
+ordered_json peak_json(const StepMoment& m, bool fsdp) {
+  ordered_json j = moment_json(m, fsdp);
   const bool pass = m.phase.size() > 1 && (m.phase[0] == 'F' || m.phase[0] == 'B') && std::isdigit(m.phase[1]);
   j["micro_batch"] = pass ? ordered_json(std::stoll(m.phase.substr(1))) : ordered_json(nullptr);
   j["pass"] = pass ? ordered_json(m.phase[0] == 'F' ? "forward" : "backward") : ordered_json(m.phase);
@@ -83,21 +93,68 @@ const StepMoment& reported_peak(const StepCensus& s, const StepComposition& c) {
   return c.composes() ? s.composed_peak : s.analysis.peak;
 }
 
+// The ranks of the mesh --dp x --tp x --pp x --cp, or -1 where a degree is not one or the mesh has more
+// ranks than a run has (2^20; four degrees of up to 2^20 each would pass 64 bits).
+int64_t mesh_ranks(const StepArgs& a) {
+  int64_t ranks = 1;
+  for (int64_t degree : {a.dp, a.tp, a.pp, a.cp}) {
+    if (degree < 1 || degree > kLargestDegree) return -1;
+    ranks *= degree;  // at most 2^20 x 2^20
+    if (ranks > kLargestDegree) return -1;
+  }
+  return ranks;
+}
+
+// What each parallel degree means on this rank, by the names of the semantics it runs.
+ordered_json parallel_json(const StepArgs& a) {
+  const bool dtensor = a.tp > 1 && (a.sequence_parallel || a.loss_parallel);
+  ordered_json j;
+  const int64_t world = mesh_ranks(a);
+  j["world_size"] = world < 0 ? ordered_json(nullptr) : ordered_json(world);
+  j["data_parallel"] = {
+      {"degree", a.dp},
+      {"semantics", a.fsdp       ? "fsdp2"
+                    : a.zero > 0 ? "zero-" + std::to_string(a.zero) + " (composed)"
+                                 : std::string("replicated")}};
+  if (a.fsdp)
+    j["fsdp"] = {{"units", "fully_shard per decoder layer, then the root (embedding, final norm, head)"},
+                 {"reshard_after_forward", a.reshard_after_forward},
+                 {"mp_policy",
+                  {{"param_dtype", "bfloat16"},
+                   {"reduce_dtype", a.master_weights == "fp32" ? "float32" : "bfloat16"},
+                   {"sharded_dtype", a.master_weights == "fp32" ? "float32" : "bfloat16"}}},
+                 {"prefetch", "implicit in forward, one unit in backward"}};
+  j["tensor_parallel"] = {{"degree", a.tp},
+                          {"semantics", a.tp == 1  ? "none"
+                                        : dtensor ? "dtensor (torchtitan's Llama plan on Transformers' names)"
+                                                  : "tp_config (the layers' heads and widths divided; norms, "
+                                                    "embedding, head and loss whole)"},
+                          {"sequence_parallel", a.sequence_parallel},
+                          {"loss_parallel", a.loss_parallel}};
+  j["pipeline_parallel"] = {{"degree", a.pp}, {"schedule", a.pp == 1 ? "none" : a.schedule}};
+  j["context_parallel"] = {{"degree", a.cp}, {"semantics", a.cp == 1 ? "none" : "ring (its received K/V composed)"}};
+  j["expert_parallel"] = {{"degree", a.ep},
+                          {"dispatch", a.ep == 1 ? "none" : "transformers_masking (every token-expert pair, the "
+                                                            "pairs routed elsewhere masked)"}};
+  return j;
+}
+
 ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepComposition& c) {
   const StepCensus& s = run.step;
   ordered_json j;
+  j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
                 {"first", run.stage == 0},
                 {"last", run.stage == a.pp - 1}};
   j["schedule"] = s.schedule;
-  j["peak"] = peak_json(s.analysis.peak);
-  ordered_json other = moment_json(s.analysis.other_peak);
+  j["peak"] = peak_json(s.analysis.peak, a.fsdp);
+  ordered_json other = moment_json(s.analysis.other_peak, a.fsdp);
   other["live_total"] = s.analysis.other_peak.split.total();
   j["other_peak"] = other;
-  j["forward_peak"] = moment_json(s.forward_peak);
-  j["backward_peak"] = moment_json(s.backward_peak);
-  j["optimizer_step_peak"] = moment_json(s.optimizer_step_peak);
+  j["forward_peak"] = moment_json(s.forward_peak, a.fsdp);
+  j["backward_peak"] = moment_json(s.backward_peak, a.fsdp);
+  j["optimizer_step_peak"] = moment_json(s.optimizer_step_peak, a.fsdp);
   j["parameters"] = {{"count", s.parameter_count}, {"tensors", s.parameter_tensors}, {"bytes", s.parameter_bytes},
                      {"buffers_bytes", s.buffer_bytes}};
   j["gradients"] = {{"bytes_after_first_backward", s.gradient_bytes_after_first_backward},
@@ -110,14 +167,14 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
                       {"live_at_start", p.live_at_start},
                       {"peak_bytes", p.peak.bytes},
                       {"peak_op", op_json(p.peak.op)},
-                      {"split_at_peak", split_json(p.peak.split)},
+                      {"split_at_peak", split_json(p.peak.split, a.fsdp)},
                       {"live_at_end", p.live_at_end}});
   j["phases"] = phases;
   if (c.composes()) {
     ordered_json terms = ordered_json::array();
     for (const ComposedTerm& t : composed_terms(s.composition, s.composed_peak))
       terms.push_back({{"name", t.name}, {"bytes", t.bytes}, {"formula", t.formula}});
-    j["composed"] = {{"peak", peak_json(s.composed_peak)}, {"terms", terms}};
+    j["composed"] = {{"peak", peak_json(s.composed_peak, a.fsdp)}, {"terms", terms}};
   }
   j["overheads"] = {{"cuda_context", c.cuda_context}, {"nccl_buffers", c.nccl_buffers},
                     {"fragmentation", c.fragmentation}};
@@ -133,8 +190,13 @@ void print_split(Table& table, const StepSplit& split, bool detail) {
   table.add({"  other", grouped(split.other()), human_bytes(split.other()), ""});
   if (!detail) return;
   for (StepCategory c : {StepCategory::kActivations, StepCategory::kInputs, StepCategory::kParamGradInflight,
-                         StepCategory::kBuffers})
+                         StepCategory::kBuffers, StepCategory::kFsdpUnshardedParams, StepCategory::kFsdpAllGatherBuffers,
+                         StepCategory::kFsdpUnshardedGrads, StepCategory::kFsdpReduceScatterBuffers}) {
+    const bool fsdp = c != StepCategory::kActivations && c != StepCategory::kInputs &&
+                      c != StepCategory::kParamGradInflight && c != StepCategory::kBuffers;
+    if (fsdp && split[c] == 0) continue;  // FSDP2's buffers, shown where the step holds some
     table.add({"    " + std::string(step_category_name(c)), grouped(split[c]), human_bytes(split[c]), ""});
+  }
 }
 
 // "0-9", or for model chunks "0-3 +4 chunks (to 67)": the first chunk's layers and how many follow.
@@ -228,6 +290,18 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   add_integer_option(*sub, degree_rule("--dp"), a.dp, "data-parallel degree, for --zero (default 1)");
   add_integer_option(*sub, kZeroRule, a.zero,
                      "ZeRO stage: 0 (default), 1 (optimizer states / DP), 2 (and gradients), 3 (and parameters)");
+  sub->add_flag("--fsdp", a.fsdp,
+                "FSDP2 over --dp ranks, run on the rank: fully_shard per decoder layer and the root, its all-gathers, "
+                "reduce-scatters and resharding as PyTorch runs them; with --master-weights fp32, fp32 shards under "
+                "MixedPrecisionPolicy(bf16, fp32)");
+  sub->add_flag("--sequence-parallel", a.sequence_parallel,
+                "with --tp: DTensor's plan as torchtitan applies it, SequenceParallel on the norms and the residual "
+                "stream (S / T tokens a rank), the vocabulary-parallel embedding and head, collectives on the rank");
+  sub->add_flag("--loss-parallel", a.loss_parallel,
+                "with --tp: loss_parallel, the fp32 logits and the loss on the rank's V / T vocabulary shard");
+  add_integer_option(*sub, kWorldRule, a.world, "ranks in all, if stated: --dp x --tp x --pp x --cp must equal it");
+  add_choice_option(*sub, "--reshard-after-forward", a.reshard_after_forward, {"default", "true", "false"},
+                    "FSDP2's reshard_after_forward: default (every layer but the last, and the root), true, false");
   add_integer_option(*sub, degree_rule("--cp"), a.cp,
                      "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
   add_integer_option(*sub, degree_rule("--ep"), a.ep,
@@ -272,6 +346,26 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
   if (a.recompute.empty())
     return refuse("--recompute", "is empty; give none, selective, full, or a mode per layer kind ('none,moe=full')");
+  CENSUS_TRY(parse_choice("--reshard-after-forward", {"default", "true", "false"}, a.reshard_after_forward));
+  if (a.world != 0) CENSUS_TRY(check_integer(kWorldRule, a.world));
+  if (a.fsdp && a.dp < 2) return refuse("--fsdp", "shards over the data-parallel ranks; give --dp N with N > 1");
+  if (a.fsdp && a.zero > 0)
+    return refuse("--fsdp with --zero " + std::to_string(a.zero),
+                  "FSDP2 shards parameters, gradients and optimizer states itself; drop --zero or --fsdp");
+  if ((a.sequence_parallel || a.loss_parallel) && a.tp < 2)
+    return refuse(a.sequence_parallel ? "--sequence-parallel" : "--loss-parallel",
+                  "shards over the tensor-parallel ranks; give --tp T with T > 1");
+  if (a.world != 0) {
+    const int64_t mesh = mesh_ranks(a);
+    if (mesh != a.world)
+      return refuse("--world " + std::to_string(a.world),
+                    "the mesh --dp " + std::to_string(a.dp) + " x --tp " + std::to_string(a.tp) + " x --pp " +
+                        std::to_string(a.pp) + " x --cp " + std::to_string(a.cp) + " is " +
+                        (mesh < 0 ? "more than 2^20" : std::to_string(mesh)) +
+                        " ranks; give degrees whose product is the world");
+  }
+  if (!a.fsdp && a.reshard_after_forward != "default")
+    return refuse("--reshard-after-forward", "is FSDP2's; give --fsdp, or drop the option");
   if (a.pp < 1) return refuse("--pp", std::to_string(a.pp) + " is not a positive degree; give one");
   for (const auto& [flag, value] : {std::pair{"--cuda-context", a.cuda_context}, std::pair{"--nccl-buffers", a.nccl_buffers},
                                     std::pair{"--fragmentation", a.fragmentation}})
@@ -311,13 +405,22 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.recompute_by_kind = recompute->by_kind;
   o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
   o.tensor_parallel = a.tp;
+  o.sequence_parallel = a.sequence_parallel;
+  o.loss_parallel = a.loss_parallel;
   o.context_parallel = a.cp;
   o.expert_parallel = a.ep;
   o.expert_tensor_parallel = a.expert_tp;
   o.composition.data_parallel = a.dp;
   o.composition.context_parallel = a.cp;
   o.composition.zero = static_cast<int>(a.zero);
-  o.composition.fp32_master_weights = a.master_weights == "fp32";
+  o.composition.fp32_master_weights = a.master_weights == "fp32" && !a.fsdp;
+  if (a.fsdp) {
+    o.fsdp.shards = a.dp;
+    o.fsdp.mixed_precision = a.master_weights == "fp32";  // torchtitan: fp32 shards, bf16 compute, fp32 reduce
+    o.fsdp.reshard_after_forward = a.reshard_after_forward == "true"    ? ReshardAfterForward::kAlways
+                                   : a.reshard_after_forward == "false" ? ReshardAfterForward::kNever
+                                                                        : ReshardAfterForward::kDefault;
+  }
   o.composition.fp32_gradients = a.grad_dtype == "fp32";
   o.composition.cuda_context = a.cuda_context;
   o.composition.nccl_buffers = a.nccl_buffers;
@@ -403,6 +506,10 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   if (data_parallel_terms)
     answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
            << a.grad_dtype;
+  if (a.fsdp)
+    answer << ", FSDP2 over " << a.dp << " (fully_shard per layer and root, "
+           << (a.master_weights == "fp32" ? "fp32 shards, MixedPrecisionPolicy(bf16, fp32)" : "bf16 shards, no policy")
+           << ", reshard_after_forward " << a.reshard_after_forward << ")";
   answer << ", bf16 parameters\n";
   if (a.explain) {
     // The terms that shape what is simulated, by name.

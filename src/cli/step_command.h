@@ -34,6 +34,11 @@ struct StepArgs {
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;
+  bool fsdp = false;                               // FSDP2 over --dp ranks, run on the rank
+  bool sequence_parallel = false;                  // DTensor's TP plan with SequenceParallel
+  bool loss_parallel = false;                      // loss_parallel: the vocabulary-sharded loss
+  int64_t world = 0;                               // 0: not stated; else dp x tp x pp x cp must equal it
+  std::string reshard_after_forward = "default";  // FSDP2's: default (every layer but the last), true, false
   int64_t cp = 1;
   int64_t ep = 1;
   int64_t expert_tp = 0;  // 0: --tp

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "nn/loss.h"
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -113,10 +114,17 @@ Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, 
   std::vector<nn::PositionEmbeddings> positions;
   Tensor position_ids;  // formed by the model where no rotary embedding forms it
   {
+    // Under sequence parallelism the rank holds S / T tokens of the stream; the positions are the whole
+    // sequence's (a shape-only stand-in of the global shape, which no op makes).
+    const nn::ParallelStyles* styles = nn::parallel_styles();
+    const int64_t shards = styles ? styles->sequence_shards() : 1;
+    const Tensor global = shards > 1 ? make_tensor(Dims{inputs_embeds.size(0), inputs_embeds.size(1) * shards,
+                                                        inputs_embeds.size(2)}, inputs_embeds.dtype())
+                                     : inputs_embeds;
     // position_ids = torch.arange(S) + past_seen_tokens: the arange is a temporary; the rotary
     // embedding's own arange stands for the sum, which a model without one forms itself.
-    const Tensor arange = ops::arange(inputs_embeds.size(1));
-    positions = embed_positions(inputs_embeds);
+    const Tensor arange = ops::arange(global.size(1));
+    positions = embed_positions(global);
     if (positions.empty() || !positions.front().position_ids.defined()) {
       position_ids = ops::unsqueeze(ops::add(arange, 0.0), 0);
       if (layers_take_position_ids())
@@ -141,6 +149,15 @@ Tensor CausalLM::causal_lm_loss(Tensor hidden_states, const Tensor& labels) cons
   Tensor logits_ = logits(hidden_states);
   hidden_states = Tensor();
   return loss_function(logits_, labels);  // logits_ goes on return, once the loss is made
+}
+
+CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& labels) const {
+  // *ForCausalLM.forward's frame holds the model's last hidden state until it returns: where the head
+  // keeps another tensor (the all-gathered one under sequence parallelism), it goes only then.
+  Output out;
+  out.logits = logits(hidden_states);
+  out.loss = loss_function(out.logits, labels);
+  return out;
 }
 
 Tensor CausalLM::embed(const Tensor& input_ids) const { return embed_tokens->forward(input_ids); }

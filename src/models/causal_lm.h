@@ -76,6 +76,14 @@ class CausalLM {
   // *ForCausalLM.forward past the model: the logits of the last hidden state and the loss against
   // `labels` (B, S) int64. The logits go when the loss is made, as the trainer drops the model's output.
   Tensor causal_lm_loss(Tensor hidden_states, const Tensor& labels) const;
+  // The same, with the logits handed back alive: the model's output object (loss and logits) as the
+  // caller holds it until it drops it, so that what runs as the model returns (FSDP2's post-forward)
+  // runs before the logits go.
+  struct Output {
+    Tensor loss;
+    Tensor logits;
+  };
+  Output causal_lm_output(Tensor hidden_states, const Tensor& labels) const;
 
   // The chunk's parameters in the order model.parameters() lists them: the embedding, the layers, the
   // final norm, the model's other modules, the head (each storage once: a tied head adds none).

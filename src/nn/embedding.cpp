@@ -1,5 +1,6 @@
 #include "nn/embedding.h"
 
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace census::nn {
@@ -9,6 +10,7 @@ Embedding::Embedding(std::string path, int64_t num_embeddings, int64_t embedding
 
 Tensor Embedding::forward(const Tensor& input_ids) const {
   ModuleScope scope(path_, ModuleKind::kOther);
+  if (const ParallelStyles* styles = parallel_styles()) return styles->embedding(path_, weight_, input_ids);
   return ops::embedding(weight_, input_ids);
 }
 

@@ -1,5 +1,6 @@
 #include "nn/linear.h"
 
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace census::nn {
@@ -13,6 +14,7 @@ Linear::Linear(std::string path, int64_t in_features, int64_t out_features, bool
 
 Tensor Linear::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);
+  if (const ParallelStyles* styles = parallel_styles()) return styles->linear(path_, input, weight_, bias_);
   return ops::linear(input, weight_, bias_);
 }
 

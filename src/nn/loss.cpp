@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
 namespace census::nn {
@@ -11,8 +12,14 @@ Tensor for_causal_lm_loss(Tensor logits, const Tensor& labels, int64_t vocab_siz
   logits = Tensor();
   Tensor padded = ops::constant_pad(labels, 0, 1);
   Tensor shift_labels = ops::contiguous(ops::slice(padded, -1, 1, std::numeric_limits<int64_t>::max()));
-  Tensor flat_logits = ops::view(upcast, Dims{upcast.numel() / vocab_size, vocab_size});
+  // Under loss_parallel the logits are the rank's vocabulary shard (V / T columns), and cross_entropy
+  // runs as its DTensor handlers run it on that shard.
+  const ParallelStyles* styles = parallel_styles();
+  const int64_t ranks = styles ? styles->loss_parallel_ranks() : 0;
+  const int64_t columns = ranks > 0 ? upcast.size(-1) : vocab_size;
+  Tensor flat_logits = ops::view(upcast, Dims{upcast.numel() / columns, columns});
   Tensor flat_labels = ops::view(shift_labels, Dims{shift_labels.numel()});
+  if (ranks > 0) return ops::vocab_parallel_nll_loss(ops::vocab_parallel_log_softmax(flat_logits, ranks), flat_labels, ranks);
   return ops::cross_entropy(flat_logits, flat_labels);
 }
 

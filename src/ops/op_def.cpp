@@ -160,6 +160,20 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     // DeepSeek-V4
     {Op::kGeTensor, "aten.ge.Tensor", OpKind::kCompute},
     {Op::kNewFull, "aten.new_full.default", OpKind::kFactory},
+    // Collectives: a rank's output buffer, zero FLOPs; wait_tensor returns its input (c10d's kernel)
+    {Op::kAllGatherIntoTensor, "_c10d_functional.all_gather_into_tensor.default", OpKind::kCollective},
+    {Op::kReduceScatterTensor, "_c10d_functional.reduce_scatter_tensor.default", OpKind::kCollective},
+    {Op::kAllReduce, "_c10d_functional.all_reduce.default", OpKind::kCollective},
+    {Op::kAllToAllSingle, "_c10d_functional.all_to_all_single.default", OpKind::kCollective},
+    {Op::kWaitTensor, "_c10d_functional.wait_tensor.default", OpKind::kView},
+    // DTensor's local ops under tensor parallelism
+    {Op::kOrTensor, "aten.__or__.Tensor", OpKind::kCompute},
+    {Op::kAmax, "aten.amax.default", OpKind::kCompute},
+    {Op::kLog, "aten.log.default", OpKind::kCompute},
+    {Op::kNeScalar, "aten.ne.Scalar", OpKind::kCompute},
+    {Op::kWhereScalarOther, "aten.where.ScalarOther", OpKind::kCompute},
+    {Op::kToDevice, "aten.to.device", OpKind::kCompute},
+    {Op::kToDtype, "aten.to.dtype", OpKind::kCompute},
 }};
 
 constexpr bool catalogue_in_order() {

@@ -20,6 +20,8 @@ enum class OpKind : uint8_t {
   kMatmul,           // mm, addmm, bmm, _grouped_mm: FLOPs = 2 * numel(first) * last dim of second
   kAttentionKernel,  // the census's flash-attention contract: its FLOPs are the scores', its saves attBMM/softmax
   kFactory,          // creates a tensor from no tensor input (arange, empty, zeros)
+  kCollective,       // a c10d functional collective: its output allocated on the rank, no FLOPs, bytes on
+                     // the wire (collective_wire_bytes)
 };
 
 // HyperParallel's selective policy (Note [Selective checkpoint policy]).
@@ -91,6 +93,11 @@ enum class Op : uint8_t {
   // DeepSeek-V4 (ops/compressed_attention.cpp): its compressors' and indexer's masks and index
   // bookkeeping, the router's sqrt(softplus) (sqrt itself is AdamW's row above)
   kGeTensor, kNewFull,
+  // Collectives (ops/collectives.cpp): torch's _c10d_functional ops, as DTensor and FSDP2 run them
+  kAllGatherIntoTensor, kReduceScatterTensor, kAllReduce, kAllToAllSingle, kWaitTensor,
+  // DTensor's local ops under tensor parallelism (ops/vocab_parallel.cpp): a vocabulary-sharded
+  // embedding's mask and loss_parallel's log-softmax and NLL on the rank's vocabulary shard
+  kOrTensor, kAmax, kLog, kNeScalar, kWhereScalarOther, kToDevice, kToDtype,
   kCount,
 };
 
@@ -106,6 +113,7 @@ struct OpDef {
 
   bool is_view() const { return kind == OpKind::kView; }
   bool is_matmul() const { return kind == OpKind::kMatmul; }
+  bool is_collective() const { return kind == OpKind::kCollective; }
   // The FLOPs of a call with these tensor arguments, by flops_rule (0 for kNone).
   int64_t flops(std::span<const Tensor> inputs) const;
 };

@@ -8,6 +8,7 @@
 // Legend: S = seq_length, H = hidden_size; shapes in comments are (dims) dtype.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -308,5 +309,59 @@ Tensor ge(const Tensor& self, const Tensor& other);
 Tensor new_full(const Tensor& self, const Dims& sizes, double value);
 // torch.where(condition, self, other), broadcast; its node keeps the condition.
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
+
+// --- Collectives (ops/collectives.cpp) ---
+// torch's _c10d_functional ops over a process group of `group_size` ranks, as one rank runs them: each
+// allocates its output on the rank (a new storage; the input is not freed by it) and moves no FLOPs.
+// Their autograd is _c10d_functional_autograd's and DTensor's redistribution's: an all-gather's
+// backward is a reduce-scatter of the gradient, a reduce-scatter's an all-gather, an all-to-all's the
+// reverse all-to-all; an all-reduce (Partial -> Replicate) passes its gradient through.
+// all_gather_into_tensor: (n, ...) -> (group_size n, ...), the ranks' shards stacked on dim 0.
+Tensor all_gather_into_tensor(const Tensor& self, int64_t group_size);
+// reduce_scatter_tensor(reduce_op="sum"): (group_size n, ...) -> (n, ...), the rank's summed shard.
+Tensor reduce_scatter_tensor(const Tensor& self, int64_t group_size);
+// all_reduce(reduce_op="sum"): self's size, a new tensor.
+Tensor all_reduce(const Tensor& self, int64_t group_size);
+// all_to_all_single with `output_rows` rows received (split sizes along dim 0; balanced: self's rows).
+Tensor all_to_all_single(const Tensor& self, int64_t output_rows, int64_t group_size);
+// wait_tensor: returns its input (c10d's Functional.cpp kernel); nothing is allocated.
+Tensor wait_tensor(const Tensor& self);
+// Bytes one rank sends over the wire for `op` on `bytes` (the input's; the output's for an all-gather)
+// among `group_size` ranks, as a ring runs it: all-gather and reduce-scatter (n - 1) / n of the whole,
+// all-reduce 2 (n - 1) / n, all-to-all (n - 1) / n of what the rank holds; 0 for one rank or another op.
+int64_t collective_wire_bytes(Op op, int64_t bytes, int64_t group_size);
+// DTensor's redistributions of a rank's local tensor, as a parallel style runs them (its Redistribute
+// autograd function: the backward redistributes the gradient back), over `group_size` ranks:
+//   shard(dim) -> replicate  all_gather_into_tensor (dim 0), the chunks laid along `dim` (a view where
+//                            every dim before it has size 1, else a cat); backward: partial -> shard(dim)
+//   partial -> shard(dim)    the chunks along `dim` laid on dim 0 (cat), reduce_scatter_tensor; backward:
+//                            shard(dim) -> replicate
+//   partial -> replicate     all_reduce; backward: the gradient passes (replicate -> partial moves nothing)
+//   replicate -> shard(dim)  the rank's chunk, cloned; backward: shard(dim) -> replicate
+//   replicate, from_local    a replicated input whose gradient comes back partial: forward passes;
+//                            backward: partial -> replicate (all_reduce)
+Tensor shard_to_replicate(const Tensor& local, int64_t dim, int64_t group_size);
+Tensor partial_to_shard(const Tensor& partial, int64_t dim, int64_t group_size);
+Tensor partial_to_replicate(const Tensor& partial, int64_t group_size);
+Tensor replicate_to_shard(const Tensor& full, int64_t dim, int64_t group_size);
+Tensor replicate_with_partial_grad(const Tensor& local, int64_t group_size);
+
+// --- Vocabulary parallelism (ops/vocab_parallel.cpp) ---
+// RowwiseParallel on nn.Embedding: the rank's V / T rows of the table (`weight`), the ids outside them
+// masked to 0 and their rows zeroed; the output partial (summed by the caller's redistribution). Its
+// backward is embedding_dense_backward over the whole vocabulary `vocab_size` (a replicated gradient).
+Tensor vocab_parallel_embedding(const Tensor& weight, const Tensor& ids, int64_t vocab_size, int64_t group_size);
+// loss_parallel's log_softmax over logits (N, V / T) fp32 sharded on the vocabulary: the max and the sum
+// of exponentials all-reduced; saves its result.
+Tensor vocab_parallel_log_softmax(const Tensor& self, int64_t group_size);
+// loss_parallel's nll_loss (mean, ignore_index -100) of log-probabilities (N, V / T) against `target`
+// (N) int64: the rank's gathered entries all-reduced. Its backward runs _nll_loss_and_log_softmax_backward
+// on the rank's shard (the log-softmax's own backward then passes the gradient on).
+Tensor vocab_parallel_nll_loss(const Tensor& log_probs, const Tensor& target, int64_t group_size);
+
+// A Python autograd.Function whose forward returns its input (a view of it) and whose backward runs
+// `on_backward` before handing the gradient on: FSDP2's RegisterPostBackwardFunction and its
+// pre-backward hook on a module's output.
+Tensor backward_hook(const Tensor& self, std::function<void()> on_backward);
 
 }  // namespace census::ops

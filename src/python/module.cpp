@@ -419,7 +419,9 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& grad_dtype, int64_t cuda_context, int64_t nccl_buffers, int64_t fragmentation,
                  int64_t cp, int64_t ep, int64_t micro_batch_size, int64_t first_stage_layers, int64_t last_stage_layers,
                  bool embedding_as_layer, bool loss_as_layer, int64_t expert_tp, bool allocator,
-                 const std::string& alloc_conf, const std::string& gpu_memory) {
+                 const std::string& alloc_conf, const std::string& gpu_memory, bool fsdp,
+                 const std::string& reshard_after_forward, bool sequence_parallel, bool loss_parallel,
+                 int64_t world) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.model = config.model_type;
@@ -450,6 +452,11 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.allocator = allocator;
   a.alloc_conf = alloc_conf;
   a.gpu_memory = gpu_memory;
+  a.fsdp = fsdp;
+  a.reshard_after_forward = reshard_after_forward;
+  a.sequence_parallel = sequence_parallel;
+  a.loss_parallel = loss_parallel;
+  a.world = world;
   auto report = cli::step_report_json(a, config);
   if (!report) throw argument_error(report.refusal());
   return report->dump();
@@ -547,7 +554,9 @@ PYBIND11_MODULE(_census, m) {
         py::arg("fragmentation"), py::arg("cp") = 1, py::arg("ep") = 1, py::arg("micro_batch_size") = 1,
         py::arg("first_stage_layers") = 0, py::arg("last_stage_layers") = 0, py::arg("embedding_as_layer") = false,
         py::arg("loss_as_layer") = false, py::arg("expert_tp") = 0, py::arg("allocator") = false,
-        py::arg("alloc_conf") = "", py::arg("gpu_memory") = "");
+        py::arg("alloc_conf") = "", py::arg("gpu_memory") = "", py::arg("fsdp") = false,
+        py::arg("reshard_after_forward") = "default", py::arg("sequence_parallel") = false,
+        py::arg("loss_parallel") = false, py::arg("world") = 0);
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

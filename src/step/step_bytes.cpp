@@ -8,6 +8,10 @@ namespace census {
 std::string_view step_category_name(StepCategory category) {
   switch (category) {
     case StepCategory::kActivations: return "activations";
+    case StepCategory::kFsdpAllGatherBuffers: return "fsdp_all_gather_buffers";
+    case StepCategory::kFsdpUnshardedParams: return "fsdp_unsharded_params";
+    case StepCategory::kFsdpReduceScatterBuffers: return "fsdp_reduce_scatter_buffers";
+    case StepCategory::kFsdpUnshardedGrads: return "fsdp_unsharded_grads";
     case StepCategory::kParamGradInflight: return "param_grad_inflight";
     case StepCategory::kInputs: return "inputs";
     case StepCategory::kBuffers: return "buffers";
@@ -36,14 +40,14 @@ int32_t StepBytes::find_slot(int64_t storage_id) const {
 
 void StepBytes::mark_phase(std::string name) { phases_.emplace_back(std::move(name), events_logged_); }
 
-void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op) {
+void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op, bool resize) {
   if (segments_.empty() || segments_.back().replayed) {
     Segment segment;
     segment.start = events_logged_;
     segment.from = static_cast<int64_t>(events_.size());
     segments_.push_back(segment);
   }
-  events_.push_back({id, delta_bytes, op});
+  events_.push_back({id, resize, delta_bytes, op});
   ++segments_.back().length;
   ++events_logged_;
   add_live(delta_bytes);
@@ -53,21 +57,31 @@ void StepBytes::add_live(int64_t delta_bytes) {
   if (__builtin_add_overflow(live_, delta_bytes, &live_) || live_ > kLargestStepBytes) too_large_ = true;
 }
 
-void StepBytes::track(const Tensor& tensor, std::string_view op) {
+void StepBytes::track(const Tensor& tensor, std::string_view op, int64_t bytes) {
   const Storage& storage = *tensor.storage();
-  if (storage.nbytes == 0) return;
+  if (bytes < 0) bytes = storage.nbytes;
+  if (bytes == 0) return;
   const int32_t id = slot(storage.id);
   StorageInfo& s = storages_[static_cast<size_t>(id)];
   if (s.live_bytes != 0) return;
-  s.live_bytes = storage.nbytes;
+  s.live_bytes = bytes;
   s.op = op;
   s.phase = static_cast<int32_t>(phases_.size()) - 1;
-  log(id, storage.nbytes, op);
+  log(id, bytes, op);
 }
 
 void StepBytes::note(const Tensor& tensor, StepCategory category) {
   StorageInfo& s = storages_[static_cast<size_t>(slot(tensor.storage_id()))];
   s.category = std::max(s.category, category);
+}
+
+void StepBytes::resize(const Tensor& tensor, int64_t bytes, std::string_view op) {
+  const int32_t id = slot(tensor.storage_id());
+  StorageInfo& s = storages_[static_cast<size_t>(id)];
+  if (s.live_bytes == bytes) return;
+  const int64_t delta = bytes - s.live_bytes;
+  s.live_bytes = bytes;
+  log(id, delta, op, /*resize=*/true);
 }
 
 void StepBytes::note_off_device(const Tensor& tensor) {
@@ -109,7 +123,8 @@ bool StepBytes::replays(const StepPassLog& pass, const StepPassLog* forward) con
   auto in = [](int32_t id, const StepPassLog& p) { return id >= p.slots_from && id < p.slots_to; };
   for (int64_t i = pass.events_from; i < pass.events_to; ++i) {
     const Event& e = events_[static_cast<size_t>(i)];
-    if (!in(e.slot, pass) && !(e.delta_bytes < 0 && forward != nullptr && in(e.slot, *forward))) return false;
+    if (in(e.slot, pass) || e.resize) continue;  // its own storage, or one made before it resized
+    if (!(e.delta_bytes < 0 && forward != nullptr && in(e.slot, *forward))) return false;
   }
   return true;
 }
@@ -124,7 +139,14 @@ int64_t StepBytes::replay(const StepPassLog& pass, int64_t forward) {
   segment.slots_from = pass.slots_from;
   segment.slots_to = pass.slots_to;
   segment.forward = forward;
-  for (int64_t i = pass.events_from; i < pass.events_to; ++i) add_live(events_[static_cast<size_t>(i)].delta_bytes);
+  for (int64_t i = pass.events_from; i < pass.events_to; ++i) {
+    const Event& e = events_[static_cast<size_t>(i)];
+    add_live(e.delta_bytes);
+    // A storage made before the pass, resized by it, is resized again: it is one storage, not the
+    // replay's own.
+    if (e.resize && (e.slot < pass.slots_from || e.slot >= pass.slots_to))
+      storages_[static_cast<size_t>(e.slot)].live_bytes += e.delta_bytes;
+  }
   events_logged_ += segment.length;
   segments_.push_back(segment);
   return static_cast<int64_t>(segments_.size()) - 1;
@@ -145,8 +167,10 @@ std::vector<int64_t> StepBytes::replay_key_bases(int64_t& keys) const {
 
 int64_t StepBytes::storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const {
   const Segment& seg = segments_[i];
-  if (!seg.replayed) return e.slot;
   const bool own = e.slot >= seg.slots_from && e.slot < seg.slots_to;
+  // A replay's resize of a storage made before its pass is of that one storage (FSDP2's unsharded
+  // parameters), not of a storage of the replay's own.
+  if (!seg.replayed || (e.resize && !own)) return e.slot;
   const Segment& maker = own ? seg : segments_[static_cast<size_t>(seg.forward)];
   return key_base[own ? i : static_cast<size_t>(seg.forward)] + (e.slot - maker.slots_from);
 }
@@ -160,7 +184,7 @@ std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
     const int64_t n = std::min(seg.length, event + 1 - seg.start);
     for (int64_t k = 0; k < n; ++k) {
       const Event& e = events_[static_cast<size_t>(seg.from + k)];
-      live[static_cast<size_t>(storage_key(key_base, i, e))] = e.delta_bytes > 0 ? e.delta_bytes : 0;
+      live[static_cast<size_t>(storage_key(key_base, i, e))] += e.delta_bytes;  // a birth, a resize, a death
     }
   }
   std::vector<Live> out;

@@ -6,8 +6,13 @@
 //
 // Each storage is given a category for its whole life, by what it turned out to be over the step
 // (the strongest wins, in this order): activations (the default: saved tensors and temporaries),
-// param_grad_inflight (a gradient handed to a parameter that did not become its .grad), inputs,
-// buffers, optimizer_states, gradients (some parameter's .grad), parameters. The analysis walks the
+// FSDP2's buffers by where they were made (fsdp_all_gather_buffers: a unit's all-gather output and
+// its copy-in; fsdp_unsharded_params: the unsharded parameters its copy-out makes; fsdp_reduce_
+// scatter_buffers: what its reduce makes that is no .grad), param_grad_inflight (a gradient handed to
+// a parameter that did not become its .grad), fsdp_unsharded_grads (an unsharded parameter's
+// gradient, handed to the reduce-scatter), inputs, buffers, optimizer_states, gradients (some
+// parameter's .grad), parameters. A storage may be resized (FSDP2 frees an unsharded parameter by
+// resize_(0) and makes it again by resize_(n)): each resize an event of the bytes it adds. The analysis walks the
 // events once: the peak (the running maximum of all live bytes, the first maximum wins), each
 // phase's peak, and other_peak (the running maximum of what is neither parameter, gradient nor
 // optimizer state), each with the live bytes split by category.
@@ -32,7 +37,8 @@ namespace census {
 inline constexpr int64_t kLargestStepBytes = int64_t{1} << 59;
 
 enum class StepCategory : uint8_t {
-  kActivations, kParamGradInflight, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
+  kActivations, kFsdpAllGatherBuffers, kFsdpUnshardedParams, kFsdpReduceScatterBuffers, kParamGradInflight,
+  kFsdpUnshardedGrads, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
 };
 
 // Live bytes by category.
@@ -127,23 +133,33 @@ class StepBytes final : public Observer {
   StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
 
   void mark_phase(std::string name);
-  // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`.
-  void track(const Tensor& tensor, std::string_view op = "input");
+  // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`: its own
+  // bytes, or `bytes` where the storage PyTorch allocates is larger than the tensor (FSDP2's padding).
+  void track(const Tensor& tensor, std::string_view op = "input", int64_t bytes = -1);
   // `tensor`'s storage is (also) of `category`; the strongest category a storage is given wins.
   void note(const Tensor& tensor, StepCategory category);
+  // `tensor`'s counted storage now holds `bytes` (UntypedStorage.resize_), an event of the difference
+  // named `op`; a storage resized to 0 counts nothing until it is resized again.
+  void resize(const Tensor& tensor, int64_t bytes, std::string_view op);
   // `tensor` lives on the host in a CUDA run (AdamW's step counts): counted here as the step oracle
   // counts it, and left out of what the device's allocator sees (step/step_alloc.h).
   void note_off_device(const Tensor& tensor);
 
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
-  void on_parameter_grad(const Tensor& grad) override { note(grad, StepCategory::kParamGradInflight); }
+  void on_parameter_grad(const Tensor& grad) override {
+    if (parameter_grads_in_flight_) note(grad, StepCategory::kParamGradInflight);
+  }
+  // Whether a gradient handed to one of the engine's leaves is the model's parameter's (not where FSDP2's
+  // unsharded parameters are the leaves: the model's parameters, its shards, receive none in backward).
+  void count_parameter_grads(bool counted) { parameter_grads_in_flight_ = counted; }
 
   // Start and end recording a pass.
   StepPassLog begin_pass() const;
   void end_pass(StepPassLog& log) const;
   // Whether a replay of `pass` stands for the pass: every storage it frees it made, or (a backward)
-  // `forward` made. A pass that frees another storage (one some other pass made) cannot be replayed.
+  // `forward` made; a storage made before it (FSDP2's unsharded parameters) it may only resize. A pass
+  // that frees another storage (one some other pass made) cannot be replayed.
   bool replays(const StepPassLog& pass, const StepPassLog* forward) const;
   // Replay `pass` (checked by replays()) in the current phase: its events logged again, each storage
   // it made made anew; `forward` is the replay whose storages it frees (a backward's), or -1. Returns
@@ -163,6 +179,7 @@ class StepBytes final : public Observer {
   friend class StepWalk;  // every event in order, replays expanded (step/step_walk.h)
   struct Event {
     int32_t slot;
+    bool resize = false;  // a resize of a live storage, not its birth or death
     int64_t delta_bytes;
     std::string_view op;  // the allocating op; "free" for a death
   };
@@ -195,7 +212,7 @@ class StepBytes final : public Observer {
   };
   int32_t slot(int64_t storage_id);  // made on first sight
   int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
-  void log(int32_t slot, int64_t delta_bytes, std::string_view op);
+  void log(int32_t slot, int64_t delta_bytes, std::string_view op, bool resize = false);
   void add_live(int64_t delta_bytes);
   // The storages live after event `peak_event`: bytes, category, allocating op and phase of each.
   struct Live {
@@ -220,6 +237,7 @@ class StepBytes final : public Observer {
   int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   int64_t live_ = 0;
+  bool parameter_grads_in_flight_ = true;
   bool too_large_ = false;
 };
 

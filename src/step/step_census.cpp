@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "autograd/checkpoint.h"
@@ -67,6 +68,51 @@ ModelConfig rank_config(const ModelConfig& config, int64_t tp, int64_t ep, int64
   return rank;
 }
 
+namespace {
+
+// FSDP2 and DTensor's plan run on the rank as the parallel oracle checks them; beside context or expert
+// parallelism they would run on a rank that torchtitan lays out otherwise (FSDP2 over dp x cp ranks, the
+// ring on the rank, experts dispatched by all-to-all), which census step does not simulate. Refused by name
+// rather than answered with a number nothing checks.
+Status check_rank_model_combinations(const ModelConfig& config, const StepOptions& o) {
+  const bool dtensor = o.sequence_parallel || o.loss_parallel;
+  const std::string plan = o.sequence_parallel ? "--sequence-parallel" : "--loss-parallel";
+  if (o.fsdp.shards > 1 && o.context_parallel > 1)
+    return refuse("--fsdp with --cp " + std::to_string(o.context_parallel),
+                  "torchtitan shards FSDP2 over the dp x cp ranks and runs context_parallel's ring on the rank, "
+                  "which census step does not simulate (--cp composes the ring's K/V onto the rank's tokens); "
+                  "drop --fsdp or --cp");
+  if (o.fsdp.shards > 1 && o.expert_parallel > 1)
+    return refuse("--fsdp with --ep " + std::to_string(o.expert_parallel),
+                  "FSDP2 beside expert parallelism shards each rank's experts over dp / ep ranks behind an "
+                  "all-to-all dispatch, which census step does not simulate (--ep runs Transformers' masking "
+                  "plan); drop --fsdp or --ep");
+  if (dtensor && o.context_parallel > 1)
+    return refuse(plan + " with --cp " + std::to_string(o.context_parallel),
+                  "DTensor's plan under context_parallel's ring is not simulated on the rank (--cp composes "
+                  "the ring's K/V); drop --cp, or run --tp without --sequence-parallel and --loss-parallel");
+  if (dtensor && o.expert_parallel > 1)
+    return refuse(plan + " with --ep " + std::to_string(o.expert_parallel),
+                  "DTensor's plan keeps a MoE block's experts whole on the tensor-parallel ranks, as the "
+                  "parallel oracle runs it; experts dispatched by all-to-all beside it are not simulated; drop "
+                  "--ep, or run --tp without --sequence-parallel and --loss-parallel");
+  if (dtensor && o.expert_tensor_parallel > 1)
+    return refuse(plan + " with --expert-tp " + std::to_string(o.expert_tensor_parallel),
+                  "DTensor's plan keeps a MoE block's experts whole on the tensor-parallel ranks (expert TP 1); "
+                  "drop --expert-tp, or give --expert-tp 1");
+  if (dtensor && !config.replacements.empty())
+    return refuse(plan + " with --train-yaml",
+                  "DTensor's plan is applied to Transformers' module names, not to a train.yaml's fused modules; "
+                  "drop --train-yaml, or run --tp without --sequence-parallel and --loss-parallel");
+  if (o.allocator && (o.fsdp.shards > 1 || dtensor))
+    return refuse(std::string(o.fsdp.shards > 1 ? "--fsdp" : plan) + " with --allocator",
+                  "the caching allocator is simulated on one stream; FSDP2's and DTensor's collectives run on "
+                  "streams of their own, whose blocks it does not simulate; drop --allocator");
+  return {};
+}
+
+}  // namespace
+
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   CENSUS_TRY(check_stack_depth(config));
   if (o.seq_length < 1) return refuse("--seq-length", "must be at least 1");
@@ -111,11 +157,32 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                   "the interleaved schedule runs micro-batches in groups of --pp " +
                       std::to_string(o.pipeline_stages) + "; give a multiple of it");
   if (o.tensor_parallel < 1) return refuse("--tp", "must be at least 1");
+  if ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel < 2)
+    return refuse(o.sequence_parallel ? "--sequence-parallel" : "--loss-parallel",
+                  "shards over the tensor-parallel ranks; give --tp T with T > 1");
+  if (o.sequence_parallel || o.loss_parallel) {
+    if (const char* why = tensor_parallel_refusal(config))
+      return refuse("--sequence-parallel / --loss-parallel on " + config.model_type, why);
+    if (config.vocab_size % o.tensor_parallel != 0)
+      return refuse("--tp " + std::to_string(o.tensor_parallel),
+                    "must divide vocab_size (" + std::to_string(config.vocab_size) +
+                        ") for the vocabulary-parallel embedding and head");
+    if (o.sequence_parallel && (o.seq_length / o.context_parallel) % o.tensor_parallel != 0)
+      return refuse("--tp " + std::to_string(o.tensor_parallel) + " --sequence-parallel",
+                    "must divide the rank's tokens (" + std::to_string(o.seq_length / o.context_parallel) +
+                        "): every rank holds the same share of the sequence");
+  }
   if (o.composition.data_parallel < 1) return refuse("--dp", "must be at least 1");
   if (o.composition.zero > 0 && o.composition.data_parallel * std::max<int64_t>(o.context_parallel, 1) == 1)
     return refuse("--zero " + std::to_string(o.composition.zero),
                   "shards over the data- (and context-) parallel ranks; give --dp D > 1 or --cp C > 1");
   if (o.composition.zero < 0 || o.composition.zero > 3) return refuse("--zero", "must be 0, 1, 2 or 3");
+  if (o.fsdp.shards > 1 && o.composition.zero > 0)
+    return refuse("--fsdp with --zero " + std::to_string(o.composition.zero),
+                  "FSDP2 shards parameters, gradients and optimizer states itself; drop --zero or --fsdp");
+  if (o.fsdp.shards > 1 && (o.composition.fp32_master_weights || o.composition.fp32_gradients))
+    return refuse("--fsdp", "its mixed-precision policy sets the sharded and reduce dtypes; compose no master "
+                            "weights or fp32 gradients with it");
   if (o.context_parallel < 1) return refuse("--cp", "must be at least 1");
   if (o.seq_length % o.context_parallel != 0)
     return refuse("--cp " + std::to_string(o.context_parallel),
@@ -139,6 +206,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("output_router_logits: true in the config",
                   "the load-balancing loss over every layer's router logits is not priced yet; set it to false to "
                   "price the step without it");
+  CENSUS_TRY(check_rank_model_combinations(config, o));
   if (o.stage < 0 || o.stage >= o.pipeline_stages)
     return refuse("--stage " + std::to_string(o.stage),
                   "must be a stage of the pipeline, 0 to " + std::to_string(o.pipeline_stages - 1));
@@ -155,8 +223,16 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
 
 namespace {
 
+// The config as the rank builds its layers: tp_config's heads and widths (DTensor's plan's under
+// --sequence-parallel or --loss-parallel), its share of the experts.
+bool dtensor_plan(const StepOptions& o) { return o.tensor_parallel > 1 && (o.sequence_parallel || o.loss_parallel); }
+
 ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
-  return census::rank_config(config, options.tensor_parallel, options.expert_parallel, options.expert_tensor_parallel);
+  if (!dtensor_plan(options))
+    return census::rank_config(config, options.tensor_parallel, options.expert_parallel, options.expert_tensor_parallel);
+  ModelConfig rank = dtensor_layer_config(config, options.tensor_parallel);
+  rank.moe.expert_parallel = options.expert_parallel;
+  return rank;
 }
 
 // The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
@@ -219,7 +295,13 @@ class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
       : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
-        tokens_(options.seq_length / options.context_parallel), layers_(config, options) {
+        model_config_(config), tokens_(options.seq_length / options.context_parallel), layers_(config, options) {
+    if (dtensor_plan(o_)) {
+      // The model's embedding and head hold the rank's V / T rows (vocabulary parallel).
+      model_config_.vocab_size = c_.vocab_size / o_.tensor_parallel;
+      TensorParallelPlan plan{o_.tensor_parallel, o_.sequence_parallel, o_.loss_parallel, c_.vocab_size, tokens_};
+      styles_.emplace(plan);
+    }
     // Chunk v of stage r holds the model's (v * P + r)-th run of layers (step/pipeline_split.h); the
     // first chunk of stage 0 the embedding, the last chunk of the last stage the final norm, head and loss.
     const int64_t p = o_.pipeline_stages, v = o_.virtual_stages;
@@ -240,8 +322,8 @@ class StepRunner {
 
  private:
   void build();
-  Held forward(const CausalLM& model);
-  void backward(Held held);
+  Held forward(size_t chunk);
+  void backward(Held held, size_t chunk);
   void note_gradients();
   int64_t gradient_bytes() const;
 
@@ -250,28 +332,48 @@ class StepRunner {
   bool replays_;  // later micro-batches' passes replayed, not run through the engine
   bool replay_failed_ = false;
   ModelConfig layer_config_;  // as one tensor- and expert-parallel rank builds its layers
+  ModelConfig model_config_;  // as the rank builds the model around them (its vocabulary shard)
+  std::optional<DTensorStyles> styles_;  // DTensor's plan, where the step runs one
   int64_t tokens_;            // each sequence's tokens on this rank: its context-parallel share
   RecomputedLayers layers_;
   Session session_;  // before the models: every tensor of the step dies before it
   StepBytes bytes_;
   std::vector<ModelChunk> chunks_;
   std::vector<std::unique_ptr<CausalLM>> models_;  // one per chunk, as the stage builds them
-  std::vector<Tensor> params_;   // the stage's, in the model's order
+  std::optional<Fsdp2> fsdp_;     // FSDP2's units, where the step shards with it
+  std::vector<Tensor> params_;   // the stage's, in the model's order (under FSDP2 the rank's shards)
+  int64_t parameter_count_ = 0;  // the model's parameters (global, as a DTensor's numel)
   std::vector<Tensor> buffers_;  // each chunk's registered buffers
   int64_t largest_layer_bytes_ = 0;
 };
 
 void StepRunner::build() {
   for (const ModelChunk& chunk : chunks_) {
-    models_.push_back(build_causal_lm(c_, layer_config_, chunk));
+    models_.push_back(build_causal_lm(model_config_, layer_config_, chunk));
     const CausalLM& model = *models_.back();
     params_.insert(params_.end(), model.parameters().begin(), model.parameters().end());
     buffers_.insert(buffers_.end(), model.buffers().begin(), model.buffers().end());
     largest_layer_bytes_ = std::max(largest_layer_bytes_, model.largest_layer_parameter_bytes());
   }
+  // Counted as the model's (a DTensor's numel is its global one).
+  for (const Tensor& p : params_)
+    parameter_count_ += styles_ && sharded_by_plan(p.impl()->name) ? p.numel() * o_.tensor_parallel : p.numel();
+  if (o_.fsdp.shards > 1) {
+    std::vector<const CausalLM*> chunks;
+    for (const auto& model : models_) chunks.push_back(model.get());
+    FsdpPolicy policy = o_.fsdp;
+    if (styles_) {
+      policy.tensor_parallel = o_.tensor_parallel;
+      policy.sequence_parallel = o_.sequence_parallel;
+    }
+    fsdp_.emplace(bytes_, policy, chunks);
+    bytes_.count_parameter_grads(false);
+    params_ = fsdp_->sharded_parameters();
+  }
 }
 
-Held StepRunner::forward(const CausalLM& model) {
+Held StepRunner::forward(size_t chunk) {
+  const CausalLM& model = *models_[chunk];
   Held held;
   const int64_t batch = o_.micro_batch_size, seq = tokens_;
   Tensor labels;
@@ -287,31 +389,52 @@ Held StepRunner::forward(const CausalLM& model) {
       input_ids = ops::randint(Dims{batch, seq});
       bytes_.note(input_ids, StepCategory::kInputs);
     } else {
-      held.x = ops::randn(Dims{batch, seq, c_.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+      // Under sequence parallelism a stage receives its S / T tokens of the stream.
+      const int64_t stream = o_.sequence_parallel ? seq / o_.tensor_parallel : seq;
+      held.x = ops::randn(Dims{batch, stream, c_.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
       bytes_.note(held.x, StepCategory::kInputs);
     }
-    hidden_states = model.model_forward(input_ids, held.x, layers_);
+    if (fsdp_) {
+      fsdp_->root_pre_forward(chunk);
+      const Fsdp2::Layers sharded(*fsdp_, chunk, layers_);
+      hidden_states = model.model_forward(input_ids, held.x, sharded);
+    } else {
+      hidden_states = model.model_forward(input_ids, held.x, layers_);
+    }
   }
   if (!model.chunk().last) {
+    if (fsdp_) {
+      fsdp_->root_post_forward(chunk);
+      hidden_states = fsdp_->root_output(chunk, hidden_states);
+    }
     held.out = std::move(hidden_states);
     return held;
   }
   // The causal LM's logits and loss; the output object (loss and logits) returned, then dropped with its
   // logits; the loss kept, scaled by 1/M.
-  Tensor loss = model.causal_lm_loss(std::move(hidden_states), labels);
+  CausalLM::Output out = model.causal_lm_output(std::move(hidden_states), labels);
+  if (fsdp_) {  // the root's forward ends as the model returns, before the output object is dropped
+    fsdp_->root_post_forward(chunk);
+    out.loss = fsdp_->root_output(chunk, out.loss);
+  }
+  Tensor loss = std::move(out.loss);
+  out = CausalLM::Output();
   held.loss = o_.micro_batches > 1 ? ops::div_number(loss, static_cast<double>(o_.micro_batches)) : loss;
   return held;
 }
 
-void StepRunner::backward(Held held) {
+void StepRunner::backward(Held held, size_t chunk) {
   if (held.loss.defined()) {
     Tensor loss = std::move(held.loss);
-    run_backward(loss, ops::ones_like(loss));  // loss.backward(): the root gradient is ones_like(loss)
+    const Tensor ones = ops::ones_like(loss);  // loss.backward(): the root gradient, held until it returns
+    run_backward(loss, ones);
+    if (fsdp_) fsdp_->end_of_backward(chunk);  // the engine's final callback
   } else {
     Tensor out = std::move(held.out);
     Tensor grad = ops::randn(out.sizes(), out.dtype());
     bytes_.note(grad, StepCategory::kInputs);
     run_backward(out, grad);
+    if (fsdp_) fsdp_->end_of_backward(chunk);
   }
   if (held.x.defined() && held.x.impl()->grad) bytes_.note(held.x.grad(), StepCategory::kInputs);  // sent on
   held = Held();
@@ -325,12 +448,19 @@ void StepRunner::note_gradients() {
 
 int64_t StepRunner::gradient_bytes() const {
   int64_t total = 0;
+  std::vector<int64_t> counted;  // each storage once: FSDP2's sharded gradients are views of one
   for (const Tensor& p : params_)
-    if (p.impl()->grad && bytes_.is_live(p.grad())) total += p.impl()->grad->storage->nbytes;
+    if (p.impl()->grad && bytes_.is_live(p.grad())) {
+      const int64_t id = p.impl()->grad->storage->id;
+      if (std::find(counted.begin(), counted.end(), id) != counted.end()) continue;
+      counted.push_back(id);
+      total += p.impl()->grad->storage->nbytes;
+    }
   return total;
 }
 
 StepCensus StepRunner::run() {
+  const nn::ParallelStylesScope styles(styles_ ? &*styles_ : nullptr);
   build();
   session_.add_observer(&bytes_);
   StepCensus result;
@@ -341,9 +471,9 @@ StepCensus StepRunner::run() {
   for (const Tensor& p : params_) {
     bytes_.track(p);
     bytes_.note(p, StepCategory::kParameters);
-    result.parameter_count += p.numel();
     result.parameter_bytes += p.storage()->nbytes;
   }
+  result.parameter_count = parameter_count_;
   result.parameter_tensors = static_cast<int64_t>(params_.size());
   for (const Tensor& b : buffers_) {
     bytes_.track(b);
@@ -364,7 +494,6 @@ StepCensus StepRunner::run() {
     bytes_.mark_phase(name);
     InFlight& flight = flights[static_cast<size_t>(pass.micro_batch * v + pass.chunk)];
     Recorded& rec = recorded[static_cast<size_t>(pass.chunk)];
-    const CausalLM& model = *models_[static_cast<size_t>(pass.chunk)];
     if (pass.pass == 'F') {
       if (replays_ && rec.has_forward) {
         flight.replay = bytes_.replay(rec.forward);
@@ -373,7 +502,7 @@ StepCensus StepRunner::run() {
       }
       const bool records = replays_ && ++rec.forwards == 2;
       StepPassLog log = bytes_.begin_pass();
-      flight.held = forward(model);
+      flight.held = forward(static_cast<size_t>(pass.chunk));
       if (!records) continue;
       bytes_.end_pass(log);
       // A forward that frees what another pass made is not replayed.
@@ -385,7 +514,7 @@ StepCensus StepRunner::run() {
     if (flight.held) {
       const bool records = replays_ && pass.micro_batch == rec.micro_batch;
       StepPassLog log = bytes_.begin_pass();
-      backward(std::move(*flight.held));
+      backward(std::move(*flight.held), static_cast<size_t>(pass.chunk));
       flight.held.reset();
       if (records) {
         bytes_.end_pass(log);
@@ -486,7 +615,12 @@ Result<StepCensus> checked_run(StepRunner& runner) {
 
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
-  {
+  // A replay repeats a recorded pass's events, FSDP2's included, so the units must stand as they stood
+  // when it was recorded: so they do where each micro-batch's backward follows its forward (every unit
+  // resharded between them), not in a pipeline's schedule, whose passes find the units as the other
+  // micro-batches left them. There every pass runs through the engine.
+  const bool fsdp_in_pipeline = options.fsdp.shards > 1 && options.pipeline_stages > 1;
+  if (!fsdp_in_pipeline) {
     StepRunner runner(config, options, /*replays=*/true);
     Result<StepCensus> step = checked_run(runner);
     if (!step || !runner.replay_failed()) return step;

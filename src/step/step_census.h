@@ -36,6 +36,8 @@
 #include "step/recompute_choice.h"
 #include "step/step_bytes.h"
 #include "step/step_compose.h"
+#include "step/fsdp.h"
+#include "step/tensor_parallel.h"
 #include "models/config.h"
 #include "util/result.h"
 
@@ -69,8 +71,12 @@ struct StepOptions {
   // The layers of these kinds (layer_kind) under their own mode instead (step/recompute_choice.h).
   std::vector<std::pair<std::string, Recompute>> recompute_by_kind;
   StepOptimizer optimizer = StepOptimizer::kNone;
-  // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole.
+  // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
+  // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
+  // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.
   int64_t tensor_parallel = 1;
+  bool sequence_parallel = false;
+  bool loss_parallel = false;
   StepComposition composition;  // composed onto the simulated step (step/step_compose.h)
   // Context parallelism: the rank runs seq_length / C of each sequence's tokens; the K/V of the other
   // C - 1 shards, which its ring attention receives, composed (step/step_compose.h).
@@ -81,6 +87,9 @@ struct StepOptions {
   // The experts' tensor-parallel degree (Megatron's expert_tensor_parallel_size): 0, the TP degree (the
   // experts' width divided as tp_config divides moe_intermediate_size), or 1 (every rank's experts whole).
   int64_t expert_tensor_parallel = 0;
+  // FSDP2 (fully_shard per decoder layer and the root) over `fsdp.shards` data-parallel ranks, run on
+  // the rank (step/fsdp.h); shards 1: off.
+  FsdpPolicy fsdp;
   // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
   // a planner trying several ZeRO stages or master-weight choices over one simulation.
   std::vector<StepComposition> also_composed;
@@ -151,7 +160,8 @@ Status check_step_options(const ModelConfig& config, const StepOptions& options)
 
 // Run the step (options checked first). Each chunk's first two micro-batches run through the engine;
 // a later micro-batch's forward and backward are replays of the second's (step/step_bytes.h): the
-// same events, the same answer, without the engine's work.
+// same events, the same answer, without the engine's work. Under FSDP2 in a pipeline every pass runs
+// through the engine (a pass finds FSDP2's units as the schedule's other passes left them).
 Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& options);
 
 // The same step with every pass run through the engine: what the replayed step is tested against.

@@ -95,7 +95,7 @@ void StepWalk::run(Visitor& visitor, const StepWeights& weights) const {
   auto bytes_of = [&](const StepBytes::Event& e) {
     if (identity) return e.delta_bytes;
     int64_t& w = weighted[static_cast<size_t>(e.slot)];
-    if (w < 0) w = b_.weighted(StepBytes::Event{e.slot, e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes, e.op}, weights);
+    if (w < 0) w = b_.weighted(StepBytes::Event{e.slot, e.resize, e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes, e.op}, weights);
     return e.delta_bytes > 0 ? w : -w;
   };
   const auto& phases = b_.phases_;

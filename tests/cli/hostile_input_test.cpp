@@ -250,7 +250,8 @@ TEST(HostileOptions, EmptyValues) {
   expect_refused(census({"activations", toy, "--layers", ""}), "--layers: is empty");
   expect_refused(census({"layer", toy, "--format", ""}), "--format: is empty; give table or json, or leave the option out");
   expect_refused(census({"layer", toy, "--gdn-backend", ""}), "--gdn-backend: is empty; give eager, triton or kernel");
-  for (const char* option : {"--schedule", "--recompute", "--optimizer", "--master-weights", "--grad-dtype", "--format"})
+  for (const char* option : {"--schedule", "--recompute", "--optimizer", "--master-weights", "--grad-dtype", "--format",
+                             "--reshard-after-forward"})
     expect_refused(census({"step", toy, option, ""}), std::string(option) + ": is empty; give ");
   for (const char* option : {"--master-weights", "--grad-dtype", "--format"})
     expect_refused(census({"plan", toy, "--gpus", "2", "--device", "h100", option, ""}), std::string(option) + ": is empty; give ");
@@ -355,12 +356,18 @@ TEST(HostileOptions, OutOfRangeIntegersAreRefused) {
                  "--top: '9223372036854775808' is more than 100000, the most layouts a plan shows");
   expect_refused(census({"layer", "llama-3.1-8b", "--layer-index", "18446744073709551615"}), "--layer-index");
   expect_refused(census({"layer", "llama-3.1-8b", "--tp", "0x2"}), "--tp: '0x2' is not an integer");
+  expect_refused(census({"step", "llama-3.1-8b", "--world", "18446744073709551616"}), "--world: '18446744073709551616' is more than");
+  expect_refused(census({"step", "llama-3.1-8b", "--world", "0"}), "--world: '0' is less than 1");
+  // A mesh of four degrees of 2^20 each would pass 64 bits: it is more ranks than a run has, not a wrapped product.
+  expect_refused(census({"step", "llama-3.1-8b", "--dp", "1048576", "--tp", "1048576", "--pp", "1048576", "--cp",
+                         "1048576", "--world", "8"}),
+                 "--world 8: the mesh --dp 1048576 x --tp 1048576 x --pp 1048576 x --cp 1048576 is more than 2^20 ranks");
 }
 
 // 15. An empty value is refused, not read as the option left out: every kind of option alike.
 TEST(HostileOptions, EmptyValuesOfNumbersSizesAndPaths) {
   for (const char* flag : {"--stage", "--zero", "--cuda-context", "--nccl-buffers", "--fragmentation", "--micro-batches",
-                           "--seq-length", "--experts-implementation"})
+                           "--seq-length", "--experts-implementation", "--world"})
     expect_refused(census({"step", "llama-3.1-8b", flag, ""}), std::string(flag) + ": is empty");
   for (const char* flag : {"--global-batch", "--gpu-memory", "--peak-tflops", "--top", "--cuda-context"})
     expect_refused(census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", flag, ""}),

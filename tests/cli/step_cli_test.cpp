@@ -75,12 +75,57 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--pp", "4", "--schedule", "interleaved", "--virtual-stages", "2"}, {"--virtual-stages", "2"}, {"--recompute", "some"}, {"--optimizer", "sgd"},
         {"--zero", "4"}, {"--zero", "2"}, {"--dp", "0"}, {"--cp", "3"}, {"--cp", "0"}, {"--ep", "2"}, {"--tp", "3"},
         {"--micro-batches", "0"}, {"--seq-length", "0"}, {"--master-weights", "fp8"}, {"--grad-dtype", "fp16"},
-        {"--cuda-context", "-1"}, {"--format", "yaml"}}) {
+        {"--cuda-context", "-1"}, {"--format", "yaml"},
+        // parallel semantics: SP without TP, FSDP2 with ZeRO, a mesh that is not the world, a degree that
+        // does not divide, an FSDP2 option without FSDP2
+        {"--sequence-parallel"}, {"--loss-parallel"}, {"--fsdp", "--dp", "4", "--zero", "3"}, {"--fsdp"},
+        {"--dp", "2", "--tp", "2", "--world", "8"}, {"--tp", "2", "--sequence-parallel", "--seq-length", "127"},
+        {"--reshard-after-forward", "true"}, {"--fsdp", "--dp", "2", "--reshard-after-forward", "maybe"},
+        // FSDP2 or DTensor's plan beside context parallelism: a rank the parallel oracle does not run
+        {"--fsdp", "--dp", "2", "--cp", "2"}, {"--tp", "2", "--sequence-parallel", "--cp", "2"},
+        {"--tp", "2", "--loss-parallel", "--cp", "2"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);
     EXPECT_EQ(run.code, 2) << extra[0];
     EXPECT_TRUE(run.out.empty()) << extra[0];
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+// FSDP2 or DTensor's plan beside expert parallelism (an all-to-all dispatch, not simulated): refused by
+// name, one line, exit code 2; each alone runs.
+TEST(StepCli, ParallelCombinationsTheOracleDoesNotRunAreRefused) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--fsdp", "--dp", "2", "--ep", "2"}, {"--tp", "2", "--sequence-parallel", "--ep", "2"},
+        {"--tp", "2", "--loss-parallel", "--ep", "2"}}) {
+    std::vector<std::string> args = {"step", "qwen3-30b-a3b", "--seq-length", "128", "--optimizer", "none"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << extra[2];
+    EXPECT_TRUE(run.out.empty()) << extra[2];
+    EXPECT_NE(run.err.find("with --ep 2"), std::string::npos) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+// FSDP2 or DTensor's plan beside the caching allocator (their collectives' streams, not simulated), and
+// DTensor's plan beside a divided expert width (it keeps the experts whole): refused by name, one line,
+// exit code 2.
+TEST(StepCli, ParallelModesBesideAllocatorAndExpertTpAreRefused) {
+  for (const auto& [extra, named] :
+       {std::pair{std::vector<std::string>{"--fsdp", "--dp", "2", "--allocator"}, "--fsdp with --allocator"},
+        std::pair{std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--allocator"},
+                  "--sequence-parallel with --allocator"},
+        std::pair{std::vector<std::string>{"--tp", "2", "--loss-parallel", "--allocator"}, "--loss-parallel with --allocator"},
+        std::pair{std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--expert-tp", "2"},
+                  "--sequence-parallel with --expert-tp 2"}}) {
+    std::vector<std::string> args = {"step", "qwen3-30b-a3b", "--seq-length", "128", "--optimizer", "none"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << named;
+    EXPECT_TRUE(run.out.empty()) << named;
+    EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
   }
 }
@@ -97,6 +142,22 @@ TEST(StepCli, TiedEmbeddingsShareOneWeight) {
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["parameters"]["count"], 4'327'680 - 1'048'576);
   EXPECT_EQ(j["peak"]["bytes"], 20'605'064 - 2'097'152);
+}
+
+// The parallel oracle's llama_toy_L4_s128_fsdp4_single (tests/data/step/parallel/): FSDP2 over 4 ranks,
+// fp32 shards under MixedPrecisionPolicy(bf16, fp32), with FSDP2's parts of other and the semantics named.
+TEST(StepCli, Fsdp2OnTheRankInJson) {
+  const CliRun run = census({"step", toy_llama(), "--seq-length", "128", "--optimizer", "none", "--fsdp", "--dp", "4",
+                             "--master-weights", "fp32", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["peak"]["bytes"], 21'655'952);
+  EXPECT_EQ(j["peak"]["phase"], "F0");
+  EXPECT_EQ(j["peak"]["split"]["parameters"], 4'327'680);
+  EXPECT_EQ(j["peak"]["split"]["other_detail"]["fsdp_unsharded_params"], 5'309'952);
+  EXPECT_EQ(j["parallel"]["data_parallel"]["semantics"], "fsdp2");
+  EXPECT_EQ(j["parallel"]["fsdp"]["mp_policy"]["reduce_dtype"], "float32");
+  EXPECT_EQ(j["parallel"]["world_size"], 4);
 }
 
 }  // namespace

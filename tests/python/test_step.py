@@ -77,3 +77,43 @@ def test_context_and_expert_parallel_degrees():
     moe = _case("qwen3_moe_toy_L4_s128_single")
     sharded = census.census_step(moe["config"], seq_length=128, ep=2, optimizer="none")
     assert sharded["parameters"]["count"] == moe["parameters"]["count"] - 4 * 786_432
+
+
+PARALLEL_CASES = os.path.join(HERE, "..", "data", "step", "parallel")
+
+
+def test_fsdp2_on_the_rank_is_the_parallel_oracles():
+    with open(os.path.join(PARALLEL_CASES, "llama_toy_L4_s128_fsdp4_accum_m4_adamw.json"), encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, dp=4, fsdp=True,
+                              master_weights="fp32")
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["peak"]["phase"] == oracle["peak"]["phase"]
+    assert step["peak"]["split"] == oracle["peak"]["split"]
+    assert step["optimizer"]["state_bytes"] == oracle["optimizer"]["state_bytes"]
+    assert step["parallel"]["data_parallel"]["semantics"] == "fsdp2"
+
+
+def test_parallel_refusals_are_value_errors():
+    oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
+    with pytest.raises(ValueError, match="--fsdp"):
+        census.census_step(oracle["config"], seq_length=128, dp=4, zero=3, fsdp=True)
+    with pytest.raises(ValueError, match="fsdp"):
+        census.census_step(oracle["config"], seq_length=128, dp=4, fsdp="yes")
+
+
+def test_sequence_and_loss_parallel_are_the_parallel_oracles():
+    with open(os.path.join(PARALLEL_CASES, "llama_toy_L4_s128_tp2_sp_single.json"), encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, tp=2, sequence_parallel=True, loss_parallel=True,
+                              optimizer="none")
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["gradients"]["bytes_live_at_end"] == oracle["gradients"]["bytes_live_at_end"]
+    with pytest.raises(ValueError, match="^sequence_parallel: shards over the tensor-parallel ranks"):
+        census.census_step(oracle["config"], seq_length=128, sequence_parallel=True)
+    with pytest.raises(ValueError, match="^world 8: the mesh"):
+        census.census_step(oracle["config"], seq_length=128, tp=2, world=8, sequence_parallel=True)
+    with pytest.raises(ValueError, match="^sequence_parallel with cp 2:"):
+        census.census_step(oracle["config"], seq_length=128, tp=2, cp=2, sequence_parallel=True)
+    assert census.census_step(oracle["config"], seq_length=128, tp=2, world=2, sequence_parallel=True,
+                              loss_parallel=True, optimizer="none")["peak"] == step["peak"]

@@ -21,7 +21,7 @@ inline nlohmann::json step_case(const std::string& name) {
 inline std::vector<std::string> step_case_names() {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(CENSUS_TEST_DATA) + "/step"))
-    names.push_back(entry.path().stem().string());
+    if (entry.is_regular_file()) names.push_back(entry.path().stem().string());  // parallel/ is its own test's
   std::sort(names.begin(), names.end());
   return names;
 }

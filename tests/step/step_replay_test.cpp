@@ -153,5 +153,40 @@ TEST(StepReplay, EqualsTheStepRunOpByOpComposedAndSharded) {
   EXPECT_GT(expect_same_step(toy("qwen3_moe", true, true), tied, "qwen3_moe tied, cp 2, ep 2"), 0);
 }
 
+// FSDP2 and DTensor's plan on the rank: a later micro-batch's all-gathers, copy-outs (the unsharded
+// parameters grown back by resize_, storages made before the pass), reshards and reduce-scatters repeat,
+// and are replayed; every number equals the step run op by op, plain and checkpointed. In a pipeline
+// FSDP2's passes find its units as other micro-batches left them, and none is replayed.
+TEST(StepReplay, EqualsTheStepRunOpByOpUnderFsdp2AndDTensor) {
+  for (const bool moe : {false, true}) {
+    const ModelConfig config = moe ? toy("qwen3_moe", true) : toy("llama");
+    for (const bool dtensor : {false, true})
+      for (const Recompute recompute : {Recompute::kNone, Recompute::kSelective})
+        for (const int64_t stages : {1, 2})
+          for (int64_t stage = 0; stage < stages; ++stage) {
+            const int64_t micro_batches = 5;
+            StepOptions o;
+            o.seq_length = 64;
+            o.micro_batches = micro_batches;
+            o.pipeline_stages = stages;
+            o.stage = stage;
+            o.recompute = recompute;
+            o.optimizer = StepOptimizer::kAdamW;
+            o.fsdp.shards = 4;
+            o.fsdp.mixed_precision = true;
+            if (dtensor) {
+              o.fsdp.shards = 2;
+              o.tensor_parallel = 2;
+              o.sequence_parallel = true;
+              o.loss_parallel = true;
+            }
+            const std::string where = std::string(moe ? "qwen3_moe" : "llama") + (dtensor ? " fsdp 2 x tp 2 sp" : " fsdp 4") +
+                                      " pp " + std::to_string(stages) + " stage " + std::to_string(stage) +
+                                      " recompute " + std::to_string(static_cast<int>(recompute));
+            EXPECT_EQ(expect_same_step(config, o, where), stages == 1 ? 2 * (micro_batches - 2) : 0) << where;
+          }
+  }
+}
+
 }  // namespace
 }  // namespace census

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Copy the numbers the parallel step tests read from cases of the parallel step oracle into
+tests/data/step/parallel/.
+
+Usage: scripts/oracle_parallel_case.py CASE.json [CASE.json ...]   (writes tests/data/step/parallel/<case>.json)
+
+Keeps what scripts/oracle_step_case.py keeps for a step case (the config's fields, the schedule, the
+parameter, gradient and optimizer-state bytes, the peak with its phase, op and split, other_peak, each
+phase's bytes, the forward / backward / optimizer-step peaks), with FSDP2's parts of `other`
+(fsdp_unsharded_params, fsdp_all_gather_buffers, fsdp_unsharded_grads, fsdp_reduce_scatter_buffers) in
+each split, and the case's `parallel` record as its options name it: world size, FSDP2 shard degree,
+TP degree, sequence parallelism, loss parallelism, the sharded dtype and the mixed-precision policy.
+"""
+import json
+import pathlib
+import sys
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "step" / "parallel"
+DETAIL = ("buffers", "inputs", "param_grad_inflight", "fsdp_unsharded_params", "fsdp_all_gather_buffers",
+          "fsdp_unsharded_grads", "fsdp_reduce_scatter_buffers", "activations")
+
+
+def split(record):
+    keep = {key: record[key] for key in ("parameters", "gradients", "optimizer_states", "other")}
+    keep["other_detail"] = {key: record["other_detail"][key] for key in DETAIL}
+    return keep
+
+
+def moment(record):
+    if record is None:
+        return None
+    keep = {key: record[key] for key in ("bytes", "phase", "op") if key in record}
+    if "split" in record:
+        keep["split"] = split(record["split"])
+    return keep
+
+
+def trimmed(case):
+    out = {key: case[key] for key in ("case", "family", "layout", "kind", "seq", "m", "adamw")}
+    out["batch"] = case.get("batch") or 1
+    p = case["parallel"]
+    out["parallel"] = {key: p[key] for key in ("world_size", "dp_shard", "tp", "sequence_parallel", "loss_parallel",
+                                               "param_dtype", "mixed_precision")}
+    out["config"] = case["config"]["fields"]
+    out["schedule"] = case["schedule"]
+    parameters = case["parameters"]
+    out["parameters"] = {key: parameters[key] for key in ("count", "local_count", "tensors", "bytes", "buffers_bytes")}
+    gradients = case["gradients"]
+    out["gradients"] = {key: gradients[key]
+                        for key in ("bytes_after_first_backward", "bytes_after_last_backward", "bytes_live_at_end")}
+    optimizer = case.get("optimizer")
+    out["optimizer"] = None if optimizer is None else {"state_bytes": optimizer["state_bytes"]}
+    out["peak"] = moment(case["peak"])
+    out["other_peak"] = moment(case["other_peak"])
+    out["phases"] = [{"name": phase["name"], "live_at_start": phase["live_at_start"], "peak_bytes": phase["peak_bytes"],
+                      "peak_op": phase["peak_op"], "split_at_peak": split(phase["split_at_peak"]),
+                      "live_at_end": phase["live_at_end"]} for phase in case["phases"]]
+    for key in ("forward_peak", "backward_peak", "optimizer_step_peak"):
+        record = case.get(key)
+        out[key] = None if record is None else {"bytes": record["bytes"], "phase": record["phase"]}
+    return out
+
+
+def main(paths):
+    OUT.mkdir(parents=True, exist_ok=True)
+    for path in paths:
+        case = json.loads(pathlib.Path(path).read_text())
+        target = OUT / (case["case"] + ".json")
+        target.write_text(json.dumps(trimmed(case), indent=1) + "\n")
+        print(target)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])

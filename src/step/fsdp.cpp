@@ -1,0 +1,202 @@
+#include "step/fsdp.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ops/ops.h"
+
+namespace census {
+namespace {
+
+constexpr std::string_view kEmptyOp = "aten.empty.memory_format";
+constexpr std::string_view kGrowOp = "UntypedStorage.resize_@fsdp_copy_out";
+constexpr std::string_view kFreeOp = "UntypedStorage.resize_@other";
+
+// An unsharded parameter's storage is its all-gather output's part (FSDP2's padded_unsharded_size): dim 0
+// padded to a multiple of the shard degree, as every rank's shard is.
+int64_t padded_unsharded_bytes(const Tensor& p, int64_t shards) {
+  const int64_t rows = p.sizes()[0];
+  if (rows == 0) return 0;
+  return (rows + shards - 1) / shards * shards * (p.numel() / rows) * p.element_size();
+}
+
+}  // namespace
+
+Fsdp2::Fsdp2(StepBytes& bytes, const FsdpPolicy& policy, const std::vector<const CausalLM*>& chunks)
+    : bytes_(bytes), policy_(policy) {
+  const int64_t n = policy_.shards;
+  auto shard_of = [&](Unit& unit, const Tensor& p) {
+    Dims sizes = p.sizes();
+    sizes[0] = (sizes[0] + n - 1) / n;  // Shard(0), dim 0 padded to a multiple of N
+    Tensor shard = make_parameter(sizes, p.impl()->name, policy_.sharded_dtype());
+    unit.params.push_back(p);
+    unit.shards.push_back(shard);
+    unit.shard_numel += shard.numel();
+  };
+  for (const CausalLM* model : chunks) {
+    std::vector<Unit> units(model->layers().size() + 1);
+    std::set<int64_t> in_layers;
+    for (size_t i = 0; i < model->layers().size(); ++i) {
+      for (const Tensor& p : model->layers()[i]->parameters()) {
+        shard_of(units[i], p);
+        in_layers.insert(p.storage_id());
+      }
+      // torchtitan: every layer but the last resharded after forward (its backward runs next).
+      units[i].reshard_after_forward = policy_.reshard_after_forward == ReshardAfterForward::kAlways ||
+                                       (policy_.reshard_after_forward == ReshardAfterForward::kDefault &&
+                                        i + 1 < model->layers().size());
+    }
+    Unit& root = units.back();
+    for (const Tensor& p : model->parameters())
+      if (!in_layers.contains(p.storage_id())) shard_of(root, p);
+    root.reshard_after_forward = policy_.reshard_after_forward != ReshardAfterForward::kNever;
+    // model.parameters() order: the embedding, the layers, the rest.
+    std::vector<Tensor> order;
+    for (const Tensor& p : model->parameters()) {
+      for (const Unit& unit : units)
+        for (size_t k = 0; k < unit.params.size(); ++k)
+          if (unit.params[k].storage_id() == p.storage_id()) order.push_back(unit.shards[k]);
+    }
+    sharded_.insert(sharded_.end(), order.begin(), order.end());
+    units_.push_back(std::move(units));
+    begins_.push_back(model->chunk().begin);
+  }
+}
+
+void Fsdp2::unshard(Unit& unit) {
+  if (unit.all_gather_output.defined() || unit.unsharded || unit.params.empty()) return;
+  // foreach_all_gather: the copy-in (the shards cast to the parameter dtype) where the shards are not
+  // already bf16, the output the collective writes into (c10d's _allgather_base_ allocates nothing).
+  Tensor copy_in;
+  if (policy_.mixed_precision) {
+    copy_in = ops::empty(Dims{unit.shard_numel}, DType::kBFloat16);
+    bytes_.note(copy_in, StepCategory::kFsdpAllGatherBuffers);
+  }
+  unit.all_gather_output = ops::empty(Dims{policy_.shards * unit.shard_numel}, DType::kBFloat16);
+  bytes_.note(unit.all_gather_output, StepCategory::kFsdpAllGatherBuffers);
+}
+
+void Fsdp2::wait_for_unshard(Unit& unit, bool forward) {
+  if (!unit.all_gather_output.defined()) return;
+  // In forward the previous unit's all-gather output is freed once this copy-out is done (implicit
+  // prefetch: the walrus-bound local outlives the new state's assignment).
+  Tensor previous = forward ? std::move(all_gather_state_) : Tensor();
+  for (const Tensor& p : unit.params) {
+    const int64_t padded = padded_unsharded_bytes(p, policy_.shards);
+    if (!unit.allocated) {
+      bytes_.track(p, kEmptyOp, padded);
+      bytes_.note(p, StepCategory::kFsdpUnshardedParams);
+    } else {
+      bytes_.resize(p, padded, kGrowOp);
+    }
+  }
+  unit.allocated = unit.unsharded = true;
+  if (forward)
+    all_gather_state_ = std::move(unit.all_gather_output);
+  unit.all_gather_output = Tensor();
+}
+
+void Fsdp2::reshard(Unit& unit) {
+  if (!unit.unsharded) return;
+  for (const Tensor& p : unit.params) bytes_.resize(p, 0, kFreeOp);
+  unit.unsharded = false;
+}
+
+void Fsdp2::pre_forward(Unit& unit) {
+  unshard(unit);
+  wait_for_unshard(unit, /*forward=*/true);
+}
+
+void Fsdp2::post_forward(Unit& unit) {
+  if (unit.reshard_after_forward) reshard(unit);
+  unit.post_forward_indices.push_back(static_cast<int64_t>(post_forward_order_.size()));
+  post_forward_order_.push_back(&unit);
+}
+
+void Fsdp2::pre_backward(Unit& unit) {
+  unshard(unit);
+  wait_for_unshard(unit, /*forward=*/false);
+  // _backward_prefetch: the unit that ran its forward just before this one.
+  if (unit.post_forward_indices.empty()) return;
+  const int64_t index = unit.post_forward_indices.back();
+  unit.post_forward_indices.pop_back();
+  if (index > 0) unshard(*post_forward_order_[static_cast<size_t>(index - 1)]);
+}
+
+void Fsdp2::post_backward(Unit& unit) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : unit.params)
+    if (p.impl()->grad) {
+      Tensor grad = p.grad();
+      if (policy_.tensor_parallel > 1) {
+        NoGradGuard no_grad;
+        if (grad.numel() > p.numel())  // Replicate -> Shard(0): the rank's rows of the whole table
+          grad = ops::clone_contiguous(ops::slice(grad, 0, 0, p.size(0)));
+        else if (policy_.sequence_parallel && p.dim() == 1)  // Partial -> Replicate
+          grad = ops::wait_tensor(ops::all_reduce(ops::view(grad, p.sizes()), policy_.tensor_parallel));
+      }
+      grads.push_back(std::move(grad));
+      bytes_.note(grads.back(), StepCategory::kFsdpUnshardedGrads);
+      p.impl()->grad.reset();
+    }
+  reshard(unit);
+  while (!reduce_scatter_states_.empty()) reduce_scatter_states_.pop_front();  // one input kept in flight
+  if (grads.empty()) return;
+  NoGradGuard no_grad;
+  Tensor input = ops::empty(Dims{policy_.shards * unit.shard_numel}, policy_.reduce_dtype());
+  bytes_.note(input, StepCategory::kFsdpReduceScatterBuffers);
+  // The copy-in done, the list is cleared from its end; its last gradient is still held by the caller.
+  const Tensor last = grads.back();
+  while (!grads.empty()) grads.pop_back();
+  Tensor output = ops::empty(Dims{unit.shard_numel}, policy_.reduce_dtype());
+  const bool first = !unit.shards.front().impl()->grad;
+  bytes_.note(output, first ? StepCategory::kGradients : StepCategory::kFsdpReduceScatterBuffers);
+  int64_t offset = 0;
+  for (Tensor& shard : unit.shards) {
+    Tensor part = ops::view(ops::slice(output, 0, offset, offset + shard.numel()), shard.sizes());
+    offset += shard.numel();
+    if (first) {
+      shard.impl()->grad = part.impl_ptr();
+    } else {
+      Tensor grad = shard.grad();
+      ops::add_(grad, part);  // grad._local_tensor += new_sharded_grad
+    }
+  }
+  output = Tensor();
+  reduce_scatter_states_.push_back(std::move(input));
+}
+
+Tensor Fsdp2::Layers::run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const {
+  Unit& unit = fsdp_.units_[chunk_][static_cast<size_t>(index - fsdp_.begins_[chunk_])];
+  fsdp_.pre_forward(unit);
+  Fsdp2& fsdp = fsdp_;
+  Tensor out;
+  {
+    const Tensor input = ops::backward_hook(hidden_states, [&fsdp, &unit] { fsdp.post_backward(unit); });
+    out = inner_.run(index, input, forward);
+  }
+  fsdp_.post_forward(unit);
+  return ops::backward_hook(out, [&fsdp, &unit] { fsdp.pre_backward(unit); });
+}
+
+void Fsdp2::root_pre_forward(size_t chunk) { pre_forward(units_[chunk].back()); }
+
+void Fsdp2::root_post_forward(size_t chunk) {
+  post_forward(units_[chunk].back());
+  all_gather_state_ = Tensor();  // the last all-gather result, freed when the root's forward ends
+}
+
+Tensor Fsdp2::root_output(size_t chunk, const Tensor& output) {
+  Unit& root = units_[chunk].back();
+  return ops::backward_hook(output, [this, &root] { pre_backward(root); });
+}
+
+void Fsdp2::end_of_backward(size_t chunk) {
+  post_backward(units_[chunk].back());
+  reduce_scatter_states_.clear();
+  post_forward_order_.clear();
+  for (std::vector<Unit>& units : units_)
+    for (Unit& unit : units) unit.post_forward_indices.clear();
+}
+
+}  // namespace census

@@ -1,0 +1,110 @@
+// One rank of a parallel training step against the parallel step oracle (torch 2 + Transformers 5 on fake
+// tensors and torch.distributed's fake process group, rank 0 of a real fully_shard / parallelize_module
+// step, every storage the rank allocates tracked), copied into tests/data/step/parallel/: the Llama and
+// Qwen3-MoE toys at 128 tokens (hidden 256, 8 heads, 2 KV heads, head_dim 32, vocab 4096, 4 layers;
+// Qwen3-MoE 8 experts top-2 of width 256), each layout's `parallel` record mapped onto StepOptions one to
+// one. Every number to the byte, FSDP2's parts of `other` included, for every layout: the control (world 1),
+// FSDP2 over 4 (fp32 shards under MixedPrecisionPolicy(bf16, fp32), and bf16 shards), TP 2 with and without
+// sequence parallelism (with loss_parallel), and FSDP2 2 x TP 2 with SP.
+//
+// What FSDP2 adds, by hand, for llama_toy_L4_s128_fsdp4_single (4 ranks, fp32 shards under
+// MixedPrecisionPolicy(bf16, fp32)): the shards hold 4,327,680 parameters / 4 x 4 B = 4,327,680 B. The
+// root unit (embedding 4096 x 256, final norm 256, head 4096 x 256: 2,097,408 parameters) gathers
+// 524,352 elements a rank: a bf16 copy-in of 1,048,704 B, the bf16 output 4 x 1,048,704 = 4,194,816 B,
+// then its unsharded bf16 parameters 2,097,152 + 512 + 2,097,152 = 4,194,816 B, alive through the whole
+// forward (the root reshards when the model returns). A layer gathers 139,392 elements a rank (its 557,568
+// parameters / 4): its unsharded parameters are 1,115,136 B, and its all-gather output, 1,115,136 B, is
+// kept until the next unit's copy-out. At the loss (the forward's peak, F0 at nll_loss_forward) the rank
+// holds the shards 4,327,680 + buffers 128 + inputs 2,048 + the root's unsharded parameters 4,194,816 +
+// the last layer's (never resharded after forward) 1,115,136 + the last all-gather output 1,115,136 + the
+// control's activations there: 21,655,952 B.
+//
+// And for llama_toy_L4_s128_tp2_sp_single (TP 2, SP, loss_parallel): a layer holds q 128 x 256, k and v
+// 32 x 256, o 256 x 128, gate, up and down 256 x 256 each (278,528) and its two norms whole (512):
+// 279,040 parameters; with 4 layers, the embedding's and the head's 2048 x 256 rows each and the final
+// norm, 2,164,992 parameters, 4,329,984 B in bf16. The embedding's gradient is the whole 4096 x 256 table
+// (a replicated gradient of the Shard(0) table), 1,048,576 B more than its shard: 5,378,560 B of gradients.
+//
+// And FSDP2's padding, for llama_toy_L4_s128_fsdp3_bf16_single (3 ranks, bf16 shards): each unsharded
+// parameter's storage is its dim 0 padded to a multiple of 3, as its all-gather output part is. At the
+// peak (F0, the loss) the root and the last layer are unsharded. The root: the embedding and the head
+// 4096 -> 4098 rows of 256 (2 x 1,024 B more) and the final norm 256 -> 258 (4 B): 2,052 B. The last
+// layer: q and o 256 -> 258 rows of 256, k and v 64 -> 66 rows of 256 (4 x 1,024 B), gate and up 512 ->
+// 513 rows of 256 (2 x 512 B), down 256 -> 258 rows of 512 (2,048 B), its two norms (2 x 4 B): 7,176 B.
+// 9,228 B above the unpadded parameters: fsdp_unsharded_params 5,319,180 B, the oracle's.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "step/step_census.h"
+#include "models/registry.h"
+#include "step_record_expect.h"
+
+namespace census {
+namespace {
+
+using testing::expect_phases;
+using testing::expect_split;
+using testing::expect_totals;
+
+const std::string kFolder = std::string(CENSUS_TEST_DATA) + "/step/parallel";
+
+nlohmann::json parallel_case(const std::string& name) {
+  std::ifstream file(kFolder + "/" + name + ".json");
+  return nlohmann::json::parse(file);
+}
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(kFolder))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StepOptions options_of(const nlohmann::json& oracle) {
+  StepOptions o;
+  o.seq_length = oracle.at("seq");
+  o.micro_batch_size = oracle.at("batch");
+  o.micro_batches = oracle.at("m");
+  o.optimizer = oracle.at("adamw").get<bool>() ? StepOptimizer::kAdamW : StepOptimizer::kNone;
+  const auto& p = oracle.at("parallel");
+  if (p.at("dp_shard").get<int64_t>() > 1) {
+    o.fsdp.shards = p.at("dp_shard");
+    o.fsdp.mixed_precision = p.at("mixed_precision");
+  }
+  o.tensor_parallel = p.at("tp");
+  o.sequence_parallel = p.at("sequence_parallel");
+  o.loss_parallel = p.at("loss_parallel");
+  return o;
+}
+
+class StepParallelOracleCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StepParallelOracleCase, EveryNumberToTheByte) {
+  const nlohmann::json oracle = parallel_case(GetParam());
+  auto config = read_config(oracle.at("config"));
+  ASSERT_TRUE(config) << config.refusal().message();
+  auto step = census_step(*config, options_of(oracle));
+  ASSERT_TRUE(step) << step.refusal().message();
+  const StepAnalysis& a = step->analysis;
+
+  expect_totals(*step, oracle);
+
+  for (const auto& [moment, key] : {std::pair{&a.peak, "peak"}, std::pair{&a.other_peak, "other_peak"}}) {
+    const auto& expected = oracle.at(key);
+    EXPECT_EQ(moment->bytes, expected.at("bytes").get<int64_t>()) << key;
+    EXPECT_EQ(moment->phase, expected.at("phase").get<std::string>()) << key;
+    EXPECT_EQ(moment->op, expected.at("op").get<std::string>()) << key;
+    expect_split(moment->split, expected.at("split"), key);
+  }
+  expect_phases(*step, oracle);
+}
+
+INSTANTIATE_TEST_SUITE_P(Oracle, StepParallelOracleCase, ::testing::ValuesIn(case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace census

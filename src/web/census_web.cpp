@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "cli/cli.h"
-#include "cli/plan_command.h"
+#include "cli/options.h"
 #include "report/step_charts.h"
 
 namespace {

@@ -321,7 +321,7 @@ bool CachingAllocator::alloc_block(AllocParams& p, bool is_retry) {
 //   } else { release_block(*it, context); }
 bool CachingAllocator::release_available_cached_blocks(const AllocParams& p) {
   if (conf_.max_split_size == kNoSplitLimit) return false;
-  std::pmr::set<SizeKey>& free = pool(p.small).blocks;
+  NodeSet<SizeKey>& free = pool(p.small).blocks;
   const int64_t key_size = std::max(p.size, conf_.max_split_size);
   auto it = free.lower_bound(SizeKey{p.stream, key_size, 0, -1});
   if (it != free.end() && it->stream() == p.stream) {
@@ -360,7 +360,7 @@ bool CachingAllocator::release_cached_blocks() {
 //   for (Block* block : to_unmap) { unmap_block(block, context); if (!block->prev && !block->next) {
 //     release_expandable_segment(block); } }
 void CachingAllocator::release_blocks(bool small) {
-  std::pmr::set<SizeKey>& free = pool(small).blocks;
+  NodeSet<SizeKey>& free = pool(small).blocks;
   std::vector<BlockId> to_unmap;
   for (auto it = free.begin(); it != free.end();) {
     const BlockId id = it->id;
@@ -415,7 +415,7 @@ void CachingAllocator::delete_block(BlockId id) {
 // merge erases one block and inserts another).
 void CachingAllocator::insert_free(BlockId id) {
   const Block& b = blocks_[static_cast<size_t>(id)];
-  std::pmr::set<SizeKey>& free = pool(b.small).blocks;
+  NodeSet<SizeKey>& free = pool(b.small).blocks;
   if (spare_.empty()) {
     free.insert(SizeKey{b.stream, b.size, b.ptr, id});
     return;
@@ -426,12 +426,12 @@ void CachingAllocator::insert_free(BlockId id) {
 
 void CachingAllocator::erase_free(BlockId id) {
   const Block& b = blocks_[static_cast<size_t>(id)];
-  std::pmr::set<SizeKey>& free = pool(b.small).blocks;
+  NodeSet<SizeKey>& free = pool(b.small).blocks;
   auto it = free.find(SizeKey{b.stream, b.size, b.ptr, id});
   erase_free(free, it);
 }
 
-void CachingAllocator::erase_free(std::pmr::set<SizeKey>& free, std::pmr::set<SizeKey>::iterator it) {
+void CachingAllocator::erase_free(NodeSet<SizeKey>& free, NodeSet<SizeKey>::iterator it) {
   if (spare_.empty()) spare_ = free.extract(it);
   else free.erase(it);
 }

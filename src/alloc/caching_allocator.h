@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <memory_resource>
 #include <set>
 #include <vector>
 
@@ -158,9 +157,9 @@ class CachingAllocator {
   };
   // The sets' nodes come from one pool the allocator owns: a free list, not malloc, per insert.
   struct BlockPool {
-    explicit BlockPool(std::pmr::memory_resource* nodes) : blocks(nodes), unmapped(nodes) {}
-    std::pmr::set<SizeKey> blocks;       // free, mapped
-    std::pmr::set<AddressKey> unmapped;  // expandable segments' address space without pages
+    explicit BlockPool(NodePool* nodes) : blocks(NodeAllocator<SizeKey>(nodes)), unmapped(NodeAllocator<AddressKey>(nodes)) {}
+    NodeSet<SizeKey> blocks;       // free, mapped
+    NodeSet<AddressKey> unmapped;  // expandable segments' address space without pages
   };
   struct ExpandableSegment {
     int64_t slot;
@@ -199,7 +198,7 @@ class CachingAllocator {
   void delete_block(BlockId block);
   void insert_free(BlockId b);
   void erase_free(BlockId b);
-  void erase_free(std::pmr::set<SizeKey>& free, std::pmr::set<SizeKey>::iterator it);
+  void erase_free(NodeSet<SizeKey>& free, NodeSet<SizeKey>::iterator it);
   void insert_unmapped(BlockId b);
   void erase_unmapped(BlockId b);
   void splice(BlockId block, BlockId before, BlockId after);
@@ -217,7 +216,7 @@ class CachingAllocator {
   std::vector<BlockId> free_ids_;
   NodePool nodes_;
   BlockPool small_blocks_{&nodes_}, large_blocks_{&nodes_};
-  std::pmr::set<SizeKey>::node_type spare_;  // a node of a free set, erased, kept for the next insert
+  NodeSet<SizeKey>::node_type spare_;  // a node of a free set, erased, kept for the next insert
   std::vector<ExpandableSegment> expandable_segments_;
   std::set<int64_t> free_slots_;
   int64_t next_slot_ = 0;

@@ -9,7 +9,7 @@
 #include "census/selective_census.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
-#include "cli/table.h"
+#include "report/table.h"
 #include "models/registry.h"
 #include "models/llama.h"
 

@@ -10,7 +10,7 @@
 #include "plan/plan.h"
 #include "cli/request.h"
 #include "cli/step_command.h"
-#include "cli/table.h"
+#include "report/table.h"
 #include "util/escape.h"
 
 namespace census::cli {

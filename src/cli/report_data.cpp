@@ -8,7 +8,7 @@
 #include "census/selective_census.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "cli/report_svg.h"
+#include "report/svg.h"
 #include "cli/shipped_models.h"
 
 #ifndef CENSUS_VERSION

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "census/stack_census.h"
-#include "cli/table.h"
+#include "report/table.h"
 
 namespace census::cli {
 

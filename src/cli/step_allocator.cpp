@@ -2,7 +2,7 @@
 
 #include "cli/options.h"
 #include "cli/plan_command.h"
-#include "cli/table.h"
+#include "report/table.h"
 
 namespace census::cli {
 namespace {

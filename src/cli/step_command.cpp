@@ -13,7 +13,7 @@
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "cli/step_allocator.h"
-#include "cli/table.h"
+#include "report/table.h"
 #include "models/config.h"
 #include "util/checked.h"
 

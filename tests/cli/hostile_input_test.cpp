@@ -399,7 +399,8 @@ TEST(HostileOptions, DeviceFiguresAreFiniteAndInRange) {
   const CliRun slow = census({"plan", "llama-3.1-8b", "--gpus", "8", "--device", "h100", "--peak-tflops", "0.001",
                               "--seq-length", "512", "--format", "json"});
   ASSERT_EQ(slow.code, 0) << slow.err;
-  for (const auto& layout : nlohmann::json::parse(slow.out)["layouts"])
+  const nlohmann::json plan = nlohmann::json::parse(slow.out);  // held: a loop over a temporary's member outlives it
+  for (const auto& layout : plan["layouts"])
     EXPECT_LT(layout["step_seconds_estimate"].get<double>(), 1e9);
 }
 
@@ -452,18 +453,20 @@ TEST(HostileOverflow, MambaChunksWhoseScanPasses64BitsAreRefused) {
   }
 }
 
-// 19. The report's files: a destination that is a device (a rename would replace /dev/full), a
-// directory or a read-only file is refused unwritten; a write that fails (a full disk, a file-size
-// limit) is refused and leaves nothing.
+// 19. The report's files: a destination that is a device, FIFO or socket (a rename would replace it
+// rather than write to it), a directory or a read-only file is refused unwritten; a write that fails (a
+// full disk, a file-size limit) is refused and leaves nothing. A FIFO of the test's own stands for the
+// device, so that a lost refusal replaces nothing of the machine's.
 TEST(HostileReport, DevicesDirectoriesAndReadOnlyFilesAreNotReplaced) {
-  struct stat before {};
-  ASSERT_EQ(::stat("/dev/full", &before), 0);
-  expect_refused(census({"report", "llama-3.1-8b", "--seq-length", "512", "--output", "/dev/full"}),
-                 "--output: cannot write '/dev/full' (it is not a regular file but a device, FIFO or socket)");
+  const std::string fifo = write_file("device", "");
+  ASSERT_EQ(std::remove(fifo.c_str()), 0);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  expect_refused(census({"report", "llama-3.1-8b", "--seq-length", "512", "--output", fifo}),
+                 "(it is not a regular file but a device, FIFO or socket)");
   struct stat after {};
-  ASSERT_EQ(::stat("/dev/full", &after), 0);
-  EXPECT_TRUE(S_ISCHR(after.st_mode));
-  EXPECT_EQ(after.st_rdev, before.st_rdev);
+  ASSERT_EQ(::stat(fifo.c_str(), &after), 0);
+  EXPECT_TRUE(S_ISFIFO(after.st_mode));
+  std::remove(fifo.c_str());
   expect_refused(census({"report", "llama-3.1-8b", "--seq-length", "512", "--output", ::testing::TempDir()}),
                  "(it is a directory)");
   const std::string read_only = write_file("read_only.html", "kept\n");

@@ -14,7 +14,7 @@
 #include "census/selective_census.h"
 #include "cli_run.h"
 #include "cli/report.h"
-#include "cli/report_svg.h"
+#include "report/svg.h"
 #include "cli/shipped_models.h"
 
 namespace census {
@@ -88,9 +88,9 @@ cli::Request request(const std::string& model, int64_t seq_length, int64_t layer
 
 // Every property of a page the tests rely on: the charts against the JSON, the JSON against the
 // censuses.
-void expect_page_agrees(const cli::Request& r, const cli::Report& report) {
+void expect_page_agrees(const cli::Request& r, const Report& report) {
   SCOPED_TRACE(r.model_name + " at " + std::to_string(r.seq_length));
-  const std::string html = cli::report_html(report);
+  const std::string html = report_html(report);
   const json data = embedded_json(html);
   // Self-contained: no address but the SVG namespace's, no element loading a source.
   for (size_t at = html.find("http"); at != std::string::npos; at = html.find("http", at + 1))
@@ -123,7 +123,7 @@ void expect_page_agrees(const cli::Request& r, const cli::Report& report) {
     if (row[0].get<int64_t>() >= forward_ops) highest_backward = std::max(highest_backward, total);
   }
   EXPECT_EQ(next_op, forward_ops + t["backward_ops"].get<int64_t>());
-  EXPECT_LE(t["buckets"].size(), static_cast<size_t>(cli::kChartWidth));
+  EXPECT_LE(t["buckets"].size(), static_cast<size_t>(kChartWidth));
   // Plain, the forward ends with what autograd saved; under checkpointing, with what the layer keeps.
   const bool selective = t["selective"];
   EXPECT_EQ(selective, r.selective);
@@ -201,7 +201,7 @@ TEST(Report, RendersEveryShippedConfigAndDrawsItsJsonsNumbers) {
 // to 128k is censused.
 TEST(Report, LlamaAtTheDefaultLengthWithTheWholeSweep) {
   const cli::Request r = request("llama-3.1-8b", 4096);
-  const cli::Report report = cli::build_report(r);
+  const Report report = cli::build_report(r);
   expect_page_agrees(r, report);
   const CliRun activations = census({"activations", "llama-3.1-8b", "--output", "--format", "json"});
   ASSERT_EQ(activations.code, 0);
@@ -222,9 +222,9 @@ TEST(Report, SelectiveTimelineDrawsTheCheckpointedLayer) {
   for (const char* model : {"llama-3.1-8b", "qwen3-30b-a3b", "qwen3-next-80b-a3b"}) {
     cli::Request r = request(model, 2048);
     r.selective = true;
-    const cli::Report report = cli::build_report(r, {1024});
+    const Report report = cli::build_report(r, {1024});
     expect_page_agrees(r, report);
-    EXPECT_NE(cli::report_html(report).find("kept (at the forward's end)"), std::string::npos);
+    EXPECT_NE(report_html(report).find("kept (at the forward's end)"), std::string::npos);
   }
 }
 
@@ -248,14 +248,14 @@ TEST(Report, LengthsTheCensusRefusesAreListedNotDrawn) {
   cli::Request r = request("llama-3.1-8b", 1024);
   r.model_name = (dir / "config.json").string();
   r.config = cli::resolve_model(r.model_name).take();
-  const cli::Report report = cli::build_report(r, {1024, 16384, 32768, 65536});
+  const Report report = cli::build_report(r, {1024, 16384, 32768, 65536});
   const json& sweep = report.data["sequence_length"];
   ASSERT_EQ(sweep["points"].size(), 2u);
   ASSERT_EQ(sweep["refused"].size(), 2u);
   EXPECT_EQ(sweep["refused"][0]["seq_length"], 32768);
   EXPECT_NE(sweep["refused"][0]["refusal"].get<std::string>().find("overflow"), std::string::npos);
   EXPECT_EQ(report.data["config_source"], r.model_name);
-  const std::string html = cli::report_html(report);
+  const std::string html = report_html(report);
   EXPECT_NE(html.find("32768 tokens: not censused"), std::string::npos);
   EXPECT_EQ(elements(chart(html, "sequence-length"), "<circle class=\"point\"").size(), 6u);
 }

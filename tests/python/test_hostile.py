@@ -252,4 +252,9 @@ def test_report_arguments(tmp_path):
     refused(lambda: census.report(TOY, 5, seq_length=64), "path")
     refused(lambda: census.report(TOY, tmp_path / "r.html", layer_index=0.5, seq_length=64), "layer_index")
     refused(lambda: census.report(TOY, tmp_path / "r.html", seq_length=64, selective="yes"), "selective")
-    refused(lambda: census.report(TOY, "/dev/full", seq_length=64), "/dev/full")
+    # A FIFO of the test's own stands for a device: were the refusal lost, a rename would replace it,
+    # not a device of the machine's.
+    fifo = tmp_path / "device"
+    os.mkfifo(fifo)
+    refused(lambda: census.report(TOY, fifo, seq_length=64), "device")
+    assert pathlib.Path(fifo).is_fifo()

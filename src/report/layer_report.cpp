@@ -2,11 +2,11 @@
 // every number drawn. Nothing is loaded from elsewhere, so the page opens offline and can be mailed.
 #include <algorithm>
 
-#include "cli/report.h"
-#include "cli/report_svg.h"
-#include "cli/table.h"
+#include "report/layer_report.h"
+#include "report/svg.h"
+#include "report/table.h"
 
-namespace census::cli {
+namespace census {
 namespace {
 
 using nlohmann::ordered_json;
@@ -182,4 +182,4 @@ std::string report_html(const Report& report) {
   return html;
 }
 
-}  // namespace census::cli
+}  // namespace census

@@ -1,12 +1,12 @@
-#include "cli/report_svg.h"
+#include "report/svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "cli/table.h"
+#include "report/table.h"
 
-namespace census::cli {
+namespace census {
 namespace {
 
 constexpr int kLeft = 84, kRight = 24;  // plot margins, px
@@ -54,6 +54,57 @@ std::string tick_label(double value) {
   return buffer;
 }
 
+// A stacked chart's value as its unit reads: bytes in binary units, seconds in s or ms.
+std::string stacked_label(const StackedBarChart& chart, double v) {
+  if (chart.unit == StackedBarChart::Unit::kBytes) return human_bytes(v);
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, v >= 1 ? "%.2f s" : "%.1f ms", v >= 1 ? v : v * 1e3);
+  return buffer;
+}
+
+// Each group's total, and the largest of them and the limit: the end of the value axis.
+std::pair<std::vector<double>, double> stacked_totals(const StackedBarChart& chart) {
+  std::vector<double> totals;
+  double highest = chart.limit;
+  for (const auto& values : chart.values) {
+    double total = 0;
+    for (double v : values) total += v;
+    totals.push_back(total);
+    highest = std::max(highest, total);
+  }
+  return {totals, highest};
+}
+
+// The stacked chart's heading under its title: its note, then one swatch per series from x = `left`,
+// on as many lines as the chart's width needs. The heading, and the y below it.
+std::pair<std::string, int> stacked_heading(const StackedBarChart& chart, double left) {
+  std::string svg;
+  int y = 42;
+  if (!chart.note.empty()) {
+    svg += "<text x=\"" + std::to_string(kLeft) + "\" y=\"38\" fill=\"#555\">" + escape_xml(chart.note) + "</text>\n";
+    y = 58;
+  }
+  double lx = left;
+  for (size_t s = 0; s < chart.series.size(); ++s) {
+    const double width = 30 + 7.0 * chart.series[s].size();
+    if (lx > left && lx + width > kChartWidth - kRight) lx = left, y += 16;
+    svg += "<rect x=\"" + num(lx) + "\" y=\"" + std::to_string(y - 10) + "\" width=\"12\" height=\"12\" fill=\"" +
+           series_colour(s) + "\"/><text x=\"" + num(lx + 16) + "\" y=\"" + std::to_string(y) + "\" fill=\"#333\">" +
+           escape_xml(chart.series[s]) + "</text>\n";
+    lx += width;
+  }
+  return {svg, y + 10};
+}
+
+// One series' share of a group, with the numbers it draws as attributes and its hover title.
+std::string stacked_segment(const StackedBarChart& chart, size_t g, size_t s, double x, double y, double w, double h) {
+  const double v = chart.values[g][s];
+  return "<rect class=\"segment\" data-series=\"" + escape_xml(chart.series[s]) + "\" data-value=\"" + decimal(v) +
+         "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) + "\" height=\"" + num(h) + "\" fill=\"" +
+         series_colour(s) + "\"><title>" + escape_xml(chart.groups[g] + ", " + chart.series[s]) + ": " +
+         stacked_label(chart, v) + "</title></rect>\n";
+}
+
 }  // namespace
 
 std::string escape_xml(std::string_view text) {
@@ -93,7 +144,7 @@ const char* band_colour(size_t band) {
 
 const char* series_colour(size_t series) {
   static constexpr const char* kColours[] = {"#4e79a7", "#a0cbe8", "#e15759", "#ff9d9a", "#59a14f", "#8cd17d",
-                                             "#f28e2b", "#ffbe7d"};
+                                             "#f28e2b", "#ffbe7d", "#b07aa1", "#d4a6c8", "#9c755f", "#bab0ac"};
   return kColours[series % (sizeof kColours / sizeof kColours[0])];
 }
 
@@ -240,6 +291,91 @@ std::string bar_chart_svg(const BarChart& chart) {
   return svg;
 }
 
+std::string stacked_bar_chart_svg(const StackedBarChart& chart) {
+  const int bar = 18, gap = 8, label_width = 250, value_width = 110;
+  const std::pair<std::string, int> heading = stacked_heading(chart, label_width);
+  const int top = heading.second + 6;
+  const int height = top + static_cast<int>(chart.groups.size()) * (bar + gap) + 24;
+  const int plot = kChartWidth - label_width - value_width;
+  const auto totals_and_top = stacked_totals(chart);  // (a lambda takes no structured binding in clang 14)
+  const std::vector<double>& totals = totals_and_top.first;
+  const double highest = totals_and_top.second;
+  auto x_of = [&](double v) { return label_width + (highest > 0 ? v / highest * plot : 0); };
+
+  std::string svg = open_svg(chart.id, height, chart.title) + heading.first;
+  for (size_t g = 0; g < chart.groups.size(); ++g) {
+    const int y = top + static_cast<int>(g) * (bar + gap);
+    svg += "<g class=\"row\" data-group=\"" + escape_xml(chart.groups[g]) + "\" data-total=\"" + decimal(totals[g]) +
+           "\"><text x=\"" + std::to_string(label_width - 8) + "\" y=\"" + std::to_string(y + bar - 5) +
+           "\" text-anchor=\"end\" fill=\"#222\">" + escape_xml(chart.groups[g]) + "</text>\n";
+    double at = 0;
+    for (size_t s = 0; s < chart.series.size(); ++s) {
+      const double v = chart.values[g][s];
+      if (v <= 0) continue;
+      svg += stacked_segment(chart, g, s, x_of(at), y, x_of(at + v) - x_of(at), bar);
+      at += v;
+    }
+    svg += "<text x=\"" + num(x_of(totals[g]) + 4) + "\" y=\"" + std::to_string(y + bar - 5) +
+           "\" font-size=\"11\" fill=\"#222\">" + stacked_label(chart, totals[g]) + "</text></g>\n";
+  }
+  if (chart.limit > 0) {
+    const std::string x = num(x_of(chart.limit));
+    svg += "<g class=\"limit\" data-value=\"" + decimal(chart.limit) + "\"><line x1=\"" + x + "\" x2=\"" + x +
+           "\" y1=\"" + std::to_string(top - 4) + "\" y2=\"" + std::to_string(height - 20) +
+           "\" stroke=\"#222\" stroke-dasharray=\"5 3\"/><text x=\"" + x + "\" y=\"" + std::to_string(height - 6) +
+           "\" text-anchor=\"middle\" fill=\"#222\">" + escape_xml(chart.limit_label) + " " +
+           stacked_label(chart, chart.limit) + "</text></g>\n";
+  }
+  return svg + "</svg>\n";
+}
+
+std::string stacked_column_chart_svg(const StackedBarChart& chart) {
+  const std::pair<std::string, int> heading = stacked_heading(chart, kLeft);
+  const int top = heading.second + 14, bottom_margin = 40, plot_height = 280;
+  const int bottom = top + plot_height, height = bottom + bottom_margin;
+  const int plot = kChartWidth - kLeft - kRight;
+  const auto totals_and_top = stacked_totals(chart);
+  const std::vector<double>& totals = totals_and_top.first;
+  const double highest = totals_and_top.second;
+  const double count = static_cast<double>(std::max<size_t>(1, chart.groups.size()));
+  const double slot = plot / count, width = std::max(1.0, slot * 0.8);
+  auto y_of = [&](double v) { return bottom - (highest > 0 ? v / highest * plot_height : 0); };
+
+  std::string svg = open_svg(chart.id, height, chart.title) + heading.first;
+  svg += "<text x=\"" + std::to_string(kLeft - 6) + "\" y=\"" + num(y_of(highest)) +
+         "\" dy=\"4\" text-anchor=\"end\" fill=\"#555\">" + stacked_label(chart, highest) + "</text>\n";
+  // Every k-th group named under its column, so that the names never overlap.
+  size_t every = 1;
+  for (const std::string& group : chart.groups) every = std::max<size_t>(every, std::ceil((7.0 * group.size() + 8) / slot));
+  for (size_t g = 0; g < chart.groups.size(); ++g) {
+    const double x = kLeft + g * slot + (slot - width) / 2;
+    svg += "<g class=\"column\" data-group=\"" + escape_xml(chart.groups[g]) + "\" data-total=\"" + decimal(totals[g]) +
+           "\">";
+    double at = 0;
+    for (size_t s = 0; s < chart.series.size(); ++s) {
+      const double v = chart.values[g][s];
+      if (v <= 0) continue;
+      svg += stacked_segment(chart, g, s, x, y_of(at + v), width, y_of(at) - y_of(at + v));
+      at += v;
+    }
+    if (g % every == 0)
+      svg += "<text x=\"" + num(x + width / 2) + "\" y=\"" + std::to_string(bottom + 16) +
+             "\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555\">" + escape_xml(chart.groups[g]) + "</text>";
+    svg += "</g>\n";
+  }
+  svg += "<line x1=\"" + std::to_string(kLeft) + "\" x2=\"" + std::to_string(kLeft + plot) + "\" y1=\"" +
+         std::to_string(bottom) + "\" y2=\"" + std::to_string(bottom) + "\" stroke=\"#222\"/>\n";
+  if (chart.limit > 0) {
+    const std::string y = num(y_of(chart.limit));
+    svg += "<g class=\"limit\" data-value=\"" + decimal(chart.limit) + "\"><line x1=\"" + std::to_string(kLeft) +
+           "\" x2=\"" + std::to_string(kLeft + plot) + "\" y1=\"" + y + "\" y2=\"" + y +
+           "\" stroke=\"#222\" stroke-dasharray=\"5 3\"/><text x=\"" + std::to_string(kLeft + plot) + "\" y=\"" + y +
+           "\" dy=\"-4\" text-anchor=\"end\" fill=\"#222\">" + escape_xml(chart.limit_label) + " " +
+           stacked_label(chart, chart.limit) + "</text></g>\n";
+  }
+  return svg + "</svg>\n";
+}
+
 std::string line_chart_svg(const LineChart& chart) {
   const int height = 380, top = 56, bottom = 320;
   const int plot = kChartWidth - kLeft - kRight - 140;  // the legend to its right
@@ -298,4 +434,4 @@ std::string line_chart_svg(const LineChart& chart) {
   return svg;
 }
 
-}  // namespace census::cli
+}  // namespace census

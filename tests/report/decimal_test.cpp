@@ -9,9 +9,9 @@
 #include <cstring>
 #include <random>
 
-#include "cli/table.h"
+#include "report/table.h"
 
-namespace census::cli {
+namespace census {
 namespace {
 
 std::string every_precision(double value) {
@@ -53,4 +53,4 @@ TEST(Decimal, EqualsTheFewestDigitsThatReadBack) {
 }
 
 }  // namespace
-}  // namespace census::cli
+}  // namespace census

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace census::cli {
+namespace census {
 
 class Table {
  public:
@@ -25,4 +25,4 @@ std::string decimal(double value);
 // 1536 -> "1.5 KiB"
 std::string human_bytes(double bytes);
 
-}  // namespace census::cli
+}  // namespace census

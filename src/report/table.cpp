@@ -1,14 +1,16 @@
-#include "cli/table.h"
+#include "report/table.h"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <string_view>
 
-namespace census::cli {
+namespace census {
 namespace {
 
 bool numeric(const std::string& cell) {
@@ -54,16 +56,46 @@ std::string integer_if_exponent(std::string text, double value) {
   return text;
 }
 
+// Note [Floating to_chars]: the standard defines to_chars and from_chars of a double by printf's
+// %.*g and %.*e and strtod in the C locale. emscripten's libc++ (LLVM 14, the browser page's) has no
+// floating-point to_chars or from_chars: there they are printf and strtod, which give the same text.
+// (CENSUS_PRINTF_DECIMALS builds that path anywhere, for its test: decimal_printf_test.)
+#if defined(__cpp_lib_to_chars) && !defined(CENSUS_PRINTF_DECIMALS)
+char* print_general(char* first, char* last, double value, int precision) {
+  return std::to_chars(first, last, value, std::chars_format::general, precision).ptr;
+}
+// The shortest form that reads back as the value, in exponent form.
+char* print_shortest_scientific(char* first, char* last, double value) {
+  return std::to_chars(first, last, value, std::chars_format::scientific).ptr;
+}
+double read_double(const char* first, const char* last) {
+  double value = 0;
+  std::from_chars(first, last, value);
+  return value;
+}
+#else
+double read_double(const char* first, const char* last) { return std::strtod(std::string(first, last).c_str(), nullptr); }
+char* print_general(char* first, char* last, double value, int precision) {
+  return first + std::snprintf(first, static_cast<size_t>(last - first), "%.*g", precision, value);
+}
+// The nearest decimal of each length reads back first at the shortest length: that one.
+char* print_shortest_scientific(char* first, char* last, double value) {
+  int length = 0;
+  for (int digits = 0; digits <= 16; ++digits) {
+    length = std::snprintf(first, static_cast<size_t>(last - first), "%.*e", digits, value);
+    if (read_double(first, first + length) == value) break;
+  }
+  return first + length;
+}
+#endif
+
 // Print at each precision from `precision` up, as %.*g prints, until the text reads back as the value.
 std::string first_precision_reading_back(double value, int precision) {
   char buffer[64];
   for (; precision <= 17; ++precision) {
-    const std::to_chars_result printed =
-        std::to_chars(buffer, buffer + sizeof buffer - 1, value, std::chars_format::general, precision);
-    *printed.ptr = '\0';
-    double back = 0;
-    std::from_chars(buffer, printed.ptr, back);
-    if (back == value) break;
+    char* end = print_general(buffer, buffer + sizeof buffer - 1, value, precision);
+    *end = '\0';
+    if (read_double(buffer, end) == value) break;
   }
   return integer_if_exponent(buffer, value);
 }
@@ -83,9 +115,8 @@ std::string decimal(double value) {
   // is written out, as below).
   if (value == std::floor(value) && std::fabs(value) < 9007199254740992.0) return std::to_string(static_cast<int64_t>(value));
   char buffer[64];
-  const std::to_chars_result shortest =
-      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
-  const std::string_view text(buffer, static_cast<size_t>(shortest.ptr - buffer));
+  const char* end = print_shortest_scientific(buffer, buffer + sizeof buffer, value);
+  const std::string_view text(buffer, static_cast<size_t>(end - buffer));
   const size_t e = text.find('e');
   const bool negative = text[0] == '-';
   std::string digits;
@@ -121,4 +152,4 @@ std::string human_bytes(double bytes) {
   return buffer;
 }
 
-}  // namespace census::cli
+}  // namespace census

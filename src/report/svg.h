@@ -1,4 +1,4 @@
-// File: report_svg.h
+// File: svg.h
 // The report's charts, each a standalone SVG document (inline styles, no external fonts or scripts),
 // so the same text goes inline into the HTML page and, with --svg, into files of their own.
 //
@@ -11,7 +11,7 @@
 
 #include "census/timeline.h"
 
-namespace census::cli {
+namespace census {
 
 inline constexpr int kChartWidth = 960;
 
@@ -32,6 +32,25 @@ struct BarChart {
 };
 std::string bar_chart_svg(const BarChart& chart);
 
+// Horizontal bars, one row per group, each bar its series stacked left to right, with the bar's total
+// beside it; where `limit` > 0 a dashed line marks it (a device's memory: a bar past it does not fit).
+struct StackedBarChart {
+  enum class Unit { kBytes, kSeconds };
+  std::string id;
+  std::string title;
+  std::string note;  // one line under the title; empty: none
+  Unit unit = Unit::kBytes;
+  std::vector<std::string> series;
+  std::vector<std::string> groups;
+  std::vector<std::vector<double>> values;  // [group][series], each >= 0
+  double limit = 0;
+  std::string limit_label;
+};
+std::string stacked_bar_chart_svg(const StackedBarChart& chart);
+// The same numbers as columns left to right, for groups in an order of time (a step's phases); the
+// limit a dashed horizontal line.
+std::string stacked_column_chart_svg(const StackedBarChart& chart);
+
 // Lines over a logarithmic x axis (tokens) and a logarithmic y axis (bytes): a line of slope one
 // grows linearly with the sequence.
 struct LineChart {
@@ -49,4 +68,4 @@ const char* series_colour(size_t series);
 
 std::string escape_xml(std::string_view text);
 
-}  // namespace census::cli
+}  // namespace census

@@ -1,0 +1,362 @@
+// The page's form, the argv it builds, and the answer drawn (docs/web.md).
+//
+// The page computes nothing. Every number it shows is what the census module (census.js, the
+// command line compiled to WebAssembly) printed: the page builds `census <command> CONFIG --option
+// value ...` from its form, runs the command line's own dispatch on it, renders the JSON the command
+// prints (`--format json`) as tables, and has the module draw that JSON with the charts of `census
+// report` (src/report/). The form itself is the command's `--help`: each option the command line
+// lists is a field, so an option added to the command line is a field here with no change to the page.
+"use strict";
+
+(function () {
+  // Options the page sets itself, or that name files the page does not have.
+  const NOT_FIELDS = new Set(["--help", "--format", "--output", "--svg", "--layers", "--train-yaml"]);
+  // The options shown first, in this order, where the command has them; the rest are under "more".
+  const FIRST = {
+    step: ["--seq-length", "--micro-batch-size", "--micro-batches", "--tp", "--cp", "--ep", "--pp", "--dp",
+           "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp"],
+    plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
+           "--gpus-per-node", "--top"],
+    report: ["--layer-index", "--seq-length", "--tp", "--selective"],
+  };
+  const PASTED_PATH = "config.json";  // where a pasted config is written, as the command line names it
+
+  const $ = (selector) => document.querySelector(selector);
+  let census = null;
+  const fields = {};  // command -> [{flag, kind, element}]
+
+  // ---- the module ----------------------------------------------------------------------------
+  // A string in, a string out: the module's answer is valid until its next call, so it is read at once.
+  function callModule(name, ...strings) {
+    const pointers = strings.map((s) => {
+      const size = census.lengthBytesUTF8(s) + 1;
+      const pointer = census._malloc(size);
+      census.stringToUTF8(s, pointer, size);
+      return pointer;
+    });
+    try {
+      return census.UTF8ToString(census["_" + name](...pointers));
+    } finally {
+      pointers.forEach((p) => census._free(p));
+    }
+  }
+
+  // Integers past 2^53 kept exact, as BigInt, where the browser hands a reviver the number's text.
+  function parseJson(text) {
+    return JSON.parse(text, (key, value, context) =>
+      typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value) && context && context.source
+        ? BigInt(context.source) : value);
+  }
+
+  // Run `census ...argv`: {stdout, stderr, code, ms}.
+  function run(argv) {
+    const start = performance.now();
+    const result = JSON.parse(callModule("census_run", JSON.stringify(argv)));
+    result.ms = performance.now() - start;
+    return result;
+  }
+
+  function draw(kind, json, gpuMemory) {
+    return JSON.parse(callModule("census_draw", kind, json, gpuMemory || ""));
+  }
+
+  // ---- the form, from the command's --help -----------------------------------------------------
+  // CLI11 lists an option as "  --name TYPE[:{a,b}][ REQUIRED]  description", the description on the
+  // next lines when the name is long; a flag has no TYPE.
+  function parseHelp(text) {
+    const options = [];
+    let inOptions = false;
+    for (const line of text.split("\n")) {
+      if (/^Options:/.test(line)) { inOptions = true; continue; }
+      if (!inOptions) continue;
+      const m = /^  (?:-\w,)?(--[\w-]+)(?: ([A-Z]+)(?::\{([^}]*)\}|:\S+)?)?( REQUIRED)?(?:\s+(.*))?$/.exec(line);
+      if (m) {
+        options.push({flag: m[1], type: m[2] || "FLAG", choices: m[3] ? m[3].split(",") : null,
+                      required: Boolean(m[4]), help: (m[5] || "").trim()});
+      } else if (/^\s{8,}\S/.test(line) && options.length) {
+        const last = options[options.length - 1];
+        last.help = (last.help ? last.help + " " : "") + line.trim();
+      } else if (/^\S/.test(line)) {
+        inOptions = false;
+      }
+    }
+    return options;
+  }
+
+  function makeField(command, option) {
+    const label = document.createElement("label");
+    label.title = option.help;
+    label.dataset.flag = option.flag;
+    const name = document.createElement("span");
+    name.className = "flag";
+    name.textContent = option.flag + (option.required ? " *" : "");
+    let input;
+    if (option.type === "FLAG") {
+      input = document.createElement("input");
+      input.type = "checkbox";
+    } else if (option.choices) {
+      input = document.createElement("select");
+      input.append(new Option("(default)", ""));
+      option.choices.forEach((c) => input.append(new Option(c, c)));
+    } else {
+      input = document.createElement("input");
+      input.type = option.type === "INT" || option.type === "FLOAT" ? "number" : "text";
+      if (option.type === "FLOAT") input.step = "any";
+    }
+    input.name = command + ":" + option.flag;
+    const hint = document.createElement("span");
+    hint.className = "hint";
+    hint.textContent = option.help;
+    label.append(name, input, hint);
+    fields[command].push({flag: option.flag, kind: option.type, element: input});
+    return label;
+  }
+
+  function buildForms() {
+    for (const command of Object.keys(FIRST)) {
+      fields[command] = [];
+      const help = run([command, "--help"]);
+      const options = parseHelp(help.stdout).filter((o) => !NOT_FIELDS.has(o.flag));
+      const first = FIRST[command].map((flag) => options.find((o) => o.flag === flag)).filter(Boolean);
+      const rest = options.filter((o) => !first.includes(o));
+      const main = document.createElement("div"), more = document.createElement("div");
+      main.className = more.className = "grid command-options";
+      main.dataset.command = more.dataset.command = command;
+      first.forEach((o) => main.append(makeField(command, o)));
+      rest.forEach((o) => more.append(makeField(command, o)));
+      $("#main-options").append(main);
+      $("#more-options").append(more);
+    }
+  }
+
+  function command() { return document.querySelector("input[name=command]:checked").value; }
+
+  function showCommand() {
+    document.querySelectorAll(".command-options").forEach((d) => { d.hidden = d.dataset.command !== command(); });
+    $("#page-options").hidden = command() !== "step";
+    $("#command-line").textContent = "$ " + shellLine(argv(false));
+  }
+
+  // The argv of the form: the command, the config, then each field given (blank: not given).
+  function argv(json) {
+    const pasted = document.querySelector("input[name=source]:checked").value === "pasted";
+    const args = [command(), pasted ? PASTED_PATH : $("#shipped").value];
+    for (const f of fields[command()]) {
+      if (f.kind === "FLAG") { if (f.element.checked) args.push(f.flag); continue; }
+      const value = f.element.value.trim();
+      if (value !== "") args.push(f.flag, value);
+    }
+    if (json && command() !== "report") args.push("--format", "json");
+    return args;
+  }
+
+  function shellLine(args) {
+    return ["census", ...args].map((a) => (/^[\w.,:=@%+\/-]+$/.test(a) ? a : "'" + a.replace(/'/g, "'\\''") + "'")).join(" ");
+  }
+
+  // ---- the answer ----------------------------------------------------------------------------
+  const grouped = (n) => (typeof n === "bigint" ? n : Number(n)).toLocaleString("en-US");
+  function binary(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let v = Number(n), u = 0;
+    while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u += 1; }
+    return u === 0 ? v + " B" : v.toFixed(2) + " " + units[u];
+  }
+  const seconds = (s) => (s >= 1 ? s.toFixed(2) + " s" : (s * 1e3).toFixed(1) + " ms");
+
+  // A table of rows; a cell is text, or {bytes}, {number}, {seconds} drawn with its exact value in data-value.
+  function table(id, header, rows) {
+    const t = document.createElement("table");
+    t.id = id;
+    const head = t.insertRow();
+    header.forEach((h) => { const th = document.createElement("th"); th.textContent = h; head.append(th); });
+    for (const row of rows) {
+      const tr = t.insertRow();
+      row.forEach((cell, i) => {
+        const td = tr.insertCell();
+        td.dataset.key = header[i];
+        if (cell !== null && typeof cell === "object") {
+          const [kind, value] = Object.entries(cell)[0];
+          td.className = "n";
+          td.dataset.value = String(value);
+          td.textContent = kind === "bytes" ? grouped(value) : kind === "seconds" ? seconds(value) : grouped(value);
+          if (kind === "bytes") td.title = binary(value);
+        } else {
+          td.textContent = cell === null || cell === undefined ? "" : String(cell);
+        }
+      });
+    }
+    return t;
+  }
+
+  function section(title, ...children) {
+    const s = document.createElement("section");
+    const h = document.createElement("h2");
+    h.textContent = title;
+    s.append(h, ...children);
+    return s;
+  }
+
+  function paragraph(text, className) {
+    const p = document.createElement("p");
+    p.textContent = text;
+    if (className) p.className = className;
+    return p;
+  }
+
+  function charts(kind, jsonText, gpuMemory) {
+    const drawn = draw(kind, jsonText, gpuMemory);
+    const box = document.createElement("div");
+    box.className = "charts";
+    if (drawn.error) {
+      box.append(paragraph(drawn.error, "refusal"));
+      return box;
+    }
+    // The module's own SVG, as census report embeds it.
+    for (const chart of drawn.charts) {
+      const figure = document.createElement("figure");
+      figure.innerHTML = chart.svg;
+      box.append(figure);
+    }
+    return box;
+  }
+
+  function split(s) {
+    return [{bytes: s.parameters}, {bytes: s.gradients}, {bytes: s.optimizer_states}, {bytes: s.other}];
+  }
+
+  function renderStep(step, jsonText) {
+    const stages = step.stages || [step];
+    const peakOf = (s) => (s.composed ? s.composed.peak : s.peak);
+    const worst = step.stages ? stages.find((s) => s.stage.index === step.worst_stage) : step;
+    const out = [];
+    out.push(section("Every stage",
+      table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
+        stages.map((s) => [s.stage.index, s.stage.layers[0] + "-" + (s.stage.layers[1] - 1), {bytes: peakOf(s).bytes},
+                           peakOf(s).phase, ...split(peakOf(s).split), {bytes: s.total_bytes}]))));
+    const rows = [["peak (simulated)", {bytes: worst.peak.bytes}, worst.peak.phase + (worst.peak.op ? ", " + worst.peak.op : "")],
+                  ["other_peak", {bytes: worst.other_peak.bytes}, worst.other_peak.phase]];
+    for (const name of ["forward_peak", "backward_peak", "optimizer_step_peak"])
+      if (worst[name]) rows.push([name, {bytes: worst[name].bytes}, worst[name].phase]);
+    rows.push(["parameters", {bytes: worst.parameters.bytes}, grouped(worst.parameters.count) + " in " + worst.parameters.tensors + " tensors"]);
+    if (worst.optimizer) rows.push(["optimizer states", {bytes: worst.optimizer.state_bytes}, "AdamW"]);
+    if (worst.composed) {
+      rows.push(["peak (composed)", {bytes: worst.composed.peak.bytes}, worst.composed.peak.phase]);
+      for (const t of worst.composed.terms) rows.push(["  " + t.name, {bytes: t.bytes}, t.formula]);
+    }
+    for (const [name, bytes] of Object.entries(worst.overheads)) rows.push(["+ " + name, {bytes}, "as stated"]);
+    rows.push(["total", {bytes: worst.total_bytes}, ""]);
+    out.push(section("The stage that needs the most: stage " + worst.stage.index,
+      paragraph("schedule: " + worst.schedule.join(" "), "note"),
+      table("step-worst", ["", "bytes", "where"], rows),
+      table("step-phases", ["phase", "live_at_start", "peak", "peak_op", "live_at_end"],
+        worst.phases.map((p) => [p.name, {bytes: p.live_at_start}, {bytes: p.peak_bytes}, p.peak_op || "", {bytes: p.live_at_end}]))));
+    out.push(section("Where the memory goes", charts("step", jsonText, $("#gpu-memory").value.trim())));
+    return out;
+  }
+
+  function layoutRow(rank, l) {
+    return [rank, l.tp, l.cp, l.ep, l.pp, l.dp, l.schedule + (l.schedule === "interleaved" ? " V" + l.virtual_stages : ""),
+            l.micro_batches, l.recompute, l.zero, {bytes: l.peak_bytes}, {bytes: l.headroom_bytes}, l.worst_stage,
+            {seconds: l.step_seconds_estimate}];
+  }
+
+  function renderPlan(plan, jsonText) {
+    const c = plan.counts;
+    const out = [];
+    const head = [paragraph(plan.model + " on " + plan.gpus + " x " + plan.device.name + " (" + grouped(plan.gpu_memory_bytes) +
+                            " B each), " + plan.seq_length + " tokens a sequence, global batch " + plan.global_batch + " sequences"),
+                  paragraph("tried " + c.tried + " layouts: " + c.pruned_by_divisibility + " pruned by divisibility, " +
+                            c.rejected_for_memory + " rejected for memory, " + c.fit + " fit, " + c.not_evaluated +
+                            " not evaluated; " + c.simulations + " steps simulated (" + c.stage_runs + " stage runs)", "note")];
+    const header = ["#", "TP", "CP", "EP", "PP", "DP", "schedule", "M", "recompute", "ZeRO", "peak", "headroom", "stage", "step (est.)"];
+    if (plan.layouts.length) {
+      const t = table("plan-layouts", header, plan.layouts.map((l, i) => layoutRow(i + 1, l)));
+      const commands = document.createElement("ol");
+      commands.className = "commands";
+      plan.layouts.forEach((l) => { const li = document.createElement("li"); li.textContent = shellLine(["step", plan.model, ...l.step_args]); commands.append(li); });
+      out.push(section("Layouts that fit, fastest first", ...head, t, paragraph("each one's most-loaded rank, as census step prints it:", "note"), commands));
+    } else if (plan.nothing_fits) {
+      const s = plan.nothing_fits;
+      out.push(section("Nothing fits", ...head,
+        paragraph("the smallest memory that would fit is " + grouped(s.smallest_memory_bytes) + " B (" + binary(s.smallest_memory_bytes) + ")"),
+        table("plan-smallest", header, [layoutRow("smallest", s.layout)]),
+        paragraph("check: " + shellLine(["step", plan.model, ...s.layout.step_args]), "note")));
+    }
+    out.push(section("Which layouts fit", charts("plan", jsonText)));
+    return out;
+  }
+
+  function renderReport(args) {
+    // census report writes its page into the module's file system; shown as it is, in a frame.
+    const html = census.FS.readFile("report.html", {encoding: "utf8"});
+    census.FS.unlink("report.html");
+    const frame = document.createElement("iframe");
+    frame.id = "report-frame";
+    frame.title = "census report";
+    frame.srcdoc = html;
+    return [section("census report", frame)];
+  }
+
+  function textOutput(args) {
+    const text = run(args);
+    const details = document.createElement("details");
+    details.id = "text-output";
+    const summary = document.createElement("summary");
+    summary.textContent = "as the command line prints it";
+    const pre = document.createElement("pre");
+    pre.textContent = "$ " + shellLine(args) + "\n" + text.stdout + text.stderr;
+    details.append(summary, pre);
+    return section("The command's own output", details);
+  }
+
+  // Run the form's command and draw its answer; a refusal is the command's one line, and nothing is drawn.
+  function answer() {
+    const result = $("#result"), refusal = $("#refusal"), status = $("#status");
+    result.replaceChildren();
+    refusal.hidden = true;
+    if (document.querySelector("input[name=source]:checked").value === "pasted")
+      census.FS.writeFile(PASTED_PATH, $("#pasted").value);
+    const args = argv(true);
+    if (command() === "report") args.push("--output", "report.html");
+    $("#command-line").textContent = "$ " + shellLine(argv(false));
+    const ran = run(args);
+    status.dataset.ms = ran.ms.toFixed(3);
+    status.dataset.code = ran.code;
+    if (ran.code !== 0) {
+      refusal.textContent = ran.stderr.trim();
+      refusal.hidden = false;
+      status.textContent = "census refused (exit code " + ran.code + ")";
+      return ran;
+    }
+    let parts;
+    if (command() === "step") parts = renderStep(parseJson(ran.stdout), ran.stdout);
+    else if (command() === "plan") parts = renderPlan(parseJson(ran.stdout), ran.stdout);
+    else parts = renderReport(args);
+    result.append(...parts);
+    if (command() !== "report") result.append(textOutput(argv(false)));
+    status.textContent = "census " + command() + " ran in " + ran.ms.toFixed(1) + " ms, in this page";
+    return ran;
+  }
+
+  // ---- start ---------------------------------------------------------------------------------
+  async function start() {
+    census = await CensusModule();
+    const models = JSON.parse(run(["models", "--format", "json"]).stdout);
+    for (const m of models) $("#shipped").append(new Option(m.name + " (" + m.model_type + ", " + m.num_hidden_layers + " layers)", m.name));
+    $("#shipped").value = "llama-3.1-8b";
+    buildForms();
+    showCommand();
+    $("#form").addEventListener("input", showCommand);
+    $("#form").addEventListener("change", showCommand);
+    $("#pasted").addEventListener("input", () => { document.querySelector("input[name=source][value=pasted]").checked = true; showCommand(); });
+    $("#form").addEventListener("submit", (e) => { e.preventDefault(); answer(); });
+    $("#status").textContent = "Ready: choose a model and a question, then Run.";
+    document.body.dataset.ready = "true";
+  }
+
+  window.censusPage = {run, draw, answer, argv, ready: start().catch((e) => {
+    $("#status").textContent = "The census module did not load: " + e;
+    throw e;
+  })};
+})();

@@ -171,6 +171,7 @@ Tensor compress_overlapping(const Tensor& kv, const Tensor& gate, const Tensor& 
 CompressorIndexer::CompressorIndexer(std::string path, CompressorSizes sizes, CompressorIndexerSizes indexer,
                                      ParameterList& params)
     : path_(std::move(path)),
+      scorer_path_(child_path(path_, "scorer")),
       sizes_(sizes),
       indexer_(indexer),
       kv_proj(child_path(path_, "kv_proj"), sizes.hidden_size, 2 * sizes.head_dim, false, params),
@@ -196,7 +197,7 @@ Tensor CompressorIndexer::forward(const Tensor& hidden_states, const Tensor& q_r
   // DeepseekV4IndexerScorer: sum over heads of w[t, h] * relu(q[t, h] . K[s]) * Di^-0.5.
   Tensor index_scores;
   {
-    ModuleScope scorer(child_path(path_, "scorer"), ModuleKind::kOther);
+    ModuleScope scorer(scorer_path_, ModuleKind::kOther);
     const double softmax_scale = 1.0 / std::sqrt(static_cast<double>(dim));
     const double weights_scaling = 1.0 / std::sqrt(static_cast<double>(heads));
     Tensor scores = ops::matmul(ops::to(q, DType::kFloat32),

@@ -121,6 +121,7 @@ class CompressorIndexer {
 
  private:
   std::string path_;
+  std::string scorer_path_;  // path_ + ".scorer": a module's path must outlive the census that records it
   CompressorSizes sizes_;
   CompressorIndexerSizes indexer_;
   Linear kv_proj;    // H -> 2Di

@@ -14,7 +14,7 @@ Tensor unweighted_rms_norm(const Tensor& x, double eps) {
 }
 
 HyperConnection::HyperConnection(std::string path, HyperConnectionSizes sizes, ParameterList& params)
-    : path_(std::move(path)), sizes_(sizes) {
+    : path_(std::move(path)), norm_path_(child_path(path_, "input_norm")), sizes_(sizes) {
   const int64_t mix = (2 + sizes.hc_mult) * sizes.hc_mult;
   fn_ = register_parameter(params, path_, "fn", Dims{mix, sizes.hc_mult * sizes.hidden_size});
   base_ = register_parameter(params, path_, "base", Dims{mix});
@@ -27,7 +27,7 @@ HyperConnection::Output HyperConnection::forward(const Tensor& hidden_streams) c
   const Dims& streams = hidden_streams.sizes();  // (B, S, M, H)
   Tensor flat;
   {
-    ModuleScope norm(child_path(path_, "input_norm"), ModuleKind::kNorm);
+    ModuleScope norm(norm_path_, ModuleKind::kNorm);
     flat = unweighted_rms_norm(
         ops::to(ops::reshape(hidden_streams, Dims{streams[0], streams[1], hc * streams[3]}), DType::kFloat32),
         sizes_.rms_norm_eps);
@@ -61,7 +61,7 @@ HyperConnection::Output HyperConnection::forward(const Tensor& hidden_streams) c
 }
 
 HyperHead::HyperHead(std::string path, HyperConnectionSizes sizes, ParameterList& params)
-    : path_(std::move(path)), sizes_(sizes) {
+    : path_(std::move(path)), norm_path_(child_path(path_, "input_norm")), sizes_(sizes) {
   hc_fn_ = register_parameter(params, path_, "hc_fn", Dims{sizes.hc_mult, sizes.hc_mult * sizes.hidden_size});
   hc_base_ = register_parameter(params, path_, "hc_base", Dims{sizes.hc_mult});
   hc_scale_ = register_parameter(params, path_, "hc_scale", Dims{1});
@@ -72,7 +72,7 @@ Tensor HyperHead::forward(const Tensor& x) const {
   const Dims& streams = x.sizes();
   Tensor flat;
   {
-    ModuleScope norm(child_path(path_, "input_norm"), ModuleKind::kNorm);
+    ModuleScope norm(norm_path_, ModuleKind::kNorm);
     flat = unweighted_rms_norm(
         ops::to(ops::reshape(x, Dims{streams[0], streams[1], streams[2] * streams[3]}), DType::kFloat32),
         sizes_.rms_norm_eps);

@@ -46,6 +46,7 @@ class HyperConnection {
 
  private:
   std::string path_;
+  std::string norm_path_;  // path_ + ".input_norm": a module's path must outlive the census that records it
   HyperConnectionSizes sizes_;
   Tensor fn_;     // (X, M*H)
   Tensor base_;   // (X)
@@ -60,6 +61,7 @@ class HyperHead {
 
  private:
   std::string path_;
+  std::string norm_path_;  // path_ + ".input_norm": a module's path must outlive the census that records it
   HyperConnectionSizes sizes_;
   Tensor hc_fn_;     // (M, M*H)
   Tensor hc_base_;   // (M)

@@ -84,6 +84,9 @@ std::vector<std::tuple<int64_t, int64_t, int64_t>> ranks_of(const ModelConfig& c
 TEST(PlanStackCost, EveryLayerThatRunsAloneIsRecordedAsAlone) {
   int64_t compared = 0;
   for (const auto& [family, first_case] : families()) {
+    // Gemma 4's toy has KV-shared layers, which census plan refuses (a forward-only census of them
+    // leaks the model's carry: src/plan/plan.cpp).
+    if (family == "gemma4") continue;
     const ModelConfig c = case_config(family);
     for (const auto& [tp, ep, etp] : ranks_of(c)) {
       const ModelConfig rank = rank_config(c, tp, ep, etp);
@@ -113,7 +116,7 @@ TEST(PlanStackCost, EveryLayerThatRunsAloneIsRecordedAsAlone) {
 // A layer that cannot run alone is recorded all the same: DeepSeek-V4's (every one) and Gemma 4's
 // KV-shared ones, each with its GEMMs and its own parameters, as many as the model builds for it.
 TEST(PlanStackCost, LayersThatCannotRunAloneAreRecorded) {
-  for (const std::string family : {"deepseek_v4", "gemma4", "glm_moe_dsa"}) {
+  for (const std::string family : {"deepseek_v4", "glm_moe_dsa"}) {  // Gemma 4's: census plan refuses them
     const ModelConfig c = case_config(family);
     const std::vector<LayerOps> stack = record_stack(c, c, kTokens, census_stack_recomputed(c, c, kTokens));
     int64_t stack_only = 0;
@@ -136,7 +139,7 @@ TEST(PlanStackCost, LayersThatCannotRunAloneAreRecorded) {
 // from the model's forward, which the step's first backward holds at least (the same forward): their
 // sum, with the parameters, is below the step oracle's peak of every case of the family at one sequence.
 TEST(PlanStackCost, StackKeptBytesBoundTheStep) {
-  for (const std::string family : {"deepseek_v4", "gemma4"}) {
+  for (const std::string family : {"deepseek_v4"}) {  // Gemma 4's KV-shared layers: census plan refuses them
     for (const auto& [kind, mode] : {std::pair{"single", Recompute::kNone}, std::pair{"sac_selective", Recompute::kSelective},
                                      std::pair{"ac_full", Recompute::kFull}}) {
       const nlohmann::json oracle = testing::step_case(family + "_toy_L4_s128_" + kind);

@@ -42,7 +42,7 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
   // which each layer's checkpoint closure holds. The plan measures them by forwards that no backward
   // follows, where that carry and the checkpoint frames holding it keep each other alive (a leak that
   // grows with every layout the search measures): refused until the cycle is broken.
-  for (int64_t i = 0; config.model_type == "gemma4" && config.family->stack_only != nullptr && i < config.num_hidden_layers; ++i)
+  for (int64_t i = 0; config.model_type.rfind("gemma4", 0) == 0 && config.family->stack_only != nullptr && i < config.num_hidden_layers; ++i)
     if (const char* why = config.family->stack_only(config, i))
       return refuse("census plan on " + config.model_type,
                     "layer " + std::to_string(i) + " (" + why +

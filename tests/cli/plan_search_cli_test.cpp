@@ -140,7 +140,7 @@ TEST(PlanSearch, GemmaFourKvSharedLayersAreRefused) {
   EXPECT_EQ(run.code, 2);
   EXPECT_TRUE(run.out.empty());
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-  EXPECT_NE(run.err.find("census plan on gemma4: layer "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("census plan on gemma4_text: layer 2 "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("run census step on the layout instead"), std::string::npos) << run.err;
 }
 

@@ -76,6 +76,14 @@ Tensor CheckpointFrame::unpack(int64_t slot) {
   return std::move(recomputed_[static_cast<size_t>(slot)]);
 }
 
+void CheckpointFrame::release_cycle() {
+  session_ = nullptr;
+  // Moved out before they go: letting go of them can free the last holder, and with it this frame.
+  std::function<void()> recompute = std::move(recompute_fn);
+  Tensor kept_input = std::move(input);
+  recompute_fn = nullptr;
+}
+
 void CheckpointFrame::release(int64_t slot) { holder_gone_[static_cast<size_t>(slot)] = 1; }
 
 void CheckpointFrame::recompute() {

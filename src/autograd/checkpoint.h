@@ -47,9 +47,20 @@ struct CachedOutput {
 
 // A checkpointed region: the dispatch mode and the saved-tensor hooks in force while its forward or
 // its recompute runs.
-class CheckpointFrame final : public DispatchMode, public SavedTensorHooks {
+class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, public CycleHolder {
  public:
   enum class Phase : uint8_t { kForward, kRecompute };
+
+  // The frame's recompute closure can hold what holds the frame (Gemma 4's carry of shared keys and
+  // values, read by later layers' graphs): it registers with the session that runs it
+  // (Note [Cycles no backward breaks]).
+  CheckpointFrame() : session_(&Session::current()) { session_->hold_cycle(this); }
+  ~CheckpointFrame() override {
+    if (session_ != nullptr) session_->forget_cycle(this);
+  }
+  CheckpointFrame(const CheckpointFrame&) = delete;
+  CheckpointFrame& operator=(const CheckpointFrame&) = delete;
+  void release_cycle() override;
 
   ModeDecision decide(const OpDef& def, std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
   void ran(const OpCall& call) override;
@@ -72,6 +83,7 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks {
   void recompute();
   void stop_recomputation();
 
+  Session* session_;     // the session it is registered with; null once released
   int64_t holders_ = 0;  // saves the forward packed
   // By holder: whether its SavedVariable has gone (its node ran, or the forward dropped its graph).
   // The checkpoint keeps its holders weakly: the recompute stores no tensor for a holder gone.

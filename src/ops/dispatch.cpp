@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 
 namespace census {
 namespace {
@@ -22,6 +23,13 @@ Session::Session() : previous_(g_current) {
 
 Session::~Session() {
   assert(g_current == this);
+  // The observers have stopped listening: what the cycles free now is no measurement's.
+  observers_.clear();
+  op_observers_.clear();
+  free_observers_.clear();
+  save_observers_.clear();
+  resize_observers_.clear();
+  release_cycles();
   g_current = previous_;
   Arena::set_current(previous_ != nullptr ? &previous_->arena_ : nullptr);
 }
@@ -90,6 +98,21 @@ void Session::enter_module(ModuleFrame frame) {
 void Session::leave_module() {
   modules_.pop_back();
   for (Observer* observer : observers_) observer->on_module_leave();
+}
+
+void Session::forget_cycle(CycleHolder* holder) {
+  // From the back: holders mostly go in the reverse of the order they came (a backward's order).
+  const auto found = std::find(cycle_holders_.rbegin(), cycle_holders_.rend(), holder);
+  if (found != cycle_holders_.rend()) cycle_holders_.erase(std::next(found).base());
+}
+
+void Session::release_cycles() {
+  // One at a time: a holder letting go can free others, which forget themselves as they go.
+  while (!cycle_holders_.empty()) {
+    CycleHolder* holder = cycle_holders_.back();
+    cycle_holders_.pop_back();
+    holder->release_cycle();
+  }
 }
 
 void Session::on_free(const Storage& storage) {

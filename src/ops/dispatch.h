@@ -102,6 +102,18 @@ class Observer {
 // last, each holding less than the one before, so its peak is met among the iterations that run as
 // they are (the real iterations between the standing one and the last keep it so, its resized
 // storages being freed at once). Tests compare both runs at lengths where both run.
+// Something a census object holds that can close a cycle of references, such as a checkpoint's
+// recompute closure holding the model's carry, whose tensors' graph holds the checkpoint
+// (Note [Cycles no backward breaks]).
+class CycleHolder {
+ public:
+  // Let go of what closes the cycle, and forget the session: no backward will ask for it.
+  virtual void release_cycle() = 0;
+
+ protected:
+  ~CycleHolder() = default;
+};
+
 class Session : public StorageListener, public SavedTensorHooks {
  public:
   Session();
@@ -151,6 +163,16 @@ class Session : public StorageListener, public SavedTensorHooks {
   void enter_module(ModuleFrame frame);
   void leave_module();
 
+  // Note [Cycles no backward breaks] A graph's backward breaks the cycles its checkpoints close: each
+  // node it runs drops its saves. A forward that no backward follows leaves them standing. The plan's
+  // measurements run such forwards, and so does any census once it ends. In Python the garbage
+  // collector frees those cycles; here the holders register with the session, which tells them to let
+  // go when it ends, or earlier when a measurement calls release_cycles() and knows no backward will
+  // run.
+  void hold_cycle(CycleHolder* holder) { cycle_holders_.push_back(holder); }
+  void forget_cycle(CycleHolder* holder);
+  void release_cycles();
+
   void on_free(const Storage& storage) override;
   void begin_repeat(int64_t times);
   void end_repeat();
@@ -172,6 +194,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   int64_t op_weight_ = 1;
   std::vector<Storage*> born_in_repeat_;  // live storages born in the RepeatScope running now
   DispatchMode* mode_ = nullptr;
+  std::vector<CycleHolder*> cycle_holders_;  // in the order they were made
   Session* previous_ = nullptr;
   Arena arena_;  // the census's tensors, storages and nodes live here (tensor/arena.h)
   GraphScope graph_{this};

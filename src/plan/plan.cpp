@@ -38,16 +38,6 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
                                     std::pair{"--link-gbs", o.device.link_gbs}, std::pair{"--nic-gbs", o.device.nic_gbs}})
     if (!(value >= kLeastFigure && value <= kLargestFigure))
       return refuse(flag, "must be a figure from 0.001 to 1e+09; give it, or a --device preset");
-  // Gemma 4's KV-shared layers read the keys and values an earlier layer leaves in the model's carry,
-  // which each layer's checkpoint closure holds. The plan measures them by forwards that no backward
-  // follows, where that carry and the checkpoint frames holding it keep each other alive (a leak that
-  // grows with every layout the search measures): refused until the cycle is broken.
-  for (int64_t i = 0; config.model_type.rfind("gemma4", 0) == 0 && config.family->stack_only != nullptr && i < config.num_hidden_layers; ++i)
-    if (const char* why = config.family->stack_only(config, i))
-      return refuse("census plan on " + config.model_type,
-                    "layer " + std::to_string(i) + " (" + why +
-                        ") is not planned yet: the plan's forward-only census of it would leak the model's carry; "
-                        "run census step on the layout instead");
   CENSUS_TRY(check_calibration(o.device.calibration, "the calibration"));
   StepOptions probe;
   probe.seq_length = run.seq_length;

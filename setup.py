@@ -28,7 +28,10 @@ class CMakeBuild(build_ext):
         subprocess.check_call([
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
             f"-DPython_EXECUTABLE={sys.executable}", "-DCENSUS_TESTS=OFF", "-DCENSUS_BENCHMARKS=OFF",
-            f"-DCENSUS_PYTHON_OUTPUT_DIR={package_dir}",
+            "-DCENSUS_WEB=OFF", f"-DCENSUS_PYTHON_OUTPUT_DIR={package_dir}",
+            # A unity build, as scripts/bootstrap.sh's: batches of eight files parse the common headers
+            # once a batch, a third of the file-by-file build's time.
+            "-DCMAKE_UNITY_BUILD=ON", "-DCMAKE_UNITY_BUILD_BATCH_SIZE=8",
         ])
         subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "_census", "-j", str(os.cpu_count() or 1)])
 

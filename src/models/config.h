@@ -122,6 +122,11 @@ struct MoeConfig {
   // Expert parallelism (census step --ep): a rank holds num_experts / expert_parallel experts, as
   // Transformers' expert-parallel plan shards them; the router stays whole.
   int64_t expert_parallel = 1;
+  // Whether the family's experts shard so ("grouped_gemm" on the experts' weights, dim 0, in its
+  // base_model_ep_plan). False where its experts module runs every token through every expert in one
+  // batched matmul (Llama 4's), which that plan does not shard: census step refuses --ep for it, and
+  // census plan searches no EP degree.
+  bool shards_under_expert_parallel = true;
 };
 
 // Falcon-H1's μP multipliers, each a multiply by a Python number (no save).
@@ -294,6 +299,11 @@ struct Family {
   // (the multimodal one holding this family's under text_config), whose value a composite model ties by.
   bool ties_word_embeddings = false;
   bool composite_ties_word_embeddings = false;
+  // Its layers' modules bear the names torchtitan's Llama tensor-parallel plan parallelizes
+  // (self_attn.q/k/v/o_proj, mlp.gate/up/down_proj, the input and post-attention norms; a MoE block's
+  // gate and experts): census step runs DTensor's plan on it (--sequence-parallel, --loss-parallel,
+  // step/tensor_parallel.h). Other families' attention or mixers have modules of their own.
+  bool names_llama_tp_plan = false;
 };
 
 // Defines a family's registry entry in its own file:

@@ -24,7 +24,7 @@ std::unique_ptr<nn::FeedForward> build_group_limited_mlp(const ModelConfig& c, i
       "mlp", routing,
       nn::DeepseekV3MoE::Sizes{c.hidden_size, c.moe.moe_intermediate_size,
                                c.moe.moe_intermediate_size * c.moe.n_shared_experts, c.hidden_act,
-                               c.moe.experts_implementation},
+                               c.moe.experts_implementation, c.moe.expert_parallel},
       params);
 }
 

@@ -131,7 +131,7 @@ std::unique_ptr<nn::FeedForward> build_deepseek_v32_mlp(const ModelConfig& c, in
       "mlp", routing,
       nn::DeepseekV3MoE::Sizes{c.hidden_size, c.moe.moe_intermediate_size,
                                c.moe.moe_intermediate_size * c.moe.n_shared_experts, c.hidden_act,
-                               c.moe.experts_implementation},
+                               c.moe.experts_implementation, c.moe.expert_parallel},
       params);
 }
 

@@ -159,7 +159,8 @@ nn::DeepseekV4MoeSizes moe_sizes(const ModelConfig& c) {
           c.moe.routed_scaling_factor,
           v4(c).swiglu_limit,
           c.hidden_act,
-          c.moe.experts_implementation};
+          c.moe.experts_implementation,
+          c.moe.expert_parallel};
 }
 
 // post * sublayer_output + comb^T @ streams: the sublayer's output written into every stream beside

@@ -239,8 +239,8 @@ class Gemma4TextRouter {
 struct Gemma4MoeBlock {
   Gemma4MoeBlock(const ModelConfig& c, nn::ParameterList& params)
       : router(c, params),
-        experts("experts", c.moe.num_experts, c.hidden_size, c.moe.moe_intermediate_size, c.hidden_act,
-                c.moe.experts_implementation, params),
+        experts("experts", c.moe.num_experts / c.moe.expert_parallel, c.hidden_size, c.moe.moe_intermediate_size,
+                c.hidden_act, c.moe.experts_implementation, params),
         post_feedforward_layernorm_1("post_feedforward_layernorm_1", c.hidden_size, c.rms_norm_eps, params),
         post_feedforward_layernorm_2("post_feedforward_layernorm_2", c.hidden_size, c.rms_norm_eps, params),
         pre_feedforward_layernorm_2("pre_feedforward_layernorm_2", c.hidden_size, c.rms_norm_eps, params) {}

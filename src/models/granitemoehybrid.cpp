@@ -51,7 +51,7 @@ class GraniteMoeHybridMoE {
  public:
   GraniteMoeHybridMoE(const ModelConfig& c, nn::ParameterList& params)
       : router("block_sparse_moe.router", c.moe.num_experts, c.moe.num_experts_per_tok, c.hidden_size, params),
-        experts("block_sparse_moe.experts", c.moe.num_experts, c.hidden_size, c.intermediate_size, c.hidden_act,
+        experts("block_sparse_moe.experts", c.moe.num_experts / c.moe.expert_parallel, c.hidden_size, c.intermediate_size, c.hidden_act,
                 c.moe.experts_implementation, params) {}
   Tensor forward(const Tensor& layer_input) const {
     ModuleScope scope("block_sparse_moe", ModuleKind::kOther);

@@ -365,6 +365,7 @@ Result<ModelConfig> read_llama4_text(const ConfigReader& r) {
   CENSUS_TRY(read_routed_experts(r, "num_local_experts", "num_local_experts", 16, 1, c.moe));
   c.moe.moe_intermediate_size = expert_width;
   c.moe.shared_expert_intermediate_size = expert_width;
+  c.moe.shards_under_expert_parallel = false;  // Llama4TextExperts: every expert over every token
   CENSUS_TRY(read_llama4_layer_types(r, c));
   CENSUS_TRY(read_llama4_moe_layers(r, c));
   return c;

@@ -52,7 +52,7 @@ class NemotronHMLP {
 class NemotronHMoE {
  public:
   NemotronHMoE(const ModelConfig& c, nn::ParameterList& params)
-      : experts("mixer.experts", c.moe.num_experts, c.moe.moe_latent_size > 0 ? c.moe.moe_latent_size : c.hidden_size,
+      : experts("mixer.experts", c.moe.num_experts / c.moe.expert_parallel, c.moe.moe_latent_size > 0 ? c.moe.moe_latent_size : c.hidden_size,
                 c.moe.moe_intermediate_size, nn::HiddenAct::kRelu2, c.moe.experts_implementation, params,
                 ungated()),
         gate("mixer.gate", routing(c), c.hidden_size, params),

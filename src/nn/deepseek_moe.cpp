@@ -54,7 +54,8 @@ Routing DeepseekV3TopkRouter::forward(const Tensor& input) const {
 DeepseekV3MoE::DeepseekV3MoE(std::string path, const GroupLimitedRouting& routing, const Sizes& sizes,
                              ParameterList& params)
     : path_(std::move(path)),
-      experts(child_path(path_, "experts"), routing.num_experts, sizes.hidden_size, sizes.moe_intermediate_size,
+      experts(child_path(path_, "experts"), routing.num_experts / sizes.expert_parallel, sizes.hidden_size,
+              sizes.moe_intermediate_size,
               sizes.act, sizes.implementation, params),
       gate(child_path(path_, "gate"), routing, sizes.hidden_size, params),
       shared_experts(child_path(path_, "shared_experts"), sizes.hidden_size, sizes.shared_intermediate_size, false,

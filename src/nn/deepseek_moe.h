@@ -52,6 +52,8 @@ class DeepseekV3MoE final : public FeedForward {
     int64_t shared_intermediate_size;
     HiddenAct act;
     ExpertsImplementation implementation;
+    // The rank holds num_experts / expert_parallel of the experts; the router picks among all.
+    int64_t expert_parallel = 1;
   };
   DeepseekV3MoE(std::string path, const GroupLimitedRouting& routing, const Sizes& sizes, ParameterList& params);
   Tensor forward(const Tensor& hidden_states) const override;

@@ -61,8 +61,8 @@ DeepseekV4SparseMoeBlock::DeepseekV4SparseMoeBlock(const std::string& path, cons
                                                    ParameterList& params)
     : path_(path),
       gate(child_path(path, "gate"), sizes, hash, params),
-      experts(child_path(path, "experts"), sizes.num_experts, sizes.hidden_size, sizes.intermediate_size, sizes.act,
-              sizes.experts_implementation, params, clamped_layout(sizes.swiglu_limit)),
+      experts(child_path(path, "experts"), sizes.num_experts / sizes.expert_parallel, sizes.hidden_size,
+              sizes.intermediate_size, sizes.act, sizes.experts_implementation, params, clamped_layout(sizes.swiglu_limit)),
       shared_experts(child_path(path, "shared_experts"), sizes.hidden_size, sizes.intermediate_size, sizes.swiglu_limit,
                      sizes.act, params) {}
 

@@ -30,6 +30,8 @@ struct DeepseekV4MoeSizes {
   double swiglu_limit;
   HiddenAct act;
   ExpertsImplementation experts_implementation;
+  // The rank holds num_experts / expert_parallel of the experts; the routers pick among all.
+  int64_t expert_parallel = 1;
 };
 
 class ClampedSwiGluMlp {

@@ -60,9 +60,12 @@ std::vector<int64_t> divisors(int64_t n) {
 }
 
 // The EP degrees of a model: the divisors of its experts that divide N (each one a candidate the rules
-// then prune), or 1 alone where the model has no experts or census step does not shard them (eager).
+// then prune), or 1 alone where the model has no experts or census step does not shard them (eager
+// experts, Llama 4's).
 std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
-  if (c.moe.num_experts == 0 || c.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm) return {1};
+  if (c.moe.num_experts == 0 || c.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm ||
+      !c.moe.shards_under_expert_parallel)
+    return {1};
   std::vector<int64_t> out;
   for (int64_t e : divisors(c.moe.num_experts))
     if (n % e == 0) out.push_back(e);

@@ -200,6 +200,10 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   if (o.expert_tensor_parallel == 1 && o.tensor_parallel > 1 && config.moe.moe_intermediate_size == 0)
     return refuse("--expert-tp 1", "the model's experts have no width of their own (moe_intermediate_size) for TP to "
                                    "leave whole; drop the option");
+  if (o.expert_parallel > 1 && !config.moe.shards_under_expert_parallel)
+    return refuse("--ep " + std::to_string(o.expert_parallel),
+                  "this family's experts run every token through every expert in one batched matmul, which "
+                  "expert parallelism does not shard; drop the option");
   if (o.expert_parallel > 1 && config.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
     return refuse("--ep with eager experts", "expert parallelism is priced on grouped_mm experts; drop the option");
   if (config.output_router_logits)

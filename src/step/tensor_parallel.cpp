@@ -69,10 +69,7 @@ bool sharded_by_plan(std::string_view name) {
 }
 
 const char* tensor_parallel_refusal(const ModelConfig& config) {
-  static const std::array<std::string_view, 6> kLlamaLike = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
-                                                             "mixtral"};
-  for (std::string_view name : kLlamaLike)
-    if (config.model_type == name) return nullptr;
+  if (config.family->names_llama_tp_plan) return nullptr;
   return "torchtitan's plan names Llama's modules (self_attn.q/k/v/o_proj, mlp.gate/up/down_proj, the norms); "
          "this family's layers (its attention's own projections, a linear-attention or Mamba mixer) are not "
          "named by it, so its DTensor plan is not simulated: run --tp without --sequence-parallel and "

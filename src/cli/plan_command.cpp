@@ -179,7 +179,7 @@ struct Planned {
   PlanOptions options;
   PlanResult result;
   int64_t model_experts = 0;  // the experts EP may shard (0: EP stays 1)
-  bool eager_experts = false;
+  const char* single_ep = "";  // why EP stays 1, where it does
   int64_t kinds = 1;          // the model's layer kinds
 };
 
@@ -194,12 +194,15 @@ Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
   CENSUS_TRY(options);
   auto result = census_plan(model, *options);
   CENSUS_TRY(result);
-  const bool shards = model.moe.num_experts > 0 && model.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
+  const bool grouped = model.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
+  const bool shards = model.moe.num_experts > 0 && grouped && model.moe.shards_under_expert_parallel;
+  const char* single_ep = model.moe.num_experts == 0 ? "no experts"
+                          : !grouped ? "eager experts: census step shards grouped_mm ones"
+                                     : "its experts run every token through every expert, which EP does not shard";
   std::vector<std::string> kinds;
   for (const std::string& kind : layer_kinds(model))
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
-  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0, model.moe.num_experts > 0 && !shards,
-                 static_cast<int64_t>(kinds.size())};
+  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0, single_ep, static_cast<int64_t>(kinds.size())};
 }
 
 int64_t batch_of(const PlanOptions& o) { return o.run.global_batch > 0 ? o.run.global_batch : o.run.gpus; }
@@ -274,7 +277,7 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
       out << "EP dividing the " << p.model_experts << " experts and DP x CP (TP x DP x CP with whole experts: "
           << "EP \"(whole)\"), inside a node or across; ";
     else
-      out << (p.eager_experts ? "EP 1 (eager experts: census step shards grouped_mm ones); " : "EP 1 (no experts); ");
+      out << "EP 1 (" << p.single_ep << "); ";
     out << "1F1B and interleaved, uneven stages where the layers need them; b dividing the per-rank batch, M = "
         << batch_of(o) << " / (DP x b); recompute per layer " << (p.kinds >= 2 && p.kinds <= 3 ? "kind" : "") << "\n";
   }

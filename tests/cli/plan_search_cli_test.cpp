@@ -130,6 +130,21 @@ TEST(PlanSearch, EveryLayoutOfTheStackOnlyToysIsCensusStep) {
   }
 }
 
+// Llama 4's experts run every token through every expert (one batched matmul), which expert
+// parallelism does not shard: census step refuses --ep for them, so the search keeps EP at 1 and its
+// header says why.
+TEST(PlanSearch, LlamaFourKeepsItsExpertsWhole) {
+  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/llama4_toy_L4_s128_single.json");
+  const std::string config = write_test_file("search_toy_llama4.json", nlohmann::json::parse(file).at("config").dump());
+  const CliRun text = census({"plan", config, "--gpus", "4", "--seq-length", "128", "--gpu-memory", "1TiB"});
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("EP 1 (its experts run every token through every expert"), std::string::npos) << text.out;
+  const nlohmann::json all = run_json({"plan", config, "--gpus", "4", "--seq-length", "128", "--gpu-memory", "1TiB",
+                                       "--top", "100000"});
+  ASSERT_FALSE(all["layouts"].empty());
+  for (const auto& l : all["layouts"]) EXPECT_EQ(l["ep"], 1) << l["step_args"].dump();
+}
+
 // Llama-3.1-70B on 64 H100s at 8k tokens: the layouts the search prints.
 TEST(PlanSearch, Llama70BOn64GpusIsCensusStep) {
   const nlohmann::json plan = run_json({"plan", "llama-3.1-70b", "--gpus", "64", "--seq-length", "8192", "--top", "5"});

@@ -198,11 +198,8 @@ std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64
 
 }  // namespace
 
-CENSUS_FAMILY(kLlamaFamily) = {.model_type = "llama",
-                               .read = read_llama,
-                               .build_layer = build_llama_layer,
-                               .build_final_norm = build_llama_final_norm,
-                               .class_prefix = "Llama",
+CENSUS_FAMILY(kLlamaFamily) = {.model_type = "llama", .read = read_llama, .build_layer = build_llama_layer,
+                               .build_final_norm = build_llama_final_norm, .class_prefix = "Llama",
                                .names_llama_tp_plan = true};
 
 namespace {

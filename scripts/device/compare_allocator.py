@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Census's simulated caching allocator beside PyTorch's, case by case.
 
-Reads the case JSONs of one or more runs of the step oracle's extended copy (oracle_step/, a real-CUDA
+Reads the case JSONs of one or more runs of the step oracle's extended copy (device-oracle/, a real-CUDA
 run: ``cuda`` holds torch.cuda.memory_stats() at every phase boundary) and runs, for each case, the same
 step through ``census step --allocator`` under the run's PYTORCH_CUDA_ALLOC_CONF. It writes
 ``allocator_comparison.json`` (every figure of both, per case and per phase) and prints a table:

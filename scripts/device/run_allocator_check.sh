@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The caching-allocator check on a GPU machine: the step oracle's real-CUDA run (its extended copy in
-# oracle_step/) twice, under PyTorch's default allocator settings and under
+# device-oracle/, which prepare_allocator_check.sh lays out) twice, under PyTorch's default allocator settings and under
 # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, recording torch.cuda.memory_stats() at every phase
 # boundary; then, where a census binary runs on the machine, Census's `census step --allocator` beside
 # it for every case (compare_allocator.py). scripts/device/README.md says how to read the result.
@@ -25,6 +25,11 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 PY=${PY:-python3}
 CENSUS=${CENSUS:-$root/build/census}
+oracle=$root/device-oracle/census_oracle_step.py
+if [ ! -f "$oracle" ]; then
+  echo "run_allocator_check.sh: no $oracle; run scripts/device/prepare_allocator_check.sh first and carry device-oracle" >&2
+  exit 2
+fi
 device=cuda
 only=""
 llama8b="--llama8b"
@@ -58,10 +63,10 @@ for mode in default expandable; do
   say "== the step oracle on $device, allocator $mode -> $out/real_$mode"
   if [ "$mode" = default ]; then
     env -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF timeout --kill-after=15 "${HARD_LIMIT:-240}" \
-      "$PY" "$here/oracle_step/census_oracle_step.py" "${common[@]}" --out "$out/real_$mode" > "$out/real_$mode.log" 2>&1
+      "$PY" "$oracle" "${common[@]}" --out "$out/real_$mode" > "$out/real_$mode.log" 2>&1
   else
     env -u PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout --kill-after=15 "${HARD_LIMIT:-240}" \
-      "$PY" "$here/oracle_step/census_oracle_step.py" "${common[@]}" --out "$out/real_$mode" > "$out/real_$mode.log" 2>&1
+      "$PY" "$oracle" "${common[@]}" --out "$out/real_$mode" > "$out/real_$mode.log" 2>&1
   fi
   run_rc=$?
   say "== $mode: exit $run_rc ($(( $(date +%s) - began ))s)"

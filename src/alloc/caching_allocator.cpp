@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <optional>
 
 namespace census::alloc {
 namespace {
@@ -124,30 +125,31 @@ BlockId CachingAllocator::malloc(int64_t orig_size, int32_t stream) {
 //   if ((p.size() >= max_split_size()) && ((*it)->size >= p.size() + max_non_split_rounding_size()))
 //     return false;
 bool CachingAllocator::get_free_block(AllocParams& p) {
-  BlockPool& free = pool(p.small);
-  auto it = free.blocks.lower_bound(SizeKey{p.stream, p.size, 0, -1});
-  if (it == free.blocks.end() || it->stream() != p.stream) return false;
-  auto block = [&](auto i) -> const Block& { return blocks_[static_cast<size_t>(i->id)]; };
-  if (block(it).expandable >= 0) {
+  SizeClassIndex<SizeKey>& free = pool(p.small).blocks;
+  std::optional<SizeKey> it = free.lower_bound(SizeKey{p.stream, p.size, 0, -1});  // within the stream
+  if (!it) return false;
+  auto block = [&](const SizeKey& key) -> const Block& { return blocks_[static_cast<size_t>(key.id)]; };
+  if (block(*it).expandable >= 0) {
     if (conf_.expandable_segments) {
       auto expandable_size = [&](const Block& b) {
         return b.size + (b.next >= 0 && !blocks_[static_cast<size_t>(b.next)].mapped ? blocks_[static_cast<size_t>(b.next)].size : 0);
       };
-      auto next = std::next(it);
-      while (block(it).expandable >= 0 && next != free.blocks.end() && next->stream() == p.stream &&
-             expandable_size(block(next)) < expandable_size(block(it)))
-        it = next++;
+      std::optional<SizeKey> next = free.next(*it);
+      while (block(*it).expandable >= 0 && next && expandable_size(block(*next)) < expandable_size(block(*it))) {
+        it = next;
+        next = free.next(*it);
+      }
     } else {  // expandable segments turned off since: only the other blocks are found
-      do ++it;
-      while (it != free.blocks.end() && block(it).expandable >= 0 && it->stream() == p.stream);
-      if (it == free.blocks.end() || it->stream() != p.stream) return false;
+      do it = free.next(*it);
+      while (it && block(*it).expandable >= 0);
+      if (!it) return false;
     }
   }
-  const int64_t found = block(it).size;
+  const int64_t found = block(*it).size;
   if (p.size < conf_.max_split_size && found >= conf_.max_split_size) return false;
   if (p.size >= conf_.max_split_size && found >= saturating_add(p.size, conf_.max_non_split_rounding_size)) return false;
   p.block = it->id;
-  erase_free(free.blocks, it);
+  free.erase(*it);
   return true;
 }
 
@@ -321,26 +323,24 @@ bool CachingAllocator::alloc_block(AllocParams& p, bool is_retry) {
 //   } else { release_block(*it, context); }
 bool CachingAllocator::release_available_cached_blocks(const AllocParams& p) {
   if (conf_.max_split_size == kNoSplitLimit) return false;
-  NodeSet<SizeKey>& free = pool(p.small).blocks;
+  SizeClassIndex<SizeKey>& free = pool(p.small).blocks;
   const int64_t key_size = std::max(p.size, conf_.max_split_size);
-  auto it = free.lower_bound(SizeKey{p.stream, key_size, 0, -1});
-  if (it != free.end() && it->stream() == p.stream) {
+  std::optional<SizeKey> it = free.lower_bound(SizeKey{p.stream, key_size, 0, -1});
+  if (it) {
     release_block(it->id);
     return !failed_;
   }
-  if (it == free.begin()) return false;
+  // the key before lower_bound's: the stream's largest (another stream's, or none, releases nothing)
+  it = free.last(p.stream);
+  if (!it) return false;
   int64_t released = 0;
-  --it;
-  while (released < key_size && it->size() >= conf_.max_split_size && it->stream() == p.stream) {
+  while (released < key_size && it->size() >= conf_.max_split_size) {
     const BlockId current = it->id;
     released += it->size();
-    if (it != free.begin()) {
-      --it;
-      release_block(current);
-    } else {
-      release_block(current);
-      break;
-    }
+    const std::optional<SizeKey> before = free.prev(*it);
+    release_block(current);
+    if (!before) break;  // the stream's first: std::set's begin, or another stream's key before it
+    it = before;
   }
   return released >= key_size && !failed_;
 }
@@ -360,15 +360,13 @@ bool CachingAllocator::release_cached_blocks() {
 //   for (Block* block : to_unmap) { unmap_block(block, context); if (!block->prev && !block->next) {
 //     release_expandable_segment(block); } }
 void CachingAllocator::release_blocks(bool small) {
-  NodeSet<SizeKey>& free = pool(small).blocks;
-  std::vector<BlockId> to_unmap;
-  for (auto it = free.begin(); it != free.end();) {
-    const BlockId id = it->id;
-    ++it;
-    const Block& b = blocks_[static_cast<size_t>(id)];
-    if (b.expandable >= 0) to_unmap.push_back(id);
-    else if (!b.is_split()) release_block(id);
-  }
+  std::vector<BlockId> to_release, to_unmap;  // taken first: releasing a block erases it from the pool
+  pool(small).blocks.for_each([&](const SizeKey& key) {
+    const Block& b = blocks_[static_cast<size_t>(key.id)];
+    if (b.expandable >= 0) to_unmap.push_back(key.id);
+    else if (!b.is_split()) to_release.push_back(key.id);
+  });
+  for (BlockId id : to_release) release_block(id);
   for (BlockId id : to_unmap) {
     unmap_block(id);
     if (!blocks_[static_cast<size_t>(id)].is_split()) release_expandable_segment(id);
@@ -411,29 +409,14 @@ void CachingAllocator::delete_block(BlockId id) {
   free_ids_.push_back(id);
 }
 
-// A block erased from a free set leaves its node as the spare the next insert takes (a split or a
-// merge erases one block and inserts another).
 void CachingAllocator::insert_free(BlockId id) {
   const Block& b = blocks_[static_cast<size_t>(id)];
-  NodeSet<SizeKey>& free = pool(b.small).blocks;
-  if (spare_.empty()) {
-    free.insert(SizeKey{b.stream, b.size, b.ptr, id});
-    return;
-  }
-  spare_.value() = SizeKey{b.stream, b.size, b.ptr, id};
-  free.insert(std::move(spare_));
+  pool(b.small).blocks.insert(SizeKey{b.stream, b.size, b.ptr, id});
 }
 
 void CachingAllocator::erase_free(BlockId id) {
   const Block& b = blocks_[static_cast<size_t>(id)];
-  NodeSet<SizeKey>& free = pool(b.small).blocks;
-  auto it = free.find(SizeKey{b.stream, b.size, b.ptr, id});
-  erase_free(free, it);
-}
-
-void CachingAllocator::erase_free(NodeSet<SizeKey>& free, NodeSet<SizeKey>::iterator it) {
-  if (spare_.empty()) spare_ = free.extract(it);
-  else free.erase(it);
+  pool(b.small).blocks.erase(SizeKey{b.stream, b.size, b.ptr, id});
 }
 
 void CachingAllocator::insert_unmapped(BlockId id) {

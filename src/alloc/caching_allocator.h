@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "alloc/alloc_conf.h"
-#include "alloc/node_pool.h"
+#include "alloc/size_class_index.h"
 
 namespace census::alloc {
 
@@ -134,19 +134,21 @@ class CachingAllocator {
     bool mapped = true;
     bool is_split() const { return prev >= 0 || next >= 0; }
   };
-  // BlockComparatorSize: stream, size, address, packed into one number compared at once (a stream
-  // below 256, a size below 2^56: a larger one searched for is larger than any block).
+  // BlockComparatorSize: stream, size, address, packed into two numbers compared in turn (a stream
+  // below 256, a size below 2^56: a larger one searched for is larger than any block); 24 bytes, as
+  // the size classes' buckets move them (alloc/size_class_index.h).
   struct SizeKey {
-    __extension__ using Order = unsigned __int128;
-    Order order;
+    uint64_t stream_size;  // stream << 56 | size
+    uint64_t ptr;
     BlockId id;
-    SizeKey(int32_t stream, int64_t size, int64_t ptr, BlockId block)
-        : order(Order(static_cast<uint8_t>(stream)) << 120 |
-                Order(static_cast<uint64_t>(std::min(size, kLargestKeySize))) << 64 | static_cast<uint64_t>(ptr)),
+    SizeKey(int32_t stream, int64_t size, int64_t address, BlockId block)
+        : stream_size(uint64_t{static_cast<uint8_t>(stream)} << 56 |
+                      static_cast<uint64_t>(std::min(size, kLargestKeySize))),
+          ptr(static_cast<uint64_t>(address)),
           id(block) {}
-    int32_t stream() const { return static_cast<int32_t>(order >> 120); }
-    int64_t size() const { return static_cast<int64_t>((order >> 64) & static_cast<uint64_t>(kLargestKeySize)); }
-    bool operator<(const SizeKey& o) const { return order < o.order; }
+    int32_t stream() const { return static_cast<int32_t>(stream_size >> 56); }
+    int64_t size() const { return static_cast<int64_t>(stream_size & static_cast<uint64_t>(kLargestKeySize)); }
+    bool operator<(const SizeKey& o) const { return stream_size != o.stream_size ? stream_size < o.stream_size : ptr < o.ptr; }
     static constexpr int64_t kLargestKeySize = (int64_t{1} << 56) - 1;
   };
   struct AddressKey {
@@ -155,11 +157,11 @@ class CachingAllocator {
     BlockId id;
     bool operator<(const AddressKey& o) const { return stream != o.stream ? stream < o.stream : ptr < o.ptr; }
   };
-  // The sets' nodes come from one pool the allocator owns: a free list, not malloc, per insert.
+  // PyTorch's BlockPool: its free blocks by size class (Note [Free blocks by size class],
+  // alloc/size_class_index.h), its unmapped ones (changed only as pages are mapped) in a std::set.
   struct BlockPool {
-    explicit BlockPool(NodePool* nodes) : blocks(NodeAllocator<SizeKey>(nodes)), unmapped(NodeAllocator<AddressKey>(nodes)) {}
-    NodeSet<SizeKey> blocks;       // free, mapped
-    NodeSet<AddressKey> unmapped;  // expandable segments' address space without pages
+    SizeClassIndex<SizeKey> blocks;  // free, mapped
+    std::set<AddressKey> unmapped;   // expandable segments' address space without pages
   };
   struct ExpandableSegment {
     int64_t slot;
@@ -198,7 +200,6 @@ class CachingAllocator {
   void delete_block(BlockId block);
   void insert_free(BlockId b);
   void erase_free(BlockId b);
-  void erase_free(NodeSet<SizeKey>& free, NodeSet<SizeKey>::iterator it);
   void insert_unmapped(BlockId b);
   void erase_unmapped(BlockId b);
   void splice(BlockId block, BlockId before, BlockId after);
@@ -214,9 +215,7 @@ class CachingAllocator {
   AllocatorStats stats_;
   std::vector<Block> blocks_;
   std::vector<BlockId> free_ids_;
-  NodePool nodes_;
-  BlockPool small_blocks_{&nodes_}, large_blocks_{&nodes_};
-  NodeSet<SizeKey>::node_type spare_;  // a node of a free set, erased, kept for the next insert
+  BlockPool small_blocks_, large_blocks_;
   std::vector<ExpandableSegment> expandable_segments_;
   std::set<int64_t> free_slots_;
   int64_t next_slot_ = 0;

@@ -1,6 +1,7 @@
 // Expert parallelism on every family with experts, as Transformers' expert-parallel plan shards them:
 // "grouped_gemm" on the experts' weights (dim 0, the experts), "ep_router" leaving the router whole.
-// On every step case's MoE toy (tests/data/step, 4 layers, 8 experts), built whole and as a rank of EP 2:
+// On every step case's MoE toy (tests/data/step, 4 layers, 8 experts; Gemma 4's with its MoE block
+// turned on), built whole and as a rank of EP 2:
 // the two parameter lists name the same tensors in the same order; each routed expert tensor of the
 // rank holds 4 of the 8 experts along dim 0, its other dims unchanged; every other parameter (the
 // router, shared experts, attention, norms, dense layers) is the same size. census step's parameter
@@ -32,6 +33,15 @@ std::map<std::string, ModelConfig> moe_toys() {
     if (!config) throw std::runtime_error(config.refusal().message());
     if (config->moe.num_experts > 0) out.emplace(name.substr(0, toy), config.take());
   }
+  // Gemma 4's toy is dense; its MoE block beside the MLP (Gemma-4-26B-A4B's), 8 experts of width 256.
+  nlohmann::json gemma4 = testing::step_case("gemma4_toy_L4_s128_single").at("config");
+  gemma4["enable_moe_block"] = true;
+  gemma4["num_experts"] = 8;
+  gemma4["top_k_experts"] = 2;
+  gemma4["moe_intermediate_size"] = 256;
+  auto config = read_config(gemma4);
+  if (!config) throw std::runtime_error(config.refusal().message());
+  out.emplace("gemma4_moe", config.take());
   return out;
 }
 
@@ -89,7 +99,7 @@ TEST(StepExpertParallel, EveryFamilyShardsItsRoutedExperts) {
     EXPECT_EQ(sharded->parameter_count, all->parameter_count - routed / kExpertParallel) << family;
     ++families;
   }
-  EXPECT_GE(families, 14);  // every step-case family with experts but Llama 4's
+  EXPECT_GE(families, 15);  // every step-case family with experts but Llama 4's, and Gemma 4's MoE
 }
 
 }  // namespace

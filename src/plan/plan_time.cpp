@@ -225,6 +225,7 @@ struct TimeModel::Impl {
     PipelineTimes times;
     std::vector<ChunkTimes> stage_sum;
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds them
+    std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<int64_t> rank_params, rank_experts;  // as an EP rank holds them (rank_params: first less, then all)
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
@@ -301,6 +302,7 @@ void TimeModel::Impl::work(const Layout& l) {
   stage_params.assign(static_cast<size_t>(p), 0);
   stage_experts.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
+  w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
   w.rank_params.assign(static_cast<size_t>(p), 0);
   w.rank_experts.assign(static_cast<size_t>(p), 0);
   const bool async = o.overlaps[Overlap::kTpAsync], prefetch = o.overlaps[Overlap::kFsdpPrefetch];
@@ -353,6 +355,7 @@ void TimeModel::Impl::work(const Layout& l) {
       w.rank_experts[static_cast<size_t>(r)] += lc.rank_expert_parameters;
       w.rank_params[static_cast<size_t>(r)] += lc.rank_parameters - lc.parameters;  // the difference, added below
       ++stage_layers[static_cast<size_t>(r)];
+      w.stage_largest_layer[static_cast<size_t>(r)] = std::max(w.stage_largest_layer[static_cast<size_t>(r)], lc.parameters);
     }
     t.cp = cp_f + cp_b;
     t.tp = async ? tp_f_async + tp_b_async : tp_f_raw + tp_b_raw;
@@ -471,6 +474,7 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   e.complete = complete;
   e.busiest_stage = static_cast<int64_t>(busiest);
   e.stage_parameters = w.stage_params;
+  e.stage_largest_layer_parameters = w.stage_largest_layer;
   e.stage_expert_parameters = w.stage_experts;
   const ChunkTimes& s = w.stage_sum[busiest];
   const double busy = m * (s.forward_pass + s.backward_pass);

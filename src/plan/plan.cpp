@@ -406,6 +406,11 @@ Result<PlanResult> Planner::run() {
   enum Kind : uint8_t { kShape, kBound, kWhole };
   using Entry = std::tuple<double, uint8_t, size_t>;  // seconds, kind, index (ties: kind, then order)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> line;
+  {
+    std::vector<Layout> layouts;
+    for (const Shape& shape : shapes_) layouts.push_back(layout_of(shape));
+    time_.record_ahead(layouts);  // Note [Stack records made ahead]
+  }
   for (size_t i = 0; i < shapes_.size(); ++i) line.emplace(time_.shape_bound(layout_of(shapes_[i])), kShape, i);
   auto next_fastest = [&]() -> std::optional<size_t> {
     while (!line.empty()) {

@@ -1,6 +1,9 @@
 #include "plan/plan_time.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <thread>
 #include <cstdio>
 #include <limits>
 
@@ -218,6 +221,7 @@ struct TimeModel::Impl {
   // `least`: as if the backward were long enough to hide all but the last bucket of the reduction.
   StepEnd step_end(const Layout& l, bool least = false) const;
   double shape_bound(Layout l);
+  void record_ahead(const std::vector<Layout>& layouts);
   TimeEstimate estimate(const Layout& l, bool complete, bool formulas);
 
   // The last work() made: every stage's sums, the pass durations, the parameters.
@@ -570,6 +574,53 @@ TimeModel::TimeModel(const ModelConfig& config, const RunShape& run, const Devic
 TimeModel::~TimeModel() = default;
 
 double TimeModel::shape_bound(const Layout& layout) { return impl_->shape_bound(layout); }
+
+void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record_ahead(layouts); }
+
+// Note [Stack records made ahead]
+// The search bounds every shape first, which reads the model's forward at each (TP, EP, ETP, tokens)
+// its shapes reach: for a model priced through the stack, one whole forward each, independent of one
+// another. They are made here, one a core, into the entries layer_ops would make one by one. The
+// selective shares of each (TP, EP, ETP) are read at the tokens layer_ops would read them at (those of
+// the first layout reaching it, in the order given, which is the order the search bounds them in).
+void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
+  if (!stacked) return;
+  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t>, int64_t>> share_jobs;  // (TP, EP, ETP), tokens
+  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> record_jobs;           // (TP, EP, ETP, tokens)
+  for (const Layout& l : layouts) {
+    const int64_t tokens = run.seq_length / l.cp;
+    rank_config(l.tp, l.ep, l.etp);  // made here: the threads below only read it
+    if (stack_shares.find({l.tp, l.ep, l.etp}) == stack_shares.end() &&
+        std::none_of(share_jobs.begin(), share_jobs.end(), [&](const auto& job) { return job.first == std::tuple{l.tp, l.ep, l.etp}; }))
+      share_jobs.emplace_back(std::tuple{l.tp, l.ep, l.etp}, tokens);
+    const std::tuple key{l.tp, l.ep, l.etp, tokens};
+    if (stack_ops.find(key) == stack_ops.end() && std::find(record_jobs.begin(), record_jobs.end(), key) == record_jobs.end())
+      record_jobs.push_back(key);
+  }
+  // Each job writes its own entry, made before the threads start.
+  for (const auto& [key, tokens] : share_jobs) stack_shares.try_emplace(key);
+  for (const auto& key : record_jobs) stack_ops.try_emplace(key);
+  auto in_parallel = [](size_t jobs, const std::function<void(size_t)>& job) {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < jobs; i = next++) job(i);
+    };
+    const size_t threads = std::min<size_t>(jobs, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+    work();
+    for (std::thread& thread : pool) thread.join();
+  };
+  in_parallel(share_jobs.size(), [&](size_t i) {
+    const auto& [key, tokens] = share_jobs[i];
+    stack_shares.find(key)->second = census_stack_recomputed(c, ranks.find(key)->second, tokens);
+  });
+  in_parallel(record_jobs.size(), [&](size_t i) {
+    const auto& [tp, ep, etp, tokens] = record_jobs[i];
+    const std::tuple rank_key{tp, ep, etp};
+    stack_ops.find(record_jobs[i])->second = record_stack(c, ranks.find(rank_key)->second, tokens, stack_shares.find(rank_key)->second);
+  });
+}
 
 TimeEstimate TimeModel::estimate(const Layout& layout, bool complete, bool formulas) {
   return impl_->estimate(layout, complete, formulas);

@@ -103,6 +103,9 @@ class TimeModel {
   // A lower bound of every incomplete estimate of `layout` under any recompute choice and ZeRO stage
   // (those add work, or move it between terms no faster).
   double shape_bound(const Layout& layout);
+  // Records ahead, one a core, the model's forwards the estimates of `layouts` will read where a layer
+  // cannot run alone (Note [Layers priced through the stack]): the same records, made in parallel.
+  void record_ahead(const std::vector<Layout>& layouts);
 
  private:
   struct Impl;

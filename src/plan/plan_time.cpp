@@ -166,6 +166,18 @@ struct TimeModel::Impl {
     return it->second;
   }
 
+  LayerCost cost_of(const LayerOps& layer, int64_t cp, int64_t b) const {
+    LayerCost cost;
+    cost.pass = pass_time(layer, b, rates, cp);
+    cost.attention_kernel = layer.attention_kernel;
+    cost.moe = layer.expert_parameters > 0;
+    cost.parameters = layer.parameters;
+    cost.expert_parameters = layer.expert_parameters;
+    cost.rank_expert_parameters = layer.rank_expert_parameters;
+    cost.rank_parameters = layer.parameters - layer.expert_parameters + layer.rank_expert_parameters;
+    return cost;
+  }
+
   // Every layer's cost at (TP, EP, CP, b), by layer index: each kind recorded once (each layer, where
   // the stack records them).
   const std::vector<LayerCost>& layer_costs(int64_t tp, int64_t ep, int64_t etp, int64_t cp, int64_t b) {
@@ -177,18 +189,7 @@ struct TimeModel::Impl {
     for (size_t i = 0; i < kinds.size(); ++i) {
       const int64_t rep = representative[i];
       auto found = by_kind.find(rep);
-      if (found == by_kind.end()) {
-        const LayerOps& layer = layer_ops(rank, rep, tp, ep, etp, tokens);
-        LayerCost cost;
-        cost.pass = pass_time(layer, b, rates, cp);
-        cost.attention_kernel = layer.attention_kernel;
-        cost.moe = layer.expert_parameters > 0;
-        cost.parameters = layer.parameters;
-        cost.expert_parameters = layer.expert_parameters;
-        cost.rank_expert_parameters = layer.rank_expert_parameters;
-        cost.rank_parameters = layer.parameters - layer.expert_parameters + layer.rank_expert_parameters;
-        found = by_kind.emplace(rep, cost).first;
-      }
+      if (found == by_kind.end()) found = by_kind.emplace(rep, cost_of(layer_ops(rank, rep, tp, ep, etp, tokens), cp, b)).first;
       it->second.push_back(found->second);
     }
     return it->second;
@@ -580,26 +581,33 @@ void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record
 // Note [Stack records made ahead]
 // The search bounds every shape first, which reads the model's forward at each (TP, EP, ETP, tokens)
 // its shapes reach: for a model priced through the stack, one whole forward each, independent of one
-// another. They are made here, one a core, into the entries layer_ops would make one by one. The
-// selective shares of each (TP, EP, ETP) are read at the tokens layer_ops would read them at (those of
-// the first layout reaching it, in the order given, which is the order the search bounds them in).
+// another. They are made here, one a core, and priced into the entries layer_costs would make one by
+// one (each layer by the same cost_of); the records themselves are not kept. The selective shares of
+// each (TP, EP, ETP) are read at the tokens layer_ops would read them at (those of the first layout
+// reaching it, in the order given, which is the order the search bounds them in).
 void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
   if (!stacked) return;
   std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t>, int64_t>> share_jobs;  // (TP, EP, ETP), tokens
-  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> record_jobs;           // (TP, EP, ETP, tokens)
+  // (TP, EP, ETP, CP): the micro-batch sizes whose costs are not yet made.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> cost_jobs;
   for (const Layout& l : layouts) {
     const int64_t tokens = run.seq_length / l.cp;
     rank_config(l.tp, l.ep, l.etp);  // made here: the threads below only read it
     if (stack_shares.find({l.tp, l.ep, l.etp}) == stack_shares.end() &&
         std::none_of(share_jobs.begin(), share_jobs.end(), [&](const auto& job) { return job.first == std::tuple{l.tp, l.ep, l.etp}; }))
       share_jobs.emplace_back(std::tuple{l.tp, l.ep, l.etp}, tokens);
-    const std::tuple key{l.tp, l.ep, l.etp, tokens};
-    if (stack_ops.find(key) == stack_ops.end() && std::find(record_jobs.begin(), record_jobs.end(), key) == record_jobs.end())
-      record_jobs.push_back(key);
+    std::vector<int64_t>& sizes = cost_jobs[{l.tp, l.ep, l.etp, l.cp}];
+    if (costs.find({l.tp, l.ep, l.etp, l.cp, l.micro_batch_size}) == costs.end() &&
+        std::find(sizes.begin(), sizes.end(), l.micro_batch_size) == sizes.end())
+      sizes.push_back(l.micro_batch_size);
   }
-  // Each job writes its own entry, made before the threads start.
+  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>>> record_jobs;
+  for (auto& [key, sizes] : cost_jobs)
+    if (!sizes.empty()) record_jobs.emplace_back(key, std::move(sizes));
+  // Each job writes its own entries, made before the threads start.
   for (const auto& [key, tokens] : share_jobs) stack_shares.try_emplace(key);
-  for (const auto& key : record_jobs) stack_ops.try_emplace(key);
+  for (const auto& [key, sizes] : record_jobs)
+    for (int64_t b : sizes) costs.try_emplace(std::tuple_cat(key, std::tuple{b}));
   auto in_parallel = [](size_t jobs, const std::function<void(size_t)>& job) {
     std::atomic<size_t> next{0};
     auto work = [&] {
@@ -615,10 +623,19 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
     const auto& [key, tokens] = share_jobs[i];
     stack_shares.find(key)->second = census_stack_recomputed(c, ranks.find(key)->second, tokens);
   });
+  // Each forward's record is priced at every micro-batch size its layouts take, then let go: the costs
+  // are all the estimates read (layer_costs), and a model's records at every (TP, EP, ETP, tokens) at
+  // once would take more memory than the search.
   in_parallel(record_jobs.size(), [&](size_t i) {
-    const auto& [tp, ep, etp, tokens] = record_jobs[i];
+    const auto& [key, sizes] = record_jobs[i];
+    const auto& [tp, ep, etp, cp] = key;
     const std::tuple rank_key{tp, ep, etp};
-    stack_ops.find(record_jobs[i])->second = record_stack(c, ranks.find(rank_key)->second, tokens, stack_shares.find(rank_key)->second);
+    const std::vector<LayerOps> layers =
+        record_stack(c, ranks.find(rank_key)->second, run.seq_length / cp, stack_shares.find(rank_key)->second);
+    for (int64_t b : sizes) {
+      std::vector<LayerCost>& out = costs.find(std::tuple{tp, ep, etp, cp, b})->second;
+      for (const LayerOps& layer : layers) out.push_back(cost_of(layer, cp, b));
+    }
   });
 }
 

@@ -276,6 +276,8 @@ void BM_Plan(benchmark::State& state, const char* model, int64_t gpus, int64_t g
 BENCHMARK_CAPTURE(BM_Plan, llama_3_1_70b_64_h100, "llama-3.1-70b", 64, 64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Plan, qwen3_235b_a22b_256_h100, "qwen3-235b-a22b", 256, 256)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Plan, deepseek_v3_2048_h100, "deepseek-v3", 2048, 15360)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Linear-attention (gated delta net) layers, the costliest steps to simulate per layer.
+BENCHMARK_CAPTURE(BM_Plan, qwen3_next_80b_a3b_64_h100, "qwen3-next-80b-a3b", 64, 64)->Unit(benchmark::kMillisecond)->UseRealTime();
 // Its layers cannot run alone: every (TP, EP, tokens) the search prices runs the model's forward twice.
 BENCHMARK_CAPTURE(BM_Plan, deepseek_v4_flash_256_h100, "deepseek-v4-flash", 256, 256)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -150,7 +150,7 @@ class Planner {
   void bound(Candidate& cand, bool activations = true);
   // The activations' bound where the states' passes: layer_kept_bytes runs (or the model's forward, for
   // a model with a layer that cannot run alone), made for the candidates that reach the front of the line.
-  void bound_activations(Candidate& cand, const std::vector<int64_t>& stage_parameters);
+  void bound_activations(Candidate& cand, const TimeEstimate& bound);
   Simulation& simulation(const Layout& l);
   Status run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs);
   // The layout's peak: stage 0 first, where that alone passes `budget` rejected on it; else every stage.
@@ -289,12 +289,13 @@ void Planner::bound(Candidate& cand, bool activations) {
   const TimeEstimate t = time_.estimate(l, /*complete=*/false);
   cand.seconds = t.seconds;
   cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters);
-  if (activations) bound_activations(cand, t.stage_parameters);
+  if (activations) bound_activations(cand, t);
 }
 
-void Planner::bound_activations(Candidate& cand, const std::vector<int64_t>& stage_parameters) {
+void Planner::bound_activations(Candidate& cand, const TimeEstimate& bound) {
   if (cand.memory_bound <= o_.gpu_memory)
-    cand.memory_bound = std::max(cand.memory_bound, memory_.activations(layout_of(cand), stage_parameters));
+    cand.memory_bound = std::max(
+        cand.memory_bound, memory_.activations(layout_of(cand), bound.stage_parameters, bound.stage_largest_layer_parameters));
 }
 
 Simulation& Planner::simulation(const Layout& l) {
@@ -384,7 +385,7 @@ Result<PlanResult> Planner::run() {
     LayoutResult r = result_of(*o_.layout, 0);
     r.lower_bound_bytes = r.memory_bound_bytes =
         std::max(memory_.states(r.layout, r.time.stage_parameters, r.time.stage_expert_parameters),
-                 memory_.activations(r.layout, r.time.stage_parameters));
+                 memory_.activations(r.layout, r.time.stage_parameters, r.time.stage_largest_layer_parameters));
     CENSUS_TRY(evaluate(r, std::nullopt));
     counts_.tried = counts_.estimated = 1;
     (r.peak_bytes <= o_.gpu_memory ? counts_.fit : counts_.rejected_memory_simulated) = 1;
@@ -405,6 +406,11 @@ Result<PlanResult> Planner::run() {
   enum Kind : uint8_t { kShape, kBound, kWhole };
   using Entry = std::tuple<double, uint8_t, size_t>;  // seconds, kind, index (ties: kind, then order)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> line;
+  {
+    std::vector<Layout> layouts;
+    for (const Shape& shape : shapes_) layouts.push_back(layout_of(shape));
+    time_.record_ahead(layouts);  // Note [Stack records made ahead]
+  }
   for (size_t i = 0; i < shapes_.size(); ++i) line.emplace(time_.shape_bound(layout_of(shapes_[i])), kShape, i);
   auto next_fastest = [&]() -> std::optional<size_t> {
     while (!line.empty()) {
@@ -427,7 +433,7 @@ Result<PlanResult> Planner::run() {
       }
       Candidate& cand = candidates_[i];
       if (!cand.activations_bounded) {
-        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false).stage_parameters);
+        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false));
         cand.activations_bounded = true;
       }
       if (cand.memory_bound > o_.gpu_memory) {  // cannot fit: its estimate is not needed
@@ -488,7 +494,7 @@ Result<PlanResult> Planner::run() {
     // Nothing fits: the smallest peak of any layout, its lower bound ruling out those that cannot be it.
     for (Candidate& cand : candidates_)
       if (!cand.activations_bounded) {
-        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false).stage_parameters);
+        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false));
         cand.activations_bounded = true;
       }
     std::vector<bool> expanded(shapes_.size(), false);

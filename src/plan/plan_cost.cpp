@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "autograd/checkpoint.h"
+#include "autograd/engine.h"
 #include "census/parts.h"
 #include "models/causal_lm.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "ops/dispatch.h"
 #include "ops/op_def.h"
+#include "ops/ops.h"
 
 namespace census {
 namespace {
@@ -234,6 +237,97 @@ std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConf
   std::vector<int64_t> bytes = kept.by_tag(config.num_hidden_layers);
   session.remove_observer(&kept);
   return bytes;
+}
+
+namespace {
+
+// The bytes of the storages ops make (parameters left out), live from the forward on, each op's made
+// and freed ones logged from the backward's start, and the storages handed to a parameter as its
+// gradient: replayed without those, the most the backward's ops hold at once.
+class BackwardBytes final : public Observer {
+ public:
+  BackwardBytes() : Observer(kOnOp | kOnFree | kOnResize | kOnParameterGrad) {}
+  void start_backward() {
+    backward_ = true;
+    at_start_ = live_;
+  }
+  void on_op(const OpCall& call) override {
+    for (const Tensor& out : call.outputs) {
+      const Storage& storage = *out.storage();
+      if (storage.is_parameter || storage.nbytes == 0 || live_.count(storage.id)) continue;
+      live_[storage.id] = storage.nbytes;
+      if (backward_) events_.push_back({storage.id, storage.nbytes});
+    }
+    if (backward_) events_.push_back({kMoment, 0});  // the op's outputs and its inputs, live at once
+  }
+  void on_free(const Storage& storage) override {
+    auto found = live_.find(storage.id);
+    if (found == live_.end()) return;
+    if (backward_) events_.push_back({storage.id, -found->second});
+    live_.erase(found);
+  }
+  void on_resize(const Storage& storage, int64_t old_nbytes) override {
+    auto found = live_.find(storage.id);
+    if (found == live_.end()) return;
+    if (backward_) events_.push_back({storage.id, storage.nbytes - old_nbytes});
+    found->second = storage.nbytes;
+  }
+  void on_parameter_grad(const Tensor& grad) override { gradients_.insert(grad.storage()->id); }
+  int64_t most() const {
+    int64_t bytes = 0, most = 0;
+    for (const auto& [id, nbytes] : at_start_)
+      if (!gradients_.count(id)) bytes += nbytes;
+    for (const auto& [id, delta] : events_) {
+      if (id == kMoment) {
+        most = std::max(most, bytes);
+      } else if (!gradients_.count(id)) {
+        bytes += delta;
+      }
+    }
+    return most;
+  }
+
+ private:
+  static constexpr int64_t kMoment = -1;
+  bool backward_ = false;
+  std::map<int64_t, int64_t> live_, at_start_;  // storage id: bytes
+  std::vector<std::pair<int64_t, int64_t>> events_;  // (storage id, bytes made or freed), or a moment
+  std::set<int64_t> gradients_;
+};
+
+}  // namespace
+
+// Note [The loss's backward in the memory bound]
+// While the last stage runs its first backward's head, the head's own storages are live: the step's
+// ops on the step's shapes (the model's own final norm, head and loss, measured as a chunk that holds
+// no decoder layer and is handed the last hidden states). Only the backward's moments count (the
+// forwards in flight are all made by then), and no parameter's gradient (ZeRO shards those): a moment
+// of the step, so at most its peak. For a large vocabulary and micro-batch the loss's fp32
+// log-probabilities, their gradient and the gradient they make (3 x b S V x 4 B) are most of that peak.
+// The bound takes the larger of this and what the layers keep (layer_kept_bytes), not their sum: a
+// lone layer's kept bytes can exceed what the same layer holds inside the model's forward by a few
+// storages (on the Llama toy, 8 KiB a layer at b 2 under no recompute), which the head's bytes would
+// then be added on top of.
+int64_t head_backward_bytes(const ModelConfig& config, int64_t tokens, int64_t batch) {
+  Session session;
+  const int64_t layers = config.num_hidden_layers;
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, config, ModelChunk{layers, layers, false, true});
+  BackwardBytes bytes;
+  session.add_observer(&bytes);
+  {
+    const Tensor received = make_tensor(Dims{batch, tokens, config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+    const Tensor labels = make_tensor(Dims{batch, tokens}, DType::kInt64);
+    Tensor loss;
+    {
+      CausalLM::Output out = model->causal_lm_output(model->model_forward(Tensor(), received, PlainLayers()), labels);
+      loss = std::move(out.loss);
+    }
+    bytes.start_backward();
+    const Tensor ones = ops::ones_like(loss);
+    run_backward(loss, ones);
+  }
+  session.remove_observer(&bytes);
+  return bytes.most();
 }
 
 LayerOps record_output(const ModelConfig& config, int64_t tokens) {

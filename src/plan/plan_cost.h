@@ -106,6 +106,12 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
 std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                       int64_t batch, Recompute recompute);
 
+// What the last stage holds of its final norm, LM head and loss at the most of its first backward there
+// (the model's own, run on a micro-batch of `batch` sequences of `tokens` tokens): the bytes of the
+// storages their ops made that are live at once, parameters and their gradients left out (Note [The
+// loss's backward in the memory bound]).
+int64_t head_backward_bytes(const ModelConfig& config, int64_t tokens, int64_t batch);
+
 // One pass of recorded ops at a micro-batch of `batch` sequences, with the attention kernel's work
 // `ring` times the recorded shard's (a context-parallel rank's S/C queries against all S keys).
 struct PassTime {

@@ -39,16 +39,30 @@ MemoryBound::MemoryBound(const ModelConfig& config, const RunShape& run, bool fp
     stacked_ = stacked_ || config.family->stack_only(config, i) != nullptr;
 }
 
+// Note [Experts' gradients in the states' bound]
+// Which experts a token reaches is data; a census has shapes only. Where the experts run as
+// Transformers' grouped_mm (nn/moe.h), every routed weight is one stacked parameter that each MoE
+// layer's _grouped_mm reads whole, so its backward makes the whole weight's gradient whatever the
+// routing, and AdamW gives it its states: the experts count in the gradients and the states like any
+// parameter. Where they run as the eager loop over the experts hit, an expert no token reached has
+// neither, and the bound counts them as parameters alone. tests/cli/plan_search_cli_test.cpp holds the
+// bound to the simulated peak on every layout of whole searches of MoE models run both ways.
+bool experts_always_trained(const ModelConfig& config) {
+  return config.moe.num_experts > 0 && config.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
+}
+
 int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
                             const std::vector<int64_t>& expert_params) const {
   const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
   const int64_t grad_size = fp32_gradients_ ? 4 : 2, state_size = fp32_master_weights_ ? 12 : 4;
   auto share = [&](int64_t bytes, bool sharded) { return sharded ? bytes / dp_cp : bytes; };
   constexpr int64_t kMargin = 1 << 20;  // each storage's share is rounded down on its own
+  // Note [Experts' gradients in the states' bound]
+  const bool experts_trained = experts_always_trained(c_);
   int64_t most = 0;
   for (size_t s = 0; s < params.size(); ++s) {
-    const int64_t all = params[s], dense = all - expert_params[s];
-    most = std::max(most, share(2 * all, zero >= 3) + share(grad_size * dense, zero >= 2) + share(state_size * dense, zero >= 1));
+    const int64_t all = params[s], trained = experts_trained ? all : all - expert_params[s];
+    most = std::max(most, share(2 * all, zero >= 3) + share(grad_size * trained, zero >= 2) + share(state_size * trained, zero >= 1));
   }
   return std::max<int64_t>(0, most - kMargin) + overheads_;
 }
@@ -85,6 +99,18 @@ int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   return it->second.first + (l.micro_batch_size - 1) * it->second.second;
 }
 
+int64_t MemoryBound::head_backward(const Layout& l) {
+  // The head is measured as a chunk of its own, cut after the last layer: a model its family cannot cut
+  // there (its head or its layers need what the model computes from the input ids), or with a layer that
+  // cannot run alone, has its head bounded by nothing.
+  const int64_t layers = c_.num_hidden_layers;
+  if (stacked_ || (c_.family->pipeline_refusal != nullptr && c_.family->pipeline_refusal(c_, layers) != nullptr)) return 0;
+  const int64_t tokens = run_.seq_length / l.cp;
+  auto [it, made] = head_backward_.try_emplace({tokens, l.micro_batch_size}, 0);
+  if (made) it->second = head_backward_bytes(c_, tokens, l.micro_batch_size);
+  return it->second;
+}
+
 const std::vector<std::vector<int64_t>>& MemoryBound::in_flight(const Layout& l) {
   const int64_t p = l.pp, v = l.virtual_stages;
   // Past 2P micro-batches the warm-up and the chunks its forwards run are the same (step_census.h).
@@ -102,7 +128,8 @@ const std::vector<std::vector<int64_t>>& MemoryBound::in_flight(const Layout& l)
   return it->second;
 }
 
-int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& params) {
+int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& params,
+                                 const std::vector<int64_t>& largest_layer) {
   const PipelineSplit& sp = l.split;
   auto [chunks_it, made] = chunks_.try_emplace(
       {l.pp, l.virtual_stages, sp.first_stage_layers, sp.last_stage_layers, sp.embedding_as_layer, sp.loss_as_layer});
@@ -117,6 +144,10 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   int64_t most = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
+    // ZeRO-3's gathered layer and the one prefetched, composed during every pass (step/step_compose.h):
+    // each parameter at least a bf16's 2 B.
+    if (sharded) bytes += 2 * 2 * largest_layer[static_cast<size_t>(r)];
+    int64_t layers = 0;
     for (int64_t v = 0; v < l.virtual_stages; ++v) {
       const int64_t n = forwards[static_cast<size_t>(r)][static_cast<size_t>(v)];
       if (n == 0) continue;
@@ -124,8 +155,10 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
       int64_t per_forward = 0;
       for (int64_t i = chunk.begin; i < chunk.end; ++i)
         per_forward += kept(l, i, l.recompute.of_kind(kinds_[static_cast<size_t>(i)]));
-      bytes += n * per_forward;
+      layers += n * per_forward;
     }
+    // Note [The loss's backward in the memory bound]
+    bytes += r == l.pp - 1 ? std::max(layers, head_backward(l)) : layers;
     most = std::max(most, bytes);
   }
   constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage

@@ -3,14 +3,19 @@
 // the step reaches, so a layout whose bound passes the memory cannot fit and is rejected unsimulated.
 //
 //   states        the end of AdamW's step: parameters, gradients and optimizer states all live, at the
-//                 layout's ZeRO shares over DP x CP (the experts counted as parameters alone: an expert no
-//                 token reached has neither gradient nor state), on the stage holding the most
+//                 layout's ZeRO shares over DP x CP (eager experts counted as parameters alone: an expert
+//                 no token reached has neither gradient nor state; grouped_mm's have both whatever the
+//                 routing), on the stage holding the most
 //   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
 //                 micro-batch forward the schedule ran before it, each keeping at least what each of its
 //                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
 //                 the step's recompute mode wraps the layer), on the stage where that is most; where a
 //                 layer cannot run alone, unpipelined, every layer's from the model's forward
-//                 (stack_kept_bytes), pipelined, nothing for such a layer
+//                 (stack_kept_bytes), pipelined, nothing for such a layer; on the last stage, the
+//                 larger of that and what its final norm, head and loss hold at the most of that
+//                 backward (head_backward_bytes), where the family can cut the model there; under ZeRO-3
+//                 (and FSDP), the gathered layer and the prefetched one the step composes during
+//                 every pass (2 x the stage's largest layer's parameters, at 2 B each)
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'
 // activations, composed terms), so each is at most the simulated peak: tests/cli/plan_search_cli_test.cpp
 // holds every bound of a whole search to its simulated peak.
@@ -40,6 +45,10 @@ namespace census {
 // For each stage of `layout`, the stage whose simulation stands for it (itself, where it is simulated).
 std::vector<int64_t> standing_stages(const ModelConfig& config, const Layout& layout);
 
+// Whether the step gives every routed expert's weights a gradient and optimizer states whatever the
+// routing (Note [Experts' gradients in the states' bound]).
+bool experts_always_trained(const ModelConfig& config);
+
 class MemoryBound {
  public:
   MemoryBound(const ModelConfig& config, const RunShape& run, bool fp32_master_weights, bool fp32_gradients,
@@ -47,10 +56,14 @@ class MemoryBound {
   // `stage_parameters` and `stage_expert_parameters` by stage, as the time model counts them.
   int64_t states(const Layout& layout, const std::vector<int64_t>& stage_parameters,
                  const std::vector<int64_t>& stage_expert_parameters) const;
-  int64_t activations(const Layout& layout, const std::vector<int64_t>& stage_parameters);
+  // `stage_largest_layer` by stage: the most parameters one of its decoder layers holds.
+  int64_t activations(const Layout& layout, const std::vector<int64_t>& stage_parameters,
+                      const std::vector<int64_t>& stage_largest_layer);
 
  private:
   int64_t kept(const Layout& layout, int64_t layer, Recompute mode);
+  // What the last stage's head holds at the most of its first backward (head_backward_bytes).
+  int64_t head_backward(const Layout& layout);
   // Forwards each stage runs through each of its chunks before its first backward: [stage][chunk].
   const std::vector<std::vector<int64_t>>& in_flight(const Layout& layout);
 
@@ -65,6 +78,7 @@ class MemoryBound {
   bool stacked_ = false;  // a layer cannot run alone: unpipelined, every layer's kept bytes from the stack
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::vector<std::pair<int64_t, int64_t>>> stack_kept_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<std::vector<int64_t>>> in_flight_;
+  std::map<std::pair<int64_t, int64_t>, int64_t> head_backward_;  // by (tokens, b)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
 };
 

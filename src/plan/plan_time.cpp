@@ -1,6 +1,9 @@
 #include "plan/plan_time.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <thread>
 #include <cstdio>
 #include <limits>
 
@@ -163,6 +166,18 @@ struct TimeModel::Impl {
     return it->second;
   }
 
+  LayerCost cost_of(const LayerOps& layer, int64_t cp, int64_t b) const {
+    LayerCost cost;
+    cost.pass = pass_time(layer, b, rates, cp);
+    cost.attention_kernel = layer.attention_kernel;
+    cost.moe = layer.expert_parameters > 0;
+    cost.parameters = layer.parameters;
+    cost.expert_parameters = layer.expert_parameters;
+    cost.rank_expert_parameters = layer.rank_expert_parameters;
+    cost.rank_parameters = layer.parameters - layer.expert_parameters + layer.rank_expert_parameters;
+    return cost;
+  }
+
   // Every layer's cost at (TP, EP, CP, b), by layer index: each kind recorded once (each layer, where
   // the stack records them).
   const std::vector<LayerCost>& layer_costs(int64_t tp, int64_t ep, int64_t etp, int64_t cp, int64_t b) {
@@ -174,18 +189,7 @@ struct TimeModel::Impl {
     for (size_t i = 0; i < kinds.size(); ++i) {
       const int64_t rep = representative[i];
       auto found = by_kind.find(rep);
-      if (found == by_kind.end()) {
-        const LayerOps& layer = layer_ops(rank, rep, tp, ep, etp, tokens);
-        LayerCost cost;
-        cost.pass = pass_time(layer, b, rates, cp);
-        cost.attention_kernel = layer.attention_kernel;
-        cost.moe = layer.expert_parameters > 0;
-        cost.parameters = layer.parameters;
-        cost.expert_parameters = layer.expert_parameters;
-        cost.rank_expert_parameters = layer.rank_expert_parameters;
-        cost.rank_parameters = layer.parameters - layer.expert_parameters + layer.rank_expert_parameters;
-        found = by_kind.emplace(rep, cost).first;
-      }
+      if (found == by_kind.end()) found = by_kind.emplace(rep, cost_of(layer_ops(rank, rep, tp, ep, etp, tokens), cp, b)).first;
       it->second.push_back(found->second);
     }
     return it->second;
@@ -218,6 +222,7 @@ struct TimeModel::Impl {
   // `least`: as if the backward were long enough to hide all but the last bucket of the reduction.
   StepEnd step_end(const Layout& l, bool least = false) const;
   double shape_bound(Layout l);
+  void record_ahead(const std::vector<Layout>& layouts);
   TimeEstimate estimate(const Layout& l, bool complete, bool formulas);
 
   // The last work() made: every stage's sums, the pass durations, the parameters.
@@ -225,6 +230,7 @@ struct TimeModel::Impl {
     PipelineTimes times;
     std::vector<ChunkTimes> stage_sum;
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds them
+    std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<int64_t> rank_params, rank_experts;  // as an EP rank holds them (rank_params: first less, then all)
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
@@ -301,6 +307,7 @@ void TimeModel::Impl::work(const Layout& l) {
   stage_params.assign(static_cast<size_t>(p), 0);
   stage_experts.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
+  w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
   w.rank_params.assign(static_cast<size_t>(p), 0);
   w.rank_experts.assign(static_cast<size_t>(p), 0);
   const bool async = o.overlaps[Overlap::kTpAsync], prefetch = o.overlaps[Overlap::kFsdpPrefetch];
@@ -353,6 +360,7 @@ void TimeModel::Impl::work(const Layout& l) {
       w.rank_experts[static_cast<size_t>(r)] += lc.rank_expert_parameters;
       w.rank_params[static_cast<size_t>(r)] += lc.rank_parameters - lc.parameters;  // the difference, added below
       ++stage_layers[static_cast<size_t>(r)];
+      w.stage_largest_layer[static_cast<size_t>(r)] = std::max(w.stage_largest_layer[static_cast<size_t>(r)], lc.parameters);
     }
     t.cp = cp_f + cp_b;
     t.tp = async ? tp_f_async + tp_b_async : tp_f_raw + tp_b_raw;
@@ -471,6 +479,7 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   e.complete = complete;
   e.busiest_stage = static_cast<int64_t>(busiest);
   e.stage_parameters = w.stage_params;
+  e.stage_largest_layer_parameters = w.stage_largest_layer;
   e.stage_expert_parameters = w.stage_experts;
   const ChunkTimes& s = w.stage_sum[busiest];
   const double busy = m * (s.forward_pass + s.backward_pass);
@@ -566,6 +575,69 @@ TimeModel::TimeModel(const ModelConfig& config, const RunShape& run, const Devic
 TimeModel::~TimeModel() = default;
 
 double TimeModel::shape_bound(const Layout& layout) { return impl_->shape_bound(layout); }
+
+void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record_ahead(layouts); }
+
+// Note [Stack records made ahead]
+// The search bounds every shape first, which reads the model's forward at each (TP, EP, ETP, tokens)
+// its shapes reach: for a model priced through the stack, one whole forward each, independent of one
+// another. They are made here, one a core, and priced into the entries layer_costs would make one by
+// one (each layer by the same cost_of); the records themselves are not kept. The selective shares of
+// each (TP, EP, ETP) are read at the tokens layer_ops would read them at (those of the first layout
+// reaching it, in the order given, which is the order the search bounds them in).
+void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
+  if (!stacked) return;
+  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t>, int64_t>> share_jobs;  // (TP, EP, ETP), tokens
+  // (TP, EP, ETP, CP): the micro-batch sizes whose costs are not yet made.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> cost_jobs;
+  for (const Layout& l : layouts) {
+    const int64_t tokens = run.seq_length / l.cp;
+    rank_config(l.tp, l.ep, l.etp);  // made here: the threads below only read it
+    if (stack_shares.find({l.tp, l.ep, l.etp}) == stack_shares.end() &&
+        std::none_of(share_jobs.begin(), share_jobs.end(), [&](const auto& job) { return job.first == std::tuple{l.tp, l.ep, l.etp}; }))
+      share_jobs.emplace_back(std::tuple{l.tp, l.ep, l.etp}, tokens);
+    std::vector<int64_t>& sizes = cost_jobs[{l.tp, l.ep, l.etp, l.cp}];
+    if (costs.find({l.tp, l.ep, l.etp, l.cp, l.micro_batch_size}) == costs.end() &&
+        std::find(sizes.begin(), sizes.end(), l.micro_batch_size) == sizes.end())
+      sizes.push_back(l.micro_batch_size);
+  }
+  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>>> record_jobs;
+  for (auto& [key, sizes] : cost_jobs)
+    if (!sizes.empty()) record_jobs.emplace_back(key, std::move(sizes));
+  // Each job writes its own entries, made before the threads start.
+  for (const auto& [key, tokens] : share_jobs) stack_shares.try_emplace(key);
+  for (const auto& [key, sizes] : record_jobs)
+    for (int64_t b : sizes) costs.try_emplace(std::tuple_cat(key, std::tuple{b}));
+  auto in_parallel = [](size_t jobs, const std::function<void(size_t)>& job) {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < jobs; i = next++) job(i);
+    };
+    const size_t threads = std::min<size_t>(jobs, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+    work();
+    for (std::thread& thread : pool) thread.join();
+  };
+  in_parallel(share_jobs.size(), [&](size_t i) {
+    const auto& [key, tokens] = share_jobs[i];
+    stack_shares.find(key)->second = census_stack_recomputed(c, ranks.find(key)->second, tokens);
+  });
+  // Each forward's record is priced at every micro-batch size its layouts take, then let go: the costs
+  // are all the estimates read (layer_costs), and a model's records at every (TP, EP, ETP, tokens) at
+  // once would take more memory than the search.
+  in_parallel(record_jobs.size(), [&](size_t i) {
+    const auto& [key, sizes] = record_jobs[i];
+    const auto& [tp, ep, etp, cp] = key;
+    const std::tuple rank_key{tp, ep, etp};
+    const std::vector<LayerOps> layers =
+        record_stack(c, ranks.find(rank_key)->second, run.seq_length / cp, stack_shares.find(rank_key)->second);
+    for (int64_t b : sizes) {
+      std::vector<LayerCost>& out = costs.find(std::tuple{tp, ep, etp, cp, b})->second;
+      for (const LayerOps& layer : layers) out.push_back(cost_of(layer, cp, b));
+    }
+  });
+}
 
 TimeEstimate TimeModel::estimate(const Layout& layout, bool complete, bool formulas) {
   return impl_->estimate(layout, complete, formulas);

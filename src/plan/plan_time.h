@@ -80,6 +80,8 @@ struct TimeEstimate {
   // Each stage's parameters on the rank (its layers' at the rank's TP and EP share, the embedding's, the
   // head's and the final norm's), and of them the routed experts'.
   std::vector<int64_t> stage_parameters, stage_expert_parameters;
+  // Each stage's largest decoder layer's parameters (ZeRO-3's gathered unit, as the step builds them).
+  std::vector<int64_t> stage_largest_layer_parameters;
 };
 
 // What the estimate prices beyond the layout: the options of the run.
@@ -101,6 +103,9 @@ class TimeModel {
   // A lower bound of every incomplete estimate of `layout` under any recompute choice and ZeRO stage
   // (those add work, or move it between terms no faster).
   double shape_bound(const Layout& layout);
+  // Records ahead, one a core, the model's forwards the estimates of `layouts` will read where a layer
+  // cannot run alone (Note [Layers priced through the stack]): the same records, made in parallel.
+  void record_ahead(const std::vector<Layout>& layouts);
 
  private:
   struct Impl;

@@ -1,6 +1,7 @@
 // One truth across whole searches: every layout `census plan` prints is what `census step` prints for its
 // step_args, to the byte (the Llama toy, the MoE toy, the DeepSeek-V4 toy, Llama-3.1-70B on
-// 64 GPUs); every memory lower bound the search rejects by is at most the simulated peak; every pipeline
+// 64 GPUs); every memory lower bound the search rejects by is at most the simulated peak (and the bounds
+// that reject the largest models' layouts unsimulated); every pipeline
 // stage the plan leaves unsimulated
 // (Note [Stages a 1F1B pipeline need not simulate]) holds no more than the stage standing for it.
 #include <gtest/gtest.h>
@@ -18,11 +19,15 @@ using testing::CliRun;
 using testing::census;
 using testing::write_test_file;
 
-std::string toy(bool moe) {
-  return moe ? write_test_file("search_toy_moe.json", R"({"model_type": "qwen3_moe", "hidden_size": 256,
+// The MoE toy's experts run as grouped_mm (the default) or, `eager`, as the loop over the experts hit
+// (Note [Experts' gradients in the states' bound]).
+std::string toy(bool moe, bool eager = false) {
+  const std::string experts = eager ? R"(, "_experts_implementation": "eager")" : "";
+  return moe ? write_test_file(eager ? "search_toy_moe_eager.json" : "search_toy_moe.json",
+                               R"({"model_type": "qwen3_moe", "hidden_size": 256,
     "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
     "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192, "num_experts": 8,
-    "num_experts_per_tok": 2, "moe_intermediate_size": 256, "mlp_only_layers": [0]})")
+    "num_experts_per_tok": 2, "moe_intermediate_size": 256, "mlp_only_layers": [0])" + experts + "}")
              : write_test_file("search_toy_llama.json", R"({"model_type": "llama", "hidden_size": 256,
     "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
     "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
@@ -83,8 +88,8 @@ void expect_one_truth(const std::string& config, const nlohmann::json& plan, boo
 // devices of a node, 4 sequences: EP, recompute by kind), and a tight memory, where the search rejects by
 // its bounds and its simulations.
 TEST(PlanSearch, EveryLayoutOfTheToysIsCensusStep) {
-  for (bool moe : {false, true}) {
-    const std::string config = toy(moe);
+  for (const auto& [moe, eager] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
+    const std::string config = toy(moe, eager);
     const std::string gpus = moe ? "2" : "4", batch = moe ? "4" : "8";
     const nlohmann::json all = run_json({"plan", config, "--gpus", gpus, "--gpus-per-node", "2", "--seq-length", "128",
                                          "--global-batch", batch, "--gpu-memory", "1TiB", "--top", "100000",
@@ -143,6 +148,44 @@ TEST(PlanSearch, LlamaFourKeepsItsExpertsWhole) {
                                        "--top", "100000"});
   ASSERT_FALSE(all["layouts"].empty());
   for (const auto& l : all["layouts"]) EXPECT_EQ(l["ep"], 1) << l["step_args"].dump();
+}
+
+// Layouts of the largest models priced alone (--layout prints the memory bound beside the simulated
+// peak): the bound is at most the peak, and past the memory where the search relies on it to reject a
+// layout unsimulated. DeepSeek-V3 on 2,048 GPUs and Qwen3-Next on 64 unpipelined under ZeRO-0 and 1 (the
+// experts' gradients and states), DeepSeek-V3 unpipelined under ZeRO-3 (the gathered layers and the
+// loss's backward, the peak 1.5 times the bound); and layouts near the memory, to hold the bound below
+// the peak there: a pipeline's last stage, a tied head, ZeRO-3 under a pipeline.
+TEST(PlanSearch, MemoryBoundsOfLargeModelsAreAtMostTheirPeaks) {
+  struct Case {
+    std::vector<std::string> run;
+    std::string layout;
+    bool past_memory;  // the bound alone exceeds the 80 GiB (else the search simulates it)
+  };
+  const std::vector<std::string> dsv3 = {"deepseek-v3", "--gpus", "2048", "--seq-length", "4096", "--global-batch", "15360"};
+  const std::vector<std::string> next = {"qwen3-next-80b-a3b", "--gpus", "64"};
+  const std::vector<Case> cases = {
+      {dsv3, "cp=2,ep=64,mbs=15,recompute=full,zero=1", true},
+      {dsv3, "cp=2,ep=8,mbs=15,recompute=full,zero=3", false},
+      {dsv3, "cp=2,ep=8,mbs=15,recompute=selective,recompute.moe=full,zero=3", false},
+      {dsv3, "cp=4,ep=8,mbs=15,recompute=none,recompute.moe=full,zero=3", false},
+      {dsv3, "tp=2,cp=4,ep=4,pp=16,mbs=1,zero=2", false},
+      {next, "cp=8,ep=8,mbs=8,recompute=full", true},
+      {next, "cp=8,ep=8,pp=2,vpp=2,mbs=2,recompute=selective,zero=3", false},
+      {{"gemma-2-9b", "--gpus", "16", "--global-batch", "64"}, "pp=2,mbs=2,recompute=selective,zero=3", false},
+      {{"gpt-oss-120b", "--gpus", "64", "--seq-length", "4096", "--global-batch", "1280"}, "pp=4,ep=8,mbs=1,zero=1", false},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"plan"};
+    args.insert(args.end(), c.run.begin(), c.run.end());
+    args.insert(args.end(), {"--layout", c.layout});
+    const nlohmann::json plan = run_json(args);
+    ASSERT_EQ(plan["layouts"].size(), 1u) << c.layout;
+    const auto& l = plan["layouts"][0];
+    const int64_t bound = l["memory_lower_bound_bytes"], peak = l["peak_bytes"];
+    EXPECT_LE(bound, peak) << c.run[0] << " " << c.layout;
+    EXPECT_EQ(bound > (int64_t{80} << 30), c.past_memory) << c.run[0] << " " << c.layout << ": bound " << bound;
+  }
 }
 
 // Llama-3.1-70B on 64 H100s at 8k tokens: the layouts the search prints.

@@ -16,6 +16,7 @@
 #include "ops/dispatch.h"
 #include "plan/plan_cost.h"
 #include "plan/plan_layout.h"
+#include "plan/plan_time.h"
 #include "step/step_census.h"
 #include "../step/step_cases.h"
 
@@ -196,6 +197,43 @@ TEST(PlanStackCost, StackKeptBytesBoundTheStep) {
       EXPECT_GT(kept, 0) << family << " " << kind;
       EXPECT_LE(kept + oracle.at("parameters").at("bytes").get<int64_t>(), oracle.at("peak").at("bytes").get<int64_t>())
           << family << " " << kind;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace census
+
+namespace census {
+namespace {
+
+// Note [Stack records made ahead]: the forwards recorded in parallel before the search price every
+// layout as those recorded one by one do, term by term, for the families whose layers cannot run alone.
+TEST(PlanStackCost, RecordsMadeAheadPriceAsOneByOne) {
+  for (const std::string family : {"deepseek_v4", "gemma4"}) {
+    const ModelConfig config = case_config(family);
+    RunShape run;
+    run.gpus = 4, run.gpus_per_node = 4, run.seq_length = kTokens, run.global_batch = 8;
+    std::vector<Layout> layouts;
+    for (int64_t tp : {1, 2})
+      for (int64_t cp : {1, 2})
+        for (int64_t ep : config.moe.num_experts > 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}) {
+          Layout l;
+          l.tp = tp, l.cp = cp, l.ep = ep, l.dp = run.gpus / tp / cp, l.micro_batches = run.global_batch / l.dp;
+          if (rank_config(config, tp, ep, 0).num_attention_heads * tp != config.num_attention_heads) continue;
+          layouts.push_back(l);
+        }
+    ASSERT_GE(layouts.size(), 2u) << family;
+    TimeModel ahead(config, run, *find_device("h100"), TimeOptions{});
+    TimeModel one_by_one(config, run, *find_device("h100"), TimeOptions{});
+    ahead.record_ahead(layouts);
+    for (const Layout& l : layouts) {
+      const std::string what = family + " TP " + std::to_string(l.tp) + " CP " + std::to_string(l.cp) + " EP " + std::to_string(l.ep);
+      EXPECT_EQ(ahead.shape_bound(l), one_by_one.shape_bound(l)) << what;
+      const TimeEstimate a = ahead.estimate(l, /*complete=*/true), b = one_by_one.estimate(l, /*complete=*/true);
+      ASSERT_EQ(a.terms.size(), b.terms.size()) << what;
+      for (size_t k = 0; k < a.terms.size(); ++k) EXPECT_EQ(a.terms[k].seconds, b.terms[k].seconds) << what << " " << a.terms[k].name;
+      EXPECT_EQ(a.stage_parameters, b.stage_parameters) << what;
     }
   }
 }

@@ -240,10 +240,12 @@ ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
 }
 
 // The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
-// keys and values, (C - 1) (S / C) tokens x 2 x the rank's KV heads x head_dim, in bf16.
+// keys and values of each of the micro-batch's b sequences, (C - 1) (S / C) tokens x b x 2 x the
+// rank's KV heads x head_dim, in bf16.
 int64_t ring_kv_bytes(const ModelConfig& rank, const StepOptions& o) {
   const int64_t c = o.context_parallel;
-  return (c - 1) * (o.seq_length / c) * 2 * rank.num_key_value_heads * rank.head_dim * element_size(DType::kBFloat16);
+  return (c - 1) * (o.seq_length / c) * o.micro_batch_size * 2 * rank.num_key_value_heads * rank.head_dim *
+         element_size(DType::kBFloat16);
 }
 
 // One micro-batch's graph between its forward and its backward, and what the stage holds with it.

@@ -53,7 +53,7 @@ std::vector<ComposedTerm> composed_terms(const StepComposition& c, const StepMom
   if (c.context_parallel > 1)
     other += "; + " + std::to_string(c.ring_kv_bytes) + " = (" + std::to_string(c.context_parallel) +
              " - 1) x S/" + std::to_string(c.context_parallel) +
-             " x 2 x KV heads x head_dim x 2 B (CP: the other shards' K/V the ring attention receives, during every pass)";
+             " x b x 2 x KV heads x head_dim x 2 B (CP: the other shards' K/V the ring attention receives, during every pass)";
   terms.push_back({"other", other, composed.split.other()});
   terms.push_back({"cuda_context", "set by --cuda-context (default 0)", c.cuda_context});
   terms.push_back({"nccl_buffers", "set by --nccl-buffers (default 0)", c.nccl_buffers});

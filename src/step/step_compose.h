@@ -13,7 +13,7 @@
 //   fp32 gradients        Megatron's main_grad: 4 B per parameter for 2 (gradients x 2)
 //   context parallelism C the rank's share of each sequence (S / C tokens) is simulated; composed, the
 //                         K/V its ring attention receives for the layer computing: the other C - 1
-//                         shards' keys and values, (C - 1) (S / C) x 2 x KV heads (the rank's) x head_dim
+//                         shards' keys and values, (C - 1) (S / C) x b x 2 x KV heads (the rank's) x head_dim
 //                         x 2 B, during every pass (HyperParallel's gathered K/V in the working set;
 //                         not in what a layer keeps: a ring's attention saves its own shard's K/V and
 //                         passes the others round again in the backward)

@@ -81,6 +81,9 @@ TEST(StepContextParallel, TheRingReceivesTheOtherShardsKeysAndValues) {
   EXPECT_EQ(s.composed_peak.bytes, 20'605'064 + 98'304);
   o.tensor_parallel = 2;
   EXPECT_EQ(run(toy("llama"), o).composition.ring_kv_bytes, 49'152);
+  // Two sequences a micro-batch: the ring receives each one's shards, (4 - 1) x 128 x 2 x 2 x 1 x 32 x 2.
+  o.micro_batch_size = 2;
+  EXPECT_EQ(run(toy("llama"), o).composition.ring_kv_bytes, 2 * 49'152);
 }
 
 // ZeRO shards over every rank holding the same parameters, the D data-parallel ranks and the C context-

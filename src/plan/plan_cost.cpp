@@ -73,29 +73,18 @@ Network Network::of(const Device& d) { return {d.link_gbs * 1e9, d.nic_gbs * 1e9
 
 namespace {
 
-// A layer's recorded forward as the time model reads it: its ops, shares and parameters. A family whose
-// layer builds every expert whatever the EP degree (its step holds them all) is priced as an
-// expert-parallel rank computes: its rows over its own num_experts / EP experts' weights.
-LayerOps layer_ops(std::vector<OpRecord> ops, const DecoderLayer& layer, const ModelConfig& rank_config,
-                   const RecomputeShares& shares) {
+// A layer's recorded forward as the time model reads it: its ops, shares and parameters, the rank's (an
+// expert-parallel rank's layer holds its num_experts / EP experts; tests/step/
+// step_expert_parallel_families_test.cpp).
+LayerOps layer_ops(std::vector<OpRecord> ops, const DecoderLayer& layer, const RecomputeShares& shares) {
   LayerOps out;
   out.ops = std::move(ops);
   out.shares = shares;
-  const int64_t ep = rank_config.moe.expert_parallel;
-  bool every_expert = false;
-  for (OpRecord& op : out.ops)
-    if (ep > 1 && op.groups == rank_config.moe.num_experts && op.groups % ep == 0) {
-      every_expert = true;
-      op.groups /= ep;
-      op.bytes -= op.parameter_bytes - op.parameter_bytes / ep;
-      op.parameter_bytes /= ep;
-    }
   for (const OpRecord& op : out.ops) out.attention_kernel = out.attention_kernel || op.cls == OpClass::kAttention;
   for (const Tensor& parameter : layer.parameters()) {
     out.parameters += parameter.numel();
     if (parameter_part(parameter.name()) == "routed") out.expert_parameters += parameter.numel();
   }
-  out.rank_expert_parameters = every_expert ? out.expert_parameters / ep : out.expert_parameters;
   return out;
 }
 
@@ -129,7 +118,7 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
   session.add_observer(&recorder);
   { Tensor out = layer->forward(hidden, positions); }
   session.remove_observer(&recorder);
-  return layer_ops(std::move(recorder.ops), *layer, rank_config, shares);
+  return layer_ops(std::move(recorder.ops), *layer, shares);
 }
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
@@ -144,7 +133,7 @@ std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig&
   }
   std::vector<LayerOps> out;
   for (size_t i = 0; i < ops.size(); ++i)
-    out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], rank_config, shares[i]));
+    out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], shares[i]));
   return out;
 }
 

@@ -69,9 +69,6 @@ struct LayerOps {
   bool attention_kernel = false; // runs the attention kernel (a ring attention under CP)
   int64_t parameters = 0;        // the rank's parameters in the layer, as its step builds them
   int64_t expert_parameters = 0; // of them, the routed experts'
-  // The routed experts' parameters an expert-parallel rank holds: expert_parameters, or its EP share
-  // where the family's layer builds every expert whatever the degree.
-  int64_t rank_expert_parameters = 0;
 };
 
 // Layer `layer_index` of `rank_config` (a TP rank's config, its experts' EP share set) on one sequence

@@ -56,8 +56,8 @@ struct LayerCost {
   PassTime pass;
   bool attention_kernel = false;
   bool moe = false;
-  int64_t parameters = 0, expert_parameters = 0;  // as the step builds them
-  int64_t rank_parameters = 0, rank_expert_parameters = 0;  // as an EP rank holds them (what moves and updates)
+  // As the step builds them, an EP rank's: its num_experts / EP experts (what moves and updates).
+  int64_t parameters = 0, expert_parameters = 0;
 };
 
 // One micro-batch's pass through a chunk, by term, and each overlap's alternative.
@@ -173,8 +173,6 @@ struct TimeModel::Impl {
     cost.moe = layer.expert_parameters > 0;
     cost.parameters = layer.parameters;
     cost.expert_parameters = layer.expert_parameters;
-    cost.rank_expert_parameters = layer.rank_expert_parameters;
-    cost.rank_parameters = layer.parameters - layer.expert_parameters + layer.rank_expert_parameters;
     return cost;
   }
 
@@ -231,7 +229,7 @@ struct TimeModel::Impl {
     std::vector<ChunkTimes> stage_sum;
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds them
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
-    std::vector<int64_t> rank_params, rank_experts;  // as an EP rank holds them (rank_params: first less, then all)
+    std::vector<int64_t> rank_params, rank_experts;  // as an EP rank holds them (its layers are built so)
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
     bool valid = false, sharded = false;
@@ -347,18 +345,17 @@ void TimeModel::Impl::work(const Layout& l) {
         ep_b += 2 * a2a * passes_b;
       }
       if (sharded_passes) {
-        const int64_t dense = lc.rank_parameters - lc.rank_expert_parameters;
+        const int64_t dense = lc.parameters - lc.expert_parameters;
         gather.push_back(all_gather_seconds(dense * kBf16, dp_group, net) +
-                         all_gather_seconds(lc.rank_expert_parameters * kBf16, edp_group, net));
+                         all_gather_seconds(lc.expert_parameters * kBf16, edp_group, net));
         reduce.push_back(all_gather_seconds(dense * grad_size, dp_group, net) +
-                         all_gather_seconds(lc.rank_expert_parameters * grad_size, edp_group, net));
+                         all_gather_seconds(lc.expert_parameters * grad_size, edp_group, net));
         fwd.push_back(pt.forward);
         bwd.push_back(pt.backward + (full ? pt.forward : mode == Recompute::kSelective ? pt.selective_recompute : 0));
       }
       stage_params[static_cast<size_t>(r)] += lc.parameters;
       stage_experts[static_cast<size_t>(r)] += lc.expert_parameters;
-      w.rank_experts[static_cast<size_t>(r)] += lc.rank_expert_parameters;
-      w.rank_params[static_cast<size_t>(r)] += lc.rank_parameters - lc.parameters;  // the difference, added below
+      w.rank_experts[static_cast<size_t>(r)] += lc.expert_parameters;
       ++stage_layers[static_cast<size_t>(r)];
       w.stage_largest_layer[static_cast<size_t>(r)] = std::max(w.stage_largest_layer[static_cast<size_t>(r)], lc.parameters);
     }

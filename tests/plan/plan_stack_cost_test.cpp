@@ -67,7 +67,6 @@ void expect_same(const LayerOps& stack, const LayerOps& lone, const std::string&
   EXPECT_EQ(stack.attention_kernel, lone.attention_kernel) << what;
   EXPECT_EQ(stack.parameters, lone.parameters) << what;
   EXPECT_EQ(stack.expert_parameters, lone.expert_parameters) << what;
-  EXPECT_EQ(stack.rank_expert_parameters, lone.rank_expert_parameters) << what;
 }
 
 // The (TP, EP, ETP) ranks a family's toy is compared at: TP 1, TP 2 where its heads split, and with

@@ -30,7 +30,9 @@ inline void expect_split(const StepSplit& split, const nlohmann::json& expected,
         std::pair{StepCategory::kFsdpAllGatherBuffers, "fsdp_all_gather_buffers"},
         std::pair{StepCategory::kFsdpUnshardedGrads, "fsdp_unsharded_grads"},
         std::pair{StepCategory::kFsdpReduceScatterBuffers, "fsdp_reduce_scatter_buffers"}})
-    if (detail.contains(name)) EXPECT_EQ(split[category], detail.at(name).get<int64_t>()) << where << " " << name;
+    if (detail.contains(name)) {
+      EXPECT_EQ(split[category], detail.at(name).get<int64_t>()) << where << " " << name;
+    }
 }
 
 // A phase-scoped peak (forward_peak, backward_peak, optimizer_step_peak): null where the step has none.
@@ -54,8 +56,9 @@ inline void expect_totals(const StepCensus& step, const nlohmann::json& oracle) 
   EXPECT_EQ(step.gradient_bytes_after_first_backward, grads.at("bytes_after_first_backward").get<int64_t>());
   EXPECT_EQ(step.gradient_bytes_after_last_backward, grads.at("bytes_after_last_backward").get<int64_t>());
   EXPECT_EQ(step.gradient_bytes_at_end, grads.at("bytes_live_at_end").get<int64_t>());
-  if (!oracle.at("optimizer").is_null())
+  if (!oracle.at("optimizer").is_null()) {
     EXPECT_EQ(step.optimizer_state_bytes, oracle.at("optimizer").at("state_bytes").get<int64_t>());
+  }
 }
 
 // The phase-scoped peaks and every phase: its name, live bytes at its start and end, and its peak; the

@@ -194,15 +194,12 @@ Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
   CENSUS_TRY(options);
   auto result = census_plan(model, *options);
   CENSUS_TRY(result);
-  const bool grouped = model.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
-  const bool shards = model.moe.num_experts > 0 && grouped && model.moe.shards_under_expert_parallel;
-  const char* single_ep = model.moe.num_experts == 0 ? "no experts"
-                          : !grouped ? "eager experts: census step shards grouped_mm ones"
-                                     : "its experts run every token through every expert, which EP does not shard";
+  const char* single_ep = why_expert_parallel_stays_one(model);
   std::vector<std::string> kinds;
   for (const std::string& kind : layer_kinds(model))
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
-  return Planned{*options, result.take(), shards ? model.moe.num_experts : 0, single_ep, static_cast<int64_t>(kinds.size())};
+  return Planned{*options, result.take(), single_ep == nullptr ? model.moe.num_experts : 0, single_ep == nullptr ? "" : single_ep,
+                 static_cast<int64_t>(kinds.size())};
 }
 
 int64_t batch_of(const PlanOptions& o) { return o.run.global_batch > 0 ? o.run.global_batch : o.run.gpus; }

@@ -3,10 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <algorithm>
 #include <fstream>
-#include <atomic>
 #include <optional>
 #include <sstream>
-#include <thread>
 
 #include "cli/options.h"
 #include "step/step_census.h"
@@ -16,6 +14,7 @@
 #include "report/table.h"
 #include "models/config.h"
 #include "util/checked.h"
+#include "util/parallel.h"
 
 namespace census::cli {
 namespace {
@@ -435,19 +434,11 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   // The stages are independent steps, each in its own Session: they run on as many threads as there
   // are cores (a Session and its arena are the thread's own).
   std::vector<std::optional<Result<StepCensus>>> steps(stages.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < stages.size(); i = next++) {
-      StepOptions mine = o;
-      mine.stage = stages[i];
-      steps[i].emplace(census_step(result.config, mine));
-    }
-  };
-  const size_t threads = std::min<size_t>(stages.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& thread : pool) thread.join();
+  run_in_parallel(stages.size(), [&](size_t i) {
+    StepOptions mine = o;
+    mine.stage = stages[i];
+    steps[i].emplace(census_step(result.config, mine));
+  });
   for (size_t i = 0; i < stages.size(); ++i) {
     CENSUS_TRY(*steps[i]);
     result.runs.push_back({stages[i], steps[i]->take()});

@@ -1,9 +1,9 @@
 #include "plan/plan.h"
 
 #include "plan/plan_memory.h"
+#include "util/parallel.h"
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <queue>
 #include <thread>
@@ -44,6 +44,15 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
   return check_step_options(config, probe);
 }
 
+const char* why_expert_parallel_stays_one(const ModelConfig& c) {
+  if (c.moe.num_experts == 0) return "no experts";
+  if (c.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm)
+    return "eager experts: census step shards grouped_mm ones";
+  if (!c.moe.shards_under_expert_parallel)
+    return "its experts run every token through every expert, which EP does not shard";
+  return nullptr;
+}
+
 namespace {
 
 constexpr int64_t kMostMicroBatchTokens = 65536;
@@ -60,12 +69,9 @@ std::vector<int64_t> divisors(int64_t n) {
 }
 
 // The EP degrees of a model: the divisors of its experts that divide N (each one a candidate the rules
-// then prune), or 1 alone where the model has no experts or census step does not shard them (eager
-// experts, Llama 4's).
+// then prune), or 1 alone where why_expert_parallel_stays_one says so.
 std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
-  if (c.moe.num_experts == 0 || c.moe.experts_implementation != nn::ExpertsImplementation::kGroupedMm ||
-      !c.moe.shards_under_expert_parallel)
-    return {1};
+  if (why_expert_parallel_stays_one(c) != nullptr) return {1};
   std::vector<int64_t> out;
   for (int64_t e : divisors(c.moe.num_experts))
     if (n % e == 0) out.push_back(e);
@@ -318,28 +324,20 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
   }
   if (missing.empty()) return {};
   std::vector<std::optional<Result<StepCensus>>> steps(missing.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < missing.size(); i = next++) {
-      const auto& [l, stage] = missing[i];
-      StepOptions o = layout_step_options(l, run_.seq_length, stage);
-      o.composition = composition(l, 0);
-      for (int z : zeros_of(l.dp * l.cp)) o.also_composed.push_back(composition(l, z));
-      if (o_.reserved) {
-        StepAllocatorOptions allocator;
-        allocator.conf = o_.alloc_conf;
-        allocator.device_total = o_.gpu_memory;
-        o.allocator = allocator;
-      }
-      o.peak_holders = false;  // the plan reads the peaks alone
-      steps[i].emplace(census_step(c_, o));
+  run_in_parallel(missing.size(), [&](size_t i) {
+    const auto& [l, stage] = missing[i];
+    StepOptions o = layout_step_options(l, run_.seq_length, stage);
+    o.composition = composition(l, 0);
+    for (int z : zeros_of(l.dp * l.cp)) o.also_composed.push_back(composition(l, z));
+    if (o_.reserved) {
+      StepAllocatorOptions allocator;
+      allocator.conf = o_.alloc_conf;
+      allocator.device_total = o_.gpu_memory;
+      o.allocator = allocator;
     }
-  };
-  const size_t threads = std::min<size_t>(missing.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (std::thread& thread : pool) thread.join();
+    o.peak_holders = false;  // the plan reads the peaks alone
+    steps[i].emplace(census_step(c_, o));
+  });
   for (size_t i = 0; i < missing.size(); ++i) {
     CENSUS_TRY(*steps[i]);
     std::vector<StepMoment> peaks = std::move((*steps[i])->also_composed_peaks);

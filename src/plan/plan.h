@@ -9,8 +9,8 @@
 // micro-batch size b, every divisor of the per-rank batch; recompute none, selective, full for every
 // layer, and per layer kind where a model has two or three kinds; ZeRO 0-3 over DP x CP.
 // Outside it: GPipe (1F1B runs the same passes with the same bubble and fewer micro-batches in flight),
-// TP across nodes, uneven splits other than those, recompute by layer index, FSDP and TP with sequence
-// parallelism until census step simulates them (--layout fsdp=1 estimates FSDP as ZeRO-3 composed),
+// TP across nodes, uneven splits other than those, recompute by layer index, FSDP2 and TP with sequence
+// parallelism (census step simulates both; --layout fsdp=1 still estimates FSDP as ZeRO-3 composed),
 // zero-bubble and DualPipe schedules, vocabulary-parallel heads, FP8. --layout prices any layout,
 // GPipe included.
 //
@@ -108,6 +108,10 @@ struct PlanResult {
 // Refuse what is not a plan: no devices, no memory left after the overheads, a device figure that is
 // not positive, a calibration out of range, a top count below 1, a family the step does not model.
 Status check_plan_options(const ModelConfig& config, const PlanOptions& options);
+
+// Why the search keeps EP at 1 for `config` (no experts; eager experts, which census step does not
+// shard; Llama 4's, which expert parallelism does not shard), or nullptr where it searches EP degrees.
+const char* why_expert_parallel_stays_one(const ModelConfig& config);
 
 Result<PlanResult> census_plan(const ModelConfig& config, const PlanOptions& options);
 

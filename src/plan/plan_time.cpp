@@ -1,9 +1,7 @@
 #include "plan/plan_time.h"
+#include "util/parallel.h"
 
 #include <algorithm>
-#include <atomic>
-#include <functional>
-#include <thread>
 #include <cstdio>
 #include <limits>
 
@@ -227,9 +225,8 @@ struct TimeModel::Impl {
   struct Work {
     PipelineTimes times;
     std::vector<ChunkTimes> stage_sum;
-    std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds them
+    std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds an EP rank's
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
-    std::vector<int64_t> rank_params, rank_experts;  // as an EP rank holds them (its layers are built so)
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
     bool valid = false, sharded = false;
@@ -306,8 +303,6 @@ void TimeModel::Impl::work(const Layout& l) {
   stage_experts.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
   w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
-  w.rank_params.assign(static_cast<size_t>(p), 0);
-  w.rank_experts.assign(static_cast<size_t>(p), 0);
   const bool async = o.overlaps[Overlap::kTpAsync], prefetch = o.overlaps[Overlap::kFsdpPrefetch];
   const bool ep_paired = o.overlaps[Overlap::kEp1F1B];
   for (int64_t g = 0; g < static_cast<int64_t>(chunks.size()); ++g) {
@@ -355,7 +350,6 @@ void TimeModel::Impl::work(const Layout& l) {
       }
       stage_params[static_cast<size_t>(r)] += lc.parameters;
       stage_experts[static_cast<size_t>(r)] += lc.expert_parameters;
-      w.rank_experts[static_cast<size_t>(r)] += lc.expert_parameters;
       ++stage_layers[static_cast<size_t>(r)];
       w.stage_largest_layer[static_cast<size_t>(r)] = std::max(w.stage_largest_layer[static_cast<size_t>(r)], lc.parameters);
     }
@@ -404,7 +398,6 @@ void TimeModel::Impl::work(const Layout& l) {
     s.forward_pass += t.forward_pass, s.backward_pass += t.backward_pass;
     for (size_t k = 0; k < kOverlaps; ++k) s.hidden[k] += t.hidden[k];
   }
-  for (size_t r = 0; r < stage_params.size(); ++r) w.rank_params[r] += stage_params[r];
   w.busiest = w.heaviest = 0;
   for (size_t r = 0; r < stage_sum.size(); ++r) {
     const double busy = stage_sum[r].forward_pass + stage_sum[r].backward_pass;
@@ -421,7 +414,7 @@ TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) 
   const int64_t dp_cp = l.dp * l.cp, gpn = run.gpus_per_node;
   const Group dp_group{dp_cp, std::max<int64_t>(1, std::min(dp_cp, gpn / l.tp))};
   const Group edp_group = expert_data_group(l, gpn);
-  const int64_t params = w.rank_params[w.heaviest], experts = w.rank_experts[w.heaviest], dense = params - experts;
+  const int64_t params = w.stage_params[w.heaviest], experts = w.stage_experts[w.heaviest], dense = params - experts;
   StepEnd end;
   if (!sharded_passes) {
     if (l.zero == 0) {
@@ -499,7 +492,7 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   const StepEnd end = step_end(l);
   const double dp = end.dp, optimizer = end.optimizer;
   const int64_t dp_cp = l.dp * l.cp, edp = expert_ranks(l) / l.ep;
-  const int64_t experts = w.rank_experts[w.heaviest];
+  const int64_t experts = w.stage_experts[w.heaviest];
   const ModelConfig& rank = rank_config(l.tp, l.ep, l.etp);
   const int64_t ring_kv = b * tokens * 2 * rank.num_key_value_heads * rank.head_dim * kBf16;
   const int64_t routed_bytes = b * tokens * c.moe.num_experts_per_tok * c.hidden_size * kBf16;
@@ -605,25 +598,14 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
   for (const auto& [key, tokens] : share_jobs) stack_shares.try_emplace(key);
   for (const auto& [key, sizes] : record_jobs)
     for (int64_t b : sizes) costs.try_emplace(std::tuple_cat(key, std::tuple{b}));
-  auto in_parallel = [](size_t jobs, const std::function<void(size_t)>& job) {
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i = next++; i < jobs; i = next++) job(i);
-    };
-    const size_t threads = std::min<size_t>(jobs, std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> pool;
-    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
-    work();
-    for (std::thread& thread : pool) thread.join();
-  };
-  in_parallel(share_jobs.size(), [&](size_t i) {
+  run_in_parallel(share_jobs.size(), [&](size_t i) {
     const auto& [key, tokens] = share_jobs[i];
     stack_shares.find(key)->second = census_stack_recomputed(c, ranks.find(key)->second, tokens);
   });
   // Each forward's record is priced at every micro-batch size its layouts take, then let go: the costs
   // are all the estimates read (layer_costs), and a model's records at every (TP, EP, ETP, tokens) at
   // once would take more memory than the search.
-  in_parallel(record_jobs.size(), [&](size_t i) {
+  run_in_parallel(record_jobs.size(), [&](size_t i) {
     const auto& [key, sizes] = record_jobs[i];
     const auto& [tp, ep, etp, cp] = key;
     const std::tuple rank_key{tp, ep, etp};

@@ -140,14 +140,17 @@ std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig&
 namespace {
 
 // The storages ops make while it listens that are still live, parameters left out, each under the tag
-// it was made under first (a decoder layer's index; -1 for none).
+// it was made under first (a decoder layer's index; -1 for none). A storage made before it listened
+// (ids below `first_storage`) is no op's: a view of it an op hands out (a lone layer's unsqueeze of the
+// model's cos and sin) does not make it the layer's.
 class KeptBytes final : public Observer {
  public:
-  KeptBytes() : Observer(kOnOp | kOnFree | kOnResize) {}
+  explicit KeptBytes(int64_t first_storage) : Observer(kOnOp | kOnFree | kOnResize), first_storage_(first_storage) {}
   void on_op(const OpCall& call) override {
     for (const Tensor& out : call.outputs) {
       const Storage& storage = *out.storage();
-      if (storage.is_parameter || storage.nbytes == 0 || live_.count(storage.id)) continue;
+      if (storage.is_parameter || storage.nbytes == 0 || storage.id < first_storage_ || live_.count(storage.id))
+        continue;
       live_[storage.id] = {tag, storage.nbytes};
     }
   }
@@ -170,6 +173,7 @@ class KeptBytes final : public Observer {
   int64_t tag = 0;
 
  private:
+  int64_t first_storage_;
   std::map<int64_t, std::pair<int64_t, int64_t>> live_;  // storage id: (tag, bytes)
 };
 
@@ -203,7 +207,7 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, made before
   const DecoderLayer& l = *layer;
   auto forward = [&l, &positions](const Tensor& h) { return l.forward(h, positions); };
-  KeptBytes kept;
+  KeptBytes kept(session.storages_made());  // the input and the positions are the model's
   session.add_observer(&kept);
   const Tensor out = KeptLayers(kept, recompute).run(0, hidden, forward);
   const int64_t bytes = kept.by_tag(1)[0] - kept.bytes_of(*out.storage());
@@ -216,7 +220,7 @@ std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConf
                                       int64_t batch, Recompute recompute) {
   Session session;
   session.set_fold_alike_iterations(true);
-  KeptBytes kept;  // from before the model is built: what building makes is no layer's
+  KeptBytes kept(session.storages_made());  // from before the model is built: what building makes is no layer's
   kept.tag = -1;
   session.add_observer(&kept);
   const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, whole_model(config));
@@ -293,10 +297,8 @@ class BackwardBytes final : public Observer {
 // forwards in flight are all made by then), and no parameter's gradient (ZeRO shards those): a moment
 // of the step, so at most its peak. For a large vocabulary and micro-batch the loss's fp32
 // log-probabilities, their gradient and the gradient they make (3 x b S V x 4 B) are most of that peak.
-// The bound takes the larger of this and what the layers keep (layer_kept_bytes), not their sum: a
-// lone layer's kept bytes can exceed what the same layer holds inside the model's forward by a few
-// storages (on the Llama toy, 8 KiB a layer at b 2 under no recompute), which the head's bytes would
-// then be added on top of.
+// The layers' kept bytes are storages their own ops made, the head's its own: both live at that moment,
+// the bound adds them (tests/plan/plan_stack_cost_test.cpp holds a lone layer's to the model's).
 int64_t head_backward_bytes(const ModelConfig& config, int64_t tokens, int64_t batch) {
   Session session;
   const int64_t layers = config.num_hidden_layers;

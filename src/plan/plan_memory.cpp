@@ -158,7 +158,7 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
       layers += n * per_forward;
     }
     // Note [The loss's backward in the memory bound]
-    bytes += r == l.pp - 1 ? std::max(layers, head_backward(l)) : layers;
+    bytes += layers + (r == l.pp - 1 ? head_backward(l) : 0);
     most = std::max(most, bytes);
   }
   constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage

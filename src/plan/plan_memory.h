@@ -11,9 +11,10 @@
 //                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
 //                 the step's recompute mode wraps the layer), on the stage where that is most; where a
 //                 layer cannot run alone, unpipelined, every layer's from the model's forward
-//                 (stack_kept_bytes), pipelined, nothing for such a layer; on the last stage, the
-//                 larger of that and what its final norm, head and loss hold at the most of that
-//                 backward (head_backward_bytes), where the family can cut the model there; under ZeRO-3
+//                 (stack_kept_bytes), pipelined, nothing for such a layer; on the last stage, that
+//                 and what its final norm, head and loss hold at the most of that backward, which
+//                 runs before any layer's (head_backward_bytes), where the family can cut the model
+//                 there; under ZeRO-3
 //                 (and FSDP), the gathered layer and the prefetched one the step composes during
 //                 every pass (2 x the stage's largest layer's parameters, at 2 B each)
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'

@@ -235,7 +235,7 @@ TEST(PlanCli, LayoutsEqualCensusStep) {
 // A shipped model at a memory that rejects some layouts by their bound, some after simulating stage 0.
 TEST(PlanCli, ShippedModelLayoutsEqualCensusStep) {
   const std::vector<std::string> args = {"plan", "llama-3.1-8b", "--gpus", "8", "--device", "a100", "--gpu-memory",
-                                         "18GiB", "--seq-length", "2048", "--top", "4", "--fragmentation", "512MiB",
+                                         "18GiB", "--seq-length", "2048", "--top", "20", "--fragmentation", "512MiB",
                                          "--format", "json"};
   const CliRun run = census(args);
   ASSERT_EQ(run.code, 0) << run.err;

@@ -182,6 +182,32 @@ TEST(PlanStackCost, CyclesOfAForwardWithoutBackwardAreReleased) {
   session.remove_observer(&live);
 }
 
+// The memory bound's premise (MemoryBound::activations): a micro-batch in flight holds at least what
+// each of its layers keeps alone (layer_kept_bytes). Every step case's toy family, every layer that can
+// run alone, one and two sequences, each recompute mode: the lone layer keeps at most what the same
+// layer keeps inside the model's forward (stack_kept_bytes), and the model's last layer, whose output
+// no later checkpoint keeps, exactly as much. (The lone census once counted the model's cos and sin,
+// 16 KiB on the Llama toy, as the layer's: its rotary hands out views of them.)
+TEST(PlanStackCost, ALoneLayerKeepsWhatItKeepsInTheModel) {
+  for (const auto& [family, name] : families()) {
+    const ModelConfig c = case_config(family);
+    for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+      for (int64_t batch : {1, 2}) {
+        const std::vector<int64_t> in_model = stack_kept_bytes(c, c, kTokens, batch, mode);
+        for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+          if (!alone(c, i)) continue;
+          const int64_t lone = layer_kept_bytes(c, i, kTokens, batch, mode);
+          const std::string what = family + " layer " + std::to_string(i) + " mode " +
+                                   std::to_string(static_cast<int>(mode)) + " batch " + std::to_string(batch);
+          EXPECT_LE(lone, in_model[static_cast<size_t>(i)]) << what;
+          if (family == "llama" && i + 1 == c.num_hidden_layers) {
+            EXPECT_EQ(lone, in_model[static_cast<size_t>(i)]) << what;
+          }
+        }
+      }
+  }
+}
+
 // What the memory bound takes of a model with a layer that cannot run alone: each layer's kept bytes
 // from the model's forward, which the step's first backward holds at least (the same forward): their
 // sum, with the parameters, is below the step oracle's peak of every case of the family at one sequence.

@@ -139,6 +139,9 @@ ordered_json activations_json(const KindActivations& k) {
 
 namespace {
 
+// A record's optional figure, or "-" where the record does not state it.
+std::string stated(const std::optional<double>& value) { return value ? decimal(*value) : "-"; }
+
 void command_activations(const Request& r, std::ostream& out) {
   const auto kinds = census_activations(r.config, r.seq_length, r.stack);
   std::optional<KindActivations> output;
@@ -158,13 +161,13 @@ void command_activations(const Request& r, std::ostream& out) {
     for (const LayerGroup& group : r.stack.empty() ? layer_stack(r.config) : r.stack)
       if (group.kind == kind && !group.mtp) layers += group.count;
     table.add({kind, std::to_string(layers), decimal(k.saved), decimal(k.saved_tp), decimal(k.working),
-               decimal(k.working_tp), decimal(k.selective.value_or(0)), decimal(k.selective_tp.value_or(0))});
+               decimal(k.working_tp), stated(k.selective), stated(k.selective_tp)});
   }
   table.print(out);
   out << "\nrecomputed by the selective backward (share of matmul FLOPs)\n";
   Table shares({"kind", "attention projections", "rest of the layer"});
   for (const auto& [kind, k] : kinds)
-    shares.add({kind, decimal(k.selective_attention_mm.value_or(0)), decimal(k.selective_ffn_mm.value_or(0))});
+    shares.add({kind, stated(k.selective_attention_mm), stated(k.selective_ffn_mm)});
   shares.print(out);
   if (output) {
     out << "\noutput layer (TP part: what a vocabulary-parallel loss splits)\n";
@@ -172,12 +175,21 @@ void command_activations(const Request& r, std::ostream& out) {
     table.add({decimal(output->saved), decimal(output->saved_tp), decimal(output->working), decimal(output->working_tp)});
     table.print(out);
   }
+  bool unstated = false;
   for (const auto& [kind, k] : kinds) {
+    if (k.ops.empty()) {
+      unstated = true;
+      continue;
+    }
     out << "\nsaved by op, " << kind << " layer (bytes per token)\n";
     Table ops({"op", "saved", "saved_tp"});
     for (const auto& [op, value] : k.ops) ops.add({op, decimal(value), decimal(k.ops_tp.at(op))});
     ops.print(out);
   }
+  // The reference's records of a kind priced through the stack state its plain layer's bytes only.
+  if (unstated)
+    out << "\n- : not stated for a kind whose layers cannot run alone (priced through the model's stack, its"
+           " plain layer's bytes only); census step --recompute selective prices the whole model's\n";
 }
 
 void command_explain_selective(const Request& r, std::ostream& out) {

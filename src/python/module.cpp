@@ -297,8 +297,9 @@ py::dict activations(const py::object& mapping, const std::vector<std::tuple<std
     record["selective_tp"] = optional(k.selective_tp);
     record["selective_attention_mm"] = optional(k.selective_attention_mm);
     record["selective_ffn_mm"] = optional(k.selective_ffn_mm);
-    record["ops"] = k.ops;
-    record["ops_tp"] = k.ops_tp;
+    // None where the kind states no bytes by op (one priced through the stack), as the JSON leaves them out.
+    record["ops"] = k.ops.empty() ? py::object(py::none()) : py::object(py::cast(k.ops));
+    record["ops_tp"] = k.ops.empty() ? py::object(py::none()) : py::object(py::cast(k.ops_tp));
     out[py::str(kind)] = record;
   }
   return out;

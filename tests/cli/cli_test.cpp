@@ -47,6 +47,26 @@ TEST(Cli, ActivationsAsJsonHasTheRecordFields) {
   EXPECT_EQ(record.at("saved"), 4232.0);
 }
 
+// A kind priced through the model's stack (DeepSeek-V4's layers cannot run alone) states its plain
+// layer's bytes only: the table shows its selective figures as not stated ("-"), never as 0, and lists
+// no bytes by op; a kind whose layer runs alone states them.
+TEST(Cli, ActivationsOfAStackKindStateNoSelectiveFigures) {
+  const CliRun stacked = census({"activations", "deepseek-v4-flash", "--seq-length", "256"});
+  ASSERT_EQ(stacked.code, 0) << stacked.err;
+  EXPECT_NE(stacked.out.find("heavily_compressed_attention+moe                          -                  -"),
+            std::string::npos) << stacked.out;
+  EXPECT_EQ(stacked.out.find("saved by op"), std::string::npos);
+  EXPECT_NE(stacked.out.find("- : not stated for a kind whose layers cannot run alone"), std::string::npos);
+  const CliRun json = census({"activations", "deepseek-v4-flash", "--seq-length", "256", "--format", "json"});
+  const nlohmann::json records = nlohmann::json::parse(json.out);
+  for (const auto& [kind, record] : records.items())
+    for (const char* field : {"selective", "selective_tp", "selective_attention_mm", "selective_ffn_mm", "ops", "ops_tp"})
+      EXPECT_FALSE(record.contains(field)) << kind << " " << field;
+  const CliRun alone = census({"activations", write_config("toy.json", kToyLlama), "--seq-length", "128"});
+  EXPECT_NE(alone.out.find("saved by op, decoder layer"), std::string::npos);
+  EXPECT_EQ(alone.out.find("not stated"), std::string::npos);
+}
+
 TEST(Cli, SavedOpsSumToSaved) {
   const CliRun ops = census({"saved-ops", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});
   const CliRun layer = census({"layer", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "graph/context.h"
+#include "graph/saved_variable.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -20,11 +22,21 @@ struct ChunkStep {
 // The chunk loop's steps. Every chunk but the first (whose state is the zeros, needing no gradient)
 // and the last (whose state nothing reads) runs the same ops on the same shapes, so where the census
 // folds alike iterations (Note [Alike iterations], ops/dispatch.h) chunk 1 stands for chunks 1 to
-// C-4 and the last three run as they are; else every chunk runs.
+// C-4 and the last three run as they are; else every chunk runs. The standing chunk's recurrent
+// state (and its attn), live when it ends, is resized to the C-4 the alike chunks leave: true at
+// every moment where each is saved by the chunk's and the next chunk's matmuls and kept with the
+// graph, not under no_grad or in a checkpoint's forward (which keeps holders), where one at a time
+// lives; there the census folds only where it measures no moment of the forward
+// (Session::folds_in_checkpoints), in the forward and the recompute alike, which must meet the
+// same ops one for one.
 std::vector<ChunkStep> chunk_steps(int64_t chunks) {
   constexpr int64_t kAsTheyAre = 3;  // the last chunks, after the standing one
   std::vector<ChunkStep> steps;
-  if (Session::current().folds_alike_iterations() && chunks >= kAsTheyAre + 3) {
+  const Session& session = Session::current();
+  const GraphContext& graph = GraphContext::current();
+  const bool states_pile_up = graph.grad_enabled() && !graph.hooks().checkpointed();
+  if (session.folds_alike_iterations() && (states_pile_up || session.folds_in_checkpoints()) &&
+      chunks >= kAsTheyAre + 3) {
     steps.push_back({0, 1});
     steps.push_back({1, chunks - 1 - kAsTheyAre});
     for (int64_t i = chunks - kAsTheyAre; i < chunks; ++i) steps.push_back({i, 1});

@@ -14,7 +14,10 @@ StepByStepGuard::~StepByStepGuard() { g_step_by_step = was_; }
 
 constinit thread_local Session* Session::g_current = nullptr;
 
-void Session::set_fold_alike_iterations(bool fold) { fold_alike_ = fold && !g_step_by_step; }
+void Session::set_fold_alike_iterations(bool fold, bool in_checkpoints) {
+  fold_alike_ = fold && !g_step_by_step;
+  fold_in_checkpoints_ = in_checkpoints;
+}
 
 Session::Session() : previous_(g_current) {
   g_current = this;

@@ -152,7 +152,13 @@ class Session : public StorageListener, public SavedTensorHooks {
   // measurement that counts weights asks.
   // A StepByStepGuard of the thread keeps them all unfolded (the oracle of the folded run).
   bool folds_alike_iterations() const { return fold_alike_; }
-  void set_fold_alike_iterations(bool fold);
+  // `in_checkpoints`: also inside a checkpointed region, in its forward and its recompute alike. Its
+  // forward keeps holders, not what nodes save, so a loop's carried values, resized at the standing
+  // iteration's end, stand for more than the one the forward holds until its next iteration: exact for
+  // what a layer keeps once its forward returns and for its backward's peak (the layer census), not for
+  // the forward's own moments, which the step reports (Note [The step folds alike iterations]).
+  void set_fold_alike_iterations(bool fold, bool in_checkpoints = true);
+  bool folds_in_checkpoints() const { return fold_in_checkpoints_; }
   // How many alike iterations the op running now stands for: 1 outside a RepeatScope.
   int64_t op_weight() const { return op_weight_; }
 
@@ -190,6 +196,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   const OpDef* last_op_ = nullptr;
   int64_t next_storage_id_ = 0;
   bool fold_alike_ = false;
+  bool fold_in_checkpoints_ = true;
   bool muted_ = false;
   int64_t op_weight_ = 1;
   std::vector<Storage*> born_in_repeat_;  // live storages born in the RepeatScope running now

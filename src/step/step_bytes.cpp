@@ -107,6 +107,15 @@ void StepBytes::on_free(const Storage& storage) {
   log(id, -bytes, "free");
 }
 
+void StepBytes::on_resize(const Storage& storage, int64_t old_nbytes) {
+  const int32_t id = find_slot(storage.id);
+  if (id < 0) return;
+  StorageInfo& s = storages_[static_cast<size_t>(id)];
+  if (s.live_bytes != old_nbytes) return;  // not counted (dead, or tracked at bytes of its own)
+  s.live_bytes = storage.nbytes;
+  log(id, storage.nbytes - old_nbytes, s.op, /*resize=*/true);
+}
+
 StepPassLog StepBytes::begin_pass() const {
   StepPassLog log;
   log.events_from = log.events_to = static_cast<int64_t>(events_.size());

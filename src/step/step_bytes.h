@@ -130,7 +130,7 @@ struct StepPassLog {
 
 class StepBytes final : public Observer {
  public:
-  StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad) {}
+  StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad | kOnResize) {}
 
   void mark_phase(std::string name);
   // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`: its own
@@ -147,6 +147,10 @@ class StepBytes final : public Observer {
 
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
+  // A storage born in a folded loop's standing iteration now stands for its alike iterations' bytes
+  // too (Note [Alike iterations], ops/dispatch.h; Note [The step folds alike iterations]): an event of
+  // the bytes it adds, named by the op that made it.
+  void on_resize(const Storage& storage, int64_t old_nbytes) override;
   void on_parameter_grad(const Tensor& grad) override {
     if (parameter_grads_in_flight_) note(grad, StepCategory::kParamGradInflight);
   }

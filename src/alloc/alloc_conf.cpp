@@ -149,13 +149,6 @@ Result<double> threshold(const std::string& key, Reader& r) {
 
 }  // namespace
 
-int64_t AllocConf::divisions_for(int64_t size) const {
-  // index = floor(log2(size)) - 20, from 0 (below 2 MiB) to 15 (32 GiB and above)
-  const int log_size = std::bit_width(static_cast<uint64_t>(size)) - 1;
-  const int index = std::clamp(log_size - 20, 0, static_cast<int>(kRoundUpPowerOfTwoIntervals) - 1);
-  return roundup_power2_divisions[static_cast<size_t>(index)];
-}
-
 Result<AllocConf> parse_alloc_conf(std::string_view text) {
   AllocConf conf;
   conf.text = std::string(text);

@@ -12,7 +12,9 @@
 // out-of-range value, and a size PyTorch refuses (max_split_size_mb below its 20 MiB floor).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -41,8 +43,14 @@ struct AllocConf {
   double garbage_collection_threshold = 0;  // read and checked; no effect on the simulation
   std::string text;  // as the user wrote it
 
-  // roundup_power2_divisions(size): the divisions of the interval `size` falls in.
-  int64_t divisions_for(int64_t size) const;
+  // roundup_power2_divisions(size): the divisions of the interval `size` falls in (asked at every
+  // allocation: inline),
+  //   index = floor(log2(size)) - 20, from 0 (below 2 MiB) to 15 (32 GiB and above)
+  int64_t divisions_for(int64_t size) const {
+    const int log_size = std::bit_width(static_cast<uint64_t>(size)) - 1;
+    const int index = std::clamp(log_size - 20, 0, static_cast<int>(kRoundUpPowerOfTwoIntervals) - 1);
+    return roundup_power2_divisions[static_cast<size_t>(index)];
+  }
 };
 
 // Read `text` as PyTorch reads PYTORCH_CUDA_ALLOC_CONF (empty: the defaults). Refused: one line naming

@@ -126,30 +126,34 @@ BlockId CachingAllocator::malloc(int64_t orig_size, int32_t stream) {
 //     return false;
 bool CachingAllocator::get_free_block(AllocParams& p) {
   SizeClassIndex<SizeKey>& free = pool(p.small).blocks;
-  std::optional<SizeKey> it = free.lower_bound(SizeKey{p.stream, p.size, 0, -1});  // within the stream
-  if (!it) return false;
+  const SizeClassIndex<SizeKey>::Place place = free.find(SizeKey{p.stream, p.size, 0, -1});  // within the stream
+  if (!place) return false;
+  SizeKey it = *place.key;
   auto block = [&](const SizeKey& key) -> const Block& { return blocks_[static_cast<size_t>(key.id)]; };
-  if (block(*it).expandable >= 0) {
+  if (block(it).expandable >= 0) {
     if (conf_.expandable_segments) {
       auto expandable_size = [&](const Block& b) {
         return b.size + (b.next >= 0 && !blocks_[static_cast<size_t>(b.next)].mapped ? blocks_[static_cast<size_t>(b.next)].size : 0);
       };
-      std::optional<SizeKey> next = free.next(*it);
-      while (block(*it).expandable >= 0 && next && expandable_size(block(*next)) < expandable_size(block(*it))) {
-        it = next;
-        next = free.next(*it);
+      std::optional<SizeKey> next = free.next(it);
+      while (block(it).expandable >= 0 && next && expandable_size(block(*next)) < expandable_size(block(it))) {
+        it = *next;
+        next = free.next(it);
       }
     } else {  // expandable segments turned off since: only the other blocks are found
-      do it = free.next(*it);
-      while (it && block(*it).expandable >= 0);
-      if (!it) return false;
+      std::optional<SizeKey> next = it;
+      do next = free.next(*next);
+      while (next && block(*next).expandable >= 0);
+      if (!next) return false;
+      it = *next;
     }
   }
-  const int64_t found = block(*it).size;
+  const int64_t found = block(it).size;
   if (p.size < conf_.max_split_size && found >= conf_.max_split_size) return false;
   if (p.size >= conf_.max_split_size && found >= saturating_add(p.size, conf_.max_non_split_rounding_size)) return false;
-  p.block = it->id;
-  free.erase(*it);
+  p.block = it.id;
+  if (it.id == place.key->id) free.erase_at(place);  // the first found: erased where it was found
+  else free.erase(it);
   return true;
 }
 
@@ -391,51 +395,6 @@ void CachingAllocator::release_block(BlockId id) {
   give_slot(b.ptr >> kSlotShift);
   erase_free(id);
   delete_block(id);
-}
-
-BlockId CachingAllocator::new_block(const Block& block) {
-  if (!free_ids_.empty()) {
-    const BlockId id = free_ids_.back();
-    free_ids_.pop_back();
-    blocks_[static_cast<size_t>(id)] = block;
-    return id;
-  }
-  blocks_.push_back(block);
-  return static_cast<BlockId>(blocks_.size() - 1);
-}
-
-void CachingAllocator::delete_block(BlockId id) {
-  blocks_[static_cast<size_t>(id)].size = -1;  // no block: left out of layout()
-  free_ids_.push_back(id);
-}
-
-void CachingAllocator::insert_free(BlockId id) {
-  const Block& b = blocks_[static_cast<size_t>(id)];
-  pool(b.small).blocks.insert(SizeKey{b.stream, b.size, b.ptr, id});
-}
-
-void CachingAllocator::erase_free(BlockId id) {
-  const Block& b = blocks_[static_cast<size_t>(id)];
-  pool(b.small).blocks.erase(SizeKey{b.stream, b.size, b.ptr, id});
-}
-
-void CachingAllocator::insert_unmapped(BlockId id) {
-  const Block& b = blocks_[static_cast<size_t>(id)];
-  pool(b.small).unmapped.insert(AddressKey{b.stream, b.ptr, id});
-}
-
-void CachingAllocator::erase_unmapped(BlockId id) {
-  const Block& b = blocks_[static_cast<size_t>(id)];
-  pool(b.small).unmapped.erase(AddressKey{b.stream, b.ptr, id});
-}
-
-// Block::splice: `block` placed between `before` and `after`.
-void CachingAllocator::splice(BlockId block, BlockId before, BlockId after) {
-  Block& b = blocks_[static_cast<size_t>(block)];
-  b.prev = before;
-  b.next = after;
-  if (before >= 0) blocks_[static_cast<size_t>(before)].next = block;
-  if (after >= 0) blocks_[static_cast<size_t>(after)].prev = block;
 }
 
 // A segment's address: the lowest slot no live segment holds.

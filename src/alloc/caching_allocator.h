@@ -148,7 +148,10 @@ class CachingAllocator {
           id(block) {}
     int32_t stream() const { return static_cast<int32_t>(stream_size >> 56); }
     int64_t size() const { return static_cast<int64_t>(stream_size & static_cast<uint64_t>(kLargestKeySize)); }
-    bool operator<(const SizeKey& o) const { return stream_size != o.stream_size ? stream_size < o.stream_size : ptr < o.ptr; }
+    // (stream_size, ptr) compared as one 128-bit number: a compare and a subtract with borrow, no branch.
+    bool operator<(const SizeKey& o) const { return wide() < o.wide(); }
+    __extension__ using Wide = unsigned __int128;
+    Wide wide() const { return static_cast<Wide>(stream_size) << 64 | ptr; }
     static constexpr int64_t kLargestKeySize = (int64_t{1} << 56) - 1;
   };
   struct AddressKey {
@@ -195,14 +198,49 @@ class CachingAllocator {
   void unmap_block(BlockId block);
   void release_expandable_segment(BlockId block);
 
+  // The bookkeeping each allocation and free does several times, defined here to be inlined.
   BlockPool& pool(bool small) { return small ? small_blocks_ : large_blocks_; }
-  BlockId new_block(const Block& block);
-  void delete_block(BlockId block);
-  void insert_free(BlockId b);
-  void erase_free(BlockId b);
-  void insert_unmapped(BlockId b);
-  void erase_unmapped(BlockId b);
-  void splice(BlockId block, BlockId before, BlockId after);
+  Block& block(BlockId id) { return blocks_[static_cast<size_t>(id)]; }
+  const Block& block(BlockId id) const { return blocks_[static_cast<size_t>(id)]; }
+  static SizeKey size_key(const Block& b, BlockId id) { return SizeKey{b.stream, b.size, b.ptr, id}; }
+  BlockId new_block(const Block& b) {
+    if (free_ids_.empty()) {
+      blocks_.push_back(b);
+      return static_cast<BlockId>(blocks_.size() - 1);
+    }
+    const BlockId id = free_ids_.back();
+    free_ids_.pop_back();
+    block(id) = b;
+    return id;
+  }
+  void delete_block(BlockId id) {
+    block(id).size = -1;  // no block: left out of layout()
+    free_ids_.push_back(id);
+  }
+  void insert_free(BlockId id) {
+    const Block& b = block(id);
+    pool(b.small).blocks.insert(size_key(b, id));
+  }
+  void erase_free(BlockId id) {
+    const Block& b = block(id);
+    pool(b.small).blocks.erase(size_key(b, id));
+  }
+  void insert_unmapped(BlockId id) {
+    const Block& b = block(id);
+    pool(b.small).unmapped.insert(AddressKey{b.stream, b.ptr, id});
+  }
+  void erase_unmapped(BlockId id) {
+    const Block& b = block(id);
+    pool(b.small).unmapped.erase(AddressKey{b.stream, b.ptr, id});
+  }
+  // Block::splice: `id` placed between `before` and `after`.
+  void splice(BlockId id, BlockId before, BlockId after) {
+    Block& b = block(id);
+    b.prev = before;
+    b.next = after;
+    if (before >= 0) block(before).next = id;
+    if (after >= 0) block(after).prev = id;
+  }
   int64_t take_slot();
   void give_slot(int64_t slot);
   bool allocatable(BlockId b) const { return b >= 0 && !blocks_[static_cast<size_t>(b)].allocated; }

@@ -20,6 +20,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -29,37 +30,58 @@ namespace census::alloc {
 template <class Key>
 class SizeClassIndex {
  public:
+  // Where a held key sits: its stream, its class and its index in the class's bucket; `key` null where
+  // there is none. Good until the index next changes.
+  struct Place {
+    const Key* key = nullptr;
+    uint32_t stream = 0, size_class = 0, index = 0;
+    explicit operator bool() const { return key != nullptr; }
+  };
+
   size_t size() const { return count_; }
 
   void insert(const Key& key) {
     Stream& s = stream(key.stream());
     const size_t c = size_class(key.size());
     std::vector<Key>& bucket = s.buckets[c];
-    bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), key), key);
+    const size_t at = lower_index(bucket, key);
+    bucket.push_back(key);
+    shift_right(bucket.data(), at, bucket.size() - 1);
+    bucket[at] = key;
     s.occupied[c / 64] |= uint64_t{1} << (c % 64);
     ++count_;
   }
 
   // `key`, which must be held.
   void erase(const Key& key) {
-    Stream& s = streams_[static_cast<size_t>(key.stream())];
     const size_t c = size_class(key.size());
-    std::vector<Key>& bucket = s.buckets[c];
-    bucket.erase(std::lower_bound(bucket.begin(), bucket.end(), key));
-    if (bucket.empty()) s.occupied[c / 64] &= ~(uint64_t{1} << (c % 64));
+    const std::vector<Key>& bucket = streams_[static_cast<size_t>(key.stream())].buckets[c];
+    erase_at(Place{nullptr, static_cast<uint32_t>(key.stream()), static_cast<uint32_t>(c),
+                   static_cast<uint32_t>(lower_index(bucket, key))});
+  }
+  // The key at `place` (find's, no change made since).
+  void erase_at(const Place& place) {
+    Stream& s = streams_[place.stream];
+    std::vector<Key>& bucket = s.buckets[place.size_class];
+    shift_left(bucket.data(), place.index, bucket.size() - 1);
+    bucket.pop_back();
+    if (bucket.empty()) s.occupied[place.size_class / 64] &= ~(uint64_t{1} << (place.size_class % 64));
     --count_;
   }
 
-  // std::set::lower_bound within one stream: its first key not less than `key`, if any.
-  std::optional<Key> lower_bound(const Key& key) const {
-    const Stream* s = find_stream(key.stream());
-    if (s == nullptr) return std::nullopt;
+  // std::set::lower_bound within one stream: its first key not less than `key`, and where it is.
+  Place find(const Key& key) const {
+    const auto stream = static_cast<uint32_t>(key.stream());
+    if (stream >= streams_.size()) return {};
+    const Stream& s = streams_[stream];
     const size_t c = size_class(key.size());
-    const std::vector<Key>& bucket = s->buckets[c];
-    auto it = std::lower_bound(bucket.begin(), bucket.end(), key);
-    if (it != bucket.end()) return *it;
-    return first_from(*s, c + 1);
+    const std::vector<Key>& bucket = s.buckets[c];
+    const size_t at = lower_index(bucket, key);
+    if (at != bucket.size()) return Place{&bucket[at], stream, static_cast<uint32_t>(c), static_cast<uint32_t>(at)};
+    return first_from(s, stream, c + 1);
   }
+  // std::set::lower_bound within one stream: its first key not less than `key`, if any.
+  std::optional<Key> lower_bound(const Key& key) const { return value(find(key)); }
   // The key after `key` in its stream, if any (`key` held).
   std::optional<Key> next(const Key& key) const {
     const Stream& s = streams_[static_cast<size_t>(key.stream())];
@@ -67,7 +89,7 @@ class SizeClassIndex {
     const std::vector<Key>& bucket = s.buckets[c];
     auto it = std::upper_bound(bucket.begin(), bucket.end(), key);
     if (it != bucket.end()) return *it;
-    return first_from(s, c + 1);
+    return value(first_from(s, static_cast<uint32_t>(key.stream()), c + 1));
   }
   // The key before `key` in its stream, if any (`key` held).
   std::optional<Key> prev(const Key& key) const {
@@ -105,6 +127,43 @@ class SizeClassIndex {
     const int width = std::bit_width(u);
     return static_cast<size_t>(width) * 8 + static_cast<size_t>((u >> (width - 4)) & 7);
   }
+  // The first index of `bucket` whose key is not less than `key`: a binary search written out, as it
+  // runs at every allocation and free (std::lower_bound is left a call in the -O1 build).
+  static size_t lower_index(const std::vector<Key>& bucket, const Key& key) {
+    const Key* keys = bucket.data();
+    size_t first = 0, count = bucket.size();
+    while (count > 0) {
+      const size_t half = count / 2;
+      if (keys[first + half] < key) {
+        first += half + 1;
+        count -= half + 1;
+      } else {
+        count = half;
+      }
+    }
+    return first;
+  }
+  // keys[from, to) moved one place up, keys[from + 1, to + 1) one down: a loop over a few keys costs
+  // less than a call to memmove, which copies more keys faster.
+  static void shift_right(Key* keys, size_t from, size_t to) {
+    if (to - from > kShortShift) {
+      std::memmove(static_cast<void*>(keys + from + 1), keys + from, (to - from) * sizeof(Key));
+      return;
+    }
+    for (size_t i = to; i > from; --i) keys[i] = keys[i - 1];
+  }
+  static void shift_left(Key* keys, size_t from, size_t to) {
+    if (to - from > kShortShift) {
+      std::memmove(static_cast<void*>(keys + from), keys + from + 1, (to - from) * sizeof(Key));
+      return;
+    }
+    for (size_t i = from; i < to; ++i) keys[i] = keys[i + 1];
+  }
+  static constexpr size_t kShortShift = 4;
+  static std::optional<Key> value(const Place& place) {
+    if (!place) return std::nullopt;
+    return *place.key;
+  }
 
   struct Stream {
     std::array<uint64_t, kWords> occupied{};
@@ -119,13 +178,16 @@ class SizeClassIndex {
     return static_cast<size_t>(stream) < streams_.size() ? &streams_[static_cast<size_t>(stream)] : nullptr;
   }
   // The first key of the first non-empty class from `c` on.
-  std::optional<Key> first_from(const Stream& s, size_t c) const {
+  Place first_from(const Stream& s, uint32_t stream, size_t c) const {
     for (size_t word = c / 64; word < kWords; ++word) {
       uint64_t bits = s.occupied[word];
       if (word == c / 64) bits &= c % 64 == 0 ? ~uint64_t{0} : ~((uint64_t{1} << (c % 64)) - 1);
-      if (bits != 0) return s.buckets[word * 64 + static_cast<size_t>(std::countr_zero(bits))].front();
+      if (bits != 0) {
+        const size_t found = word * 64 + static_cast<size_t>(std::countr_zero(bits));
+        return Place{s.buckets[found].data(), stream, static_cast<uint32_t>(found), 0};
+      }
     }
-    return std::nullopt;
+    return {};
   }
   // The last key of the last non-empty class before `c`.
   std::optional<Key> last_before(const Stream& s, size_t c) const {

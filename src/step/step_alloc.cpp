@@ -18,6 +18,7 @@ class AllocatorFeeder final : public StepEventVisitor {
       : walk_(walk),
         allocator_(options.conf, options.device_limit, options.device_total > 0 ? options.device_total : int64_t{1} << 40),
         during_passes_(weights.during_passes), every_storage_(options.every_storage_on_device) {
+    block_of_.assign(static_cast<size_t>(walk.keys()), alloc::kOutOfMemory);
     out_.limited = options.device_limit != alloc::kNoDeviceLimit;
     if (out_.limited) out_.device_limit = options.device_limit;
   }
@@ -183,7 +184,8 @@ class AllocatorFeeder final : public StepEventVisitor {
       out_.out_of_memory_request = bytes;
       return block;
     }
-    if (static_cast<size_t>(block) >= key_of_block_.size()) key_of_block_.resize(static_cast<size_t>(block) + 1, -1);
+    if (static_cast<size_t>(block) >= key_of_block_.size())
+      key_of_block_.resize(std::max<size_t>(static_cast<size_t>(block) + 1, 2 * key_of_block_.size()), -1);
     key_of_block_[static_cast<size_t>(block)] = key;
     const int64_t reserved = allocator_.stats().reserved_bytes.current;
     if (reserved > out_.reserved_peak) {

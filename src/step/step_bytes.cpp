@@ -174,14 +174,19 @@ std::vector<int64_t> StepBytes::replay_key_bases(int64_t& keys) const {
   return key_base;
 }
 
-int64_t StepBytes::storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const {
+StepBytes::SegmentKeys StepBytes::segment_keys(const std::vector<int64_t>& key_base, size_t i) const {
   const Segment& seg = segments_[i];
-  const bool own = e.slot >= seg.slots_from && e.slot < seg.slots_to;
-  // A replay's resize of a storage made before its pass is of that one storage (FSDP2's unsharded
-  // parameters), not of a storage of the replay's own.
-  if (!seg.replayed || (e.resize && !own)) return e.slot;
-  const Segment& maker = own ? seg : segments_[static_cast<size_t>(seg.forward)];
-  return key_base[own ? i : static_cast<size_t>(seg.forward)] + (e.slot - maker.slots_from);
+  SegmentKeys keys;
+  keys.replayed = seg.replayed;
+  if (!seg.replayed) return keys;
+  keys.slots_from = seg.slots_from;
+  keys.slots_to = seg.slots_to;
+  keys.own_base = key_base[i] - seg.slots_from;
+  if (seg.forward >= 0) {
+    const auto forward = static_cast<size_t>(seg.forward);
+    keys.forward_base = key_base[forward] - segments_[forward].slots_from;
+  }
+  return keys;
 }
 
 std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
@@ -216,7 +221,7 @@ std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
 int64_t StepBytes::weighted(const Event& e, const StepWeights& weights) const {
   const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
   const bool optimizer_temporary = s.category == StepCategory::kActivations && s.phase >= 0 &&
-                                   phases_[static_cast<size_t>(s.phase)].first == "optimizer_step";
+                                   std::string_view(phases_[static_cast<size_t>(s.phase)].first) == "optimizer_step";
   const Share share = optimizer_temporary ? weights.optimizer_temporaries
                                           : weights.by_category[static_cast<size_t>(s.category)];
   const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);

@@ -229,8 +229,26 @@ class StepBytes final : public Observer {
   // Each replay segment's first storage key (past every slot; -1 for the engine's segments), and the
   // number of keys in all.
   std::vector<int64_t> replay_key_bases(int64_t& keys) const;
+  // How the events of one segment name their storages' keys: a replay's own storages from its first
+  // key on, a replayed backward's storages of its forward from the forward's, any other storage (and a
+  // replay's resize of a storage made before its pass: FSDP2's unsharded parameters) by its slot.
+  // Worked out once a segment, as a walk over every event reads it at each.
+  struct SegmentKeys {
+    bool replayed = false;
+    int32_t slots_from = 0, slots_to = 0;  // the replay's own storages
+    int64_t own_base = 0;                  // an own slot's key, less the slot
+    int64_t forward_base = 0;              // a storage of the replayed forward's: its key, less its slot
+    int64_t of(const Event& e) const {
+      const bool own = e.slot >= slots_from && e.slot < slots_to;
+      if (!replayed || (e.resize && !own)) return e.slot;
+      return (own ? own_base : forward_base) + e.slot;
+    }
+  };
+  SegmentKeys segment_keys(const std::vector<int64_t>& key_base, size_t i) const;
   // The key of the storage event `e` of segment `i` is about.
-  int64_t storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const;
+  int64_t storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const {
+    return segment_keys(key_base, i).of(e);
+  }
   // The bytes event `e` moves under `weights`.
   int64_t weighted(const Event& e, const StepWeights& weights) const;
 

@@ -64,6 +64,8 @@ class StepWalk {
     int64_t offset = 0;
   };
   Origin origin(int64_t key) const;
+  // How many storage keys the walk names (each below it).
+  int64_t keys() const { return keys_; }
   // The key of the storage at `offset` of replayed segment `segment`.
   int64_t key_in(int64_t segment, int64_t offset) const {
     return key_base_[static_cast<size_t>(segment)] + offset;
@@ -117,11 +119,19 @@ void StepWalk::run(Visitor& visitor, const StepWeights& weights) const {
         continue;
       }
     }
+    const StepBytes::SegmentKeys keys = b_.segment_keys(key_base_, i);
+    const StepBytes::Event* events = b_.events_.data() + seg.from;
+    // the next phase's first event, as an offset in the segment (past its end: none within it)
+    auto next_phase_at = [&] { return phase < phases.size() ? phases[phase].second - seg.start : seg.length; };
+    int64_t phase_at = next_phase_at();
     for (int64_t k = 0; k < seg.length; ++k) {
-      if (phase < phases.size() && phases[phase].second <= seg.start + k) phases_until(seg.start + k);
-      const StepBytes::Event& e = b_.events_[static_cast<size_t>(seg.from + k)];
+      if (phase_at <= k) {
+        phases_until(seg.start + k);
+        phase_at = next_phase_at();
+      }
+      const StepBytes::Event& e = events[k];
       const StepBytes::StorageInfo& s = b_.storages_[static_cast<size_t>(e.slot)];
-      visitor.on_event(StepEvent{b_.storage_key(key_base_, i, e), bytes_of(e), s.category, s.off_device, e.op});
+      visitor.on_event(StepEvent{keys.of(e), bytes_of(e), s.category, s.off_device, e.op});
     }
     ++i;
   }

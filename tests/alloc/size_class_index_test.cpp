@@ -1,7 +1,7 @@
 // The size-class index of free blocks (alloc/size_class_index.h) against the std::set PyTorch keeps
 // them in: over random inserts and erases, on several streams, with many equal sizes and sizes on
-// both sides of every class boundary, every answer the allocator asks for (lower_bound, next, prev, a
-// stream's last key, the whole order) is the set's.
+// both sides of every class boundary, every answer the allocator asks for (lower_bound and find, next, prev, a
+// stream's last key, the whole order) is the set's, and a key erased where find found it is gone.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -53,7 +53,13 @@ TEST(SizeClassIndex, OrdersAsTheSet) {
       }
     } else {
       const size_t i = rng() % held.size();
-      index.erase(held[i]);
+      if (rng() % 2 == 0) {
+        index.erase(held[i]);
+      } else {  // erased where find, a held key's lower bound, says it is
+        const auto place = index.find(held[i]);
+        ASSERT_TRUE(place && *place.key == held[i]);
+        index.erase_at(place);
+      }
       set.erase(held[i]);
       held[i] = held.back();
       held.pop_back();
@@ -66,6 +72,8 @@ TEST(SizeClassIndex, OrdersAsTheSet) {
     const auto it = set.lower_bound(probe);
     const std::optional<Key> found = index.lower_bound(probe);
     ASSERT_EQ(found, in_stream(set, it, stream)) << "lower_bound(" << stream << ", " << size << ")";
+    const auto place = index.find(probe);
+    ASSERT_EQ(place ? std::optional<Key>(*place.key) : std::nullopt, found);
     if (found) {
       ASSERT_EQ(index.next(*found), in_stream(set, std::next(it), stream));
       ASSERT_EQ(index.prev(*found), it == set.begin() ? std::nullopt : in_stream(set, std::prev(it), stream));

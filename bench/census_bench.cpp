@@ -280,5 +280,9 @@ BENCHMARK_CAPTURE(BM_Plan, deepseek_v3_2048_h100, "deepseek-v3", 2048, 15360)->U
 BENCHMARK_CAPTURE(BM_Plan, qwen3_next_80b_a3b_64_h100, "qwen3-next-80b-a3b", 64, 64)->Unit(benchmark::kMillisecond)->UseRealTime();
 // Its layers cannot run alone: every (TP, EP, tokens) the search prices runs the model's forward twice.
 BENCHMARK_CAPTURE(BM_Plan, deepseek_v4_flash_256_h100, "deepseek-v4-flash", 256, 256)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The largest runs the search answers for: every shape of 16,384 GPUs at a sequence a GPU.
+BENCHMARK_CAPTURE(BM_Plan, qwen3_next_80b_a3b_16384_h100, "qwen3-next-80b-a3b", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Plan, deepseek_v4_flash_16384_h100, "deepseek-v4-flash", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Plan, kimi_k2_16384_h100, "kimi-k2-instruct", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

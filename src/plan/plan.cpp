@@ -398,23 +398,39 @@ Result<PlanResult> Planner::run() {
     return refuse("--gpus " + std::to_string(run_.gpus), "no layout passes the divisibility rules (" + rules +
                                                             "); give another device count or --global-batch");
   }
-  // Best first, in three kinds of entry: a shape at the bound of all its variants, a variant at its own
-  // bound (its memory bounds checked before its estimate is made whole), a variant at its whole estimate.
-  // The lowest in line is the fastest left once it is whole: every entry below it is a lower bound.
-  enum Kind : uint8_t { kShape, kBound, kWhole };
+  // Best first, in four kinds of entry: a shape at its floor, a shape at the bound of all its variants,
+  // a variant at its own bound (its memory bounds checked before its estimate is made whole), a variant
+  // at its whole estimate. The lowest in line is the fastest left once it is whole: every entry below it
+  // is a lower bound.
+  //
+  // Note [Shapes bounded at the front of the line]
+  // A shape's floor (Note [The shape's floor], plan/plan_time.cpp) is below its bound, kind and all, so
+  // the shape is given its bound before anything its bound would follow leaves the line: the search
+  // takes every other entry in the order it takes them with every shape at its bound from the start, and
+  // prints the same plan; the shapes whose floor never reaches the front (most of a large search's) are
+  // never bounded. tests/plan/plan_time_floor_test.cpp holds the floor below the bound on every shape of
+  // whole searches.
+  enum Kind : uint8_t { kFloor, kShape, kBound, kWhole };
   using Entry = std::tuple<double, uint8_t, size_t>;  // seconds, kind, index (ties: kind, then order)
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> line;
-  {
+  if (time_.prices_through_stack()) {  // Note [Stack records made ahead]
     std::vector<Layout> layouts;
     for (const Shape& shape : shapes_) layouts.push_back(layout_of(shape));
-    time_.record_ahead(layouts);  // Note [Stack records made ahead]
+    time_.record_ahead(layouts);
   }
-  for (size_t i = 0; i < shapes_.size(); ++i) line.emplace(time_.shape_bound(layout_of(shapes_[i])), kShape, i);
+  // Every shape at its floor, heaped at once (no two entries tie: each kind's indices are its own).
+  std::vector<Entry> floors;
+  floors.reserve(shapes_.size());
+  for (size_t i = 0; i < shapes_.size(); ++i) floors.emplace_back(time_.shape_floor(layout_of(shapes_[i])), kFloor, i);
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> line(std::greater<>(), std::move(floors));
   auto next_fastest = [&]() -> std::optional<size_t> {
     while (!line.empty()) {
       const auto [seconds, kind, i] = line.top();
       line.pop();
       if (kind == kWhole) return i;
+      if (kind == kFloor) {
+        line.emplace(time_.shape_bound(layout_of(shapes_[i])), kShape, i);
+        continue;
+      }
       if (kind == kShape) {
         const int64_t zeros = static_cast<int64_t>(zeros_of(shapes_[i].dp * shapes_[i].cp).size());
         for (size_t r = 0; r < recomputes_.size(); ++r)
@@ -485,7 +501,7 @@ Result<PlanResult> Planner::run() {
   while (!line.empty()) {
     const auto [seconds, kind, i] = line.top();
     line.pop();
-    counts_.not_evaluated += kind == kShape ? static_cast<int64_t>(recomputes_.size() * zeros_of(shapes_[i].dp * shapes_[i].cp).size()) : 1;
+    counts_.not_evaluated += kind == kShape || kind == kFloor ? static_cast<int64_t>(recomputes_.size() * zeros_of(shapes_[i].dp * shapes_[i].cp).size()) : 1;
   }
   counts_.not_evaluated += static_cast<int64_t>(ahead.size());
   if (result.top.empty()) {

@@ -218,6 +218,7 @@ struct TimeModel::Impl {
   // `least`: as if the backward were long enough to hide all but the last bucket of the reduction.
   StepEnd step_end(const Layout& l, bool least = false) const;
   double shape_bound(Layout l);
+  double shape_floor(const Layout& l);
   void record_ahead(const std::vector<Layout>& layouts);
   TimeEstimate estimate(const Layout& l, bool complete, bool formulas);
 
@@ -256,6 +257,8 @@ struct TimeModel::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<LayerCost>> costs;  // (TP, EP, ETP, CP, b)
   std::map<std::pair<int64_t, int64_t>, std::pair<PassTime, PassTime>> end_costs;
   std::map<std::string, PipelineRun> pipelines;
+  // Every pass's work of one micro-batch, all layers and both ends: by (TP, EP, ETP, CP, b).
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, double> pass_sums;
 };
 
 // Every stage's work for one micro-batch, by term, and each chunk's pass durations.
@@ -459,6 +462,27 @@ double TimeModel::Impl::shape_bound(Layout l) {
   return busy + least;
 }
 
+// Note [The shape's floor]
+// shape_bound runs through every stage's layers; the search has hundreds of thousands of shapes on
+// 16,384 GPUs and refines only those near the front of its line. Their floor: the busiest stage's
+// forward and backward passes are each at least their layers' compute and the ends' (every other term
+// is a time of its own, none below 0), and the busiest stage holds at least a P-th of the whole (the
+// stages share out every layer and both ends), so M x the whole pass work / P, with no step end. The sum
+// is taken in another order than the stages' sums, so it is lowered by a part in 10^9, far more than any
+// rounding of at most a few hundred positive terms. The search ranks a shape by it until it nears the
+// front (Note [Shapes bounded at the front of the line], plan/plan.cpp); tests/plan/
+// plan_time_floor_test.cpp holds it below shape_bound on every shape of whole searches.
+double TimeModel::Impl::shape_floor(const Layout& l) {
+  auto [it, made] = pass_sums.try_emplace({l.tp, l.ep, l.etp, l.cp, l.micro_batch_size});
+  if (made) {
+    const auto [embedding, output] = ends(l.cp, l.micro_batch_size);
+    double sum = embedding.forward + embedding.backward + output.forward + output.backward;
+    for (const LayerCost& lc : layer_costs(l.tp, l.ep, l.etp, l.cp, l.micro_batch_size)) sum += lc.pass.forward + lc.pass.backward;
+    it->second = sum;
+  }
+  return static_cast<double>(l.micro_batches) * it->second / static_cast<double>(l.pp) * (1 - 1e-9);
+}
+
 TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool formulas) {
   work(l);
   const size_t busiest = w.busiest;
@@ -566,7 +590,11 @@ TimeModel::~TimeModel() = default;
 
 double TimeModel::shape_bound(const Layout& layout) { return impl_->shape_bound(layout); }
 
+double TimeModel::shape_floor(const Layout& layout) { return impl_->shape_floor(layout); }
+
 void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record_ahead(layouts); }
+
+bool TimeModel::prices_through_stack() const { return impl_->stacked; }
 
 // Note [Stack records made ahead]
 // The search bounds every shape first, which reads the model's forward at each (TP, EP, ETP, tokens)

@@ -103,9 +103,14 @@ class TimeModel {
   // A lower bound of every incomplete estimate of `layout` under any recompute choice and ZeRO stage
   // (those add work, or move it between terms no faster).
   double shape_bound(const Layout& layout);
+  // A lower bound of shape_bound(layout) read off its layers' costs alone, without a pass through its
+  // stages (Note [The shape's floor]): what the search ranks a shape by until it nears the front.
+  double shape_floor(const Layout& layout);
   // Records ahead, one a core, the model's forwards the estimates of `layouts` will read where a layer
   // cannot run alone (Note [Layers priced through the stack]): the same records, made in parallel.
   void record_ahead(const std::vector<Layout>& layouts);
+  // Whether a layer cannot run alone, so that the estimates read the model's forwards (record_ahead's).
+  bool prices_through_stack() const;
 
  private:
   struct Impl;

@@ -21,7 +21,7 @@
 // (every one live in AdamW's step, at the layout's ZeRO shares) exceed the memory is rejected
 // unsimulated; another is simulated, stage 0 first (rejected there if that stage alone passes the
 // memory), then every stage, each stage's step run once per layout but its ZeRO stage and reweighed for
-// every ZeRO stage (StepOptions::also_composed). Where the search waits on a stage 0, those of the next
+// every ZeRO stage (StepOptions::also_composed), an FSDP2 layout's step its own. Where the search waits on a stage 0, those of the next
 // layouts it would simulate run beside it, one a core. The search stops at the K-th layout that fits.
 // Where none fits, it goes on to the layout with the smallest peak: the smallest memory that would fit.
 #pragma once
@@ -112,6 +112,10 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& options)
 // Why the search keeps EP at 1 for `config` (no experts; eager experts, which census step does not
 // shard; Llama 4's, which expert parallelism does not shard), or nullptr where it searches EP degrees.
 const char* why_expert_parallel_stays_one(const ModelConfig& config);
+
+// The run every layout of a plan is laid out against: options.run with its global batch (one sequence a
+// device where none is given), its dtypes and allocator from the time options and `reserved`.
+RunShape plan_run(const PlanOptions& options);
 
 Result<PlanResult> census_plan(const ModelConfig& config, const PlanOptions& options);
 

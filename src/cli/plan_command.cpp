@@ -61,10 +61,11 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
     if (l.split.embedding_as_layer) a.push_back("--embedding-as-layer");
     if (l.split.loss_as_layer) a.push_back("--loss-as-layer");
   }
-  // FSDP: composed as ZeRO-3 (Note [FSDP until the step simulates it], plan/plan_layout.cpp).
   a.insert(a.end(), {"--recompute", recompute_text(l.recompute), "--tp", std::to_string(l.tp), "--dp", std::to_string(l.dp),
-                     "--zero", std::to_string(l.fsdp ? 3 : l.zero), "--master-weights",
-                     o.time.fp32_master_weights ? "fp32" : "bf16", "--grad-dtype", o.time.fp32_gradients ? "fp32" : "bf16"});
+                     "--zero", std::to_string(l.zero), "--master-weights", o.time.fp32_master_weights ? "fp32" : "bf16",
+                     "--grad-dtype", o.time.fp32_gradients ? "fp32" : "bf16"});
+  if (l.fsdp) a.push_back("--fsdp");  // FSDP2, its dtypes from --master-weights (layout_step_options)
+  if (l.sp) a.insert(a.end(), {"--sequence-parallel", "--loss-parallel"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
   if (l.ep > 1) a.insert(a.end(), {"--ep", std::to_string(l.ep)});
   if (l.etp == 1 && l.tp > 1) a.insert(a.end(), {"--expert-tp", "1"});
@@ -87,12 +88,13 @@ ordered_json layout_json(const LayoutResult& r, const PlanOptions& o) {
   ordered_json overlaps = ordered_json::object();
   for (size_t k = 0; k < kOverlaps; ++k)
     overlaps[overlap_name(static_cast<Overlap>(k))] = {{"on", o.time.overlaps.on[k]}, {"seconds", r.time.overlap_seconds[k]}};
-  return {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"expert_tp", l.etp == 1 ? 1 : l.tp}, {"pp", l.pp}, {"dp", l.dp},
+  return {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"expert_tp", l.etp == 1 || l.sp ? 1 : l.tp}, {"pp", l.pp}, {"dp", l.dp},
           {"schedule", l.pp == 1 ? "none" : schedule_name(l.schedule)}, {"virtual_stages", l.virtual_stages},
           {"first_stage_layers", l.split.first_stage_layers}, {"last_stage_layers", l.split.last_stage_layers},
           {"embedding_as_layer", l.split.embedding_as_layer}, {"loss_as_layer", l.split.loss_as_layer},
           {"micro_batch_size", l.micro_batch_size}, {"micro_batches", l.micro_batches},
           {"recompute", recompute_text(l.recompute)}, {"zero", l.zero}, {"fsdp", l.fsdp},
+          {"sequence_parallel", l.sp}, {"loss_parallel", l.sp},
           {"fits", r.simulated && r.peak_bytes <= o.gpu_memory},
           {"peak_bytes", r.peak_bytes}, {"headroom_bytes", o.gpu_memory - r.peak_bytes}, {"worst_stage", r.worst_stage},
           {"memory_lower_bound_bytes", r.memory_bound_bytes},
@@ -158,20 +160,18 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
     CENSUS_TRY(overlaps);
     o.time.overlaps = *overlaps;
   }
-  if (!a.layout.empty()) {
-    CENSUS_TRY(check_plan_options(model, o));  // the run's shape first: the layout is read against it
-    RunShape run = o.run;
-    if (run.global_batch == 0) run.global_batch = run.gpus;
-    auto layout = parse_layout(model, run, a.layout);
-    CENSUS_TRY(layout);
-    o.layout = *layout;
-  }
   if (!a.reserved && !a.alloc_conf.empty())
     return refuse("--alloc-conf", "configures the caching allocator --reserved simulates; give --reserved too");
   if (a.reserved && o.fragmentation != 0)
     return refuse("--fragmentation", "is what --reserved simulates; give one of them, not both");
   o.reserved = a.reserved;
   CENSUS_ASSIGN(o.alloc_conf, alloc::parse_alloc_conf(a.alloc_conf));
+  if (!a.layout.empty()) {
+    CENSUS_TRY(check_plan_options(model, o));  // the run's shape first: the layout is read against it
+    auto layout = parse_layout(model, plan_run(o), a.layout);
+    CENSUS_TRY(layout);
+    o.layout = *layout;
+  }
   return o;
 }
 
@@ -181,6 +181,7 @@ struct Planned {
   int64_t model_experts = 0;  // the experts EP may shard (0: EP stays 1)
   const char* single_ep = "";  // why EP stays 1, where it does
   int64_t kinds = 1;          // the model's layer kinds
+  const char* no_sp = nullptr;  // why census step runs no DTensor plan on the family (tensor_parallel_refusal)
 };
 
 Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
@@ -199,7 +200,7 @@ Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
   for (const std::string& kind : layer_kinds(model))
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
   return Planned{*options, result.take(), single_ep == nullptr ? model.moe.num_experts : 0, single_ep == nullptr ? "" : single_ep,
-                 static_cast<int64_t>(kinds.size())};
+                 static_cast<int64_t>(kinds.size()), tensor_parallel_refusal(model)};
 }
 
 int64_t batch_of(const PlanOptions& o) { return o.run.global_batch > 0 ? o.run.global_batch : o.run.gpus; }
@@ -276,7 +277,15 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
     else
       out << "EP 1 (" << p.single_ep << "); ";
     out << "1F1B and interleaved, uneven stages where the layers need them; b dividing the per-rank batch, M = "
-        << batch_of(o) << " / (DP x b); recompute per layer " << (p.kinds >= 2 && p.kinds <= 3 ? "kind" : "") << "\n";
+        << batch_of(o) << " / (DP x b); recompute per layer" << (p.kinds >= 2 && p.kinds <= 3 ? " kind" : "") << "; ";
+    // The modes census step runs beside one another (step_census.cpp refuses the rest).
+    if (o.reserved)
+      out << "ZeRO 0-3, TP without SP (census step runs neither FSDP2 nor DTensor's plan under --reserved's allocator)\n";
+    else
+      out << "ZeRO 0-3, or FSDP2 over DP" << (o.time.fp32_gradients ? " (not beside --grad-dtype fp32)" : "")
+          << "; TP " << (p.no_sp != nullptr ? "without SP (DTensor's plan does not name this family's layers)"
+                                             : "with or without SP and loss_parallel")
+          << "; FSDP2 and SP beside neither CP nor EP\n";
   }
   if (o.reserved)
     out << "memory: RESERVED, the most-loaded stage's reserved peak (PyTorch's caching allocator simulated over census step "
@@ -298,9 +307,9 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
         << cal.nic_latency_us << " us across; kernels at least " << cal.kernel_floor_us << " us)\n";
     if (!o.layout)
       out << "  outside the search: GPipe (1F1B runs its passes with its bubble and fewer micro-batches in flight), "
-             "TP across nodes, uneven splits other than the balanced ones, recompute by layer index, FSDP and TP "
-             "sequence parallelism (until census step simulates them; --layout fsdp=1 estimates FSDP), zero-bubble "
-             "and DualPipe schedules, vocabulary-parallel heads, FP8\n";
+             "TP across nodes, uneven splits other than the balanced ones, recompute by layer index, FSDP2 or "
+             "sequence parallelism beside CP or EP (census step does not simulate them together), FSDP2's "
+             "reshard_after_forward other than its default, zero-bubble and DualPipe schedules, FP8\n";
   }
 }
 
@@ -320,7 +329,6 @@ void print_detail(const LayoutResult& l, const PlanArgs& a, const PlanOptions& o
         << ": at most stage " << l.standing[s] << "'s]";
     s = last;
   }
-  if (l.layout.fsdp) out << "\n  FSDP's memory composed as ZeRO-3 (census step does not simulate FSDP2 yet)";
   out << "\n  census step " << a.model;
   for (const std::string& arg : step_args(l, o)) out << ' ' << arg;
   out << '\n';
@@ -347,7 +355,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
   if (r.top.empty() && r.smallest) {  // a plan has a layout (census_plan refuses one with none)
     const LayoutResult& s = *r.smallest;
     out << "nothing fits in " << human_bytes(static_cast<double>(o.gpu_memory)) << "; the smallest memory that would fit is "
-        << grouped(s.peak_bytes) << " B (" << human_bytes(static_cast<double>(s.peak_bytes)) << "): TP " << s.layout.tp
+        << grouped(s.peak_bytes) << " B (" << human_bytes(static_cast<double>(s.peak_bytes)) << "): TP " << tensor_parallel_name(s.layout)
         << ", CP " << s.layout.cp << ", EP " << s.layout.ep << ", PP " << s.layout.pp << " (" << schedule_cell(s.layout)
         << "), DP " << s.layout.dp << " " << sharding_name(s.layout) << ", b " << s.layout.micro_batch_size << ", recompute "
         << recompute_text(s.layout.recompute) << ", M " << s.layout.micro_batches << ", stage " << s.worst_stage << " at "
@@ -370,7 +378,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
       else if (term.name == "pipeline_bubble") bubble += term.seconds;
       else compute += term.seconds;
     }
-    t.add({r.named ? "-" : std::to_string(i + 1), std::to_string(l.layout.tp), std::to_string(l.layout.cp),
+    t.add({r.named ? "-" : std::to_string(i + 1), tensor_parallel_name(l.layout), std::to_string(l.layout.cp),
            std::to_string(l.layout.ep) + (l.layout.etp == 1 && l.layout.tp > 1 ? " (whole)" : ""),
            std::to_string(l.layout.pp), std::to_string(l.layout.dp), schedule_cell(l.layout),
            std::to_string(l.layout.micro_batch_size), std::to_string(l.layout.micro_batches), recompute_text(l.layout.recompute),

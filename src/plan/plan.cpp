@@ -102,26 +102,31 @@ std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c) {
   return out;
 }
 
-// A layout but its recompute and ZeRO stage, as the search enumerates it.
+// A layout but its recompute and data-parallel mode, as the search enumerates it.
 struct Shape {
   int64_t tp, cp, ep, etp, pp, dp, v, mbs, micro_batches;
   PipelineSchedule schedule;
   PipelineSplit split;
+  bool sp;    // DTensor's plan with sequence parallelism and loss_parallel
+  bool fsdp;  // FSDP2 is among its data-parallel modes (census step takes it here)
 };
 
-// A layout of the search: a shape, a recompute choice and a ZeRO stage, with what is known of it.
+// The data-parallel modes of a candidate: ZeRO 0-3, and FSDP2.
+constexpr int kFsdpMode = 4;
+
+// A layout of the search: a shape, a recompute choice and a data-parallel mode, with what is known of it.
 struct Candidate {
   int32_t shape = 0;
   int16_t recompute = 0;
-  int8_t zero = 0;
+  int8_t zero = 0;  // ZeRO 0-3, or kFsdpMode
   bool complete = false;  // `seconds` is the whole estimate (else a lower bound)
   bool activations_bounded = false;  // memory_bound holds the activations' bound too
   double seconds = 0;
   int64_t memory_bound = 0;  // the larger of MemoryBound's two
 };
 
-// One layout but its ZeRO stage, simulated stage by stage as the search needs them: each stage's
-// composed peak by ZeRO stage.
+// One layout but its ZeRO stage (FSDP2's, a simulation of its own), simulated stage by stage as the
+// search needs them: each stage's composed peak by ZeRO stage.
 struct Simulation {
   std::vector<std::optional<std::vector<StepMoment>>> stages;  // [stage][zero index]
 };
@@ -140,14 +145,27 @@ class Planner {
     Layout l;
     l.tp = s.tp, l.cp = s.cp, l.ep = s.ep, l.etp = s.etp, l.pp = s.pp, l.dp = s.dp, l.virtual_stages = s.v;
     l.schedule = s.schedule, l.split = s.split, l.micro_batch_size = s.mbs, l.micro_batches = s.micro_batches;
+    l.sp = s.sp;
     return l;
   }
   Layout layout_of(const Candidate& cand) const {
     Layout l = layout_of(shapes_[static_cast<size_t>(cand.shape)]);
     l.recompute = recomputes_[static_cast<size_t>(cand.recompute)];
-    l.zero = cand.zero;
+    l.fsdp = cand.zero == kFsdpMode;
+    l.zero = l.fsdp ? 0 : cand.zero;
     return l;
   }
+  // The data-parallel modes of a shape: ZeRO 0 (and 1-3 over DP x CP > 1), and FSDP2 where census step
+  // takes it.
+  std::vector<int> modes_of(const Shape& s) const {
+    std::vector<int> modes = zeros_of(s.dp * s.cp);
+    if (s.fsdp) modes.push_back(kFsdpMode);
+    return modes;
+  }
+  int64_t variants_of(const Shape& s) const { return static_cast<int64_t>(recomputes_.size() * modes_of(s).size()); }
+  // Whether census step takes `l` (its degrees, SP and FSDP2, the run's dtypes and allocator), cached by
+  // what its refusals of FSDP2 and DTensor's plan read.
+  bool step_takes(const Layout& l);
   void enumerate(PlanResult& result);
   // Why the pipeline of (PP, V, split) breaks a rule (cached: many shapes share it), or empty.
   const std::string& pipeline_rule(int64_t pp, int64_t v, const PipelineSplit& split);
@@ -170,27 +188,25 @@ class Planner {
   }
   int64_t overheads() const { return o_.cuda_context + o_.nccl_buffers + o_.fragmentation; }
   std::vector<int> zeros_of(int64_t dp_cp) const { return dp_cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}; }
+  // The layout's step's composition (step/step_compose.h) at ZeRO stage `zero`, with the user's overheads.
   StepComposition composition(const Layout& l, int zero) const {
-    StepComposition c;
-    c.data_parallel = l.dp;
-    c.context_parallel = l.cp;
+    StepComposition c = layout_step_options(l, run_, 0).composition;
     c.zero = zero;
-    c.fp32_master_weights = o_.time.fp32_master_weights;
-    c.fp32_gradients = o_.time.fp32_gradients;
     c.cuda_context = o_.cuda_context;
     c.nccl_buffers = o_.nccl_buffers;
     c.fragmentation = o_.fragmentation;
     return c;
   }
+  // The ZeRO stages a simulation of `l` composes (FSDP2's: none but its own).
+  std::vector<int> composed_zeros(const Layout& l) const { return l.fsdp ? std::vector<int>{0} : zeros_of(l.dp * l.cp); }
   // The zero stage's index among those a simulation of `l` composes.
   size_t zero_index(const Layout& l) const {
-    const int zero = l.fsdp ? 3 : l.zero;
-    const std::vector<int> zeros = zeros_of(l.dp * l.cp);
-    return static_cast<size_t>(std::find(zeros.begin(), zeros.end(), zero) - zeros.begin());
+    const std::vector<int> zeros = composed_zeros(l);
+    return static_cast<size_t>(std::find(zeros.begin(), zeros.end(), l.zero) - zeros.begin());
   }
   // The simulation a layout shares with its other ZeRO stages.
   static std::string simulation_key(const Layout& l) {
-    return std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.ep) + "/" + std::to_string(l.etp) +
+    return std::string(l.fsdp ? "fsdp/" : "") + (l.sp ? "sp/" : "") + std::to_string(l.tp) + "/" + std::to_string(l.cp) + "/" + std::to_string(l.ep) + "/" + std::to_string(l.etp) +
            "/" + std::to_string(l.pp) + "/" +
            std::to_string(static_cast<int>(l.schedule)) + "/" + std::to_string(l.virtual_stages) + "/" +
            split_name(l.split) + "/" + std::to_string(l.micro_batch_size) + "/" + std::to_string(l.micro_batches) + "/" +
@@ -207,6 +223,7 @@ class Planner {
   std::vector<Candidate> candidates_;
   std::map<std::string, Simulation> simulations_;
   std::map<std::tuple<int64_t, int64_t, std::string>, std::string> pipeline_rules_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, bool> step_takes_;  // (TP, CP, EP, ETP, SP, FSDP)
   PlanCounts counts_;
 };
 
@@ -222,7 +239,20 @@ const std::string& Planner::pipeline_rule(int64_t pp, int64_t v, const PipelineS
   l.pp = pp, l.virtual_stages = v, l.split = split;
   l.schedule = v > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
   l.micro_batches = pp;
-  if (!check_step_options(c_, layout_step_options(l, run_.seq_length, 0))) it->second = "census step refuses it";
+  if (!check_step_options(c_, layout_step_options(l, run_, 0))) it->second = "census step refuses it";
+  return it->second;
+}
+
+bool Planner::step_takes(const Layout& l) {
+  auto [it, made] = step_takes_.try_emplace({l.tp, l.cp, l.ep, l.etp, l.sp, l.fsdp}, false);
+  if (made) {
+    // The refusals of FSDP2 and DTensor's plan read these (step_census.cpp's check_rank_model_combinations,
+    // the family's names, the vocabulary and tokens TP divides): a probe with them, unpipelined.
+    Layout probe;
+    probe.tp = l.tp, probe.cp = l.cp, probe.ep = l.ep, probe.etp = l.etp, probe.sp = l.sp, probe.fsdp = l.fsdp;
+    probe.dp = std::max<int64_t>(2, l.dp);
+    it->second = check_step_options(c_, layout_step_options(probe, run_, 0)).ok();
+  }
   return it->second;
 }
 
@@ -250,10 +280,21 @@ void Planner::enumerate(PlanResult& result) {
         // Past 64k tokens a micro-batch (b S) every GEMM is saturated and the activations are the largest
         // any run holds: larger micro-batches are outside the search.
         while (sizes.size() > 1 && sizes.back() * run_.seq_length > kMostMicroBatchTokens) sizes.pop_back();
-        const int64_t variants = static_cast<int64_t>(recomputes_.size() * zeros_of(dp * cp).size());
         // The experts' TP: TP's, and where TP splits them and EP shards them, whole (ETP 1).
         for (int64_t ep : eps)
           for (int64_t etp : whole_experts && tp > 1 && ep > 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0})
+          for (bool sp : {false, true}) {
+          // TP's modes: tp_config's split, and DTensor's plan with sequence parallelism where census step
+          // runs it (a family whose names the plan knows; no CP or EP beside it); the data-parallel ones:
+          // ZeRO, and FSDP2 over DP where census step runs it (no CP or EP beside it).
+          // Beside CP or EP census step refuses both (check_rank_model_combinations): it is asked the rest.
+          const bool alone = cp == 1 && ep == 1 && tp_rule.empty();
+          Layout modes;
+          modes.tp = tp, modes.cp = cp, modes.ep = ep, modes.etp = etp, modes.dp = dp, modes.sp = sp;
+          if (sp && (tp == 1 || !alone || !step_takes(modes))) continue;
+          modes.fsdp = true;
+          const bool fsdp = dp > 1 && alone && step_takes(modes);
+          const int64_t variants = static_cast<int64_t>(recomputes_.size() * (zeros_of(dp * cp).size() + (fsdp ? 1 : 0)));
           for (const auto& [schedule, v, split] : found->second)
             for (int64_t mbs : sizes) {
               counts_.tried += variants;
@@ -283,8 +324,9 @@ void Planner::enumerate(PlanResult& result) {
                 counts_.pruned_divisibility += variants;
                 continue;
               }
-              shapes_.push_back({tp, cp, ep, etp, pp, dp, v, mbs, m, schedule, split});
+              shapes_.push_back({tp, cp, ep, etp, pp, dp, v, mbs, m, schedule, split, sp, fsdp});
             }
+          }
       }
   }
   for (const auto& [rule, count] : pruned) result.pruned_by_rule.emplace_back(rule, count);
@@ -326,9 +368,10 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
   std::vector<std::optional<Result<StepCensus>>> steps(missing.size());
   run_in_parallel(missing.size(), [&](size_t i) {
     const auto& [l, stage] = missing[i];
-    StepOptions o = layout_step_options(l, run_.seq_length, stage);
+    StepOptions o = layout_step_options(l, run_, stage);
     o.composition = composition(l, 0);
-    for (int z : zeros_of(l.dp * l.cp)) o.also_composed.push_back(composition(l, z));
+    for (int z : composed_zeros(l)) o.also_composed.push_back(composition(l, z));
+    o.allocator.reset();
     if (o_.reserved) {
       StepAllocatorOptions allocator;
       allocator.conf = o_.alloc_conf;
@@ -432,9 +475,8 @@ Result<PlanResult> Planner::run() {
         continue;
       }
       if (kind == kShape) {
-        const int64_t zeros = static_cast<int64_t>(zeros_of(shapes_[i].dp * shapes_[i].cp).size());
         for (size_t r = 0; r < recomputes_.size(); ++r)
-          for (int z = 0; z < zeros; ++z) {
+          for (int z : modes_of(shapes_[i])) {
             Candidate cand;
             cand.shape = static_cast<int32_t>(i);
             cand.recompute = static_cast<int16_t>(r);
@@ -501,7 +543,7 @@ Result<PlanResult> Planner::run() {
   while (!line.empty()) {
     const auto [seconds, kind, i] = line.top();
     line.pop();
-    counts_.not_evaluated += kind == kShape || kind == kFloor ? static_cast<int64_t>(recomputes_.size() * zeros_of(shapes_[i].dp * shapes_[i].cp).size()) : 1;
+    counts_.not_evaluated += kind == kShape || kind == kFloor ? variants_of(shapes_[i]) : 1;
   }
   counts_.not_evaluated += static_cast<int64_t>(ahead.size());
   if (result.top.empty()) {
@@ -515,9 +557,8 @@ Result<PlanResult> Planner::run() {
     for (const Candidate& cand : candidates_) expanded[static_cast<size_t>(cand.shape)] = true;
     for (size_t i = 0; i < shapes_.size(); ++i) {
       if (expanded[i]) continue;
-      const int64_t zeros = static_cast<int64_t>(zeros_of(shapes_[i].dp * shapes_[i].cp).size());
       for (size_t r = 0; r < recomputes_.size(); ++r)
-        for (int z = 0; z < zeros; ++z) {
+        for (int z : modes_of(shapes_[i])) {
           Candidate cand;
           cand.shape = static_cast<int32_t>(i), cand.recompute = static_cast<int16_t>(r), cand.zero = static_cast<int8_t>(z);
           bound(cand);
@@ -544,10 +585,19 @@ Result<PlanResult> Planner::run() {
 
 }  // namespace
 
+RunShape plan_run(const PlanOptions& o) {
+  RunShape run = o.run;
+  if (run.global_batch == 0) run.global_batch = run.gpus;
+  run.fp32_master_weights = o.time.fp32_master_weights;
+  run.fp32_gradients = o.time.fp32_gradients;
+  run.allocator = o.reserved;
+  return run;
+}
+
 Result<PlanResult> census_plan(const ModelConfig& config, const PlanOptions& options) {
   CENSUS_TRY(check_plan_options(config, options));
   PlanOptions o = options;
-  if (o.run.global_batch == 0) o.run.global_batch = o.run.gpus;
+  o.run = plan_run(options);
   Planner planner(config, o);
   return planner.run();
 }

@@ -7,12 +7,15 @@
 // (expert TP 1) from TP x DP x CP, inside a node or across nodes; 1F1B and interleaved schedules over every V the layers allow, each with the splits of
 // balanced_splits (even; embedding and loss as layers; or Megatron's first and last stages' layers); the
 // micro-batch size b, every divisor of the per-rank batch; recompute none, selective, full for every
-// layer, and per layer kind where a model has two or three kinds; ZeRO 0-3 over DP x CP.
+// layer, and per layer kind where a model has two or three kinds; ZeRO 0-3 over DP x CP, and FSDP2 over
+// DP as census step simulates it (--fsdp); TP as tp_config splits the layers, and DTensor's plan with
+// sequence parallelism and loss_parallel (--sequence-parallel --loss-parallel) on a family it names.
+// FSDP2 and SP are laid out only where census step takes them (neither beside CP or EP, nor under
+// --reserved's allocator; FSDP2 not beside fp32 gradients composed): the search asks the step.
 // Outside it: GPipe (1F1B runs the same passes with the same bubble and fewer micro-batches in flight),
-// TP across nodes, uneven splits other than those, recompute by layer index, FSDP2 and TP with sequence
-// parallelism (census step simulates both; --layout fsdp=1 still estimates FSDP as ZeRO-3 composed),
-// zero-bubble and DualPipe schedules, vocabulary-parallel heads, FP8. --layout prices any layout,
-// GPipe included.
+// TP across nodes, uneven splits other than those, recompute by layer index, FSDP2 or SP beside CP or EP,
+// FSDP2's reshard_after_forward other than its default, zero-bubble and DualPipe schedules, FP8.
+// --layout prices any layout, GPipe included.
 //
 // The search, best first: every layout gets a lower bound of its estimate (its busiest stage's work,
 // the gradients' reduction and the optimizer step, without the bubble), cheap; the layout whose bound is
@@ -21,7 +24,7 @@
 // (every one live in AdamW's step, at the layout's ZeRO shares) exceed the memory is rejected
 // unsimulated; another is simulated, stage 0 first (rejected there if that stage alone passes the
 // memory), then every stage, each stage's step run once per layout but its ZeRO stage and reweighed for
-// every ZeRO stage (StepOptions::also_composed). Where the search waits on a stage 0, those of the next
+// every ZeRO stage (StepOptions::also_composed), an FSDP2 layout's step its own. Where the search waits on a stage 0, those of the next
 // layouts it would simulate run beside it, one a core. The search stops at the K-th layout that fits.
 // Where none fits, it goes on to the layout with the smallest peak: the smallest memory that would fit.
 #pragma once
@@ -112,6 +115,10 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& options)
 // Why the search keeps EP at 1 for `config` (no experts; eager experts, which census step does not
 // shard; Llama 4's, which expert parallelism does not shard), or nullptr where it searches EP degrees.
 const char* why_expert_parallel_stays_one(const ModelConfig& config);
+
+// The run every layout of a plan is laid out against: options.run with its global batch (one sequence a
+// device where none is given), its dtypes and allocator from the time options and `reserved`.
+RunShape plan_run(const PlanOptions& options);
 
 Result<PlanResult> census_plan(const ModelConfig& config, const PlanOptions& options);
 

@@ -25,6 +25,8 @@ std::string schedule_label(const Layout& l) {
 
 std::string sharding_name(const Layout& l) { return l.fsdp ? "FSDP" : "ZeRO-" + std::to_string(l.zero); }
 
+std::string tensor_parallel_name(const Layout& l) { return std::to_string(l.tp) + (l.sp ? " SP" : ""); }
+
 namespace {
 
 // Why a TP degree cannot split the layers (empty: it can), as tp_config splits them.
@@ -40,9 +42,9 @@ std::string tp_refusal(const ModelConfig& c, int64_t tp) {
 
 }  // namespace
 
-StepOptions layout_step_options(const Layout& l, int64_t seq_length, int64_t stage) {
+StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t stage) {
   StepOptions o;
-  o.seq_length = seq_length;
+  o.seq_length = run.seq_length;
   o.micro_batch_size = l.micro_batch_size;
   o.micro_batches = l.micro_batches;
   o.pipeline_stages = l.pp;
@@ -54,15 +56,22 @@ StepOptions layout_step_options(const Layout& l, int64_t seq_length, int64_t sta
   o.recompute_by_kind = l.recompute.by_kind;
   o.optimizer = StepOptimizer::kAdamW;
   o.tensor_parallel = l.tp;
+  o.sequence_parallel = o.loss_parallel = l.sp;
   o.context_parallel = l.cp;
   o.expert_parallel = l.ep;
   o.expert_tensor_parallel = l.etp;
   o.composition.data_parallel = l.dp;
   o.composition.context_parallel = l.cp;
-  // Note [FSDP until the step simulates it]: FSDP2 shards parameters, gradients and optimizer states
-  // over DP x CP and gathers a layer (and prefetches the next) for each pass, which census step composes
-  // as ZeRO-3; FSDP2's own collectives (fp32 reduce-scatter per layer) are the time model's.
-  o.composition.zero = l.fsdp ? 3 : l.zero;
+  o.composition.zero = l.zero;
+  o.composition.fp32_gradients = run.fp32_gradients;
+  // As census step --fsdp takes --master-weights: FSDP2's mixed-precision policy in place of composed
+  // master weights (step/fsdp.h).
+  o.composition.fp32_master_weights = run.fp32_master_weights && !l.fsdp;
+  if (l.fsdp) {
+    o.fsdp.shards = l.dp;
+    o.fsdp.mixed_precision = run.fp32_master_weights;
+  }
+  if (run.allocator) o.allocator = StepAllocatorOptions{};
   return o;
 }
 
@@ -86,8 +95,10 @@ std::string layout_rule_broken(const ModelConfig& c, const RunShape& run, const 
   if (l.schedule == PipelineSchedule::kInterleaved && l.micro_batches % l.pp != 0)
     return "interleaved: micro-batches not a multiple of PP";
   if (l.fsdp && l.zero != 0) return "FSDP shards by itself (zero stays 0)";
-  if ((l.fsdp || l.zero > 0) && l.dp * l.cp == 1) return "ZeRO and FSDP shard over DP x CP > 1";
-  if (Status step = check_step_options(c, layout_step_options(l, run.seq_length, 0)); !step) {
+  if (l.zero > 0 && l.dp * l.cp == 1) return "ZeRO shards over DP x CP > 1";
+  if (l.fsdp && l.dp == 1) return "FSDP shards over DP > 1";
+  if (l.sp && l.tp == 1) return "SP shards over TP > 1";
+  if (Status step = check_step_options(c, layout_step_options(l, run, 0)); !step) {
     if (detail != nullptr) *detail = step.refusal().message();
     return "census step refuses it";
   }
@@ -136,7 +147,8 @@ Result<int64_t> positive(const std::string& key, const std::string& value) {
 }  // namespace
 
 Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std::string& text) {
-  static const char* const kKeys = "tp, cp, ep, pp, vpp, dp, mbs, recompute, recompute.KIND, zero, fsdp, schedule, first, last, etp";
+  static const char* const kKeys =
+      "tp, cp, ep, pp, vpp, dp, mbs, recompute, recompute.KIND, zero, fsdp, sp, schedule, first, last, etp";
   std::map<std::string, std::string> given;
   size_t at = 0;
   while (at <= text.size()) {
@@ -147,7 +159,7 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     if (equals == std::string::npos) return refuse("--layout", echoed(item) + " is not KEY=VALUE; keys: " + kKeys);
     const std::string key = item.substr(0, equals), value = item.substr(equals + 1);
     static const std::vector<std::string> kKnown = {"tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute",
-                                                    "zero", "fsdp", "schedule", "first", "last", "etp"};
+                                                    "zero", "fsdp", "sp", "schedule", "first", "last", "etp"};
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end() && key.rfind("recompute.", 0) != 0)
       return refuse("--layout", echoed(key) + " is not a key; use " + kKeys);
     if (!given.emplace(key, value).second) return refuse("--layout", "gives " + key + " twice; give each key once");
@@ -183,15 +195,16 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
   } else if (l.virtual_stages > 1) {
     l.schedule = PipelineSchedule::kInterleaved;
   }
-  for (auto [key, into] : {std::pair{"zero", &l.zero}, std::pair{"fsdp", static_cast<int*>(nullptr)}}) {
+  int fsdp = 0, sp = 0;
+  for (auto [key, into] : {std::pair{"zero", &l.zero}, std::pair{"fsdp", &fsdp}, std::pair{"sp", &sp}}) {
     if (!given.count(key)) continue;
     const std::string& value = given[key];
-    const int most = into != nullptr ? 3 : 1;
+    const int most = into == &l.zero ? 3 : 1;
     if (value.size() != 1 || value[0] < '0' || value[0] > '0' + most)
       return refuse(std::string("--layout ") + key, echoed(value) + " is not known; use 0 to " + std::to_string(most));
-    if (into != nullptr) *into = value[0] - '0';
-    else l.fsdp = value == "1";
+    *into = value[0] - '0';
   }
+  l.fsdp = fsdp == 1, l.sp = sp == 1;
   std::string recompute = given.count("recompute") ? given["recompute"] : "none";
   for (const auto& [key, value] : given)
     if (key.rfind("recompute.", 0) == 0) recompute += "," + key.substr(10) + "=" + value;
@@ -215,7 +228,8 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     CENSUS_TRY(n);
     if (*n != 1 && *n != l.tp) return refuse("--layout etp", "must be 1 (whole experts) or tp (" + std::to_string(l.tp) + ")");
     l.etp = *n == 1 && l.tp > 1 ? 1 : 0;
-  } else if (l.tp > 1 && (l.dp * l.cp) % l.ep != 0 && (l.tp * l.dp * l.cp) % l.ep == 0 && c.moe.moe_intermediate_size > 0) {
+  } else if (l.tp > 1 && !l.sp && (l.dp * l.cp) % l.ep != 0 && (l.tp * l.dp * l.cp) % l.ep == 0 &&
+             c.moe.moe_intermediate_size > 0) {
     l.etp = 1;  // EP from the TP ranks too: Megatron keeps the experts whole then
   }
   if (run.global_batch % l.dp == 0) l.micro_batches = run.global_batch / l.dp / l.micro_batch_size;

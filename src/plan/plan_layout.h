@@ -9,8 +9,12 @@
 //   layers (step/pipeline_split.h)
 //   a micro-batch of b sequences: M = B / (DP x b) micro-batches a step
 //   a recompute mode, or one per layer kind (step/recompute_choice.h)
-//   the data-parallel mode: ZeRO 0-3 over DP x CP, or FSDP2 (composed as ZeRO-3 until census step
-//   simulates FSDP2's own gathers: Note [FSDP until the step simulates it])
+//   the data-parallel mode: ZeRO 0-3 over DP x CP (composed onto the step), or FSDP2 over DP, simulated
+//   by census step (--fsdp, step/fsdp.h: fp32 shards under MixedPrecisionPolicy(bf16, fp32) with fp32
+//   master weights, bf16 shards without)
+//   the tensor-parallel mode: TP as tp_config splits the layers (the embedding, head and loss whole), or
+//   DTensor's plan with sequence parallelism and the vocabulary-parallel loss, as torchtitan runs it
+//   (--sequence-parallel --loss-parallel, step/tensor_parallel.h), on a family whose names it knows
 //
 // The rules (a layout that breaks one is never simulated): TP inside a node and dividing the heads and
 // widths as tp_config splits them; CP dividing the sequence; EP dividing the experts and DP x CP (TP x DP
@@ -20,7 +24,7 @@
 // census step refuses.
 //
 // `census plan --layout "tp=2,ep=32,pp=8,vpp=4,mbs=1,recompute=selective"` names one layout: keys tp cp
-// ep pp vpp dp mbs recompute (and recompute.KIND for one kind) zero fsdp schedule, first / last for
+// ep pp vpp dp mbs recompute (and recompute.KIND for one kind) zero fsdp sp schedule, first / last for
 // Megatron's first and last stages' layers, and etp (1 or TP). An omitted degree is 1, dp what remains of
 // --gpus; where PP x V does not divide the layers, the split the search would choose (balanced_splits);
 // where EP does not divide DP x CP but TP x DP x CP, whole experts (etp 1), as Megatron then runs them.
@@ -48,7 +52,8 @@ struct Layout {
   int64_t micro_batches = 1;     // M = B / (DP x b)
   RecomputeChoice recompute;
   int zero = 0;
-  bool fsdp = false;  // FSDP2 (its parameters, gradients and states sharded as ZeRO-3's)
+  bool fsdp = false;  // FSDP2 over DP, as census step --fsdp simulates it
+  bool sp = false;    // DTensor's TP plan with sequence parallelism and loss_parallel (TP > 1)
 };
 
 // What a layout is planned against: the run's size and shape.
@@ -57,6 +62,12 @@ struct RunShape {
   int64_t gpus_per_node = 8;
   int64_t seq_length = 4096;
   int64_t global_batch = 0;  // sequences a step (B)
+  // How every layout's step runs beside its degrees (census plan's --master-weights, --grad-dtype and
+  // --reserved): census step takes FSDP2's dtypes from the first, and refuses FSDP2 beside fp32
+  // gradients composed and FSDP2 and DTensor's plan beside the allocator.
+  bool fp32_master_weights = false;
+  bool fp32_gradients = false;
+  bool allocator = false;
 };
 
 // The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole
@@ -68,6 +79,8 @@ std::string schedule_name(PipelineSchedule schedule);
 std::string schedule_label(const Layout& layout);
 // The data-parallel mode as printed: "ZeRO-1", "FSDP".
 std::string sharding_name(const Layout& layout);
+// The tensor-parallel degree as printed: "4", or "4 SP" under sequence parallelism.
+std::string tensor_parallel_name(const Layout& layout);
 
 // Why TP `tp` breaks a rule (inside a node, dividing the heads and widths), or empty.
 std::string tensor_parallel_rule(const ModelConfig& config, const RunShape& run, int64_t tp);
@@ -83,8 +96,9 @@ std::string layout_rule_broken(const ModelConfig& config, const RunShape& run, c
 // the stages best with the embedding and the loss each counted as a layer. Empty where none does.
 std::vector<PipelineSplit> balanced_splits(int64_t layers, int64_t stages, int64_t virtual_stages);
 
-// The census step of stage `stage` of `layout` (its composition without the user's overheads).
-StepOptions layout_step_options(const Layout& layout, int64_t seq_length, int64_t stage);
+// The census step of stage `stage` of `layout` (its composition without the user's overheads; under
+// run.allocator, the allocator's default options).
+StepOptions layout_step_options(const Layout& layout, const RunShape& run, int64_t stage);
 
 // `census plan --layout TEXT`: one layout, refused (one line naming the key) for an unknown key, a value
 // that is not one, a degree that does not divide, or degrees whose product is not --gpus.

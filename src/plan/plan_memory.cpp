@@ -9,7 +9,10 @@ namespace census {
 std::vector<int64_t> standing_stages(const ModelConfig& config, const Layout& l) {
   std::vector<int64_t> out;
   for (int64_t r = 0; r < l.pp; ++r) out.push_back(r);
-  if (l.pp < 4 || l.schedule != PipelineSchedule::k1F1B || l.virtual_stages != 1 || l.micro_batches < l.pp + 1) return out;
+  // FSDP2's units (step/fsdp.h) are the stage's own, unsharded and resharded by its passes in the
+  // schedule's order: the Note's argument is made for composed shares, so every FSDP2 stage is simulated.
+  if (l.fsdp || l.pp < 4 || l.schedule != PipelineSchedule::k1F1B || l.virtual_stages != 1 || l.micro_batches < l.pp + 1)
+    return out;
   auto chunks = pipeline_chunks(config.num_hidden_layers, l.pp, 1, l.split);
   if (!chunks) return out;
   const std::vector<std::string> kinds = layer_kinds(config);
@@ -67,36 +70,51 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
   return std::max<int64_t>(0, most - kMargin) + overheads_;
 }
 
+// Note [Sequence parallelism in the activations' bound]
+// Under DTensor's plan with sequence parallelism a layer runs on the layer config census step builds
+// (rank_config of the layout's step), its norms and residual stream on the rank's S / T tokens, the
+// normed stream all-gathered to S tokens before the attention and the MLP; a lone layer is measured
+// without the plan's styles, on all S tokens. Every storage the lone layer keeps has one the sharded
+// layer keeps of at least 1 / T its bytes (the same op on S or S / T of its tokens), so 1 / T of the lone
+// layer's kept bytes bounds the sharded layer's; likewise the vocabulary-parallel head's 1 / T of the
+// whole head's. tests/cli/plan_search_cli_test.cpp holds the bound to the simulated peak on whole
+// searches with SP layouts.
 int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   const int64_t rep = representative_[static_cast<size_t>(layer)];
   const int64_t tokens = run_.seq_length / l.cp;
-  auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep, l.etp});
-  if (new_rank) rank->second = rank_config(c_, l.tp, l.ep, l.etp);
+  const int64_t etp = l.sp ? -1 : l.etp;  // -1: DTensor's plan's layers
+  const int64_t shards = l.sp ? l.tp : 1;
+  auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep, etp});
+  if (new_rank) {
+    Layout alone;
+    alone.tp = l.tp, alone.ep = l.ep, alone.etp = l.etp, alone.sp = l.sp;
+    rank->second = rank_config(c_, layout_step_options(alone, run_, 0));
+  }
   // Every storage a layer keeps is a micro-batch's (its sequences' tokens, b times one's) or not the
   // micro-batch's at all: measured at one sequence and at two, b sequences keep one's and b - 1 times
   // the difference.
   if (stacked_ && l.pp == 1) {
     // A model with a layer that cannot run alone (Family::stack_only), unpipelined: every layer's from
     // the model's forward, the step's own (one measure for all its layers: no storage counted twice).
-    auto [it, made] = stack_kept_.try_emplace({l.tp, l.ep, l.etp, tokens, static_cast<int>(mode)});
+    auto [it, made] = stack_kept_.try_emplace({l.tp, l.ep, etp, tokens, static_cast<int>(mode)});
     if (made) {
       const std::vector<int64_t> one = stack_kept_bytes(c_, rank->second, tokens, 1, mode);
       const std::vector<int64_t> two = stack_kept_bytes(c_, rank->second, tokens, 2, mode);
       for (size_t i = 0; i < one.size(); ++i) it->second.emplace_back(one[i], two[i] - one[i]);
     }
     const auto [one, more] = it->second[static_cast<size_t>(layer)];
-    return one + (l.micro_batch_size - 1) * more;
+    return (one + (l.micro_batch_size - 1) * more) / shards;
   }
   // Pipelined, a stage runs a chunk of the model, whose forward is not the whole model's: a layer that
   // cannot run alone is bounded by nothing kept (a looser bound; the simulated step prices it exactly).
   if (c_.family->stack_only != nullptr && c_.family->stack_only(c_, rep) != nullptr) return 0;
-  auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, l.etp, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
+  auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, etp, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
   if (made) {
     const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode);
     const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode);
     it->second = {one, two - one};
   }
-  return it->second.first + (l.micro_batch_size - 1) * it->second.second;
+  return (it->second.first + (l.micro_batch_size - 1) * it->second.second) / shards;  // Note [Sequence parallelism ...]
 }
 
 int64_t MemoryBound::head_backward(const Layout& l) {
@@ -108,7 +126,7 @@ int64_t MemoryBound::head_backward(const Layout& l) {
   const int64_t tokens = run_.seq_length / l.cp;
   auto [it, made] = head_backward_.try_emplace({tokens, l.micro_batch_size}, 0);
   if (made) it->second = head_backward_bytes(c_, tokens, l.micro_batch_size);
-  return it->second;
+  return l.sp ? it->second / l.tp : it->second;  // Note [Sequence parallelism in the activations' bound]
 }
 
 const std::vector<std::vector<int64_t>>& MemoryBound::in_flight(const Layout& l) {

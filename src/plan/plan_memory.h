@@ -3,7 +3,8 @@
 // the step reaches, so a layout whose bound passes the memory cannot fit and is rejected unsimulated.
 //
 //   states        the end of AdamW's step: parameters, gradients and optimizer states all live, at the
-//                 layout's ZeRO shares over DP x CP (eager experts counted as parameters alone: an expert
+//                 layout's ZeRO shares over DP x CP (FSDP2's at ZeRO-3's: its fp32 shards and gradients
+//                 under mixed precision hold 4 + 4 + 8 B a parameter, the 2 + 2 + 12 B counted) (eager experts counted as parameters alone: an expert
 //                 no token reached has neither gradient nor state; grouped_mm's have both whatever the
 //                 routing), on the stage holding the most
 //   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
@@ -16,7 +17,9 @@
 //                 runs before any layer's (head_backward_bytes), where the family can cut the model
 //                 there; under ZeRO-3
 //                 (and FSDP), the gathered layer and the prefetched one the step composes during
-//                 every pass (2 x the stage's largest layer's parameters, at 2 B each)
+//                 every pass (2 x the stage's largest layer's parameters, at 2 B each); under sequence
+//                 parallelism 1 / T of each layer's and the head's (Note [Sequence parallelism in the
+//                 activations' bound])
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'
 // activations, composed terms), so each is at most the simulated peak: tests/cli/plan_search_cli_test.cpp
 // holds every bound of a whole search to its simulated peak.

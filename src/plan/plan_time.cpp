@@ -140,9 +140,17 @@ struct TimeModel::Impl {
       for (size_t i = 0; i < representative.size(); ++i) representative[i] = static_cast<int64_t>(i);
   }
 
+  // The rank's layers as census step builds them (rank_config of the layout's step): at (TP, EP, ETP), or
+  // under sequence parallelism DTensor's plan's, keyed by ETP kDTensorPlan (rank_key).
+  static constexpr int64_t kDTensorPlan = -1;
+  static int64_t rank_key(const Layout& l) { return l.sp ? kDTensorPlan : l.etp; }
   const ModelConfig& rank_config(int64_t tp, int64_t ep, int64_t etp) {
     auto [it, made] = ranks.try_emplace({tp, ep, etp});
-    if (made) it->second = census::rank_config(c, tp, ep, etp);
+    if (made) {
+      Layout l;
+      l.tp = tp, l.ep = ep, l.etp = etp == kDTensorPlan ? 0 : etp, l.sp = etp == kDTensorPlan;
+      it->second = census::rank_config(c, layout_step_options(l, run, 0));
+    }
     return it->second;
   }
 
@@ -191,11 +199,15 @@ struct TimeModel::Impl {
     return it->second;
   }
 
-  std::pair<PassTime, PassTime> ends(int64_t cp, int64_t b) {  // the embedding's and the output layer's
-    auto [it, made] = end_costs.try_emplace({cp, b});
+  // The embedding's and the output layer's; under DTensor's plan (`vocab_shards` T) each of them the
+  // rank's V / T rows, as census step builds its vocabulary-parallel embedding and head.
+  std::pair<PassTime, PassTime> ends(int64_t cp, int64_t b, int64_t vocab_shards) {
+    auto [it, made] = end_costs.try_emplace({cp, b, vocab_shards});
     if (made) {
       const int64_t tokens = run.seq_length / cp;
-      it->second = {pass_time(record_embedding(c, tokens), b, rates), pass_time(record_output(c, tokens), b, rates)};
+      ModelConfig shard = c;
+      shard.vocab_size = c.vocab_size / vocab_shards;
+      it->second = {pass_time(record_embedding(shard, tokens), b, rates), pass_time(record_output(shard, tokens), b, rates)};
     }
     return it->second;
   }
@@ -230,11 +242,12 @@ struct TimeModel::Impl {
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
-    bool valid = false, sharded = false;
+    bool valid = false;
+    int sharded = 0;  // parameters gathered every pass: 1 ZeRO-3, 2 FSDP2 (its fp32 reduce-scatters)
     Layout layout;  // whose work it is
   } w;
   static bool same_work(const Layout& a, const Layout& b) {
-    return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.pp == b.pp && a.dp == b.dp &&
+    return a.tp == b.tp && a.sp == b.sp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.pp == b.pp && a.dp == b.dp &&
            a.schedule == b.schedule &&
            a.virtual_stages == b.virtual_stages && a.split == b.split && a.micro_batch_size == b.micro_batch_size &&
            a.micro_batches == b.micro_batches && a.recompute == b.recompute;
@@ -255,7 +268,7 @@ struct TimeModel::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, RecomputeShares> shares;  // by (layer, TP, EP, ETP)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, LayerOps> ops;    // and tokens
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<LayerCost>> costs;  // (TP, EP, ETP, CP, b)
-  std::map<std::pair<int64_t, int64_t>, std::pair<PassTime, PassTime>> end_costs;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<PassTime, PassTime>> end_costs;  // (CP, b, vocab shards)
   std::map<std::string, PipelineRun> pipelines;
   // Every pass's work of one micro-batch, all layers and both ends: by (TP, EP, ETP, CP, b).
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, double> pass_sums;
@@ -264,14 +277,15 @@ struct TimeModel::Impl {
 // Every stage's work for one micro-batch, by term, and each chunk's pass durations.
 void TimeModel::Impl::work(const Layout& l) {
   // The ZeRO stages of a layout share their work, but ZeRO-3's (and FSDP's) gathers.
-  const bool sharded = l.zero == 3 || l.fsdp;
+  const int sharded = l.fsdp ? 2 : l.zero == 3 ? 1 : 0;
   if (w.valid && w.sharded == sharded && same_work(w.layout, l)) return;
   w.valid = true;
   w.sharded = sharded;
   w.layout = l;
-  const std::vector<LayerCost>& layers = layer_costs(l.tp, l.ep, l.etp, l.cp, l.micro_batch_size);
-  const auto [embedding, output] = ends(l.cp, l.micro_batch_size);
-  const ModelConfig& rank = rank_config(l.tp, l.ep, l.etp);
+  const std::vector<LayerCost>& layers = layer_costs(l.tp, l.ep, rank_key(l), l.cp, l.micro_batch_size);
+  const int64_t vocab_shards = l.sp ? l.tp : 1;  // DTensor's plan: the vocabulary-parallel embedding and head
+  const auto [embedding, output] = ends(l.cp, l.micro_batch_size, vocab_shards);
+  const ModelConfig& rank = rank_config(l.tp, l.ep, rank_key(l));
   const int64_t gpn = run.gpus_per_node;
   const int64_t tokens = run.seq_length / l.cp, b = l.micro_batch_size;
   const int64_t hidden_bytes = b * tokens * c.hidden_size * kBf16;
@@ -284,7 +298,11 @@ void TimeModel::Impl::work(const Layout& l) {
   const Group tp_group = group(l.tp, 1), cp_group = group(l.cp, l.tp), dp_group = group(dp_cp, l.tp);
   const Group ep_group = expert_group(l, gpn), edp_group = expert_data_group(l, gpn);
   const bool pp_inside = l.tp * l.cp * l.dp * l.pp <= gpn;
-  const double tp_collective = l.tp > 1 ? all_reduce_seconds(hidden_bytes, tp_group, net) : 0;
+  // Each of TP's collectives: an all-reduce of the hidden states, or under sequence parallelism the
+  // all-gather or reduce-scatter pair that stands for one (its two halves, the same bytes on the ring).
+  const double tp_collective = l.tp == 1 ? 0
+                               : l.sp    ? 2 * all_gather_seconds(hidden_bytes, tp_group, net)
+                                         : all_reduce_seconds(hidden_bytes, tp_group, net);
   const int64_t ring_kv = b * tokens * 2 * rank.num_key_value_heads * rank.head_dim * kBf16;
   const double ring_send = send_seconds(ring_kv, cp_group.inside_node(), net);
   const double ring_send_back = send_seconds(2 * ring_kv, cp_group.inside_node(), net);
@@ -381,13 +399,13 @@ void TimeModel::Impl::work(const Layout& l) {
     if (first) {
       t.forward += embedding.forward;
       t.backward += embedding.backward;
-      stage_params[static_cast<size_t>(r)] += c.vocab_size * c.hidden_size;
+      stage_params[static_cast<size_t>(r)] += c.vocab_size / vocab_shards * c.hidden_size;
     }
     if (last) {
       t.output = output.forward + output.backward;
       forward_extra += output.forward;
       backward_extra += output.backward;
-      if (!(first && c.tie_word_embeddings)) stage_params[static_cast<size_t>(r)] += c.vocab_size * c.hidden_size;
+      if (!(first && c.tie_word_embeddings)) stage_params[static_cast<size_t>(r)] += c.vocab_size / vocab_shards * c.hidden_size;
       stage_params[static_cast<size_t>(r)] += c.hidden_size;
     }
     t.forward_pass = t.forward + forward_extra + (async ? tp_f_async : tp_f_raw) + (ep_paired ? ep_f_paired : ep_f) + fsdp_f + cp_f;
@@ -473,11 +491,13 @@ double TimeModel::Impl::shape_bound(Layout l) {
 // front (Note [Shapes bounded at the front of the line], plan/plan.cpp); tests/plan/
 // plan_time_floor_test.cpp holds it below shape_bound on every shape of whole searches.
 double TimeModel::Impl::shape_floor(const Layout& l) {
-  auto [it, made] = pass_sums.try_emplace({l.tp, l.ep, l.etp, l.cp, l.micro_batch_size});
+  // The rank's layers and ends as shape_bound takes them (under sequence parallelism DTensor's plan's
+  // layers and the vocabulary-parallel ends: rank_key, V / T).
+  auto [it, made] = pass_sums.try_emplace({l.tp, l.ep, rank_key(l), l.cp, l.micro_batch_size});
   if (made) {
-    const auto [embedding, output] = ends(l.cp, l.micro_batch_size);
+    const auto [embedding, output] = ends(l.cp, l.micro_batch_size, l.sp ? l.tp : 1);
     double sum = embedding.forward + embedding.backward + output.forward + output.backward;
-    for (const LayerCost& lc : layer_costs(l.tp, l.ep, l.etp, l.cp, l.micro_batch_size)) sum += lc.pass.forward + lc.pass.backward;
+    for (const LayerCost& lc : layer_costs(l.tp, l.ep, rank_key(l), l.cp, l.micro_batch_size)) sum += lc.pass.forward + lc.pass.backward;
     it->second = sum;
   }
   return static_cast<double>(l.micro_batches) * it->second / static_cast<double>(l.pp) * (1 - 1e-9);
@@ -505,8 +525,9 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
                   static_cast<int>(l.schedule), static_cast<long long>(l.virtual_stages),
                   static_cast<long long>(l.micro_batch_size), static_cast<long long>(l.micro_batches),
                   static_cast<int>(l.split.first_stage_layers * 1000 + l.split.last_stage_layers),
-                  (l.split.embedding_as_layer ? 1 : 0) + (l.split.loss_as_layer ? 2 : 0), sharded_passes ? 1 : 0);
-    const std::string full_key = std::string(key) + "/" + std::to_string(l.etp) + "/" + recompute_text(l.recompute);
+                  (l.split.embedding_as_layer ? 1 : 0) + (l.split.loss_as_layer ? 2 : 0), l.fsdp ? 2 : sharded_passes ? 1 : 0);
+    const std::string full_key =
+        std::string(key) + "/" + std::to_string(rank_key(l)) + "/" + std::to_string(l.dp) + "/" + recompute_text(l.recompute);
     auto found = pipelines.find(full_key);
     if (found == pipelines.end())
       found = pipelines.emplace(full_key, simulate_pipeline(l.schedule, p, l.micro_batches, v, w.times)).first;
@@ -517,7 +538,7 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   const double dp = end.dp, optimizer = end.optimizer;
   const int64_t dp_cp = l.dp * l.cp, edp = expert_ranks(l) / l.ep;
   const int64_t experts = w.stage_experts[w.heaviest];
-  const ModelConfig& rank = rank_config(l.tp, l.ep, l.etp);
+  const ModelConfig& rank = rank_config(l.tp, l.ep, rank_key(l));
   const int64_t ring_kv = b * tokens * 2 * rank.num_key_value_heads * rank.head_dim * kBf16;
   const int64_t routed_bytes = b * tokens * c.moe.num_experts_per_tok * c.hidden_size * kBf16;
   const bool ep_inside = expert_group(l, run.gpus_per_node).inside_node();
@@ -554,10 +575,15 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
                        "every other op's bytes twice";
   e.terms[2].formula = "by layer kind (" + recompute_text(l.recompute) +
                        "): full runs the forward again, selective its policy's share of the matmuls and the weightless ops";
-  e.terms[3].formula = "the last stage's final norm, LM head and loss, forward and backward";
-  e.terms[4].formula = l.tp > 1 ? "per layer 2 + 2 all-reduces of " + S + " x " + std::to_string(c.hidden_size) +
-                                      " x 2 B over TP " + std::to_string(l.tp) + hidden_text(Overlap::kTpAsync)
-                                : "TP 1";
+  e.terms[3].formula = l.sp ? "the last stage's final norm, LM head (its V / " + std::to_string(l.tp) +
+                                   " rows) and vocabulary-parallel loss, forward and backward"
+                             : "the last stage's final norm, LM head and loss, forward and backward";
+  e.terms[4].formula = l.tp == 1 ? "TP 1"
+                       : l.sp    ? "per layer 2 + 2 all-gather and reduce-scatter pairs (sequence parallelism) of " + S +
+                                    " x " + std::to_string(c.hidden_size) + " x 2 B over TP " + std::to_string(l.tp) +
+                                    hidden_text(Overlap::kTpAsync)
+                                 : "per layer 2 + 2 all-reduces of " + S + " x " + std::to_string(c.hidden_size) +
+                                       " x 2 B over TP " + std::to_string(l.tp) + hidden_text(Overlap::kTpAsync);
   e.terms[5].formula = l.cp > 1 ? "per attention layer C - 1 = " + std::to_string(l.cp - 1) + " ring steps of " +
                                       std::to_string(ring_kv) + " B (K/V), twice backward, beyond each step's attention"
                                 : "CP 1";
@@ -610,12 +636,13 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> cost_jobs;
   for (const Layout& l : layouts) {
     const int64_t tokens = run.seq_length / l.cp;
-    rank_config(l.tp, l.ep, l.etp);  // made here: the threads below only read it
-    if (stack_shares.find({l.tp, l.ep, l.etp}) == stack_shares.end() &&
-        std::none_of(share_jobs.begin(), share_jobs.end(), [&](const auto& job) { return job.first == std::tuple{l.tp, l.ep, l.etp}; }))
-      share_jobs.emplace_back(std::tuple{l.tp, l.ep, l.etp}, tokens);
-    std::vector<int64_t>& sizes = cost_jobs[{l.tp, l.ep, l.etp, l.cp}];
-    if (costs.find({l.tp, l.ep, l.etp, l.cp, l.micro_batch_size}) == costs.end() &&
+    const int64_t etp = rank_key(l);
+    rank_config(l.tp, l.ep, etp);  // made here: the threads below only read it
+    if (stack_shares.find({l.tp, l.ep, etp}) == stack_shares.end() &&
+        std::none_of(share_jobs.begin(), share_jobs.end(), [&](const auto& job) { return job.first == std::tuple{l.tp, l.ep, etp}; }))
+      share_jobs.emplace_back(std::tuple{l.tp, l.ep, etp}, tokens);
+    std::vector<int64_t>& sizes = cost_jobs[{l.tp, l.ep, etp, l.cp}];
+    if (costs.find({l.tp, l.ep, etp, l.cp, l.micro_batch_size}) == costs.end() &&
         std::find(sizes.begin(), sizes.end(), l.micro_batch_size) == sizes.end())
       sizes.push_back(l.micro_batch_size);
   }

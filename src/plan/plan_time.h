@@ -7,9 +7,13 @@
 //                         embedding on the first stage
 //   recompute             full: each layer's forward again (with its collectives); selective: what the
 //                         policy runs again (its share of the matmuls, the weightless ops), per layer kind
-//   output_layer          the last stage's final norm, LM head and loss, forward and backward
+//   output_layer          the last stage's final norm, LM head and loss, forward and backward (under
+//                         sequence parallelism the vocabulary-parallel head and loss: the rank's V / T rows)
 //   tp_communication      per layer 2 all-reduces of the hidden states forward, 2 backward (inside a node);
-//                         tp_async hides them behind the layer's GEMMs where those take longer
+//                         under sequence parallelism an all-gather and a reduce-scatter for each (the same
+//                         bytes on the ring); tp_async hides them behind the layer's GEMMs where those take
+//                         longer. The layers are the step's rank's (DTensor's plan's under SP), their norms
+//                         priced on all S tokens
 //   cp_communication      per attention layer the ring's C - 1 steps, each sending a K/V shard (its
 //                         gradient too, backward) while the kernel works on the one it holds: only what a
 //                         step's send takes beyond the step's attention is exposed (the math allows no more

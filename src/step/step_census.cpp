@@ -227,9 +227,9 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
 
 namespace {
 
-// The config as the rank builds its layers: tp_config's heads and widths (DTensor's plan's under
-// --sequence-parallel or --loss-parallel), its share of the experts.
 bool dtensor_plan(const StepOptions& o) { return o.tensor_parallel > 1 && (o.sequence_parallel || o.loss_parallel); }
+
+}  // namespace
 
 ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
   if (!dtensor_plan(options))
@@ -238,6 +238,8 @@ ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
   rank.moe.expert_parallel = options.expert_parallel;
   return rank;
 }
+
+namespace {
 
 // The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
 // keys and values of each of the micro-batch's b sequences, (C - 1) (S / C) tokens x b x 2 x the

@@ -150,6 +150,9 @@ struct StepCensus {
 // experts' TP degree is 1), its num_experts / EP experts.
 ModelConfig rank_config(const ModelConfig& config, int64_t tensor_parallel, int64_t expert_parallel,
                         int64_t expert_tensor_parallel);
+// The config the step's rank builds its decoder layers from: rank_config's, or under --sequence-parallel or
+// --loss-parallel DTensor's plan's (dtensor_layer_config), its share of the experts.
+ModelConfig rank_config(const ModelConfig& config, const StepOptions& options);
 
 // Refuse what the simulation cannot run: layers that the stages do not split as asked (pipeline_chunks), a
 // recompute kind the model does not have, a model its family cannot

@@ -37,11 +37,11 @@ nlohmann::json plan(const std::string& config, std::vector<std::string> extra, c
 }
 
 // Two devices, one a node, two sequences a step: TP 2 would span nodes; PP 1 x DP 2 (micro-batch 1,
-// ZeRO 0-3), PP 2 x DP 1 (1F1B at micro-batch 1 or 2, interleaved over 2 chunks at 1: at 2 there is one
-// micro-batch, not a multiple of PP) or CP 2 (micro-batch 1 or 2, ZeRO 0-3 over the CP ranks), each under
-// 3 recompute modes (the toy has one layer kind). Tried: DP 2 3 x 4 = 12, PP 2 4 x 3 = 12, CP 2 2 x 3 x 4 =
-// 24, TP 2 2 x 3 = 6: 54; pruned: TP 2's 6 and interleaved at 2's 3; 45 layouts, from 6 steps a recompute
-// mode (18 simulated).
+// ZeRO 0-3 or FSDP2), PP 2 x DP 1 (1F1B at micro-batch 1 or 2, interleaved over 2 chunks at 1: at 2 there
+// is one micro-batch, not a multiple of PP) or CP 2 (micro-batch 1 or 2, ZeRO 0-3 over the CP ranks; FSDP2
+// not beside CP), each under 3 recompute modes (the toy has one layer kind). Tried: DP 2 3 x 5 = 15, PP 2
+// 4 x 3 = 12, CP 2 2 x 3 x 4 = 24, TP 2 2 x 3 = 6: 57; pruned: TP 2's 6 and interleaved at 2's 3; 48
+// layouts, from 7 steps a recompute mode (FSDP2's its own: 21 simulated).
 std::vector<std::string> two_devices() { return {"--gpus", "2", "--gpus-per-node", "1"}; }
 
 nlohmann::json every_layout(const std::string& config) {
@@ -52,13 +52,13 @@ nlohmann::json every_layout(const std::string& config) {
 
 TEST(PlanCli, EveryLayoutCountedOnce) {
   const nlohmann::json all = every_layout(toy());
-  EXPECT_EQ(all["counts"]["tried"], 54);
+  EXPECT_EQ(all["counts"]["tried"], 57);
   EXPECT_EQ(all["counts"]["pruned_by_divisibility"], 9);
   EXPECT_EQ(all["pruned_by_rule"]["TP spans nodes (TP stays inside a node of 1)"], 6);
   EXPECT_EQ(all["pruned_by_rule"]["interleaved: micro-batches not a multiple of PP"], 3);
-  EXPECT_EQ(all["counts"]["fit"], 45);
-  EXPECT_EQ(all["layouts"].size(), 45u);
-  EXPECT_EQ(all["counts"]["simulations"], 18);
+  EXPECT_EQ(all["counts"]["fit"], 48);
+  EXPECT_EQ(all["layouts"].size(), 48u);
+  EXPECT_EQ(all["counts"]["simulations"], 21);
   int64_t cp2 = 0, two_sequences = 0;
   for (const auto& l : all["layouts"]) {
     cp2 += l["cp"] == 2 ? 1 : 0;
@@ -75,7 +75,8 @@ TEST(PlanCli, EveryLayoutCountedOnce) {
 // with its experts split at micro-batch 1 and 2, PP 2's 4 pipelines and micro-batches, 3 recompute modes
 // each: 18 pruned. EP 2 layouts: DP 2 3 x 4, CP 2 2 x 3 x 4, TP 2 with whole experts 2 x 3: 42.
 TEST(PlanCli, ExpertParallelTakesTheDataParallelRanks) {
-  const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "100"});
+  const nlohmann::json all = plan(toy(true), {"--gpus", "2", "--gpu-memory", "1TiB", "--top", "1000"});
+  EXPECT_EQ(all["counts"]["not_evaluated"], 0);  // every layout shown
   EXPECT_EQ(all["pruned_by_rule"]["EP does not divide DP x CP"], 18);
   int64_t ep2 = 0, whole = 0;
   for (const auto& l : all["layouts"]) {
@@ -172,7 +173,8 @@ TEST(PlanCli, NeedsPipeline) {
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--gpu-memory", "1TiB"});
   const nlohmann::json all = plan(path, args, "127");
-  EXPECT_EQ(all["pruned_by_rule"]["DP does not divide the global batch"], 3 * 4);  // TP 1 x PP 1 x DP 2
+  // TP 1 x PP 1 x DP 2: ZeRO 0-3 and FSDP2
+  EXPECT_EQ(all["pruned_by_rule"]["DP does not divide the global batch"], 3 * 5);
   EXPECT_EQ(all["pruned_by_rule"]["CP does not divide the sequence length"], 3 * 4);  // TP 1 x CP 2
   int64_t smallest_tp = std::numeric_limits<int64_t>::max();
   for (const auto& l : all["layouts"]) {

@@ -1,6 +1,6 @@
 // One truth across whole searches: every layout `census plan` prints is what `census step` prints for its
-// step_args, to the byte (the Llama toy, the MoE toy, the DeepSeek-V4 toy, Llama-3.1-70B on
-// 64 GPUs); every memory lower bound the search rejects by is at most the simulated peak (and the bounds
+// step_args, to the byte (the Llama toy, the MoE toy, the DeepSeek-V4 and Gemma 4 toys, Llama-3.1-70B on
+// 64 GPUs, FSDP2 and sequence parallelism among them); every memory lower bound the search rejects by is at most the simulated peak (and the bounds
 // that reject the largest models' layouts unsimulated); every pipeline
 // stage the plan leaves unsimulated
 // (Note [Stages a 1F1B pipeline need not simulate]) holds no more than the stage standing for it.
@@ -105,6 +105,17 @@ TEST(PlanSearch, EveryLayoutOfTheToysIsCensusStep) {
     }
     EXPECT_EQ(left_out, !moe);
     EXPECT_EQ(by_kind, moe);
+    // FSDP2 (its own simulated step) and TP with sequence parallelism are among the layouts checked,
+    // and together.
+    bool fsdp = false, sp = false, both = false;
+    for (const auto& l : all["layouts"]) {
+      fsdp = fsdp || l["fsdp"].get<bool>();
+      sp = sp || l["sequence_parallel"].get<bool>();
+      both = both || (l["fsdp"].get<bool>() && l["sequence_parallel"].get<bool>());
+    }
+    EXPECT_TRUE(fsdp);
+    EXPECT_TRUE(sp);
+    EXPECT_EQ(both, !moe);  // the MoE toy's 2 devices leave DP 1 under TP 2
     int64_t smallest = all["layouts"][0]["peak_bytes"];
     for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
     const nlohmann::json tight = run_json({"plan", config, "--gpus", gpus, "--gpus-per-node", "2", "--seq-length", "128",
@@ -125,6 +136,11 @@ TEST(PlanSearch, EveryLayoutOfTheStackOnlyToysIsCensusStep) {
                                          "--global-batch", "4", "--gpu-memory", "1TiB", "--top", "100000"});
     EXPECT_EQ(all["counts"]["fit"].get<int64_t>(), static_cast<int64_t>(all["layouts"].size())) << family;
     EXPECT_EQ(all["counts"]["not_evaluated"], 0) << family;
+    // FSDP2 over DP 2 among them (DTensor's plan names neither family's layers: no SP).
+    int64_t fsdp = 0, sp = 0;
+    for (const auto& l : all["layouts"]) fsdp += l["fsdp"].get<bool>() ? 1 : 0, sp += l["sequence_parallel"].get<bool>() ? 1 : 0;
+    EXPECT_GT(fsdp, 0) << family;
+    EXPECT_EQ(sp, 0) << family;
     expect_one_truth(config, all);
     int64_t smallest = all["layouts"][0]["peak_bytes"];
     for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
@@ -188,11 +204,19 @@ TEST(PlanSearch, MemoryBoundsOfLargeModelsAreAtMostTheirPeaks) {
   }
 }
 
-// Llama-3.1-70B on 64 H100s at 8k tokens: the layouts the search prints.
+// Llama-3.1-70B on 64 H100s at 8k tokens: the layouts the search prints; and, as torchtitan lays it out,
+// FSDP2 (fp32 shards under its mixed-precision policy) and TP with sequence parallelism, alone, together,
+// under a pipeline (every stage), and beside ZeRO under the interleaved schedule.
 TEST(PlanSearch, Llama70BOn64GpusIsCensusStep) {
   const nlohmann::json plan = run_json({"plan", "llama-3.1-70b", "--gpus", "64", "--seq-length", "8192", "--top", "5"});
   EXPECT_EQ(plan["layouts"].size(), 5u);
   expect_one_truth("llama-3.1-70b", plan, /*every=*/true);
+  for (const char* layout : {"tp=2,sp=1,recompute=selective,fsdp=1", "tp=8,sp=1,pp=4,fsdp=1",
+                             "tp=4,sp=1,pp=4,vpp=5,recompute=full,zero=1", "tp=8,pp=2,fsdp=1,recompute=full"}) {
+    const nlohmann::json named = run_json({"plan", "llama-3.1-70b", "--gpus", "64", "--seq-length", "8192",
+                                           "--master-weights", "fp32", "--layout", layout});
+    expect_one_truth("llama-3.1-70b", named, /*every=*/true);
+  }
 }
 
 }  // namespace

@@ -53,18 +53,87 @@ TEST(PlanLayout, ReadsTheNamedLayout) {
   EXPECT_EQ(l->micro_batches, 16);
   EXPECT_EQ(l->recompute.all, Recompute::kSelective);
   EXPECT_EQ(schedule_label(*l), "interleaved V4");
-  // A per-kind mode, FSDP, the first and last stages' layers given.
+  // A per-kind mode, the first and last stages' layers given.
   const ModelConfig v3 = shipped("deepseek-v3");
   run.gpus = 2048;
   run.global_batch = 15360;
-  auto named = parse_layout(v3, run, "tp=2,pp=16,ep=64,first=3,last=2,recompute=selective,recompute.moe=full,fsdp=1");
+  auto named = parse_layout(v3, run, "tp=2,pp=16,ep=64,first=3,last=2,recompute=selective,recompute.moe=full,zero=1");
   ASSERT_TRUE(named.ok()) << named.refusal().message();
   EXPECT_EQ(named->split, (PipelineSplit{3, 2, false, false}));
   EXPECT_EQ(recompute_text(named->recompute), "selective,moe=full");
-  EXPECT_TRUE(named->fsdp);
-  EXPECT_EQ(sharding_name(*named), "FSDP");
-  // FSDP is ZeRO-3 in census step until the step simulates FSDP2 (Note [FSDP until the step simulates it]).
-  EXPECT_EQ(layout_step_options(*named, 4096, 0).composition.zero, 3);
+  EXPECT_EQ(sharding_name(*named), "ZeRO-1");
+}
+
+// fsdp=1 is census step's FSDP2 over DP (--fsdp: fp32 shards under its mixed-precision policy where the
+// run has fp32 master weights, nothing composed); sp=1 DTensor's plan with sequence parallelism and
+// loss_parallel (--sequence-parallel --loss-parallel).
+TEST(PlanLayout, FsdpAndSequenceParallelAreTheStepsOwn) {
+  const ModelConfig c = shipped("llama-3.1-70b");
+  RunShape run;
+  run.gpus = 64;
+  run.global_batch = 64;
+  run.seq_length = 8192;
+  run.fp32_master_weights = true;
+  auto l = parse_layout(c, run, "tp=8,sp=1,pp=2,fsdp=1,recompute=selective");
+  ASSERT_TRUE(l.ok()) << l.refusal().message();
+  EXPECT_TRUE(l->fsdp);
+  EXPECT_TRUE(l->sp);
+  EXPECT_EQ(l->dp, 4);
+  EXPECT_EQ(sharding_name(*l), "FSDP");
+  EXPECT_EQ(tensor_parallel_name(*l), "8 SP");
+  const StepOptions o = layout_step_options(*l, run, 1);
+  EXPECT_EQ(o.fsdp.shards, 4);
+  EXPECT_TRUE(o.fsdp.mixed_precision);
+  EXPECT_EQ(o.composition.zero, 0);
+  EXPECT_FALSE(o.composition.fp32_master_weights);
+  EXPECT_TRUE(o.sequence_parallel);
+  EXPECT_TRUE(o.loss_parallel);
+  EXPECT_EQ(o.stage, 1);
+  run.fp32_master_weights = false;
+  auto bf16 = parse_layout(c, run, "fsdp=1");
+  ASSERT_TRUE(bf16.ok()) << bf16.refusal().message();
+  EXPECT_FALSE(layout_step_options(*bf16, run, 0).fsdp.mixed_precision);
+  EXPECT_EQ(layout_step_options(*bf16, run, 0).fsdp.shards, 64);
+}
+
+// What census step refuses of FSDP2 and DTensor's plan, --layout refuses with the step's own reason.
+TEST(PlanLayout, RefusesFsdpAndSequenceParallelWhereTheStepDoes) {
+  const ModelConfig llama = shipped("llama-3.1-70b"), v3 = shipped("deepseek-v3");
+  RunShape run;
+  run.gpus = 64;
+  run.global_batch = 64;
+  run.seq_length = 8192;
+  struct Case {
+    const ModelConfig* config;
+    const char* layout;
+    const char* says;
+  };
+  const Case cases[] = {
+      {&llama, "sp=1", "SP shards over TP > 1"},
+      {&llama, "tp=8,dp=8,fsdp=1,zero=3", "FSDP shards by itself"},
+      {&llama, "tp=8,pp=8,fsdp=1", "FSDP shards over DP > 1"},
+      {&llama, "cp=2,fsdp=1", "--fsdp with --cp 2"},
+      {&llama, "tp=2,cp=2,sp=1", "--sequence-parallel with --cp 2"},
+      {&v3, "ep=8,fsdp=1", "--fsdp with --ep 8"},
+      {&v3, "tp=2,sp=1", "--sequence-parallel / --loss-parallel on deepseek_v3"},
+  };
+  for (const Case& c : cases) {
+    auto l = parse_layout(*c.config, run, c.layout);
+    ASSERT_FALSE(l.ok()) << c.layout;
+    EXPECT_NE(l.refusal().message().find(c.says), std::string::npos) << c.layout << ": " << l.refusal().message();
+  }
+  // The run's own options: fp32 gradients composed, the allocator (census plan --reserved).
+  run.fp32_gradients = true;
+  auto grads = parse_layout(llama, run, "fsdp=1");
+  ASSERT_FALSE(grads.ok());
+  EXPECT_NE(grads.refusal().message().find("--fsdp: its mixed-precision policy"), std::string::npos) << grads.refusal().message();
+  run.fp32_gradients = false;
+  run.allocator = true;
+  for (const char* layout : {"fsdp=1", "tp=2,sp=1"}) {
+    auto l = parse_layout(llama, run, layout);
+    ASSERT_FALSE(l.ok()) << layout;
+    EXPECT_NE(l.refusal().message().find("with --allocator"), std::string::npos) << l.refusal().message();
+  }
 }
 
 TEST(PlanLayout, RefusesWhatIsNotALayout) {

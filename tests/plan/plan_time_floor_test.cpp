@@ -6,7 +6,8 @@
 // variant adds nothing, its estimate is the bound's sum taken in another order, a few ulps apart). Held on every shape a search tries
 // (every TP, CP, EP, expert TP, PP, V, split and micro-batch size the layout rules pass), each under
 // every recompute mode per layer kind and every ZeRO stage and FSDP, of the Llama toy, the MoE toy
-// (experts, EP) and the DeepSeek-V4 toy (layers priced through the stack) on 16 devices.
+// (experts, EP) and the DeepSeek-V4 toy (layers priced through the stack) on 16 devices; TP's shapes of
+// the first two also with sequence parallelism (DTensor's plan's layers, the vocabulary-parallel ends).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,7 +55,14 @@ std::vector<Layout> shapes(const ModelConfig& c, const RunShape& run) {
                   l.tp = tp, l.cp = cp, l.ep = ep, l.etp = etp, l.pp = pp, l.dp = dp, l.virtual_stages = v;
                   l.schedule = v > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
                   l.split = split, l.micro_batch_size = mbs, l.micro_batches = run.global_batch / dp / mbs;
-                  if (layout_rule_broken(c, run, l).empty()) out.push_back(l);
+                  if (!layout_rule_broken(c, run, l).empty()) continue;
+                  out.push_back(l);
+                  // TP's other mode: DTensor's plan with sequence parallelism, where census step runs
+                  // it (a family the plan names, no CP or EP beside it).
+                  if (tp > 1 && cp == 1 && ep == 1 && c.family->names_llama_tp_plan) {
+                    l.sp = true;
+                    out.push_back(l);
+                  }
                 }
               }
             }
@@ -102,7 +110,7 @@ TEST(PlanTimeFloor, NeverAboveTheShapeBound) {
       const std::string what = name + " TP " + std::to_string(l.tp) + " CP " + std::to_string(l.cp) + " EP " +
                                std::to_string(l.ep) + " ETP " + std::to_string(l.etp) + " PP " + std::to_string(l.pp) +
                                " V " + std::to_string(l.virtual_stages) + " " + split_name(l.split) + " b " +
-                               std::to_string(l.micro_batch_size);
+                               std::to_string(l.micro_batch_size) + (l.sp ? " SP" : "");
       const double floor = time.shape_floor(l), bound = time.shape_bound(l);
       EXPECT_GT(floor, 0) << what;
       EXPECT_LE(floor, bound) << what;

@@ -16,6 +16,7 @@
 #include "ops/dispatch.h"
 #include "step/step_census.h"
 #include "step_cases.h"
+#include "step_expect_same.h"
 
 namespace census {
 namespace {
@@ -39,37 +40,6 @@ ModelConfig shipped_four_layers(std::string_view name) {
   throw std::runtime_error("no shipped model " + std::string(name));
 }
 
-void expect_same_split(const StepSplit& a, const StepSplit& b, const std::string& where) {
-  for (size_t c = 0; c < a.bytes.size(); ++c) EXPECT_EQ(a.bytes[c], b.bytes[c]) << where << " category " << c;
-}
-
-void expect_same_moment(const StepMoment& a, const StepMoment& b, const std::string& where) {
-  EXPECT_EQ(a.bytes, b.bytes) << where;
-  EXPECT_EQ(a.phase, b.phase) << where;
-  EXPECT_EQ(a.op, b.op) << where;
-  expect_same_split(a.split, b.split, where);
-}
-
-void expect_same_analysis(const StepAnalysis& a, const StepAnalysis& b, const std::string& where) {
-  expect_same_moment(a.peak, b.peak, where + " peak");
-  expect_same_moment(a.other_peak, b.other_peak, where + " other_peak");
-  ASSERT_EQ(a.phases.size(), b.phases.size()) << where;
-  for (size_t i = 0; i < a.phases.size(); ++i) {
-    const std::string phase = where + " " + a.phases[i].name;
-    EXPECT_EQ(a.phases[i].name, b.phases[i].name) << phase;
-    EXPECT_EQ(a.phases[i].live_at_start, b.phases[i].live_at_start) << phase;
-    EXPECT_EQ(a.phases[i].live_at_end, b.phases[i].live_at_end) << phase;
-    expect_same_moment(a.phases[i].peak, b.phases[i].peak, phase);
-    expect_same_split(a.phases[i].split_at_start, b.phases[i].split_at_start, phase + " start");
-    expect_same_split(a.phases[i].split_at_end, b.phases[i].split_at_end, phase + " end");
-  }
-  ASSERT_EQ(a.peak_other_by_op.size(), b.peak_other_by_op.size()) << where;
-  for (size_t i = 0; i < a.peak_other_by_op.size(); ++i) {
-    EXPECT_EQ(a.peak_other_by_op[i].label, b.peak_other_by_op[i].label) << where;
-    EXPECT_EQ(a.peak_other_by_op[i].bytes, b.peak_other_by_op[i].bytes) << where;
-  }
-}
-
 // Runs the step folded and iteration by iteration and compares them; returns how many fewer events
 // the folded step logged.
 int64_t expect_folded_is_step_by_step(const ModelConfig& config, const StepOptions& o, const std::string& where) {
@@ -84,19 +54,8 @@ int64_t expect_folded_is_step_by_step(const ModelConfig& config, const StepOptio
   }
   const StepCensus& a = *folded;
   const StepCensus& b = *by_step;
-  EXPECT_EQ(a.schedule, b.schedule) << where;
-  EXPECT_EQ(a.parameter_bytes, b.parameter_bytes) << where;
-  EXPECT_EQ(a.optimizer_state_bytes, b.optimizer_state_bytes) << where;
-  EXPECT_EQ(a.gradient_bytes_after_first_backward, b.gradient_bytes_after_first_backward) << where;
-  EXPECT_EQ(a.gradient_bytes_after_last_backward, b.gradient_bytes_after_last_backward) << where;
-  EXPECT_EQ(a.gradient_bytes_at_end, b.gradient_bytes_at_end) << where;
   EXPECT_EQ(a.passes_replayed, b.passes_replayed) << where;
-  expect_same_moment(a.forward_peak, b.forward_peak, where + " forward_peak");
-  expect_same_moment(a.backward_peak, b.backward_peak, where + " backward_peak");
-  expect_same_moment(a.optimizer_step_peak, b.optimizer_step_peak, where + " optimizer_step_peak");
-  expect_same_analysis(a.analysis, b.analysis, where);
-  expect_same_analysis(a.composed, b.composed, where + " composed");
-  expect_same_moment(a.composed_peak, b.composed_peak, where + " composed_peak");
+  testing::expect_same_step_census(a, b, where, /*same_events=*/false);
   return b.analysis.events - a.analysis.events;
 }
 

@@ -65,7 +65,6 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, publ
   ModeDecision decide(const OpDef& def, std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
   void ran(const OpCall& call) override;
   Packed pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) override;
-  bool checkpointed() const override { return true; }
   Tensor unpack(int64_t slot) override;
   void release(int64_t slot) override;
 

@@ -29,10 +29,6 @@ class SavedTensorHooks : public RefCounted {
   virtual Tensor unpack(int64_t /*slot*/) { return Tensor(); }
   // A held tensor's variable has gone (its node ran, or the graph was dropped).
   virtual void release(int64_t /*slot*/) {}
-  // Whether these are a checkpointed region's (its forward keeps holders, not what nodes save, and
-  // its recompute must meet the forward's ops one for one): a loop there runs every iteration
-  // (nn/gated_delta_rule.cpp).
-  virtual bool checkpointed() const { return false; }
 };
 
 // A node declares each as `SavedVariable self_{this};`: the variable registers with its node, which

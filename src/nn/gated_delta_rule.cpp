@@ -3,8 +3,6 @@
 #include <cmath>
 #include <vector>
 
-#include "graph/context.h"
-#include "graph/saved_variable.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -22,21 +20,13 @@ struct ChunkStep {
 // The chunk loop's steps. Every chunk but the first (whose state is the zeros, needing no gradient)
 // and the last (whose state nothing reads) runs the same ops on the same shapes, so where the census
 // folds alike iterations (Note [Alike iterations], ops/dispatch.h) chunk 1 stands for chunks 1 to
-// C-4 and the last three run as they are; else every chunk runs. The standing chunk's recurrent
-// state (and its attn), live when it ends, is resized to the C-4 the alike chunks leave: true at
-// every moment where each is saved by the chunk's and the next chunk's matmuls and kept with the
-// graph, not under no_grad or in a checkpoint's forward (which keeps holders), where one at a time
-// lives; there the census folds only where it measures no moment of the forward
-// (Session::folds_in_checkpoints), in the forward and the recompute alike, which must meet the
-// same ops one for one.
+// C-4 and the last three run as they are; else every chunk runs. The loop names its recurrent state
+// and its attn to the standing chunk (Note [Carried values of alike iterations]): under no_grad and in
+// a checkpoint's forward one of each lives at a time.
 std::vector<ChunkStep> chunk_steps(int64_t chunks) {
   constexpr int64_t kAsTheyAre = 3;  // the last chunks, after the standing one
   std::vector<ChunkStep> steps;
-  const Session& session = Session::current();
-  const GraphContext& graph = GraphContext::current();
-  const bool states_pile_up = graph.grad_enabled() && !graph.hooks().checkpointed();
-  if (session.folds_alike_iterations() && (states_pile_up || session.folds_in_checkpoints()) &&
-      chunks >= kAsTheyAre + 3) {
+  if (Session::current().folds_alike_iterations() && chunks >= kAsTheyAre + 3) {
     steps.push_back({0, 1});
     steps.push_back({1, chunks - 1 - kAsTheyAre});
     for (int64_t i = chunks - kAsTheyAre; i < chunks; ++i) steps.push_back({i, 1});
@@ -113,6 +103,7 @@ Tensor torch_chunk_gated_delta_rule(Tensor query, Tensor key, Tensor value, Tens
 
   for (const auto [i, times] : chunk_steps(chunks)) {
     RepeatScope repeat(times);  // first: it ends after every temporary of the step has gone
+    repeat.carries_in(last_recurrent_state);
     Tensor q_i = ops::select(query, 2, i), k_i = ops::select(key, 2, i), v_i = ops::select(value, 2, i);
     Tensor scores = ops::matmul(q_i, ops::transpose(k_i, -1, -2));
     attn = ops::mul(scores, ops::select(decay_mask, 2, i));  // (B, H, 64, 64)
@@ -137,6 +128,8 @@ Tensor torch_chunk_gated_delta_rule(Tensor query, Tensor key, Tensor value, Tens
     Tensor k_scaled = ops::mul(k_i, ops::unsqueeze(key_decay, -1));
     Tensor update = ops::matmul(ops::transpose(k_scaled, -1, -2), v_new);
     last_recurrent_state = ops::add(decayed_state, update);
+    repeat.carries_out(last_recurrent_state);
+    repeat.leaves(attn);
   }
   last_recurrent_state = Tensor();  // output_final_state=False
   core_attn_out = ops::reshape(core_attn_out, Dims{batch, heads, total_sequence_length, v_head_dim});

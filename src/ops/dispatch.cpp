@@ -14,10 +14,7 @@ StepByStepGuard::~StepByStepGuard() { g_step_by_step = was_; }
 
 constinit thread_local Session* Session::g_current = nullptr;
 
-void Session::set_fold_alike_iterations(bool fold, bool in_checkpoints) {
-  fold_alike_ = fold && !g_step_by_step;
-  fold_in_checkpoints_ = in_checkpoints;
-}
+void Session::set_fold_alike_iterations(bool fold) { fold_alike_ = fold && !g_step_by_step; }
 
 Session::Session() : previous_(g_current) {
   g_current = this;
@@ -62,10 +59,30 @@ void Session::begin_repeat(int64_t times) {
   born_in_repeat_.clear();
 }
 
+void Session::repeat_carries_in(const Tensor& value) {
+  carried_in_ = value.defined() ? value.storage().get() : nullptr;
+  carried_in_freed_ = false;
+}
+
+void Session::repeat_carries_out(const Tensor& value) { carried_out_.emplace_back(value.impl(), value.storage().get()); }
+
+void Session::repeat_leaves(const Tensor& value) { left_.emplace_back(value.impl(), value.storage().get()); }
+
 void Session::end_repeat() {
   const int64_t times = op_weight_;
   op_weight_ = 1;
+  // Note [Carried values of alike iterations]: the loop's own values that one at a time stands for.
+  std::vector<const Storage*> one_at_a_time;
+  if (carried_in_freed_)
+    for (const auto& [impl, storage] : carried_out_) one_at_a_time.push_back(storage);
+  for (const auto& [impl, storage] : left_)
+    if (census::ref_count(impl) == 1 && census::ref_count(storage) == 1) one_at_a_time.push_back(storage);
+  carried_in_ = nullptr;
+  carried_in_freed_ = false;
+  carried_out_.clear();
+  left_.clear();
   for (Storage* storage : born_in_repeat_) {
+    if (std::find(one_at_a_time.begin(), one_at_a_time.end(), storage) != one_at_a_time.end()) continue;
     const int64_t old_nbytes = storage->nbytes;
     storage->nbytes = old_nbytes * times;
     for (Observer* observer : resize_observers_) observer->on_resize(*storage, old_nbytes);
@@ -119,6 +136,10 @@ void Session::release_cycles() {
 }
 
 void Session::on_free(const Storage& storage) {
+  if (&storage == carried_in_) {
+    carried_in_ = nullptr;
+    carried_in_freed_ = true;
+  }
   if (op_weight_ != 1) {
     const auto born = std::find(born_in_repeat_.begin(), born_in_repeat_.end(), &storage);
     if (born != born_in_repeat_.end()) born_in_repeat_.erase(born);

@@ -152,13 +152,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   // measurement that counts weights asks.
   // A StepByStepGuard of the thread keeps them all unfolded (the oracle of the folded run).
   bool folds_alike_iterations() const { return fold_alike_; }
-  // `in_checkpoints`: also inside a checkpointed region, in its forward and its recompute alike. Its
-  // forward keeps holders, not what nodes save, so a loop's carried values, resized at the standing
-  // iteration's end, stand for more than the one the forward holds until its next iteration: exact for
-  // what a layer keeps once its forward returns and for its backward's peak (the layer census), not for
-  // the forward's own moments, which the step reports (Note [The step folds alike iterations]).
-  void set_fold_alike_iterations(bool fold, bool in_checkpoints = true);
-  bool folds_in_checkpoints() const { return fold_in_checkpoints_; }
+  void set_fold_alike_iterations(bool fold);
   // How many alike iterations the op running now stands for: 1 outside a RepeatScope.
   int64_t op_weight() const { return op_weight_; }
 
@@ -182,6 +176,10 @@ class Session : public StorageListener, public SavedTensorHooks {
   void on_free(const Storage& storage) override;
   void begin_repeat(int64_t times);
   void end_repeat();
+  // The standing iteration's loop variables (RepeatScope's): watched, never held.
+  void repeat_carries_in(const Tensor& value);
+  void repeat_carries_out(const Tensor& value);
+  void repeat_leaves(const Tensor& value);
   // The base saved-tensor hook: observers see the save, the variable keeps the tensor.
   Packed pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) override;
 
@@ -196,10 +194,13 @@ class Session : public StorageListener, public SavedTensorHooks {
   const OpDef* last_op_ = nullptr;
   int64_t next_storage_id_ = 0;
   bool fold_alike_ = false;
-  bool fold_in_checkpoints_ = true;
   bool muted_ = false;
   int64_t op_weight_ = 1;
   std::vector<Storage*> born_in_repeat_;  // live storages born in the RepeatScope running now
+  // Note [Carried values of alike iterations]
+  const Storage* carried_in_ = nullptr;  // until it is freed
+  bool carried_in_freed_ = false;
+  std::vector<std::pair<const TensorImpl*, const Storage*>> carried_out_, left_;
   DispatchMode* mode_ = nullptr;
   std::vector<CycleHolder*> cycle_holders_;  // in the order they were made
   Session* previous_ = nullptr;
@@ -217,6 +218,23 @@ class ModuleScope {
   ModuleScope& operator=(const ModuleScope&) = delete;
 };
 
+// Note [Carried values of alike iterations]
+// A storage born in the standing iteration and live when it ends is resized to the alike iterations'
+// bytes: each of them would have left one, kept by the graph's saves or a checkpoint's cache. A value
+// the loop keeps in a variable of its own is the exception: the alike iterations leave `times` of them
+// only where each was kept by more than that variable. Where nothing saves (no_grad) or a checkpoint's
+// forward keeps holders in place of saves, one at a time lives. So the loop names its variables:
+//   carries_in(v)    at the iteration's start, the value it carries in (made by the iteration before):
+//                    watched, not held
+//   carries_out(v)   its new value, carried to the next: resized only where the value carried in is
+//                    still live at the end (this iteration's ops kept it: each alike one's successor
+//                    keeps it too)
+//   leaves(v)        a value a variable outside the loop holds, made anew each iteration: resized only
+//                    where something beyond that variable holds it
+// tests/census/alike_iterations_test.cpp and tests/step/step_folded_test.cpp hold the folded runs to
+// the iteration-by-iteration ones, with the graph kept and in checkpointed layers (the selective
+// census, every step recompute mode).
+//
 // One iteration standing for `times` alike ones (Note [Alike iterations]), for its duration.
 class RepeatScope {
  public:
@@ -225,6 +243,15 @@ class RepeatScope {
   }
   ~RepeatScope() {
     if (times_ != 1) Session::current().end_repeat();
+  }
+  void carries_in(const Tensor& value) {
+    if (times_ != 1) Session::current().repeat_carries_in(value);
+  }
+  void carries_out(const Tensor& value) {
+    if (times_ != 1) Session::current().repeat_carries_out(value);
+  }
+  void leaves(const Tensor& value) {
+    if (times_ != 1) Session::current().repeat_leaves(value);
   }
   RepeatScope(const RepeatScope&) = delete;
   RepeatScope& operator=(const RepeatScope&) = delete;

@@ -472,14 +472,14 @@ int64_t StepRunner::gradient_bytes() const {
 // alike ones, whose storages it then resizes (Note [Alike iterations], ops/dispatch.h): the step's
 // heap is the step-by-step run's at every moment but inside such a loop's standing iteration and the
 // backward of it, where it holds less, and never at a phase's peak: each phase's peak, its split and
-// the op it names, and what the peak holds by op, are the same. Not inside a checkpointed region,
-// whose forward keeps one carried value at a time (Session::set_fold_alike_iterations): a
-// checkpointed layer runs every iteration. tests/step/step_folded_test.cpp runs both on every family
-// with such a loop. The allocator is the exception: it sees each storage's blocks,
-// and the alike iterations' are many blocks, not one; under --allocator every iteration runs.
+// the op it names, and what the peak holds by op, are the same, in checkpointed layers too, whose
+// forward keeps one carried value at a time (Note [Carried values of alike iterations]).
+// tests/step/step_folded_test.cpp runs both on every family with such a loop, in every recompute
+// mode. The allocator is the exception: it sees each storage's blocks, and the alike iterations' are
+// many blocks, not one; under --allocator every iteration runs.
 StepCensus StepRunner::run() {
   const nn::ParallelStylesScope styles(styles_ ? &*styles_ : nullptr);
-  session_.set_fold_alike_iterations(!o_.allocator.has_value(), /*in_checkpoints=*/false);
+  session_.set_fold_alike_iterations(!o_.allocator.has_value());
   build();
   session_.add_observer(&bytes_);
   StepCensus result;

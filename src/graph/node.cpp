@@ -6,7 +6,11 @@ namespace census {
 
 void ref_retain(Node* node) { node->retain_ref(); }
 void ref_release(Node* node) {
-  if (node->release_ref()) node->~Node();  // virtual: the whole node
+  if (!node->release_ref()) return;
+  const uint32_t tag = node->arena_tag();
+  void* memory = arena_memory_of(node);
+  node->~Node();  // virtual: the whole node
+  if (tag != 0) give_back_to_arena(memory, tag);
 }
 long ref_count(const Node* node) { return static_cast<long>(node->ref_count()); }
 

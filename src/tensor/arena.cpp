@@ -13,6 +13,22 @@ thread_local std::vector<std::unique_ptr<std::byte[]>> g_spare_blocks;
 
 constinit thread_local Arena* Arena::g_current = nullptr;
 
+uint32_t Arena::next_serial() {
+  thread_local uint32_t last = 0;
+  last = (last + 1) & 0xFFFFFF;
+  if (last == 0) last = 1;
+  return last;
+}
+
+void give_back_to_arena(void* memory, uint32_t tag) {
+  Arena* arena = Arena::g_current;
+  const uint32_t size_class = tag & 0xFF;
+  if (arena == nullptr || tag >> 8 != arena->serial_ || size_class == 0) return;
+  auto* freed = static_cast<Arena::FreeObject*>(memory);
+  freed->next = arena->free_[size_class];
+  arena->free_[size_class] = freed;
+}
+
 Arena::~Arena() {
   for (Block& block : blocks_)
     if (block.size == kBlockBytes) g_spare_blocks.push_back(std::move(block.memory));

@@ -6,7 +6,8 @@
 // and no weak count (std::shared_ptr's were a sixth of a census's instructions).
 //
 // When the last handle goes the object is destroyed at once, as PyTorch frees a tensor's storage
-// when its last reference goes; its memory stays in the arena until the census ends.
+// when its last reference goes, and its memory goes back to its arena for the census's next object of
+// that size (Note [Arena memory reused], tensor/arena.h).
 //
 // Not for: objects outside a census's arena, or shared between threads.
 #pragma once
@@ -30,13 +31,33 @@ class RefCounted {
   bool release_ref() { return --refs_ == 0; }
   uint32_t ref_count() const { return refs_; }
 
+  // Which arena made the object and the size class of its memory (Note [Arena memory reused]); 0 for
+  // an object no arena made. Set by arena_shared, read as the object is destroyed.
+  uint32_t arena_tag() const { return arena_tag_; }
+  void set_arena_tag(uint32_t tag) { arena_tag_ = tag; }
+
  protected:
   RefCounted() = default;
   ~RefCounted() = default;
 
  private:
   uint32_t refs_ = 0;
+  uint32_t arena_tag_ = 0;
 };
+
+// Gives a destroyed object's memory back to the arena that made it, where that arena is the thread's
+// current one (tensor/arena.cpp). `tag` is the object's arena_tag.
+void give_back_to_arena(void* memory, uint32_t tag);
+
+// The address an arena gave `object`: the whole object's, which a base's pointer may not be.
+template <class T>
+void* arena_memory_of(T* object) {
+  if constexpr (std::is_polymorphic_v<T>) {
+    return dynamic_cast<void*>(object);
+  } else {
+    return static_cast<void*>(object);
+  }
+}
 
 // How a Ref holds and lets go of a T. A class that a header holds by Ref while only declaring it
 // (Node, in tensor/tensor.h) declares its own three beside it, defined where it is complete.
@@ -48,7 +69,11 @@ template <class T>
 void ref_release(T* object) {
   static_assert(std::has_virtual_destructor_v<T> || std::is_final_v<T>,
                 "a Ref to a base class needs a virtual destructor to destroy the object it holds");
-  if (object->RefCounted::release_ref()) object->~T();
+  if (!object->RefCounted::release_ref()) return;
+  const uint32_t tag = object->RefCounted::arena_tag();
+  void* memory = arena_memory_of(object);
+  object->~T();
+  if (tag != 0) give_back_to_arena(memory, tag);
 }
 template <class T>
 long ref_count(const T* object) {

@@ -1,5 +1,6 @@
 #include "tensor/arena.h"
 
+#include <atomic>
 #include <cassert>
 
 namespace census {
@@ -13,11 +14,13 @@ thread_local std::vector<std::unique_ptr<std::byte[]>> g_spare_blocks;
 
 constinit thread_local Arena* Arena::g_current = nullptr;
 
+// Serials are counted across threads, so that an object another thread's census made (a defect) is
+// never taken for this census's.
 uint32_t Arena::next_serial() {
-  thread_local uint32_t last = 0;
-  last = (last + 1) & 0xFFFFFF;
-  if (last == 0) last = 1;
-  return last;
+  static std::atomic<uint32_t> last{0};
+  uint32_t serial = 0;
+  while (serial == 0) serial = ++last & 0xFFFFFF;
+  return serial;
 }
 
 void give_back_to_arena(void* memory, uint32_t tag) {

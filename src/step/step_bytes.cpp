@@ -313,15 +313,48 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const 
         continue;
       }
       const int64_t end = std::min(phase.events_to, seg.start + seg.length);
+      // A new high marks its bytes, op and event at once and its split when the split next changes
+      // other than by rising to a higher one, or when the run ends: one copy per local top, not one
+      // per event of a rise. Between, the split is the high's (an event of no bytes changes nothing).
+      bool phase_peak_split_due = false, peak_split_due = false, other_peak_split_due = false;
+      int64_t other = split.other();
       for (; v < end; ++v) {
         const Event& e = events_[static_cast<size_t>(seg.from + (v - seg.start))];
         const int64_t delta = weighted(e);
-        split.bytes[static_cast<size_t>(category(e))] += delta;
+        const StepCategory c = category(e);
+        const bool in_other = c != StepCategory::kParameters && c != StepCategory::kGradients &&
+                              c != StepCategory::kOptimizerStates;
+        if (delta < 0 && phase_peak_split_due) {  // the total falls from a high: its split is now
+          phase_peak.split = split;
+          phase_peak_split_due = false;
+        }
+        if (delta < 0 && peak_split_due) {
+          peak.split = split;
+          peak_split_due = false;
+        }
+        if (other_peak_split_due && (delta < 0 || (delta > 0 && !in_other))) {
+          other_peak.split = split;
+          other_peak_split_due = false;
+        }
+        split.bytes[static_cast<size_t>(c)] += delta;
         total += delta;
-        if (total > phase_peak.bytes) phase_peak = Mark{total, e.op, v, split, p};
-        if (total > peak.bytes) peak = Mark{total, e.op, v, split, p};
-        if (split.other() > other_peak.bytes) other_peak = Mark{split.other(), e.op, v, split, p};
+        if (in_other) other += delta;
+        if (total > phase_peak.bytes) {
+          phase_peak.bytes = total, phase_peak.op = e.op, phase_peak.event = v, phase_peak.phase = p;
+          phase_peak_split_due = true;
+        }
+        if (total > peak.bytes) {
+          peak.bytes = total, peak.op = e.op, peak.event = v, peak.phase = p;
+          peak_split_due = true;
+        }
+        if (other > other_peak.bytes) {
+          other_peak.bytes = other, other_peak.op = e.op, other_peak.event = v, other_peak.phase = p;
+          other_peak_split_due = true;
+        }
       }
+      if (phase_peak_split_due) phase_peak.split = split;
+      if (peak_split_due) peak.split = split;
+      if (other_peak_split_due) other_peak.split = split;
     }
     phase.peak = moment(phase_peak);
     phase.live_at_end = total;

@@ -236,18 +236,26 @@ namespace {
 
 // The bytes of the storages ops make (parameters left out), live from the forward on, each op's made
 // and freed ones logged from the backward's start, and the storages handed to a parameter as its
-// gradient: replayed without those, the most the backward's ops hold at once.
+// gradient: replayed without those, the most the backward's ops hold at once. A storage made before it
+// listened (ids below `first_storage`), or one it is told to forget, is no op's it counts.
 class BackwardBytes final : public Observer {
  public:
-  BackwardBytes() : Observer(kOnOp | kOnFree | kOnResize | kOnParameterGrad) {}
+  explicit BackwardBytes(int64_t first_storage = 0)
+      : Observer(kOnOp | kOnFree | kOnResize | kOnParameterGrad), first_storage_(first_storage) {}
   void start_backward() {
     backward_ = true;
     at_start_ = live_;
   }
+  void forget(const Storage& storage) {
+    live_.erase(storage.id);
+    forgotten_.insert(storage.id);
+  }
   void on_op(const OpCall& call) override {
     for (const Tensor& out : call.outputs) {
       const Storage& storage = *out.storage();
-      if (storage.is_parameter || storage.nbytes == 0 || live_.count(storage.id)) continue;
+      if (storage.is_parameter || storage.nbytes == 0 || storage.id < first_storage_ || live_.count(storage.id) ||
+          forgotten_.count(storage.id))
+        continue;
       live_[storage.id] = storage.nbytes;
       if (backward_) events_.push_back({storage.id, storage.nbytes});
     }
@@ -282,6 +290,8 @@ class BackwardBytes final : public Observer {
 
  private:
   static constexpr int64_t kMoment = -1;
+  int64_t first_storage_;
+  std::set<int64_t> forgotten_;
   bool backward_ = false;
   std::map<int64_t, int64_t> live_, at_start_;  // storage id: bytes
   std::vector<std::pair<int64_t, int64_t>> events_;  // (storage id, bytes made or freed), or a moment
@@ -316,6 +326,42 @@ int64_t head_backward_bytes(const ModelConfig& config, int64_t tokens, int64_t b
     bytes.start_backward();
     const Tensor ones = ops::ones_like(loss);
     run_backward(loss, ones);
+  }
+  session.remove_observer(&bytes);
+  return bytes.most();
+}
+
+// Note [A layer's backward in the memory bound]
+// A stage's first backward runs one of its chunks' layers last to first on one micro-batch: while layer j
+// runs its backward, the layers before it in that pass still keep what their forwards kept, every other
+// pass in flight keeps all of its layers', and layer j holds what its own backward's ops hold at that
+// moment. The lone layer's first backward, under the recompute mode the step wraps it in, is the same
+// ops on the same shapes (the rank's layer, its tokens): the most its ops hold at once of the storages
+// the layer's forward and backward made, parameters and the gradients handed to them left out (ZeRO
+// shares those), and so are its input, its output and the gradient handed to its output (storages
+// another layer made, or the stage's). Each is a moment of the step, so at most its peak; the layers'
+// other terms are storages their own forwards made, live at that moment, and the bound adds them
+// (MemoryBound::activations). tests/cli/plan_search_cli_test.cpp holds the bound to the simulated peak
+// on every layout of whole searches, the hybrid Nemotron-H toy among them.
+int64_t layer_backward_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
+                             Recompute recompute) {
+  Session session;
+  session.set_fold_alike_iterations(true);
+  std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
+  const Tensor hidden = make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+  const Tensor grad = make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16);
+  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, made before
+  const DecoderLayer& l = *layer;
+  auto forward = [&l, &positions](const Tensor& h) { return l.forward(h, positions); };
+  BackwardBytes bytes(session.storages_made());
+  session.add_observer(&bytes);
+  {
+    Tensor out = recompute == Recompute::kSelective ? checkpoint(forward, hidden)
+                 : recompute == Recompute::kFull    ? checkpoint_full(forward, hidden)
+                                                    : forward(hidden);
+    bytes.forget(*out.storage());
+    bytes.start_backward();
+    run_backward(out, grad);
   }
   session.remove_observer(&bytes);
   return bytes.most();

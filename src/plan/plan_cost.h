@@ -103,6 +103,13 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
 std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                       int64_t batch, Recompute recompute);
 
+// What layer `layer_index` of `rank_config` holds at the most of its first backward on a micro-batch of
+// `batch` sequences of `tokens` tokens, under `recompute` as the step wraps it: the bytes of the
+// storages its forward and backward ops made that are live at once, parameters and their gradients, its
+// input, its output and its output's gradient left out (Note [A layer's backward in the memory bound]).
+int64_t layer_backward_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
+                             Recompute recompute);
+
 // What the last stage holds of its final norm, LM head and loss at the most of its first backward there
 // (the model's own, run on a micro-batch of `batch` sequences of `tokens` tokens): the bytes of the
 // storages their ops made that are live at once, parameters and their gradients left out (Note [The

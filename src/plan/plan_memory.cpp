@@ -129,7 +129,24 @@ int64_t MemoryBound::head_backward(const Layout& l) {
   return l.sp ? it->second / l.tp : it->second;  // Note [Sequence parallelism in the activations' bound]
 }
 
-const std::vector<std::vector<int64_t>>& MemoryBound::in_flight(const Layout& l) {
+int64_t MemoryBound::backward(const Layout& l, int64_t layer, Recompute mode) {
+  const int64_t rep = representative_[static_cast<size_t>(layer)];
+  const int64_t tokens = run_.seq_length / l.cp;
+  auto [it, made] = backward_.try_emplace({rep, l.tp, l.ep, l.etp, tokens, static_cast<int>(mode), l.micro_batch_size}, 0);
+  if (made) {
+    auto [rank, new_rank] = ranks_.try_emplace({l.tp, l.ep, l.etp});
+    if (new_rank) {
+      Layout alone;
+      alone.tp = l.tp, alone.ep = l.ep, alone.etp = l.etp;
+      rank->second = rank_config(c_, layout_step_options(alone, run_, 0));
+    }
+    // Measured at the micro-batch itself: the moment its most falls at may move with its size.
+    it->second = layer_backward_bytes(rank->second, rep, tokens, l.micro_batch_size, mode);
+  }
+  return it->second;
+}
+
+const MemoryBound::InFlight& MemoryBound::in_flight(const Layout& l) {
   const int64_t p = l.pp, v = l.virtual_stages;
   // Past 2P micro-batches the warm-up and the chunks its forwards run are the same (step_census.h).
   const int64_t m = l.schedule == PipelineSchedule::kGPipe ? l.micro_batches : std::min(l.micro_batches, 2 * p);
@@ -137,11 +154,16 @@ const std::vector<std::vector<int64_t>>& MemoryBound::in_flight(const Layout& l)
   if (!made) return it->second;
   for (int64_t r = 0; r < p; ++r) {
     std::vector<int64_t> forwards(static_cast<size_t>(v), 0);
+    int64_t first_backward = -1;
     for (const StepPass& pass : pipeline_order(l.schedule, p, r, m, v)) {
-      if (pass.pass == 'B') break;
+      if (pass.pass == 'B') {
+        first_backward = pass.chunk;
+        break;
+      }
       ++forwards[static_cast<size_t>(pass.chunk)];
     }
-    it->second.push_back(forwards);
+    it->second.forwards.push_back(forwards);
+    it->second.first_backward_chunk.push_back(first_backward);
   }
   return it->second;
 }
@@ -156,9 +178,25 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
     if (chunks) chunks_it->second = chunks.take();
   }
   const std::vector<LayerRange>& chunks = chunks_it->second;
-  const std::vector<std::vector<int64_t>>& forwards = in_flight(l);
+  const InFlight& flight = in_flight(l);
+  const std::vector<std::vector<int64_t>>& forwards = flight.forwards;
   const int64_t dp_cp = l.dp * l.cp;
   const bool sharded = l.fsdp || l.zero >= 3;
+  // Within one layout a layer's kept bytes and backward are its kind's (its representative's, its kind's
+  // recompute mode), but where they come from the model's forward layer by layer: each asked once.
+  const bool by_kind = !(stacked_ && l.pp == 1);
+  kept_by_layer_.assign(kinds_.size(), -1);
+  backward_by_layer_.assign(kinds_.size(), -1);
+  auto kept_of = [&](int64_t i) {
+    int64_t& known = kept_by_layer_[static_cast<size_t>(by_kind ? representative_[static_cast<size_t>(i)] : i)];
+    if (known < 0) known = kept(l, i, l.recompute.of_kind(kinds_[static_cast<size_t>(i)]));
+    return known;
+  };
+  auto backward_of = [&](int64_t i) {
+    int64_t& known = backward_by_layer_[static_cast<size_t>(representative_[static_cast<size_t>(i)])];
+    if (known < 0) known = backward(l, i, l.recompute.of_kind(kinds_[static_cast<size_t>(i)]));
+    return known;
+  };
   int64_t most = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
@@ -172,11 +210,25 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
       const LayerRange& chunk = chunks[static_cast<size_t>(v * l.pp + r)];
       int64_t per_forward = 0;
       for (int64_t i = chunk.begin; i < chunk.end; ++i)
-        per_forward += kept(l, i, l.recompute.of_kind(kinds_[static_cast<size_t>(i)]));
+        per_forward += kept_of(i);
       layers += n * per_forward;
     }
-    // Note [The loss's backward in the memory bound]
-    bytes += layers + (r == l.pp - 1 ? head_backward(l) : 0);
+    // Note [The loss's backward in the memory bound]: the head's backward runs first on the last stage.
+    int64_t first_backward = r == l.pp - 1 ? head_backward(l) : 0;
+    // Note [A layer's backward in the memory bound]: each layer of the chunk the first backward runs,
+    // last to first, holds its backward's most in place of its and the later layers' kept bytes. A
+    // DTensor plan's layer runs other ops than the lone one; a model with a layer that cannot run alone
+    // has its kept bytes from elsewhere.
+    const int64_t c = flight.first_backward_chunk[static_cast<size_t>(r)];
+    if (!l.sp && !stacked_ && c >= 0 && forwards[static_cast<size_t>(r)][static_cast<size_t>(c)] > 0) {
+      const LayerRange& chunk = chunks[static_cast<size_t>(c * l.pp + r)];
+      int64_t later = 0;  // the kept bytes of layer i and those after it
+      for (int64_t i = chunk.end - 1; i >= chunk.begin; --i) {
+        later += kept_of(i);
+        first_backward = std::max(first_backward, backward_of(i) - later);
+      }
+    }
+    bytes += layers + first_backward;
     most = std::max(most, bytes);
   }
   constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage

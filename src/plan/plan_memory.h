@@ -15,7 +15,10 @@
 //                 (stack_kept_bytes), pipelined, nothing for such a layer; on the last stage, that
 //                 and what its final norm, head and loss hold at the most of that backward, which
 //                 runs before any layer's (head_backward_bytes), where the family can cut the model
-//                 there; under ZeRO-3
+//                 there; or, on any stage, where it is more, what a layer of the chunk that first
+//                 backward runs holds at the most of its backward in place of its and the later
+//                 layers' kept bytes (layer_backward_bytes; Note [A layer's backward in the memory
+//                 bound]), but under DTensor's plan or beside a layer that cannot run alone; under ZeRO-3
 //                 (and FSDP), the gathered layer and the prefetched one the step composes during
 //                 every pass (2 x the stage's largest layer's parameters, at 2 B each); under sequence
 //                 parallelism 1 / T of each layer's and the head's (Note [Sequence parallelism in the
@@ -68,8 +71,16 @@ class MemoryBound {
   int64_t kept(const Layout& layout, int64_t layer, Recompute mode);
   // What the last stage's head holds at the most of its first backward (head_backward_bytes).
   int64_t head_backward(const Layout& layout);
-  // Forwards each stage runs through each of its chunks before its first backward: [stage][chunk].
-  const std::vector<std::vector<int64_t>>& in_flight(const Layout& layout);
+  // What layer `layer` holds at the most of its first backward (layer_backward_bytes) at the layout's
+  // rank, tokens and micro-batch, without DTensor's plan (whose layers run other ops).
+  int64_t backward(const Layout& layout, int64_t layer, Recompute mode);
+  // Before each stage's first backward: the forwards it runs through each of its chunks, and the chunk
+  // that backward runs.
+  struct InFlight {
+    std::vector<std::vector<int64_t>> forwards;  // [stage][chunk]
+    std::vector<int64_t> first_backward_chunk;   // [stage]
+  };
+  const InFlight& in_flight(const Layout& layout);
 
   const ModelConfig& c_;
   RunShape run_;
@@ -81,7 +92,9 @@ class MemoryBound {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, std::pair<int64_t, int64_t>> kept_;  // one, per more
   bool stacked_ = false;  // a layer cannot run alone: unpipelined, every layer's kept bytes from the stack
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::vector<std::pair<int64_t, int64_t>>> stack_kept_;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<std::vector<int64_t>>> in_flight_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t>, int64_t> backward_;  // + micro-batch
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, InFlight> in_flight_;
+  std::vector<int64_t> kept_by_layer_, backward_by_layer_;  // activations' own, one layout's: -1 unknown
   std::map<std::pair<int64_t, int64_t>, int64_t> head_backward_;  // by (tokens, b)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
 };

@@ -151,6 +151,36 @@ TEST(PlanSearch, EveryLayoutOfTheStackOnlyToysIsCensusStep) {
   }
 }
 
+// The hybrid Nemotron-H toy of the step oracle (a Mamba-2 layer, a MoE, an attention and an MLP), whose
+// bound takes its Mamba-2 layer's backward (Note [A layer's backward in the memory bound]): every layout
+// on 2 devices, 4 sequences a step, its bound at most its peak; and a tight memory, where the search
+// rejects by its bounds.
+TEST(PlanSearch, EveryLayoutOfTheHybridToyIsCensusStep) {
+  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/nemotron_h_toy_L4_s128_single.json");
+  const std::string config = write_test_file("search_toy_nemotron_h.json", nlohmann::json::parse(file).at("config").dump());
+  const nlohmann::json all = run_json({"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "128",
+                                       "--global-batch", "4", "--gpu-memory", "1TiB", "--top", "100000"});
+  EXPECT_EQ(all["counts"]["fit"].get<int64_t>(), static_cast<int64_t>(all["layouts"].size()));
+  EXPECT_EQ(all["counts"]["not_evaluated"], 0);
+  // Pipelines, CP, EP and FSDP2 among them (DTensor's plan names none of its mixers: no SP).
+  int64_t pp = 0, cp = 0, ep = 0, fsdp = 0, sp = 0;
+  for (const auto& l : all["layouts"]) {
+    pp += l["pp"].get<int64_t>() > 1 ? 1 : 0, cp += l["cp"].get<int64_t>() > 1 ? 1 : 0;
+    ep += l["ep"].get<int64_t>() > 1 ? 1 : 0, fsdp += l["fsdp"].get<bool>() ? 1 : 0;
+    sp += l["sequence_parallel"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_GT(pp * cp * ep * fsdp, 0);
+  EXPECT_EQ(sp, 0);
+  expect_one_truth(config, all);
+  int64_t smallest = all["layouts"][0]["peak_bytes"];
+  for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
+  const nlohmann::json tight = run_json({"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "128",
+                                         "--global-batch", "4", "--gpu-memory", std::to_string(smallest + smallest / 8),
+                                         "--top", "3"});
+  EXPECT_GT(tight["counts"]["rejected_by_lower_bound"].get<int64_t>(), 0);
+  expect_one_truth(config, tight, /*every=*/true);
+}
+
 // Llama 4's experts run every token through every expert (one batched matmul), which expert
 // parallelism does not shard: census step refuses --ep for them, so the search keeps EP at 1 and its
 // header says why.

@@ -201,8 +201,11 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   for (int64_t r = 0; r < l.pp; ++r) {
     int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
     // ZeRO-3's gathered layer and the one prefetched, composed during every pass (step/step_compose.h):
-    // each parameter at least a bf16's 2 B.
-    if (sharded) bytes += 2 * 2 * largest_layer[static_cast<size_t>(r)];
+    // each parameter at least a bf16's 2 B. Not FSDP2's: its units are unsharded and resharded by the
+    // step's own hooks, and at the last stage's first backward it holds the root's (the embedding and
+    // head), not a layer's, which can be fewer (tests/cli/plan_search_cli_test.cpp: FSDP2 layouts of
+    // the MoE toys).
+    if (l.zero >= 3 && !l.fsdp) bytes += 2 * 2 * largest_layer[static_cast<size_t>(r)];
     int64_t layers = 0;
     for (int64_t v = 0; v < l.virtual_stages; ++v) {
       const int64_t n = forwards[static_cast<size_t>(r)][static_cast<size_t>(v)];

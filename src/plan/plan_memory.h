@@ -19,8 +19,8 @@
 //                 backward runs holds at the most of its backward in place of its and the later
 //                 layers' kept bytes (layer_backward_bytes; Note [A layer's backward in the memory
 //                 bound]), but under DTensor's plan or beside a layer that cannot run alone; under ZeRO-3
-//                 (and FSDP), the gathered layer and the prefetched one the step composes during
-//                 every pass (2 x the stage's largest layer's parameters, at 2 B each); under sequence
+//                 (not FSDP2, whose hooks unshard its units), the gathered layer and the prefetched one
+//                 the step composes during every pass (2 x the stage's largest layer's parameters, at 2 B each); under sequence
 //                 parallelism 1 / T of each layer's and the head's (Note [Sequence parallelism in the
 //                 activations' bound])
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'

@@ -151,6 +151,27 @@ TEST(PlanSearch, EveryLayoutOfTheStackOnlyToysIsCensusStep) {
   }
 }
 
+// The step oracle's MoE toys on 4 devices, 2 a node, 8 sequences a step (FSDP2 over DP 2 and 4, beside
+// PP 2 and TP 2): every layout's memory bound at most its peak (the plan's peak is census step's: the
+// tests above). FSDP2's hooks unshard its root, not a layer, at the last stage's first backward, so the
+// bound does not count ZeRO-3's gathered layers there; the Ernie toy's FSDP2 layout at DP 4 peaks at
+// 31,502,648 B, below the 35,769,100 B such a bound gave.
+TEST(PlanSearch, MemoryBoundsOfTheMoeToysOnFourDevicesAreAtMostTheirPeaks) {
+  for (const std::string family : {"ernie4_5_moe", "mixtral", "qwen2_moe", "gpt_oss"}) {
+    std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/" + family + "_toy_L4_s128_single.json");
+    const std::string config = write_test_file("bound_toy_" + family + ".json", nlohmann::json::parse(file).at("config").dump());
+    const nlohmann::json all = run_json({"plan", config, "--gpus", "4", "--gpus-per-node", "2", "--seq-length", "128",
+                                         "--global-batch", "8", "--gpu-memory", "1TiB", "--top", "100000"});
+    int64_t fsdp = 0;
+    for (const auto& l : all["layouts"]) {
+      fsdp += l["fsdp"].get<bool>() ? 1 : 0;
+      EXPECT_LE(l["memory_lower_bound_bytes"].get<int64_t>(), l["peak_bytes"].get<int64_t>())
+          << family << " " << l["step_args"].dump();
+    }
+    EXPECT_GT(fsdp, 0) << family;
+  }
+}
+
 // The hybrid Nemotron-H toy of the step oracle (a Mamba-2 layer, a MoE, an attention and an MLP), whose
 // bound takes its Mamba-2 layer's backward (Note [A layer's backward in the memory bound]): every layout
 // on 2 devices, 4 sequences a step, its bound at most its peak; and a tight memory, where the search

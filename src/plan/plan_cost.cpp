@@ -196,22 +196,36 @@ class KeptLayers final : public LayerRunner {
   Recompute recompute_;
 };
 
+// A lone layer of the rank's model on `batch` sequences of `tokens`, in a census of its own that folds
+// alike iterations, with its input and the model's positions, made before any observer listens.
+struct LoneLayer {
+  LoneLayer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch)
+      : layer(rank_config.family->build_layer(rank_config, layer_index)),
+        hidden(make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true)),
+        positions(layer->embed_positions(hidden)) {
+    session.set_fold_alike_iterations(true);
+  }
+  // The layer's forward as the model's loop calls it.
+  LayerForward forward() const {
+    return [this](const Tensor& h) { return layer->forward(h, positions); };
+  }
+
+  Session session;  // first: made before, and gone after, every object below
+  std::unique_ptr<DecoderLayer> layer;
+  Tensor hidden;
+  nn::PositionEmbeddings positions;
+};
+
 }  // namespace
 
 int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
                          Recompute recompute) {
-  Session session;
-  session.set_fold_alike_iterations(true);
-  std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
-  const Tensor hidden = make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
-  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, made before
-  const DecoderLayer& l = *layer;
-  auto forward = [&l, &positions](const Tensor& h) { return l.forward(h, positions); };
-  KeptBytes kept(session.storages_made());  // the input and the positions are the model's
-  session.add_observer(&kept);
-  const Tensor out = KeptLayers(kept, recompute).run(0, hidden, forward);
+  LoneLayer lone(rank_config, layer_index, tokens, batch);
+  KeptBytes kept(lone.session.storages_made());  // the input and the positions are the model's
+  lone.session.add_observer(&kept);
+  const Tensor out = KeptLayers(kept, recompute).run(0, lone.hidden, lone.forward());
   const int64_t bytes = kept.by_tag(1)[0] - kept.bytes_of(*out.storage());
-  session.remove_observer(&kept);
+  lone.session.remove_observer(&kept);
   return bytes;
 }
 
@@ -345,25 +359,20 @@ int64_t head_backward_bytes(const ModelConfig& config, int64_t tokens, int64_t b
 // on every layout of whole searches, the hybrid Nemotron-H toy among them.
 int64_t layer_backward_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
                              Recompute recompute) {
-  Session session;
-  session.set_fold_alike_iterations(true);
-  std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
-  const Tensor hidden = make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true);
+  LoneLayer lone(rank_config, layer_index, tokens, batch);
   const Tensor grad = make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16);
-  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, made before
-  const DecoderLayer& l = *layer;
-  auto forward = [&l, &positions](const Tensor& h) { return l.forward(h, positions); };
-  BackwardBytes bytes(session.storages_made());
-  session.add_observer(&bytes);
+  const LayerForward forward = lone.forward();
+  BackwardBytes bytes(lone.session.storages_made());
+  lone.session.add_observer(&bytes);
   {
-    Tensor out = recompute == Recompute::kSelective ? checkpoint(forward, hidden)
-                 : recompute == Recompute::kFull    ? checkpoint_full(forward, hidden)
-                                                    : forward(hidden);
+    Tensor out = recompute == Recompute::kSelective ? checkpoint(forward, lone.hidden)
+                 : recompute == Recompute::kFull    ? checkpoint_full(forward, lone.hidden)
+                                                    : forward(lone.hidden);
     bytes.forget(*out.storage());
     bytes.start_backward();
     run_backward(out, grad);
   }
-  session.remove_observer(&bytes);
+  lone.session.remove_observer(&bytes);
   return bytes.most();
 }
 

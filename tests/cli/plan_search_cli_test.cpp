@@ -40,6 +40,16 @@ nlohmann::json run_json(std::vector<std::string> args) {
   return run.code == 0 ? nlohmann::json::parse(run.out) : nlohmann::json::object();
 }
 
+// The toy's search again at a memory an eighth above the smallest peak `all` printed, its top 3: the
+// search rejects layouts there, by their bounds and their simulations.
+nlohmann::json tight_search(const std::string& config, const nlohmann::json& all, const std::string& gpus,
+                            const std::string& batch) {
+  int64_t smallest = all["layouts"][0]["peak_bytes"];
+  for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
+  return run_json({"plan", config, "--gpus", gpus, "--gpus-per-node", "2", "--seq-length", "128", "--global-batch",
+                   batch, "--gpu-memory", std::to_string(smallest + smallest / 8), "--top", "3"});
+}
+
 // census step on every stage of a layout: {"stages": [...], "total_bytes"} (one stage's object where PP 1).
 nlohmann::json every_stage(const std::string& config, const nlohmann::json& layout) {
   std::vector<std::string> args = {"step", config};
@@ -116,11 +126,7 @@ TEST(PlanSearch, EveryLayoutOfTheToysIsCensusStep) {
     EXPECT_TRUE(fsdp);
     EXPECT_TRUE(sp);
     EXPECT_EQ(both, !moe);  // the MoE toy's 2 devices leave DP 1 under TP 2
-    int64_t smallest = all["layouts"][0]["peak_bytes"];
-    for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
-    const nlohmann::json tight = run_json({"plan", config, "--gpus", gpus, "--gpus-per-node", "2", "--seq-length", "128",
-                                           "--global-batch", batch, "--gpu-memory", std::to_string(smallest + smallest / 8),
-                                           "--top", "3"});
+    const nlohmann::json tight = tight_search(config, all, gpus, batch);
     expect_one_truth(config, tight, /*every=*/true);
   }
 }
@@ -142,11 +148,7 @@ TEST(PlanSearch, EveryLayoutOfTheStackOnlyToysIsCensusStep) {
     EXPECT_GT(fsdp, 0) << family;
     EXPECT_EQ(sp, 0) << family;
     expect_one_truth(config, all);
-    int64_t smallest = all["layouts"][0]["peak_bytes"];
-    for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
-    const nlohmann::json tight = run_json({"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "128",
-                                           "--global-batch", "4", "--gpu-memory", std::to_string(smallest + smallest / 8),
-                                           "--top", "3"});
+    const nlohmann::json tight = tight_search(config, all, "2", "4");
     expect_one_truth(config, tight, /*every=*/true);
   }
 }
@@ -193,11 +195,7 @@ TEST(PlanSearch, EveryLayoutOfTheHybridToyIsCensusStep) {
   EXPECT_GT(pp * cp * ep * fsdp, 0);
   EXPECT_EQ(sp, 0);
   expect_one_truth(config, all);
-  int64_t smallest = all["layouts"][0]["peak_bytes"];
-  for (const auto& l : all["layouts"]) smallest = std::min<int64_t>(smallest, l["peak_bytes"]);
-  const nlohmann::json tight = run_json({"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "128",
-                                         "--global-batch", "4", "--gpu-memory", std::to_string(smallest + smallest / 8),
-                                         "--top", "3"});
+  const nlohmann::json tight = tight_search(config, all, "2", "4");
   EXPECT_GT(tight["counts"]["rejected_by_lower_bound"].get<int64_t>(), 0);
   expect_one_truth(config, tight, /*every=*/true);
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ops/dispatch.h"
+#include "util/recycled.h"
 
 namespace census {
 
@@ -130,7 +131,21 @@ struct StepPassLog {
 
 class StepBytes final : public Observer {
  public:
-  StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad | kOnResize) {}
+  // The log's buffers are the thread's last step's, kept (Note [Recycled buffers], util/recycled.h).
+  StepBytes()
+      : Observer(kOnOp | kOnFree | kOnParameterGrad | kOnResize),
+        slot_of_(reused_vector<StepBytes, int32_t>()),
+        storages_(reused_vector<StepBytes, StorageInfo>()),
+        events_(reused_vector<StepBytes, Event>()),
+        segments_(reused_vector<StepBytes, Segment>()) {}
+  ~StepBytes() override {
+    recycle_vector<StepBytes>(slot_of_);
+    recycle_vector<StepBytes>(storages_);
+    recycle_vector<StepBytes>(events_);
+    recycle_vector<StepBytes>(segments_);
+  }
+  StepBytes(const StepBytes&) = delete;
+  StepBytes& operator=(const StepBytes&) = delete;
 
   void mark_phase(std::string name);
   // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`: its own

@@ -2,13 +2,22 @@
 
 #include <atomic>
 #include <cassert>
+#include <mutex>
 
 namespace census {
 namespace {
 
-// Blocks a finished census gave back, for the thread's next one: fresh memory would be paged in
-// again on every census.
-thread_local std::vector<std::unique_ptr<std::byte[]>> g_spare_blocks;
+// Blocks finished censuses gave back, for the next census on any thread: fresh memory would be paged
+// in again on every census, and a search's worker threads end with each batch of jobs (Note [Recycled
+// buffers], util/recycled.h).
+struct SpareBlocks {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<std::byte[]>> blocks;
+};
+SpareBlocks& spare_blocks() {
+  static SpareBlocks spares;
+  return spares;
+}
 
 }  // namespace
 
@@ -33,17 +42,24 @@ void give_back_to_arena(void* memory, uint32_t tag) {
 }
 
 Arena::~Arena() {
+  SpareBlocks& spares = spare_blocks();
+  std::lock_guard<std::mutex> lock(spares.mutex);
   for (Block& block : blocks_)
-    if (block.size == kBlockBytes) g_spare_blocks.push_back(std::move(block.memory));
+    if (block.size == kBlockBytes) spares.blocks.push_back(std::move(block.memory));
 }
 
 void* Arena::allocate_in_new_block(size_t bytes, size_t alignment) {
   const size_t size = bytes + alignment > kBlockBytes ? bytes + alignment : kBlockBytes;
   std::unique_ptr<std::byte[]> memory;
-  if (size == kBlockBytes && !g_spare_blocks.empty()) {
-    memory = std::move(g_spare_blocks.back());
-    g_spare_blocks.pop_back();
-  } else {
+  if (size == kBlockBytes) {
+    SpareBlocks& spares = spare_blocks();
+    std::lock_guard<std::mutex> lock(spares.mutex);
+    if (!spares.blocks.empty()) {
+      memory = std::move(spares.blocks.back());
+      spares.blocks.pop_back();
+    }
+  }
+  if (!memory) {
     memory.reset(new std::byte[size]);  // no zeroing: the memory is written before it is read
   }
   std::byte* start = align_up(memory.get(), alignment);

@@ -1,7 +1,7 @@
 // File: arena.h
 // Arena: the memory a census's tensors, storages and graph nodes live in. A census makes many small
-// objects and drops them all at its end, so it bumps a pointer through blocks it keeps for the
-// thread's next census instead of calling malloc and free for each (they were a third of a census's
+// objects and drops them all at its end, so it bumps a pointer through blocks it keeps for the next
+// census, on any thread, instead of calling malloc and free for each (they were a third of a census's
 // time). Objects are still destroyed one by one, when their last handle goes, and their memory is
 // reused by the census's next objects of the same size (Note [Arena memory reused]); the blocks are
 // given back at once, when the arena dies.

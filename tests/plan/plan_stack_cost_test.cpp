@@ -236,7 +236,9 @@ TEST(PlanStackCost, ALayersBackwardIsAMomentOfTheStep) {
         before += layer_kept_bytes(c, j, kTokens, o.micro_batch_size, o.recompute);
         ++checked;
       }
-      if (family == "nemotron_h" && o.recompute == Recompute::kNone) EXPECT_GT(most, parameters + all_kept) << name;
+      if (family == "nemotron_h" && o.recompute == Recompute::kNone) {
+        EXPECT_GT(most, parameters + all_kept) << name;
+      }
     }
   }
   EXPECT_GT(checked, 400);

@@ -122,18 +122,34 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 }
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                   const std::vector<RecomputeShares>& shares) {
+                                   const std::vector<RecomputeShares>& shares, bool whole) {
+  // Each layer's record is that of the layer it is recorded as: itself, or where the family's layers
+  // are alike by kind, its kind's first. The forward runs as far as the last of those (the model's first
+  // chunk of that many layers, built as the whole model's are).
+  const int64_t layers = config.num_hidden_layers;
+  std::vector<int64_t> recorded_as(static_cast<size_t>(layers));
+  const std::vector<std::string> kinds = layer_kinds(config);
+  const bool alike = !whole && config.family->stack_layers_alike_by_kind;
+  int64_t through = 0;
+  for (int64_t i = 0; i < layers; ++i) {
+    const auto kind = kinds.begin() + i;
+    const int64_t as = alike ? std::find(kinds.begin(), kind, *kind) - kinds.begin() : i;
+    recorded_as[static_cast<size_t>(i)] = as;
+    through = std::max(through, as + 1);
+  }
   Session session;
   session.set_fold_alike_iterations(true);
-  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, whole_model(config));
-  std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(config.num_hidden_layers));
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, ModelChunk{0, through, true, true});
+  std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(through));
   {
     const Tensor input_ids = make_tensor(Dims{1, tokens}, DType::kInt64);
     Tensor out = model->model_forward(input_ids, Tensor(), RecordedLayers(*model, ops));
   }
   std::vector<LayerOps> out;
-  for (size_t i = 0; i < ops.size(); ++i)
-    out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], shares[i]));
+  for (int64_t i = 0; i < layers; ++i) {
+    const size_t as = static_cast<size_t>(recorded_as[static_cast<size_t>(i)]);
+    out.push_back(layer_ops(ops[as], *model->layers()[as], shares[static_cast<size_t>(i)]));
+  }
   return out;
 }
 

@@ -79,8 +79,12 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 // record_layer records a lone one, what the model computes around the layers left out as record_layer
 // leaves it out; `shares` by layer (census_stack_recomputed). The record of a layer that cannot run
 // alone (Family::stack_only); where a layer can, it equals record_layer's (tests/plan/plan_cost_test.cpp).
+// Where the family's layers are alike by kind (Family::stack_layers_alike_by_kind), the forward runs
+// only as far as each kind's first layer and every later layer takes its kind's record, its own shares
+// (tests/plan/plan_stack_cost_test.cpp holds that equal to the whole forward's); `whole` runs every
+// layer all the same.
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                   const std::vector<RecomputeShares>& shares);
+                                   const std::vector<RecomputeShares>& shares, bool whole = false);
 // The final norm, the LM head and the causal-LM loss on one sequence of `tokens` tokens.
 LayerOps record_output(const ModelConfig& config, int64_t tokens);
 // The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added).

@@ -123,32 +123,40 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                    const std::vector<RecomputeShares>& shares, bool whole) {
-  // Each layer's record is that of the layer it is recorded as: itself, or where the family's layers
-  // are alike by kind, its kind's first. The forward runs as far as the last of those (the model's first
-  // chunk of that many layers, built as the whole model's are).
-  const int64_t layers = config.num_hidden_layers;
-  std::vector<int64_t> recorded_as(static_cast<size_t>(layers));
-  const std::vector<std::string> kinds = layer_kinds(config);
-  const bool alike = !whole && config.family->stack_layers_alike_by_kind;
-  int64_t through = 0;
-  for (int64_t i = 0; i < layers; ++i) {
-    const auto kind = kinds.begin() + i;
-    const int64_t as = alike ? std::find(kinds.begin(), kind, *kind) - kinds.begin() : i;
-    recorded_as[static_cast<size_t>(i)] = as;
-    through = std::max(through, as + 1);
+  // Each layer's record is that of the layer it is read as (itself, or its kind's first).
+  const std::vector<int64_t> read_as = layers_read_as(config, whole);
+  std::vector<LayerOps> out = record_stack_as_read(config, rank_config, tokens, shares, read_as);
+  for (size_t i = 0; i < read_as.size(); ++i) {
+    const size_t as = static_cast<size_t>(read_as[i]);
+    if (as == i) continue;
+    const RecomputeShares own = out[i].shares;
+    out[i] = out[as];
+    out[i].shares = own;
   }
+  return out;
+}
+
+std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as) {
+  const ModelChunk chunk = layers_read_through(read_as);
   Session session;
   session.set_fold_alike_iterations(true);
-  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, ModelChunk{0, through, true, true});
-  std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(through));
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, chunk);
+  std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(chunk.end));
   {
     const Tensor input_ids = make_tensor(Dims{1, tokens}, DType::kInt64);
     Tensor out = model->model_forward(input_ids, Tensor(), RecordedLayers(*model, ops));
   }
   std::vector<LayerOps> out;
-  for (int64_t i = 0; i < layers; ++i) {
-    const size_t as = static_cast<size_t>(recorded_as[static_cast<size_t>(i)]);
-    out.push_back(layer_ops(ops[as], *model->layers()[as], shares[static_cast<size_t>(i)]));
+  for (size_t i = 0; i < read_as.size(); ++i) {
+    const size_t as = static_cast<size_t>(read_as[i]);
+    if (as == i) {
+      out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], shares[i]));
+    } else {  // the earlier layer's ops and parameters stand for its own
+      LayerOps own;
+      own.shares = shares[i];
+      out.push_back(std::move(own));
+    }
   }
   return out;
 }

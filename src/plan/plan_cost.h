@@ -85,6 +85,11 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 // layer all the same.
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                    const std::vector<RecomputeShares>& shares, bool whole = false);
+// record_stack's records but not their copies: a layer read as an earlier one (`read_as`, from
+// layers_read_as; read_as[i] < i) holds its own shares alone, its ops and parameters being the earlier
+// layer's.
+std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as);
 // The final norm, the LM head and the causal-LM loss on one sequence of `tokens` tokens.
 LayerOps record_output(const ModelConfig& config, int64_t tokens);
 // The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added).
@@ -103,7 +108,8 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
 // layer under `recompute` as the step wraps it: the bytes of the storages its ops made first that are
 // still live once the whole forward has returned. An unpipelined step's
 // micro-batch holds at least this of every layer at its first backward (the same forward); the bound of
-// a layer that cannot run alone (Family::stack_only), by layer index.
+// a layer that cannot run alone (Family::stack_only), by layer index. Every layer's own, alike by kind
+// or not: a storage made first by a kind's first layer that later ones share is its alone.
 std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                       int64_t batch, Recompute recompute);
 

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,7 +131,12 @@ struct StepPassLog {
 
 class StepBytes final : public Observer {
  public:
-  StepBytes() : Observer(kOnOp | kOnFree | kOnParameterGrad | kOnResize) {}
+  // Its log starts from the emptied vectors of a finished one, where one is spare (Note [Step logs
+  // reuse their memory], step_bytes.cpp), and hands its own on.
+  StepBytes();
+  ~StepBytes() override;
+  StepBytes(const StepBytes&) = delete;
+  StepBytes& operator=(const StepBytes&) = delete;
 
   void mark_phase(std::string name);
   // Count `tensor`'s storage from now (if it is not counted already), as allocated by `op`: its own
@@ -251,6 +257,16 @@ class StepBytes final : public Observer {
   }
   // The bytes event `e` moves under `weights`.
   int64_t weighted(const Event& e, const StepWeights& weights) const;
+
+  // A finished log's largest vectors, emptied (Note [Step logs reuse their memory]).
+  struct Spare {
+    std::vector<int32_t> slot_of;
+    std::vector<StorageInfo> storages;
+    std::vector<Event> events;
+  };
+  static std::vector<Spare>& spares();
+  static std::optional<Spare> take_spare();
+  static void keep_spare(Spare spare);
 
   std::vector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
   std::vector<StorageInfo> storages_;  // by slot

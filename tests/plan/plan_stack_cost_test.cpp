@@ -138,11 +138,12 @@ TEST(PlanStackCost, LayersThatCannotRunAloneAreRecorded) {
   }
 }
 
-// A family whose layers are alike by kind (Family::stack_layers_alike_by_kind) has its forward recorded
-// only as far as each kind's first layer: every layer's record equals the whole forward's, op for op, on
-// every shipped config of such a family (DeepSeek-V4-Flash's 43 layers and -Pro's 61), at ranks the
-// search reaches (TP 1 to 64, EP 1 to 256, the experts split by TP or whole) and at a sequence's tokens,
-// a context-parallel shard's and one.
+// A family whose layers are alike by kind (Family::stack_layers_alike_by_kind) has its forward read
+// only as far as each kind's first layer: every layer's record and selective shares equal the whole
+// forward's, op for op, on every shipped config of
+// such a family (DeepSeek-V4-Flash's 43 layers and -Pro's 61), at ranks the search reaches (TP 1 to 64,
+// EP 1 to 256, the experts split by TP or whole) and at a sequence's tokens, a context-parallel shard's
+// and one.
 TEST(PlanStackCost, LayersAlikeByKindAreRecordedAsTheWholeForward) {
   int64_t compared = 0;
   for (const cli::ShippedModel& model : cli::shipped_models()) {
@@ -151,14 +152,14 @@ TEST(PlanStackCost, LayersAlikeByKindAreRecordedAsTheWholeForward) {
     for (const auto& [tp, ep, etp] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 0}, {8, 8, 0}, {8, 8, 1}, {64, 256, 0}})
       for (int64_t tokens : {4096, 256, 1}) {
         const ModelConfig rank = rank_config(c, tp, ep, etp);
+        const std::string what = std::string(model.name) + " TP " + std::to_string(tp) + " EP " + std::to_string(ep) +
+                                 " ETP " + std::to_string(etp) + " tokens " + std::to_string(tokens);
         const std::vector<RecomputeShares> shares = census_stack_recomputed(c, rank, tokens);
+        const std::vector<RecomputeShares> whole_shares = census_stack_recomputed(c, rank, tokens, /*whole=*/true);
         const std::vector<LayerOps> kinds_first = record_stack(c, rank, tokens, shares);
-        const std::vector<LayerOps> whole = record_stack(c, rank, tokens, shares, /*whole=*/true);
-        ASSERT_EQ(kinds_first.size(), whole.size()) << model.name;
-        for (size_t i = 0; i < whole.size(); ++i)
-          expect_same(kinds_first[i], whole[i], std::string(model.name) + " TP " + std::to_string(tp) + " EP " +
-                                                    std::to_string(ep) + " ETP " + std::to_string(etp) + " tokens " +
-                                                    std::to_string(tokens) + " layer " + std::to_string(i));
+        const std::vector<LayerOps> whole = record_stack(c, rank, tokens, whole_shares, /*whole=*/true);
+        ASSERT_EQ(kinds_first.size(), whole.size()) << what;
+        for (size_t i = 0; i < whole.size(); ++i) expect_same(kinds_first[i], whole[i], what + " layer " + std::to_string(i));
         compared += static_cast<int64_t>(whole.size());
       }
   }

@@ -108,10 +108,11 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
 // layer under `recompute` as the step wraps it: the bytes of the storages its ops made first that are
 // still live once the whole forward has returned. An unpipelined step's
 // micro-batch holds at least this of every layer at its first backward (the same forward); the bound of
-// a layer that cannot run alone (Family::stack_only), by layer index. Every layer's own, alike by kind
-// or not: a storage made first by a kind's first layer that later ones share is its alone.
+// a layer that cannot run alone (Family::stack_only), by layer index. Where the family's layers are alike
+// by kind, read off the forward as far as each kind's first layer after the model's first (a storage the
+// layers share is counted to the first that made it; `whole`: every layer's own).
 std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                      int64_t batch, Recompute recompute);
+                                      int64_t batch, Recompute recompute, bool whole = false);
 
 // What layer `layer_index` of `rank_config` holds at the most of its first backward on a micro-batch of
 // `batch` sequences of `tokens` tokens, under `recompute` as the step wraps it: the bytes of the

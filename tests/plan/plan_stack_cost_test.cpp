@@ -160,6 +160,10 @@ TEST(PlanStackCost, LayersAlikeByKindAreRecordedAsTheWholeForward) {
         const std::vector<LayerOps> whole = record_stack(c, rank, tokens, whole_shares, /*whole=*/true);
         ASSERT_EQ(kinds_first.size(), whole.size()) << what;
         for (size_t i = 0; i < whole.size(); ++i) expect_same(kinds_first[i], whole[i], what + " layer " + std::to_string(i));
+        for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+          for (int64_t batch : {1, 2})
+            EXPECT_EQ(stack_kept_bytes(c, rank, tokens, batch, mode), stack_kept_bytes(c, rank, tokens, batch, mode, /*whole=*/true))
+                << what << " mode " << static_cast<int>(mode) << " batch " << batch;
         compared += static_cast<int64_t>(whole.size());
       }
   }

@@ -200,18 +200,22 @@ class LedgeredLayers final : public LayerRunner {
 }  // namespace
 
 std::vector<RecomputeShares> census_stack_recomputed(const ModelConfig& config_in, const ModelConfig& layer_config_in,
-                                                     int64_t seq_length) {
+                                                     int64_t seq_length, bool whole) {
   ModelConfig config = config_in, layer_config = layer_config_in;  // as census_recomputed prices a layer
   for (ModelConfig* c : {&config, &layer_config}) {
     c->gdn_backend = nn::GdnBackend::kEager;
     c->replacements.clear();
   }
+  const std::vector<int64_t> read_as = layers_read_as(config, whole);  // itself, or its kind's first
+  const ModelChunk chunk = layers_read_through(read_as);
   Session session;
   session.set_fold_alike_iterations(true);
-  const std::unique_ptr<CausalLM> model = build_causal_lm(config, layer_config, whole_model(config));
-  std::vector<RecomputeShares> shares(static_cast<size_t>(config.num_hidden_layers));
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, layer_config, chunk);
+  std::vector<RecomputeShares> read(static_cast<size_t>(chunk.end));
   const Tensor input_ids = make_tensor(Dims{config.micro_batch_size, seq_length}, DType::kInt64);
-  Tensor out = model->model_forward(input_ids, Tensor(), LedgeredLayers(*model, shares));
+  Tensor out = model->model_forward(input_ids, Tensor(), LedgeredLayers(*model, read));
+  std::vector<RecomputeShares> shares;
+  for (int64_t as : read_as) shares.push_back(read[static_cast<size_t>(as)]);
   return shares;
 }
 

@@ -68,9 +68,11 @@ class RecomputeLedger final : public Observer {
 RecomputeShares census_recomputed(const ModelConfig& config, int64_t layer_index, int64_t seq_length);
 // census_recomputed of every decoder layer, each run in the model's forward (models/causal_lm.h: the
 // model from `config`, its layers from `layer_config`) under the selective checkpoint as the step wraps
-// it: the shares of a layer that cannot run alone (Family::stack_only), by layer index.
+// it: the shares of a layer that cannot run alone (Family::stack_only), by layer index. Where the
+// family's layers are alike by kind (Family::stack_layers_alike_by_kind), read off the forward as far as
+// each kind's first layer, every later layer taking its kind's (`whole`: every layer's own).
 std::vector<RecomputeShares> census_stack_recomputed(const ModelConfig& config, const ModelConfig& layer_config,
-                                                     int64_t seq_length);
+                                                     int64_t seq_length, bool whole = false);
 
 // The ledger's attention parameters: those of the layer's child named for its attention (self_attn,
 // attention, ...), by storage id.

@@ -186,6 +186,15 @@ Tensor CausalLM::loss_function(Tensor logits, const Tensor& labels) const {
   return nn::for_causal_lm_loss(std::move(logits), labels, config_.vocab_size);
 }
 
+std::vector<int64_t> layers_read_as(const ModelConfig& config, bool whole) {
+  const std::vector<std::string> kinds = layer_kinds(config);
+  const bool alike = !whole && config.family->stack_layers_alike_by_kind;
+  std::vector<int64_t> out;
+  for (auto kind = kinds.begin(); kind != kinds.end(); ++kind)
+    out.push_back(alike ? std::find(kinds.begin(), kind, *kind) - kinds.begin() : kind - kinds.begin());
+  return out;
+}
+
 std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, const ModelConfig& layer_config, ModelChunk chunk) {
   if (config.family->build_causal_lm != nullptr) return config.family->build_causal_lm(config, layer_config, chunk);
   return make_causal_lm<CausalLM>(config, layer_config, chunk);

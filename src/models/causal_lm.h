@@ -19,6 +19,7 @@
 // Legend: B = micro-batch size (sequences), S = tokens a sequence, H = hidden_size, V = vocab_size.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -166,5 +167,16 @@ std::unique_ptr<CausalLM> build_causal_lm(const ModelConfig& config, const Model
 
 // The whole model as one chunk.
 inline ModelChunk whole_model(const ModelConfig& config) { return ModelChunk{0, config.num_hidden_layers, true, true}; }
+
+// The layer each decoder layer is read as, by layer index, for a measurement read off the model's
+// forward layer by layer: itself, or where the family's layers are alike by kind
+// (Family::stack_layers_alike_by_kind) and `whole` is not asked for, its kind's first. Such a
+// measurement runs the model's first chunk as far as the last of them (layers_read_through).
+std::vector<int64_t> layers_read_as(const ModelConfig& config, bool whole);
+inline ModelChunk layers_read_through(const std::vector<int64_t>& read_as) {
+  int64_t through = 0;
+  for (int64_t as : read_as) through = std::max(through, as + 1);
+  return ModelChunk{0, through, true, true};
+}
 
 }  // namespace census

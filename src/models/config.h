@@ -285,6 +285,11 @@ struct Family {
   // forward (GLM-5's shared-indexer layers); nullptr where it can. Such a layer is priced by the stack
   // census only (census/stack_census.h).
   const char* (*stack_only)(const ModelConfig& config, int64_t index) = nullptr;
+  // Every decoder layer of one kind (layer_kinds) runs the same ops on the same shapes inside the
+  // model's forward: its build reads its index only through its kind, and the model hands every layer
+  // alike inputs. The plan then records the model's forward only as far as each kind's first layer
+  // (plan/plan_cost.h, record_stack).
+  bool stack_layers_alike_by_kind = false;
   // The family's causal LM around its layers (models/causal_lm.h) where it is not written as Llama's;
   // nullptr where it is.
   std::unique_ptr<CausalLM> (*build_causal_lm)(const ModelConfig& config, const ModelConfig& layer_config,

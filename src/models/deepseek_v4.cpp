@@ -317,12 +317,16 @@ const char* pipeline_refusal(const ModelConfig& /*config*/, int64_t /*boundary*/
 
 }  // namespace
 
+// Alike by kind: a layer's build reads its index only through attention_types[index] and
+// mlp_types[index], which its kind joins, and the model hands every layer the same (B, S, M, H) streams,
+// positions and input ids.
 CENSUS_FAMILY(kDeepseekV4Family) = {
     .model_type = "deepseek_v4",
     .read = read_deepseek_v4,
     .build_layer = build_deepseek_v4_layer,
     .build_final_norm = build_deepseek_v4_head,
     .stack_only = stack_only,
+    .stack_layers_alike_by_kind = true,
     .build_causal_lm = build_deepseek_v4_causal_lm,
     .pipeline_refusal = pipeline_refusal,
 };

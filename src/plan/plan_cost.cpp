@@ -122,18 +122,42 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 }
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                   const std::vector<RecomputeShares>& shares) {
+                                   const std::vector<RecomputeShares>& shares, bool whole) {
+  // Each layer's record is that of the layer it is read as (itself, or its kind's first).
+  const std::vector<int64_t> read_as = layers_read_as(config, whole);
+  std::vector<LayerOps> out = record_stack_as_read(config, rank_config, tokens, shares, read_as);
+  for (size_t i = 0; i < read_as.size(); ++i) {
+    const size_t as = static_cast<size_t>(read_as[i]);
+    if (as == i) continue;
+    const RecomputeShares own = out[i].shares;
+    out[i] = out[as];
+    out[i].shares = own;
+  }
+  return out;
+}
+
+std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as) {
+  const ModelChunk chunk = layers_read_through(read_as);
   Session session;
   session.set_fold_alike_iterations(true);
-  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, whole_model(config));
-  std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(config.num_hidden_layers));
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, chunk);
+  std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(chunk.end));
   {
     const Tensor input_ids = make_tensor(Dims{1, tokens}, DType::kInt64);
     Tensor out = model->model_forward(input_ids, Tensor(), RecordedLayers(*model, ops));
   }
   std::vector<LayerOps> out;
-  for (size_t i = 0; i < ops.size(); ++i)
-    out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], shares[i]));
+  for (size_t i = 0; i < read_as.size(); ++i) {
+    const size_t as = static_cast<size_t>(read_as[i]);
+    if (as == i) {
+      out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], shares[i]));
+    } else {  // the earlier layer's ops and parameters stand for its own
+      LayerOps own;
+      own.shares = shares[i];
+      out.push_back(std::move(own));
+    }
+  }
   return out;
 }
 
@@ -231,18 +255,29 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
 
 
 std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                      int64_t batch, Recompute recompute) {
+                                      int64_t batch, Recompute recompute, bool whole) {
+  // A storage the layers share is counted to the first to make it, the model's first layer: where the
+  // layers are alike by kind, every other layer is read as the first of its kind after it.
+  std::vector<int64_t> read_as = layers_read_as(config, /*whole=*/true);
+  if (!whole && config.family->stack_layers_alike_by_kind) {
+    const std::vector<std::string> kinds = layer_kinds(config);
+    for (size_t i = 1; i < kinds.size(); ++i)
+      read_as[i] = std::find(kinds.begin() + 1, kinds.begin() + static_cast<int64_t>(i), kinds[i]) - kinds.begin();
+  }
+  const ModelChunk chunk = layers_read_through(read_as);
   Session session;
   session.set_fold_alike_iterations(true);
   KeptBytes kept(session.storages_made());  // from before the model is built: what building makes is no layer's
   kept.tag = -1;
   session.add_observer(&kept);
-  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, whole_model(config));
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, chunk);
   // The model's output holds the graph, and with it what each layer saved, until its backward.
   const Tensor out = model->model_forward(make_tensor(Dims{batch, tokens}, DType::kInt64), Tensor(),
                                           KeptLayers(kept, recompute));
-  std::vector<int64_t> bytes = kept.by_tag(config.num_hidden_layers);
+  const std::vector<int64_t> read = kept.by_tag(chunk.end);
   session.remove_observer(&kept);
+  std::vector<int64_t> bytes;
+  for (int64_t as : read_as) bytes.push_back(read[static_cast<size_t>(as)]);
   return bytes;
 }
 

@@ -79,8 +79,17 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 // record_layer records a lone one, what the model computes around the layers left out as record_layer
 // leaves it out; `shares` by layer (census_stack_recomputed). The record of a layer that cannot run
 // alone (Family::stack_only); where a layer can, it equals record_layer's (tests/plan/plan_cost_test.cpp).
+// Where the family's layers are alike by kind (Family::stack_layers_alike_by_kind), the forward runs
+// only as far as each kind's first layer and every later layer takes its kind's record, its own shares
+// (tests/plan/plan_stack_cost_test.cpp holds that equal to the whole forward's); `whole` runs every
+// layer all the same.
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                   const std::vector<RecomputeShares>& shares);
+                                   const std::vector<RecomputeShares>& shares, bool whole = false);
+// record_stack's records but not their copies: a layer read as an earlier one (`read_as`, from
+// layers_read_as; read_as[i] < i) holds its own shares alone, its ops and parameters being the earlier
+// layer's.
+std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
+                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as);
 // The final norm, the LM head and the causal-LM loss on one sequence of `tokens` tokens.
 LayerOps record_output(const ModelConfig& config, int64_t tokens);
 // The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added).
@@ -99,9 +108,11 @@ int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, in
 // layer under `recompute` as the step wraps it: the bytes of the storages its ops made first that are
 // still live once the whole forward has returned. An unpipelined step's
 // micro-batch holds at least this of every layer at its first backward (the same forward); the bound of
-// a layer that cannot run alone (Family::stack_only), by layer index.
+// a layer that cannot run alone (Family::stack_only), by layer index. Where the family's layers are alike
+// by kind, read off the forward as far as each kind's first layer after the model's first (a storage the
+// layers share is counted to the first that made it; `whole`: every layer's own).
 std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                      int64_t batch, Recompute recompute);
+                                      int64_t batch, Recompute recompute, bool whole = false);
 
 // What layer `layer_index` of `rank_config` holds at the most of its first backward on a micro-batch of
 // `batch` sequences of `tokens` tokens, under `recompute` as the step wraps it: the bytes of the

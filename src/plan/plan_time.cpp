@@ -1,4 +1,5 @@
 #include "plan/plan_time.h"
+#include "models/causal_lm.h"
 #include "util/parallel.h"
 
 #include <algorithm>
@@ -117,8 +118,12 @@ std::string seconds_text(double s) {
 // census_stack_recomputed), the one the step runs: one run per (TP, EP, ETP, tokens), each layer its own
 // record (layers of one kind need not be alike there: a KV-shared layer computes no keys or values).
 // Where a layer can also run alone, the stack's record of it is the lone census's, op for op
-// (tests/plan/plan_cost_test.cpp), so both ways give one answer. What the model computes around its
-// layers (DeepSeek-V4's streams and hc_head) is left out of the layers' time, as for every model.
+// (tests/plan/plan_cost_test.cpp), so both ways give one answer. Where the family's layers are alike by
+// kind (DeepSeek-V4's: Family::stack_layers_alike_by_kind), the forward runs only as far as each kind's
+// first layer, which every later layer of its kind is read as (record_stack, census_stack_recomputed;
+// tests/plan/plan_stack_cost_test.cpp holds both equal to the whole forward's). What the model computes
+// around its layers (DeepSeek-V4's streams and hc_head) is left out of the layers' time, as for every
+// model.
 struct TimeModel::Impl {
   Impl(const ModelConfig& config, const RunShape& run, const Device& device, TimeOptions options)
       : c(config), run(run), o(options), rates(Rates::of(device)), net(Network::of(device)) {
@@ -624,9 +629,11 @@ bool TimeModel::prices_through_stack() const { return impl_->stacked; }
 
 // Note [Stack records made ahead]
 // The search bounds every shape first, which reads the model's forward at each (TP, EP, ETP, tokens)
-// its shapes reach: for a model priced through the stack, one whole forward each, independent of one
-// another. They are made here, one a core, and priced into the entries layer_costs would make one by
-// one (each layer by the same cost_of); the records themselves are not kept. The selective shares of
+// its shapes reach: for a model priced through the stack, one forward each (as far as each kind's first
+// layer, where its layers are alike by kind), independent of one another. They are made here, one a
+// core, and priced into the entries layer_costs would make one by one (each layer by the same cost_of;
+// a layer read as an earlier one, with the same shares, at that one's cost); the records themselves are
+// not kept. The selective shares of
 // each (TP, EP, ETP) are read at the tokens layer_ops would read them at (those of the first layout
 // reaching it, in the order given, which is the order the search bounds them in).
 void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
@@ -660,15 +667,31 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
   // Each forward's record is priced at every micro-batch size its layouts take, then let go: the costs
   // are all the estimates read (layer_costs), and a model's records at every (TP, EP, ETP, tokens) at
   // once would take more memory than the search.
+  // A layer read as an earlier one (its kind's first, where the family's layers are alike by kind) has
+  // that layer's ops and parameters (record_stack); with its shares the same, its cost is that layer's.
+  const std::vector<int64_t> read_as = layers_read_as(c, /*whole=*/false);
   run_in_parallel(record_jobs.size(), [&](size_t i) {
     const auto& [key, sizes] = record_jobs[i];
     const auto& [tp, ep, etp, cp] = key;
     const std::tuple rank_key{tp, ep, etp};
-    const std::vector<LayerOps> layers =
-        record_stack(c, ranks.find(rank_key)->second, run.seq_length / cp, stack_shares.find(rank_key)->second);
+    const std::vector<LayerOps> layers = record_stack_as_read(c, ranks.find(rank_key)->second, run.seq_length / cp,
+                                                              stack_shares.find(rank_key)->second, read_as);
     for (int64_t b : sizes) {
       std::vector<LayerCost>& out = costs.find(std::tuple{tp, ep, etp, cp, b})->second;
-      for (const LayerOps& layer : layers) out.push_back(cost_of(layer, cp, b));
+      for (size_t k = 0; k < layers.size(); ++k) {
+        const size_t as = static_cast<size_t>(read_as[k]);
+        const RecomputeShares &mine = layers[k].shares, &theirs = layers[as].shares;
+        if (as == k) {
+          out.push_back(cost_of(layers[k], cp, b));
+        } else if (mine.attention_mm == theirs.attention_mm && mine.ffn_mm == theirs.ffn_mm) {
+          const LayerCost cost = out[as];
+          out.push_back(cost);
+        } else {  // record_stack's record of it: the earlier layer's with its own shares
+          LayerOps own = layers[as];
+          own.shares = mine;
+          out.push_back(cost_of(own, cp, b));
+        }
+      }
     }
   });
 }

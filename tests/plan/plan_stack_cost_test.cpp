@@ -11,6 +11,8 @@
 #include <set>
 
 #include "autograd/checkpoint.h"
+#include "cli/request.h"
+#include "cli/shipped_models.h"
 #include "models/causal_lm.h"
 #include "models/registry.h"
 #include "ops/dispatch.h"
@@ -134,6 +136,38 @@ TEST(PlanStackCost, LayersThatCannotRunAloneAreRecorded) {
     }
     EXPECT_GT(stack_only, 0) << family;
   }
+}
+
+// A family whose layers are alike by kind (Family::stack_layers_alike_by_kind) has its forward read
+// only as far as each kind's first layer: every layer's record and selective shares equal the whole
+// forward's, op for op, on every shipped config of
+// such a family (DeepSeek-V4-Flash's 43 layers and -Pro's 61), at ranks the search reaches (TP 1 to 64,
+// EP 1 to 256, the experts split by TP or whole) and at a sequence's tokens, a context-parallel shard's
+// and one.
+TEST(PlanStackCost, LayersAlikeByKindAreRecordedAsTheWholeForward) {
+  int64_t compared = 0;
+  for (const cli::ShippedModel& model : cli::shipped_models()) {
+    const ModelConfig c = cli::resolve_model(std::string(model.name)).take();
+    if (!c.family->stack_layers_alike_by_kind) continue;
+    for (const auto& [tp, ep, etp] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 0}, {8, 8, 0}, {8, 8, 1}, {64, 256, 0}})
+      for (int64_t tokens : {4096, 256, 1}) {
+        const ModelConfig rank = rank_config(c, tp, ep, etp);
+        const std::string what = std::string(model.name) + " TP " + std::to_string(tp) + " EP " + std::to_string(ep) +
+                                 " ETP " + std::to_string(etp) + " tokens " + std::to_string(tokens);
+        const std::vector<RecomputeShares> shares = census_stack_recomputed(c, rank, tokens);
+        const std::vector<RecomputeShares> whole_shares = census_stack_recomputed(c, rank, tokens, /*whole=*/true);
+        const std::vector<LayerOps> kinds_first = record_stack(c, rank, tokens, shares);
+        const std::vector<LayerOps> whole = record_stack(c, rank, tokens, whole_shares, /*whole=*/true);
+        ASSERT_EQ(kinds_first.size(), whole.size()) << what;
+        for (size_t i = 0; i < whole.size(); ++i) expect_same(kinds_first[i], whole[i], what + " layer " + std::to_string(i));
+        for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+          for (int64_t batch : {1, 2})
+            EXPECT_EQ(stack_kept_bytes(c, rank, tokens, batch, mode), stack_kept_bytes(c, rank, tokens, batch, mode, /*whole=*/true))
+                << what << " mode " << static_cast<int>(mode) << " batch " << batch;
+        compared += static_cast<int64_t>(whole.size());
+      }
+  }
+  EXPECT_GT(compared, 1000);  // DeepSeek-V4-Flash's and -Pro's layers at every rank and length
 }
 
 // The storages ops make that are still live, parameters left out.

@@ -38,7 +38,10 @@ int32_t StepBytes::find_slot(int64_t storage_id) const {
   return slot_of_[static_cast<size_t>(storage_id)] - 1;
 }
 
-void StepBytes::mark_phase(std::string name) { phases_.emplace_back(std::move(name), events_logged_); }
+void StepBytes::mark_phase(std::string name) {
+  is_optimizer_step_.push_back(name == "optimizer_step");
+  phases_.emplace_back(std::move(name), events_logged_);
+}
 
 void StepBytes::log(int32_t id, int64_t delta_bytes, std::string_view op, bool resize) {
   if (segments_.empty() || segments_.back().replayed) {
@@ -220,8 +223,8 @@ std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
 // birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
 int64_t StepBytes::weighted(const Event& e, const StepWeights& weights) const {
   const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
-  const bool optimizer_temporary = s.category == StepCategory::kActivations && s.phase >= 0 &&
-                                   std::string_view(phases_[static_cast<size_t>(s.phase)].first) == "optimizer_step";
+  const bool optimizer_temporary =
+      s.category == StepCategory::kActivations && s.phase >= 0 && is_optimizer_step_[static_cast<size_t>(s.phase)];
   const Share share = optimizer_temporary ? weights.optimizer_temporaries
                                           : weights.by_category[static_cast<size_t>(s.category)];
   const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);

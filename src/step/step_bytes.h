@@ -273,6 +273,7 @@ class StepBytes final : public Observer {
   std::vector<Segment> segments_;
   int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
+  std::vector<bool> is_optimizer_step_;  // by phase: whether it is the optimizer's (weighted() asks per event)
   int64_t live_ = 0;
   bool parameter_grads_in_flight_ = true;
   bool too_large_ = false;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <queue>
+#include <set>
 #include <thread>
 
 namespace census {
@@ -121,6 +122,7 @@ struct Candidate {
   int8_t zero = 0;  // ZeRO 0-3, or kFsdpMode
   bool complete = false;  // `seconds` is the whole estimate (else a lower bound)
   bool activations_bounded = false;  // memory_bound holds the activations' bound too
+  bool activations_whole = false;    // that bound with its layers' backwards (else one enough to reject)
   double seconds = 0;
   int64_t memory_bound = 0;  // the larger of MemoryBound's two
 };
@@ -170,11 +172,13 @@ class Planner {
   // Why the pipeline of (PP, V, split) breaks a rule (cached: many shapes share it), or empty.
   const std::string& pipeline_rule(int64_t pp, int64_t v, const PipelineSplit& split);
   // The lower bound of a candidate's estimate, and of its memory: the states' bound, and with
-  // `activations` the activations' too (bound_activations).
-  void bound(Candidate& cand, bool activations = true);
+  // `activations` the activations' too (bound_activations, `whole` or enough to reject).
+  void bound(Candidate& cand, bool activations = true, bool whole = false);
   // The activations' bound where the states' passes: layer_kept_bytes runs (or the model's forward, for
   // a model with a layer that cannot run alone), made for the candidates that reach the front of the line.
-  void bound_activations(Candidate& cand, const TimeEstimate& bound);
+  // With `whole` false, it stops short of the layers' backwards where the bound without them already
+  // rejects the candidate (MemoryBound::activations' `enough`).
+  void bound_activations(Candidate& cand, const TimeEstimate& bound, bool whole = false);
   Simulation& simulation(const Layout& l);
   Status run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs);
   // The layout's peak: stage 0 first, where that alone passes `budget` rejected on it; else every stage.
@@ -332,18 +336,21 @@ void Planner::enumerate(PlanResult& result) {
   for (const auto& [rule, count] : pruned) result.pruned_by_rule.emplace_back(rule, count);
 }
 
-void Planner::bound(Candidate& cand, bool activations) {
+void Planner::bound(Candidate& cand, bool activations, bool whole) {
   const Layout l = layout_of(cand);
   const TimeEstimate t = time_.estimate(l, /*complete=*/false);
   cand.seconds = t.seconds;
   cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters);
-  if (activations) bound_activations(cand, t);
+  if (activations) bound_activations(cand, t, whole);
 }
 
-void Planner::bound_activations(Candidate& cand, const TimeEstimate& bound) {
-  if (cand.memory_bound <= o_.gpu_memory)
-    cand.memory_bound = std::max(
-        cand.memory_bound, memory_.activations(layout_of(cand), bound.stage_parameters, bound.stage_largest_layer_parameters));
+void Planner::bound_activations(Candidate& cand, const TimeEstimate& bound, bool whole) {
+  cand.activations_bounded = true;
+  cand.activations_whole = true;
+  if (cand.memory_bound > o_.gpu_memory) return;  // the states' bound rejects it: no activations' bound
+  cand.memory_bound = std::max(
+      cand.memory_bound, memory_.activations(layout_of(cand), bound.stage_parameters, bound.stage_largest_layer_parameters,
+                                             whole ? INT64_MAX : o_.gpu_memory, &cand.activations_whole));
 }
 
 Simulation& Planner::simulation(const Layout& l) {
@@ -455,9 +462,13 @@ Result<PlanResult> Planner::run() {
   // whole searches.
   enum Kind : uint8_t { kFloor, kShape, kBound, kWhole };
   using Entry = std::tuple<double, uint8_t, size_t>;  // seconds, kind, index (ties: kind, then order)
-  if (time_.prices_through_stack()) {  // Note [Stack records made ahead]
+  {
+    // Note [Stack records made ahead], Note [Layer records made ahead]: the records the floors read, one
+    // layout for each (TP, EP, ETP, SP, CP, b) the shapes reach, in the order the shapes are floored.
     std::vector<Layout> layouts;
-    for (const Shape& shape : shapes_) layouts.push_back(layout_of(shape));
+    std::set<std::tuple<int64_t, int64_t, int64_t, bool, int64_t, int64_t>> reached;
+    for (const Shape& s : shapes_)
+      if (reached.emplace(s.tp, s.ep, s.etp, s.sp, s.cp, s.mbs).second) layouts.push_back(layout_of(s));
     time_.record_ahead(layouts);
   }
   // Every shape at its floor, heaped at once (no two entries tie: each kind's indices are its own).
@@ -488,10 +499,7 @@ Result<PlanResult> Planner::run() {
         continue;
       }
       Candidate& cand = candidates_[i];
-      if (!cand.activations_bounded) {
-        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false));
-        cand.activations_bounded = true;
-      }
+      if (!cand.activations_bounded) bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false));
       if (cand.memory_bound > o_.gpu_memory) {  // cannot fit: its estimate is not needed
         ++counts_.rejected_memory_bound;
         continue;
@@ -548,11 +556,14 @@ Result<PlanResult> Planner::run() {
   counts_.not_evaluated += static_cast<int64_t>(ahead.size());
   if (result.top.empty()) {
     // Nothing fits: the smallest peak of any layout, its lower bound ruling out those that cannot be it.
-    for (Candidate& cand : candidates_)
-      if (!cand.activations_bounded) {
-        bound_activations(cand, time_.estimate(layout_of(cand), /*complete=*/false));
-        cand.activations_bounded = true;
-      }
+    // Each bound whole: the smallest peak's search stops at the first bound past it. A candidate bounded
+    // short of its layers' backwards is bounded again from its states' bound.
+    for (Candidate& cand : candidates_) {
+      if (cand.activations_bounded && cand.activations_whole) continue;
+      const double seconds = cand.seconds;
+      bound(cand, /*activations=*/true, /*whole=*/true);
+      if (cand.complete) cand.seconds = seconds;
+    }
     std::vector<bool> expanded(shapes_.size(), false);
     for (const Candidate& cand : candidates_) expanded[static_cast<size_t>(cand.shape)] = true;
     for (size_t i = 0; i < shapes_.size(); ++i) {
@@ -561,7 +572,7 @@ Result<PlanResult> Planner::run() {
         for (int z : modes_of(shapes_[i])) {
           Candidate cand;
           cand.shape = static_cast<int32_t>(i), cand.recompute = static_cast<int16_t>(r), cand.zero = static_cast<int8_t>(z);
-          bound(cand);
+          bound(cand, /*activations=*/true, /*whole=*/true);
           candidates_.push_back(cand);
         }
     }

@@ -169,7 +169,7 @@ const MemoryBound::InFlight& MemoryBound::in_flight(const Layout& l) {
 }
 
 int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& params,
-                                 const std::vector<int64_t>& largest_layer) {
+                                 const std::vector<int64_t>& largest_layer, int64_t enough, bool* whole) {
   const PipelineSplit& sp = l.split;
   auto [chunks_it, made] = chunks_.try_emplace(
       {l.pp, l.virtual_stages, sp.first_stage_layers, sp.last_stage_layers, sp.embedding_as_layer, sp.loss_as_layer});
@@ -197,6 +197,11 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
     if (known < 0) known = backward(l, i, l.recompute.of_kind(kinds_[static_cast<size_t>(i)]));
     return known;
   };
+  constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage
+  auto bound_of = [&](int64_t most) { return std::max<int64_t>(0, most - (sharded ? kMargin : 0)) + overheads_; };
+  // Each stage's bytes before its first backward's layers (its parameters, its forwards' kept bytes, the
+  // head's backward), and whether a layer's backward may take the place of later layers' kept bytes.
+  std::vector<int64_t> before_layers(static_cast<size_t>(l.pp));
   int64_t most = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
@@ -206,7 +211,6 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
     // head), not a layer's, which can be fewer (tests/cli/plan_search_cli_test.cpp: FSDP2 layouts of
     // the MoE toys).
     if (l.zero >= 3 && !l.fsdp) bytes += 2 * 2 * largest_layer[static_cast<size_t>(r)];
-    int64_t layers = 0;
     for (int64_t v = 0; v < l.virtual_stages; ++v) {
       const int64_t n = forwards[static_cast<size_t>(r)][static_cast<size_t>(v)];
       if (n == 0) continue;
@@ -214,10 +218,15 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
       int64_t per_forward = 0;
       for (int64_t i = chunk.begin; i < chunk.end; ++i)
         per_forward += kept_of(i);
-      layers += n * per_forward;
+      bytes += n * per_forward;
     }
     // Note [The loss's backward in the memory bound]: the head's backward runs first on the last stage.
-    int64_t first_backward = r == l.pp - 1 ? head_backward(l) : 0;
+    before_layers[static_cast<size_t>(r)] = bytes;
+    most = std::max(most, bytes + (r == l.pp - 1 ? head_backward(l) : 0));
+  }
+  if (whole != nullptr) *whole = bound_of(most) <= enough;
+  if (bound_of(most) > enough) return bound_of(most);
+  for (int64_t r = 0; r < l.pp; ++r) {
     // Note [A layer's backward in the memory bound]: each layer of the chunk the first backward runs,
     // last to first, holds its backward's most in place of its and the later layers' kept bytes. A
     // DTensor plan's layer runs other ops than the lone one; a model with a layer that cannot run alone
@@ -228,14 +237,11 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
       int64_t later = 0;  // the kept bytes of layer i and those after it
       for (int64_t i = chunk.end - 1; i >= chunk.begin; --i) {
         later += kept_of(i);
-        first_backward = std::max(first_backward, backward_of(i) - later);
+        most = std::max(most, before_layers[static_cast<size_t>(r)] + backward_of(i) - later);
       }
     }
-    bytes += layers + first_backward;
-    most = std::max(most, bytes);
   }
-  constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage
-  return std::max<int64_t>(0, most - (sharded ? kMargin : 0)) + overheads_;
+  return bound_of(most);
 }
 
 }  // namespace census

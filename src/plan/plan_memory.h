@@ -63,9 +63,12 @@ class MemoryBound {
   // `stage_parameters` and `stage_expert_parameters` by stage, as the time model counts them.
   int64_t states(const Layout& layout, const std::vector<int64_t>& stage_parameters,
                  const std::vector<int64_t>& stage_expert_parameters) const;
-  // `stage_largest_layer` by stage: the most parameters one of its decoder layers holds.
+  // `stage_largest_layer` by stage: the most parameters one of its decoder layers holds. Where the bound
+  // without the layers' own backwards (layer_backward_bytes, the costliest term to measure) already
+  // passes `enough`, that looser bound is returned and `*whole` set false: enough to reject the layout.
   int64_t activations(const Layout& layout, const std::vector<int64_t>& stage_parameters,
-                      const std::vector<int64_t>& stage_largest_layer);
+                      const std::vector<int64_t>& stage_largest_layer, int64_t enough = INT64_MAX,
+                      bool* whole = nullptr);
 
  private:
   int64_t kept(const Layout& layout, int64_t layer, Recompute mode);

@@ -15,6 +15,7 @@
 #include "ops/dispatch.h"
 #include "ops/op_def.h"
 #include "ops/ops.h"
+#include "util/recycled.h"
 
 namespace census {
 namespace {
@@ -26,7 +27,14 @@ constexpr double kAttentionBackwardFlops = 2.5;  // the flash backward's five ma
 // Records every op of a forward that is not a view (a view renames bytes its producer wrote: no kernel).
 class OpRecorder final : public Observer {
  public:
-  explicit OpRecorder(bool recurrent) : Observer(kOnOp), recurrent_(recurrent) {}
+  // The ops grow in a recycled buffer (Note [Recycled buffers]): a search records thousands of layers of
+  // a thousand ops each, and each growing afresh paged in new memory at every doubling.
+  explicit OpRecorder(bool recurrent) : Observer(kOnOp), ops(reused_vector<OpRecorder, OpRecord>()), recurrent_(recurrent) {}
+  ~OpRecorder() override { recycle_vector<OpRecorder>(ops); }
+  OpRecorder(const OpRecorder&) = delete;
+  OpRecorder& operator=(const OpRecorder&) = delete;
+  // The ops recorded, in a vector of their own size.
+  std::vector<OpRecord> recorded() const { return {ops.begin(), ops.end()}; }
   void on_op(const OpCall& call) override {
     if (call.def.is_view()) return;
     OpRecord r;
@@ -97,7 +105,7 @@ class RecordedLayers final : public LayerRunner {
     Session::current().add_observer(&recorder);
     Tensor out = forward(hidden_states);
     Session::current().remove_observer(&recorder);
-    ops_[static_cast<size_t>(index)] = std::move(recorder.ops);
+    ops_[static_cast<size_t>(index)] = recorder.recorded();
     return out;
   }
 
@@ -118,7 +126,7 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
   session.add_observer(&recorder);
   { Tensor out = layer->forward(hidden, positions); }
   session.remove_observer(&recorder);
-  return layer_ops(std::move(recorder.ops), *layer, shares);
+  return layer_ops(recorder.recorded(), *layer, shares);
 }
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
@@ -424,7 +432,7 @@ LayerOps record_output(const ModelConfig& config, int64_t tokens) {
   { Tensor loss = nn::for_causal_lm_loss(lm_head.forward(norm->forward(hidden)), labels, config.vocab_size); }
   session.remove_observer(&recorder);
   LayerOps out;
-  out.ops = std::move(recorder.ops);
+  out.ops = recorder.recorded();
   for (const Tensor& parameter : parameters) out.parameters += parameter.numel();
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <limits>
 
 namespace census {
@@ -143,6 +144,11 @@ struct TimeModel::Impl {
       stacked = stacked || c.family->stack_only(c, i) != nullptr;
     if (stacked)  // each layer its own record, as the model's forward ran it
       for (size_t i = 0; i < representative.size(); ++i) representative[i] = static_cast<int64_t>(i);
+    for (int64_t rep : representative) {
+      auto found = std::find(priced.begin(), priced.end(), rep);
+      cost_index.push_back(static_cast<int32_t>(found - priced.begin()));
+      if (found == priced.end()) priced.push_back(rep);
+    }
   }
 
   // The rank's layers as census step builds them (rank_config of the layout's step): at (TP, EP, ETP), or
@@ -187,20 +193,15 @@ struct TimeModel::Impl {
     return cost;
   }
 
-  // Every layer's cost at (TP, EP, CP, b), by layer index: each kind recorded once (each layer, where
-  // the stack records them).
+  // The costs at (TP, EP, CP, b) of the layers `priced`, each kind's once (each layer's, where the stack
+  // records them): layer i's is at cost_index[i].
   const std::vector<LayerCost>& layer_costs(int64_t tp, int64_t ep, int64_t etp, int64_t cp, int64_t b) {
     auto [it, made] = costs.try_emplace({tp, ep, etp, cp, b});
     if (!made) return it->second;
     const ModelConfig& rank = rank_config(tp, ep, etp);
     const int64_t tokens = run.seq_length / cp;
-    std::map<int64_t, LayerCost> by_kind;
-    for (size_t i = 0; i < kinds.size(); ++i) {
-      const int64_t rep = representative[i];
-      auto found = by_kind.find(rep);
-      if (found == by_kind.end()) found = by_kind.emplace(rep, cost_of(layer_ops(rank, rep, tp, ep, etp, tokens), cp, b)).first;
-      it->second.push_back(found->second);
-    }
+    it->second.reserve(priced.size());
+    for (int64_t rep : priced) it->second.push_back(cost_of(layer_ops(rank, rep, tp, ep, etp, tokens), cp, b));
     return it->second;
   }
 
@@ -237,6 +238,7 @@ struct TimeModel::Impl {
   double shape_bound(Layout l);
   double shape_floor(const Layout& l);
   void record_ahead(const std::vector<Layout>& layouts);
+  void record_layers_ahead(const std::vector<Layout>& layouts);
   TimeEstimate estimate(const Layout& l, bool complete, bool formulas);
 
   // The last work() made: every stage's sums, the pass durations, the parameters.
@@ -266,6 +268,8 @@ struct TimeModel::Impl {
   Network net;
   std::vector<std::string> kinds;       // by layer index
   std::vector<int64_t> representative;  // by layer index: the first layer of its kind (itself, stacked)
+  std::vector<int64_t> priced;          // the layers costs are made for: each representative once
+  std::vector<int32_t> cost_index;      // by layer index: its representative's place in `priced`
   bool stacked = false;                 // a layer cannot run alone: every layer priced through the stack
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<RecomputeShares>> stack_shares;  // (TP, EP, ETP)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<LayerOps>> stack_ops;   // and tokens
@@ -342,7 +346,7 @@ void TimeModel::Impl::work(const Layout& l) {
     std::vector<double>& reduce = w.reduce;
     fwd.clear(), bwd.clear(), gather.clear(), reduce.clear();
     for (int64_t i = chunks[static_cast<size_t>(g)].begin; i < chunks[static_cast<size_t>(g)].end; ++i) {
-      const LayerCost& lc = layers[static_cast<size_t>(i)];
+      const LayerCost& lc = layers[static_cast<size_t>(cost_index[static_cast<size_t>(i)])];
       const PassTime& pt = lc.pass;
       const Recompute mode = l.recompute.of_kind(kinds[static_cast<size_t>(i)]);
       const bool full = mode == Recompute::kFull;
@@ -502,7 +506,8 @@ double TimeModel::Impl::shape_floor(const Layout& l) {
   if (made) {
     const auto [embedding, output] = ends(l.cp, l.micro_batch_size, l.sp ? l.tp : 1);
     double sum = embedding.forward + embedding.backward + output.forward + output.backward;
-    for (const LayerCost& lc : layer_costs(l.tp, l.ep, rank_key(l), l.cp, l.micro_batch_size)) sum += lc.pass.forward + lc.pass.backward;
+    const std::vector<LayerCost>& layers = layer_costs(l.tp, l.ep, rank_key(l), l.cp, l.micro_batch_size);
+    for (int32_t k : cost_index) sum += layers[static_cast<size_t>(k)].pass.forward + layers[static_cast<size_t>(k)].pass.backward;
     it->second = sum;
   }
   return static_cast<double>(l.micro_batches) * it->second / static_cast<double>(l.pp) * (1 - 1e-9);
@@ -625,7 +630,6 @@ double TimeModel::shape_floor(const Layout& layout) { return impl_->shape_floor(
 
 void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record_ahead(layouts); }
 
-bool TimeModel::prices_through_stack() const { return impl_->stacked; }
 
 // Note [Stack records made ahead]
 // The search bounds every shape first, which reads the model's forward at each (TP, EP, ETP, tokens)
@@ -637,7 +641,7 @@ bool TimeModel::prices_through_stack() const { return impl_->stacked; }
 // each (TP, EP, ETP) are read at the tokens layer_ops would read them at (those of the first layout
 // reaching it, in the order given, which is the order the search bounds them in).
 void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
-  if (!stacked) return;
+  if (!stacked) return record_layers_ahead(layouts);
   std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t>, int64_t>> share_jobs;  // (TP, EP, ETP), tokens
   // (TP, EP, ETP, CP): the micro-batch sizes whose costs are not yet made.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> cost_jobs;
@@ -692,6 +696,65 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
           out.push_back(cost_of(own, cp, b));
         }
       }
+    }
+  });
+}
+
+// Note [Layer records made ahead]
+// Where every layer runs alone, the search's first pass (every shape's floor) reads each kind's lone
+// census at every (TP, EP, ETP, tokens) its shapes reach, one after another: thousands of records on a
+// large search (a Qwen3.5-397B plan on 16,384 GPUs made 1,704), each a layer's forward. They are
+// independent of one another, so they are made here, one job a core for each (TP, EP, ETP, CP), and
+// priced into the entries layer_costs would make one by one (each kind's record by the same cost_of, at
+// every micro-batch size the layouts take); the records themselves are
+// not kept. Each kind's selective shares at (TP, EP, ETP) are read at the tokens layer_ops would read them
+// at: those of the first layout reaching it, in the order given, which is the order the search floors
+// the shapes in. tests/plan/plan_stack_cost_test.cpp holds every estimate equal, term by term, to those
+// made one by one.
+void TimeModel::Impl::record_layers_ahead(const std::vector<Layout>& layouts) {
+  using ShareKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // (layer, TP, EP, ETP)
+  std::vector<std::pair<ShareKey, int64_t>> share_jobs;            // and the tokens it is read at
+  std::set<ShareKey> share_queued;
+  // (TP, EP, ETP, CP): the micro-batch sizes whose costs are not yet made.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> cost_jobs;
+  for (const Layout& l : layouts) {
+    const int64_t tokens = run.seq_length / l.cp;
+    const int64_t etp = rank_key(l);
+    rank_config(l.tp, l.ep, etp);  // made here: the threads below only read it
+    for (int64_t rep : priced) {
+      const ShareKey key{rep, l.tp, l.ep, etp};
+      if (shares.find(key) == shares.end() && share_queued.insert(key).second) share_jobs.emplace_back(key, tokens);
+    }
+    std::vector<int64_t>& sizes = cost_jobs[{l.tp, l.ep, etp, l.cp}];
+    if (costs.find({l.tp, l.ep, etp, l.cp, l.micro_batch_size}) == costs.end() &&
+        std::find(sizes.begin(), sizes.end(), l.micro_batch_size) == sizes.end())
+      sizes.push_back(l.micro_batch_size);
+  }
+  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>>> record_jobs;
+  for (auto& [key, sizes] : cost_jobs)
+    if (!sizes.empty()) record_jobs.emplace_back(key, std::move(sizes));
+  // Each job writes its own entries, made before the threads start.
+  for (const auto& [key, tokens] : share_jobs) shares.try_emplace(key);
+  for (const auto& [key, sizes] : record_jobs)
+    for (int64_t b : sizes) costs.try_emplace(std::tuple_cat(key, std::tuple{b}));
+  run_in_parallel(share_jobs.size(), [&](size_t i) {
+    const auto& [key, tokens] = share_jobs[i];
+    const auto& [rep, tp, ep, etp] = key;
+    shares.find(key)->second = census_recomputed(ranks.find({tp, ep, etp})->second, rep, tokens);
+  });
+  run_in_parallel(record_jobs.size(), [&](size_t i) {
+    const auto& [key, sizes] = record_jobs[i];
+    const auto& [tp, ep, etp, cp] = key;
+    const ModelConfig& rank = ranks.find({tp, ep, etp})->second;
+    std::map<int64_t, std::vector<LayerCost>> by_kind;  // each kind's cost at each size, in `sizes`' order
+    for (int64_t rep : priced) {
+      const LayerOps layer = record_layer(rank, rep, run.seq_length / cp, shares.find({rep, tp, ep, etp})->second);
+      for (int64_t b : sizes) by_kind[rep].push_back(cost_of(layer, cp, b));
+    }
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<LayerCost>& out = costs.find(std::tuple{tp, ep, etp, cp, sizes[k]})->second;
+      out.reserve(priced.size());
+      for (int64_t rep : priced) out.push_back(by_kind[rep][k]);
     }
   });
 }

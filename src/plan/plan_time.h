@@ -110,11 +110,10 @@ class TimeModel {
   // A lower bound of shape_bound(layout) read off its layers' costs alone, without a pass through its
   // stages (Note [The shape's floor]): what the search ranks a shape by until it nears the front.
   double shape_floor(const Layout& layout);
-  // Records ahead, one a core, the model's forwards the estimates of `layouts` will read where a layer
-  // cannot run alone (Note [Layers priced through the stack]): the same records, made in parallel.
+  // Records ahead, one a core, what the estimates of `layouts` will read: the model's forwards where a
+  // layer cannot run alone (Note [Stack records made ahead]), else each kind's lone layer (Note [Layer
+  // records made ahead]): the same costs, made in parallel.
   void record_ahead(const std::vector<Layout>& layouts);
-  // Whether a layer cannot run alone, so that the estimates read the model's forwards (record_ahead's).
-  bool prices_through_stack() const;
 
  private:
   struct Impl;

@@ -302,28 +302,36 @@ TEST(PlanStackCost, StackKeptBytesBoundTheStep) {
 namespace census {
 namespace {
 
-// Note [Stack records made ahead]: the forwards recorded in parallel before the search price every
-// layout as those recorded one by one do, term by term, for the families whose layers cannot run alone.
+// Note [Stack records made ahead], Note [Layer records made ahead]: the records made in parallel before
+// the search price every layout as those made one by one do, term by term: for the families whose layers
+// cannot run alone (the model's forwards) and for lone layers of one kind, of two (Qwen3-Next's gated
+// delta net and attention), of three (Nemotron-H's Mamba-2, attention and MLP), with and without
+// experts, at micro-batches of one and two sequences and under sequence parallelism.
 TEST(PlanStackCost, RecordsMadeAheadPriceAsOneByOne) {
-  for (const std::string family : {"deepseek_v4", "gemma4"}) {
+  for (const std::string family : {"deepseek_v4", "gemma4", "llama", "qwen3_next", "nemotron_h", "mixtral"}) {
     const ModelConfig config = case_config(family);
     RunShape run;
     run.gpus = 4, run.gpus_per_node = 4, run.seq_length = kTokens, run.global_batch = 8;
     std::vector<Layout> layouts;
     for (int64_t tp : {1, 2})
       for (int64_t cp : {1, 2})
-        for (int64_t ep : config.moe.num_experts > 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}) {
-          Layout l;
-          l.tp = tp, l.cp = cp, l.ep = ep, l.dp = run.gpus / tp / cp, l.micro_batches = run.global_batch / l.dp;
-          if (rank_config(config, tp, ep, 0).num_attention_heads * tp != config.num_attention_heads) continue;
-          layouts.push_back(l);
-        }
+        for (int64_t ep : config.moe.num_experts > 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1})
+          for (int64_t mbs : {1, 2})
+            for (bool sp : {false, true}) {
+              if (sp && tp == 1) continue;
+              Layout l;
+              l.tp = tp, l.cp = cp, l.ep = ep, l.sp = sp, l.micro_batch_size = mbs, l.dp = run.gpus / tp / cp;
+              l.micro_batches = run.global_batch / l.dp / mbs;
+              if (rank_config(config, tp, ep, 0).num_attention_heads * tp != config.num_attention_heads) continue;
+              layouts.push_back(l);
+            }
     ASSERT_GE(layouts.size(), 2u) << family;
     TimeModel ahead(config, run, *find_device("h100"), TimeOptions{});
     TimeModel one_by_one(config, run, *find_device("h100"), TimeOptions{});
     ahead.record_ahead(layouts);
     for (const Layout& l : layouts) {
-      const std::string what = family + " TP " + std::to_string(l.tp) + " CP " + std::to_string(l.cp) + " EP " + std::to_string(l.ep);
+      const std::string what = family + " TP " + std::to_string(l.tp) + " CP " + std::to_string(l.cp) + " EP " +
+                               std::to_string(l.ep) + " b " + std::to_string(l.micro_batch_size) + (l.sp ? " SP" : "");
       EXPECT_EQ(ahead.shape_bound(l), one_by_one.shape_bound(l)) << what;
       const TimeEstimate a = ahead.estimate(l, /*complete=*/true), b = one_by_one.estimate(l, /*complete=*/true);
       ASSERT_EQ(a.terms.size(), b.terms.size()) << what;

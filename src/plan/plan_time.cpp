@@ -239,6 +239,11 @@ struct TimeModel::Impl {
   double shape_floor(const Layout& l);
   void record_ahead(const std::vector<Layout>& layouts);
   void record_layers_ahead(const std::vector<Layout>& layouts);
+  // A (TP, EP, ETP, CP) whose costs are to be made, and the micro-batch sizes they are made at.
+  using CostJob = std::pair<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>>;
+  // The costs `layouts` read and no entry holds yet, their entries made empty for one job each to fill
+  // (the threads write nothing else); each layout's rank config made, for the threads to read.
+  std::vector<CostJob> cost_jobs(const std::vector<Layout>& layouts);
   TimeEstimate estimate(const Layout& l, bool complete, bool formulas);
 
   // The last work() made: every stage's sums, the pass durations, the parameters.
@@ -631,6 +636,24 @@ double TimeModel::shape_floor(const Layout& layout) { return impl_->shape_floor(
 void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record_ahead(layouts); }
 
 
+std::vector<TimeModel::Impl::CostJob> TimeModel::Impl::cost_jobs(const std::vector<Layout>& layouts) {
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> sizes_by_key;
+  for (const Layout& l : layouts) {
+    const int64_t etp = rank_key(l);
+    rank_config(l.tp, l.ep, etp);  // made here: the threads only read it
+    std::vector<int64_t>& sizes = sizes_by_key[{l.tp, l.ep, etp, l.cp}];
+    if (costs.find({l.tp, l.ep, etp, l.cp, l.micro_batch_size}) == costs.end() &&
+        std::find(sizes.begin(), sizes.end(), l.micro_batch_size) == sizes.end())
+      sizes.push_back(l.micro_batch_size);
+  }
+  std::vector<CostJob> jobs;
+  for (auto& [key, sizes] : sizes_by_key)
+    if (!sizes.empty()) jobs.emplace_back(key, std::move(sizes));
+  for (const auto& [key, sizes] : jobs)  // each job writes its own entries, made before the threads start
+    for (int64_t b : sizes) costs.try_emplace(std::tuple_cat(key, std::tuple{b}));
+  return jobs;
+}
+
 // Note [Stack records made ahead]
 // The search bounds every shape first, which reads the model's forward at each (TP, EP, ETP, tokens)
 // its shapes reach: for a model priced through the stack, one forward each (as far as each kind's first
@@ -643,27 +666,14 @@ void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record
 void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
   if (!stacked) return record_layers_ahead(layouts);
   std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t>, int64_t>> share_jobs;  // (TP, EP, ETP), tokens
-  // (TP, EP, ETP, CP): the micro-batch sizes whose costs are not yet made.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> cost_jobs;
   for (const Layout& l : layouts) {
-    const int64_t tokens = run.seq_length / l.cp;
     const int64_t etp = rank_key(l);
-    rank_config(l.tp, l.ep, etp);  // made here: the threads below only read it
     if (stack_shares.find({l.tp, l.ep, etp}) == stack_shares.end() &&
         std::none_of(share_jobs.begin(), share_jobs.end(), [&](const auto& job) { return job.first == std::tuple{l.tp, l.ep, etp}; }))
-      share_jobs.emplace_back(std::tuple{l.tp, l.ep, etp}, tokens);
-    std::vector<int64_t>& sizes = cost_jobs[{l.tp, l.ep, etp, l.cp}];
-    if (costs.find({l.tp, l.ep, etp, l.cp, l.micro_batch_size}) == costs.end() &&
-        std::find(sizes.begin(), sizes.end(), l.micro_batch_size) == sizes.end())
-      sizes.push_back(l.micro_batch_size);
+      share_jobs.emplace_back(std::tuple{l.tp, l.ep, etp}, run.seq_length / l.cp);
   }
-  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>>> record_jobs;
-  for (auto& [key, sizes] : cost_jobs)
-    if (!sizes.empty()) record_jobs.emplace_back(key, std::move(sizes));
-  // Each job writes its own entries, made before the threads start.
-  for (const auto& [key, tokens] : share_jobs) stack_shares.try_emplace(key);
-  for (const auto& [key, sizes] : record_jobs)
-    for (int64_t b : sizes) costs.try_emplace(std::tuple_cat(key, std::tuple{b}));
+  const std::vector<CostJob> record_jobs = cost_jobs(layouts);
+  for (const auto& [key, tokens] : share_jobs) stack_shares.try_emplace(key);  // each job writes its own
   run_in_parallel(share_jobs.size(), [&](size_t i) {
     const auto& [key, tokens] = share_jobs[i];
     stack_shares.find(key)->second = census_stack_recomputed(c, ranks.find(key)->second, tokens);
@@ -715,28 +725,14 @@ void TimeModel::Impl::record_layers_ahead(const std::vector<Layout>& layouts) {
   using ShareKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // (layer, TP, EP, ETP)
   std::vector<std::pair<ShareKey, int64_t>> share_jobs;            // and the tokens it is read at
   std::set<ShareKey> share_queued;
-  // (TP, EP, ETP, CP): the micro-batch sizes whose costs are not yet made.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> cost_jobs;
-  for (const Layout& l : layouts) {
-    const int64_t tokens = run.seq_length / l.cp;
-    const int64_t etp = rank_key(l);
-    rank_config(l.tp, l.ep, etp);  // made here: the threads below only read it
+  for (const Layout& l : layouts)
     for (int64_t rep : priced) {
-      const ShareKey key{rep, l.tp, l.ep, etp};
-      if (shares.find(key) == shares.end() && share_queued.insert(key).second) share_jobs.emplace_back(key, tokens);
+      const ShareKey key{rep, l.tp, l.ep, rank_key(l)};
+      if (shares.find(key) == shares.end() && share_queued.insert(key).second)
+        share_jobs.emplace_back(key, run.seq_length / l.cp);
     }
-    std::vector<int64_t>& sizes = cost_jobs[{l.tp, l.ep, etp, l.cp}];
-    if (costs.find({l.tp, l.ep, etp, l.cp, l.micro_batch_size}) == costs.end() &&
-        std::find(sizes.begin(), sizes.end(), l.micro_batch_size) == sizes.end())
-      sizes.push_back(l.micro_batch_size);
-  }
-  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>>> record_jobs;
-  for (auto& [key, sizes] : cost_jobs)
-    if (!sizes.empty()) record_jobs.emplace_back(key, std::move(sizes));
-  // Each job writes its own entries, made before the threads start.
-  for (const auto& [key, tokens] : share_jobs) shares.try_emplace(key);
-  for (const auto& [key, sizes] : record_jobs)
-    for (int64_t b : sizes) costs.try_emplace(std::tuple_cat(key, std::tuple{b}));
+  const std::vector<CostJob> record_jobs = cost_jobs(layouts);
+  for (const auto& [key, tokens] : share_jobs) shares.try_emplace(key);  // each job writes its own
   run_in_parallel(share_jobs.size(), [&](size_t i) {
     const auto& [key, tokens] = share_jobs[i];
     const auto& [rep, tp, ep, etp] = key;

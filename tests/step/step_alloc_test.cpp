@@ -10,6 +10,7 @@
 #include "step/step_census.h"
 #include "models/registry.h"
 #include "step_cases.h"
+#include "step_expect_same.h"
 
 namespace census {
 namespace {
@@ -24,22 +25,6 @@ StepOptions allocator_step(const nlohmann::json& oracle, bool every_storage_on_d
   a.every_storage_on_device = every_storage_on_device;
   o.allocator = a;
   return o;
-}
-
-void expect_same_allocator(const StepAllocatorCensus& a, const StepAllocatorCensus& b) {
-  EXPECT_EQ(a.reserved_peak, b.reserved_peak);
-  EXPECT_EQ(a.allocated_peak, b.allocated_peak);
-  EXPECT_EQ(a.requested_peak, b.requested_peak);
-  EXPECT_EQ(a.largest_inactive_split, b.largest_inactive_split);
-  EXPECT_EQ(a.segments_peak, b.segments_peak);
-  EXPECT_EQ(a.device_allocs, b.device_allocs);
-  ASSERT_EQ(a.phases.size(), b.phases.size());
-  for (size_t i = 0; i < a.phases.size(); ++i) {
-    EXPECT_EQ(a.phases[i].name, b.phases[i].name);
-    EXPECT_EQ(a.phases[i].reserved_peak, b.phases[i].reserved_peak) << a.phases[i].name;
-    EXPECT_EQ(a.phases[i].allocated_peak, b.phases[i].allocated_peak) << a.phases[i].name;
-    EXPECT_EQ(a.phases[i].reserved_at_end, b.phases[i].reserved_at_end) << a.phases[i].name;
-  }
 }
 
 class StepAllocatorOracleCase : public ::testing::TestWithParam<std::string> {};
@@ -112,7 +97,7 @@ TEST_P(StepAllocatorOracleCase, ReplayedPassesGiveTheSameAllocator) {
   auto replayed = census_step(*config, options);
   auto op_by_op = census_step_op_by_op(*config, options);
   ASSERT_TRUE(replayed && op_by_op);
-  expect_same_allocator(*replayed->allocator, *op_by_op->allocator);
+  testing::expect_same_allocator(*replayed->allocator, *op_by_op->allocator, "replayed against op by op");
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, StepAllocatorOracleCase, ::testing::ValuesIn(step_case_names()),
@@ -159,7 +144,7 @@ TEST(StepAllocator, RequestedPeakIsTheComposedPeak) {
     ASSERT_TRUE(one);
     EXPECT_EQ(one->allocator->requested_peak, one->composed_peak.bytes) << "ZeRO-" << compositions[i].zero;
     EXPECT_EQ(step->also_composed_peaks[i].bytes, one->composed_peak.bytes);
-    expect_same_allocator(step->also_composed_allocators[i], *one->allocator);
+    testing::expect_same_allocator(step->also_composed_allocators[i], *one->allocator, "composed " + std::to_string(i));
   }
   // context parallelism: the K/V the ring receives, held through every pass (one block a pass)
   StepOptions cp = accumulated_adamw();

@@ -52,6 +52,24 @@ inline void expect_same_analysis(const StepAnalysis& a, const StepAnalysis& b, c
   }
 }
 
+// Every figure of two allocator simulations of a step.
+inline void expect_same_allocator(const StepAllocatorCensus& a, const StepAllocatorCensus& b, const std::string& where) {
+  EXPECT_EQ(a.reserved_peak, b.reserved_peak) << where;
+  EXPECT_EQ(a.allocated_peak, b.allocated_peak) << where;
+  EXPECT_EQ(a.requested_peak, b.requested_peak) << where;
+  EXPECT_EQ(a.largest_inactive_split, b.largest_inactive_split) << where;
+  EXPECT_EQ(a.num_alloc_retries, b.num_alloc_retries) << where;
+  EXPECT_EQ(a.segments_peak, b.segments_peak) << where;
+  EXPECT_EQ(a.device_allocs, b.device_allocs) << where;
+  ASSERT_EQ(a.phases.size(), b.phases.size()) << where;
+  for (size_t i = 0; i < a.phases.size(); ++i) {
+    EXPECT_EQ(a.phases[i].name, b.phases[i].name) << where;
+    EXPECT_EQ(a.phases[i].reserved_peak, b.phases[i].reserved_peak) << where << " " << a.phases[i].name;
+    EXPECT_EQ(a.phases[i].allocated_peak, b.phases[i].allocated_peak) << where << " " << a.phases[i].name;
+    EXPECT_EQ(a.phases[i].reserved_at_end, b.phases[i].reserved_at_end) << where << " " << a.phases[i].name;
+  }
+}
+
 // Everything both steps report but the passes each replayed.
 inline void expect_same_step_census(const StepCensus& a, const StepCensus& b, const std::string& where, bool same_events) {
   EXPECT_EQ(a.schedule, b.schedule) << where;

@@ -68,15 +68,6 @@ StepCensus step(const ModelConfig& config, int64_t micro_batches) {
   return result.take();
 }
 
-void expect_same_allocator(const StepAllocatorCensus& a, const StepAllocatorCensus& b, const std::string& where) {
-  EXPECT_EQ(a.reserved_peak, b.reserved_peak) << where;
-  EXPECT_EQ(a.allocated_peak, b.allocated_peak) << where;
-  EXPECT_EQ(a.requested_peak, b.requested_peak) << where;
-  EXPECT_EQ(a.largest_inactive_split, b.largest_inactive_split) << where;
-  EXPECT_EQ(a.num_alloc_retries, b.num_alloc_retries) << where;
-  EXPECT_EQ(a.segments_peak, b.segments_peak) << where;
-}
-
 // A small step, then a larger one, then the small one again here and on another thread: the later
 // ones run on the buffers the first gave back (the larger one's grown past them), and every figure is
 // the first run's.
@@ -91,11 +82,11 @@ TEST(StepRecycled, AStepIsTheSameWhateverRanBeforeItAndWhere) {
   EXPECT_GT(larger.analysis.events, first.analysis.events);
   const StepCensus again = step(two, 1);
   testing::expect_same_step_census(first, again, "again", /*same_events=*/true);
-  expect_same_allocator(*first.allocator, *again.allocator, "again");
+  testing::expect_same_allocator(*first.allocator, *again.allocator, "again");
   std::optional<StepCensus> elsewhere;
   std::thread([&] { elsewhere.emplace(step(two, 1)); }).join();
   testing::expect_same_step_census(first, *elsewhere, "on another thread", /*same_events=*/true);
-  expect_same_allocator(*first.allocator, *elsewhere->allocator, "on another thread");
+  testing::expect_same_allocator(*first.allocator, *elsewhere->allocator, "on another thread");
 }
 
 }  // namespace

@@ -339,7 +339,7 @@ void Planner::enumerate(PlanResult& result) {
 void Planner::bound(Candidate& cand, bool activations, bool whole) {
   const Layout l = layout_of(cand);
   const TimeEstimate t = time_.estimate(l, /*complete=*/false);
-  cand.seconds = t.seconds;
+  if (!cand.complete) cand.seconds = t.seconds;  // a whole estimate is kept
   cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters);
   if (activations) bound_activations(cand, t, whole);
 }
@@ -558,12 +558,8 @@ Result<PlanResult> Planner::run() {
     // Nothing fits: the smallest peak of any layout, its lower bound ruling out those that cannot be it.
     // Each bound whole: the smallest peak's search stops at the first bound past it. A candidate bounded
     // short of its layers' backwards is bounded again from its states' bound.
-    for (Candidate& cand : candidates_) {
-      if (cand.activations_bounded && cand.activations_whole) continue;
-      const double seconds = cand.seconds;
-      bound(cand, /*activations=*/true, /*whole=*/true);
-      if (cand.complete) cand.seconds = seconds;
-    }
+    for (Candidate& cand : candidates_)
+      if (!cand.activations_bounded || !cand.activations_whole) bound(cand, /*activations=*/true, /*whole=*/true);
     std::vector<bool> expanded(shapes_.size(), false);
     for (const Candidate& cand : candidates_) expanded[static_cast<size_t>(cand.shape)] = true;
     for (size_t i = 0; i < shapes_.size(); ++i) {

@@ -199,9 +199,9 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   };
   constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage
   auto bound_of = [&](int64_t most) { return std::max<int64_t>(0, most - (sharded ? kMargin : 0)) + overheads_; };
-  // Each stage's bytes before its first backward's layers (its parameters, its forwards' kept bytes, the
-  // head's backward), and whether a layer's backward may take the place of later layers' kept bytes.
-  std::vector<int64_t> before_layers(static_cast<size_t>(l.pp));
+  // Each stage's bytes but its first backward's (its parameters, its forwards' kept bytes).
+  std::vector<int64_t>& before_layers = stage_kept_;
+  before_layers.assign(static_cast<size_t>(l.pp), 0);
   int64_t most = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
@@ -224,8 +224,9 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
     before_layers[static_cast<size_t>(r)] = bytes;
     most = std::max(most, bytes + (r == l.pp - 1 ? head_backward(l) : 0));
   }
-  if (whole != nullptr) *whole = bound_of(most) <= enough;
-  if (bound_of(most) > enough) return bound_of(most);
+  const bool rejected_without_layers = bound_of(most) > enough;
+  if (whole != nullptr) *whole = !rejected_without_layers;
+  if (rejected_without_layers) return bound_of(most);
   for (int64_t r = 0; r < l.pp; ++r) {
     // Note [A layer's backward in the memory bound]: each layer of the chunk the first backward runs,
     // last to first, holds its backward's most in place of its and the later layers' kept bytes. A

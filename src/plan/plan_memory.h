@@ -98,6 +98,7 @@ class MemoryBound {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t>, int64_t> backward_;  // + micro-batch
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, InFlight> in_flight_;
   std::vector<int64_t> kept_by_layer_, backward_by_layer_;  // activations' own, one layout's: -1 unknown
+  std::vector<int64_t> stage_kept_;  // activations' own, one layout's: by stage, all but the first backward
   std::map<std::pair<int64_t, int64_t>, int64_t> head_backward_;  // by (tokens, b)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
 };

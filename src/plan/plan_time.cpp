@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <set>
 #include <limits>
+#include <set>
 
 namespace census {
 
@@ -635,7 +635,6 @@ double TimeModel::shape_floor(const Layout& layout) { return impl_->shape_floor(
 
 void TimeModel::record_ahead(const std::vector<Layout>& layouts) { impl_->record_ahead(layouts); }
 
-
 std::vector<TimeModel::Impl::CostJob> TimeModel::Impl::cost_jobs(const std::vector<Layout>& layouts) {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<int64_t>> sizes_by_key;
   for (const Layout& l : layouts) {
@@ -716,11 +715,10 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
 // large search (a Qwen3.5-397B plan on 16,384 GPUs made 1,704), each a layer's forward. They are
 // independent of one another, so they are made here, one job a core for each (TP, EP, ETP, CP), and
 // priced into the entries layer_costs would make one by one (each kind's record by the same cost_of, at
-// every micro-batch size the layouts take); the records themselves are
-// not kept. Each kind's selective shares at (TP, EP, ETP) are read at the tokens layer_ops would read them
-// at: those of the first layout reaching it, in the order given, which is the order the search floors
-// the shapes in. tests/plan/plan_stack_cost_test.cpp holds every estimate equal, term by term, to those
-// made one by one.
+// every micro-batch size the layouts take); the records themselves are not kept. Each kind's selective
+// shares at (TP, EP, ETP) are read at the tokens layer_ops would read them at: those of the first layout
+// reaching it, in the order given, which is the order the search floors the shapes in.
+// tests/plan/plan_stack_cost_test.cpp holds every estimate equal, term by term, to those made one by one.
 void TimeModel::Impl::record_layers_ahead(const std::vector<Layout>& layouts) {
   using ShareKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // (layer, TP, EP, ETP)
   std::vector<std::pair<ShareKey, int64_t>> share_jobs;            // and the tokens it is read at
@@ -742,15 +740,9 @@ void TimeModel::Impl::record_layers_ahead(const std::vector<Layout>& layouts) {
     const auto& [key, sizes] = record_jobs[i];
     const auto& [tp, ep, etp, cp] = key;
     const ModelConfig& rank = ranks.find({tp, ep, etp})->second;
-    std::map<int64_t, std::vector<LayerCost>> by_kind;  // each kind's cost at each size, in `sizes`' order
-    for (int64_t rep : priced) {
+    for (int64_t rep : priced) {  // in `priced`'s order, each entry's costs
       const LayerOps layer = record_layer(rank, rep, run.seq_length / cp, shares.find({rep, tp, ep, etp})->second);
-      for (int64_t b : sizes) by_kind[rep].push_back(cost_of(layer, cp, b));
-    }
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      std::vector<LayerCost>& out = costs.find(std::tuple{tp, ep, etp, cp, sizes[k]})->second;
-      out.reserve(priced.size());
-      for (int64_t rep : priced) out.push_back(by_kind[rep][k]);
+      for (int64_t b : sizes) costs.find(std::tuple{tp, ep, etp, cp, b})->second.push_back(cost_of(layer, cp, b));
     }
   });
 }

@@ -525,19 +525,28 @@ Result<PlanResult> Planner::run() {
     // A copy: taking the next layouts from the line below grows candidates_, which may move it.
     const Candidate cand = candidates_[*i];
     const Layout layout = layout_of(cand);
-    // Where this layout's stage 0 is to be simulated: with it, those of the next layouts the search
-    // would simulate, one a core, together (at most cores - 1 are run in vain at the end).
-    std::vector<std::pair<Layout, int64_t>> stage0s;
-    if (!simulation(layout).stages[0]) {
-      stage0s.emplace_back(layout, 0);
-      while (ahead.size() + 1 < cores) {
+    // Note [Stages simulated side by side]
+    // One stage a core at once: this layout's stages still to simulate (unless its stage 0, simulated
+    // ahead, already rules it out), then the stage 0 of the next layouts the search would simulate,
+    // while they could still be printed (this layout and those ahead, all fitting, would not yet fill
+    // --top). A stage run beside its layout's stage 0 is in vain where that stage rules the layout out,
+    // which the bounds make rare; none runs for a layout past those --top could still print. Every
+    // simulation is cached: what the search prints does not depend on the order they ran in.
+    std::vector<std::pair<Layout, int64_t>> jobs;
+    const Simulation& sim = simulation(layout);
+    if (!sim.stages[0] || (*sim.stages[0])[zero_index(layout)].bytes + overheads() <= o_.gpu_memory) {
+      const std::vector<int64_t> standing = standing_stages(c_, layout);
+      for (int64_t s = 0; s < layout.pp && jobs.size() < cores; ++s)
+        if (standing[static_cast<size_t>(s)] == s && !sim.stages[static_cast<size_t>(s)]) jobs.emplace_back(layout, s);
+      while (!jobs.empty() && jobs.size() < cores &&
+             static_cast<int64_t>(result.top.size() + ahead.size()) + 1 < o_.top) {
         std::optional<size_t> j = next_fastest();
         if (!j) break;
         ahead.push_back(*j);
-        stage0s.emplace_back(layout_of(candidates_[*j]), 0);
+        jobs.emplace_back(layout_of(candidates_[*j]), 0);
       }
     }
-    CENSUS_TRY(run_stages(stage0s));
+    CENSUS_TRY(run_stages(jobs));
     LayoutResult r = result_of(layout, cand.memory_bound);
     CENSUS_TRY(evaluate(r, o_.gpu_memory));
     if (r.simulated && r.peak_bytes <= o_.gpu_memory) {

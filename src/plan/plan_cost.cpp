@@ -65,7 +65,7 @@ class OpRecorder final : public Observer {
     }
     ops.push_back(r);
   }
-  std::vector<OpRecord> ops;
+  LargeVector<OpRecord> ops;
 
  private:
   bool recurrent_;
@@ -250,14 +250,40 @@ struct LoneLayer {
 
 }  // namespace
 
+namespace {
+
+// Whether one storage is freed while it listens.
+class FreeOf final : public Observer {
+ public:
+  explicit FreeOf(int64_t id) : Observer(kOnFree), id_(id) {}
+  void on_free(const Storage& storage) override { freed = freed || storage.id == id_; }
+  bool freed = false;
+
+ private:
+  int64_t id_;
+};
+
+}  // namespace
+
 int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
-                         Recompute recompute) {
+                         Recompute recompute, int64_t* input_kept) {
   LoneLayer lone(rank_config, layer_index, tokens, batch);
+  // The layer's input as the model hands it, an earlier op's output (a leaf is held by its gradient's
+  // accumulator whatever the layer keeps).
+  Tensor input = ops::clone(lone.hidden);
   KeptBytes kept(lone.session.storages_made());  // the input and the positions are the model's
   lone.session.add_observer(&kept);
-  const Tensor out = KeptLayers(kept, recompute).run(0, lone.hidden, lone.forward());
+  const Tensor out = KeptLayers(kept, recompute).run(0, input, lone.forward());
   const int64_t bytes = kept.by_tag(1)[0] - kept.bytes_of(*out.storage());
   lone.session.remove_observer(&kept);
+  if (input_kept != nullptr) {  // the caller's reference to the input dropped: does the layer's graph hold it?
+    const int64_t input_bytes = input.storage()->nbytes;
+    FreeOf freed(input.storage()->id);
+    lone.session.add_observer(&freed);
+    input = Tensor();
+    lone.session.remove_observer(&freed);
+    *input_kept = freed.freed ? 0 : input_bytes;
+  }
   return bytes;
 }
 
@@ -417,6 +443,68 @@ int64_t layer_backward_bytes(const ModelConfig& rank_config, int64_t layer_index
   }
   lone.session.remove_observer(&bytes);
   return bytes.most();
+}
+
+namespace {
+
+// Each kind's first layer of a model whose layers are alike by kind, run inside the model's forward on
+// an input of its own and then through its first backward at once, the layers between left out (the
+// model's hidden states handed on as they came): what layer_backward_bytes measures of a lone layer.
+class LayerBackwardsInModel final : public LayerRunner {
+ public:
+  LayerBackwardsInModel(const std::vector<int64_t>& read_as, Recompute recompute, std::vector<int64_t>& most)
+      : read_as_(read_as), recompute_(recompute), most_(most) {}
+  Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
+    if (read_as_[static_cast<size_t>(index)] != index) return hidden_states;
+    // A decoder layer's output has its input's sizes: the gradient handed to it is made beforehand.
+    const Tensor input = make_tensor(hidden_states.sizes(), hidden_states.dtype(), /*requires_grad=*/true);
+    const Tensor grad = make_tensor(hidden_states.sizes(), hidden_states.dtype());
+    Session& session = Session::current();
+    BackwardBytes bytes(session.storages_made());  // the model's positions and input ids are no op's of the layer
+    session.add_observer(&bytes);
+    {
+      Tensor out = recompute_ == Recompute::kSelective ? checkpoint(forward, input)
+                   : recompute_ == Recompute::kFull    ? checkpoint_full(forward, input)
+                                                       : forward(input);
+      bytes.forget(*out.storage());
+      bytes.start_backward();
+      run_backward(out, grad);
+    }
+    session.remove_observer(&bytes);
+    most_[static_cast<size_t>(index)] = bytes.most();
+    return hidden_states;
+  }
+
+ private:
+  const std::vector<int64_t>& read_as_;
+  Recompute recompute_;
+  std::vector<int64_t>& most_;
+};
+
+}  // namespace
+
+// Note [A layer's backward inside the model]
+// A layer that cannot run alone takes what its model hands it (DeepSeek-V4's: the hc_mult residual
+// streams, the positions and the input ids). Where the layers are alike by kind, a layer's ops read only
+// those, never what an earlier layer made, so each kind's first layer, run inside the model's forward on
+// an input of its own, runs the ops any layer of its kind runs in the step: its first backward holds
+// what layer_backward_bytes measures of a lone layer, and Note [A layer's backward in the memory bound]
+// holds for it. tests/cli/plan_search_cli_test.cpp holds the bound to the simulated peak on every layout
+// of the DeepSeek-V4 toy's searches and on DeepSeek-V4-Pro's layouts.
+std::vector<int64_t> stack_layer_backward_bytes(const ModelConfig& config, const ModelConfig& rank_config,
+                                                int64_t tokens, int64_t batch, Recompute recompute) {
+  const std::vector<int64_t> read_as = layers_read_as(config, /*whole=*/false);
+  Session session;
+  session.set_fold_alike_iterations(true);
+  const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, layers_read_through(read_as));
+  std::vector<int64_t> most(read_as.size(), 0);
+  {
+    const Tensor input_ids = make_tensor(Dims{batch, tokens}, DType::kInt64);
+    Tensor out = model->model_forward(input_ids, Tensor(), LayerBackwardsInModel(read_as, recompute, most));
+  }
+  std::vector<int64_t> bytes;
+  for (int64_t as : read_as) bytes.push_back(most[static_cast<size_t>(as)]);
+  return bytes;
 }
 
 LayerOps record_output(const ModelConfig& config, int64_t tokens) {

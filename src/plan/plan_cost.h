@@ -100,8 +100,9 @@ LayerOps record_embedding(const ModelConfig& config, int64_t tokens);
 // full checkpoint): the bytes of the storages its forward makes that are still live when it returns,
 // its output left out. A micro-batch in flight in the step holds at least this of each of its layers
 // (the same ops on the same shapes), which makes the plan's memory lower bound.
+// `input_kept`: also the bytes of its input it keeps (a checkpoint's saved input), or 0, where asked.
 int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
-                         Recompute recompute);
+                         Recompute recompute, int64_t* input_kept = nullptr);
 
 // What each decoder layer keeps of a micro-batch of `batch` sequences of `tokens` tokens as the model's
 // forward runs it (models/causal_lm.h: the model from `config`, its layers from `rank_config`), each
@@ -120,6 +121,13 @@ std::vector<int64_t> stack_kept_bytes(const ModelConfig& config, const ModelConf
 // input, its output and its output's gradient left out (Note [A layer's backward in the memory bound]).
 int64_t layer_backward_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
                              Recompute recompute);
+
+// layer_backward_bytes of every decoder layer of a model whose layers are alike by kind
+// (Family::stack_layers_alike_by_kind) and cannot run alone, by layer index: its kind's first layer run
+// inside the model's forward (`config` the model, `rank_config` its layers), on its own input (Note [A
+// layer's backward inside the model]).
+std::vector<int64_t> stack_layer_backward_bytes(const ModelConfig& config, const ModelConfig& rank_config,
+                                                int64_t tokens, int64_t batch, Recompute recompute);
 
 // What the last stage holds of its final norm, LM head and loss at the most of its first backward there
 // (the model's own, run on a micro-batch of `batch` sequences of `tokens` tokens): the bytes of the

@@ -79,6 +79,19 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
 // layer's kept bytes bounds the sharded layer's; likewise the vocabulary-parallel head's 1 / T of the
 // whole head's. tests/cli/plan_search_cli_test.cpp holds the bound to the simulated peak on whole
 // searches with SP layouts.
+// Note [A layer's input in the memory bound]
+// What a layer keeps from its forward (layer_kept_bytes) is what its own ops made, its output left out;
+// its input is the earlier layer's output (or the stage's embedding or received activations), which no
+// layer's own count holds. A layer whose graph keeps its input (a checkpoint saves it, selective or
+// full) holds it until its backward: measured as the lone layer's input, an earlier op's output, still
+// live once the caller lets it go. It is counted with the layer that keeps it, one storage a layer, never
+// also in another's, and so at every moment the bound takes before that layer's backward. A layer
+// that keeps its input no longer once its backward has run has it counted among the later layers'
+// kept bytes the layer-backward term takes away (a looser bound there, never a larger one).
+// Qwen3.5-122B-A10B on 16,384 GPUs, CP 8, EP 8, PP 2 x 8 virtual stages, micro-batches of 8 under
+// selective recompute: a layer's input, 8 x 512 x 3,072 x 2 B = 25.2 MB, kept by every layer the first
+// stage's forwards in flight ran, raises the bound from 85.67 to 86.85 GB, past the 80 GiB the search
+// rejects at unsimulated; its peak is 87.43 GB.
 int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   const int64_t rep = representative_[static_cast<size_t>(layer)];
   const int64_t tokens = run_.seq_length / l.cp;
@@ -109,9 +122,10 @@ int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   // cannot run alone is bounded by nothing kept (a looser bound; the simulated step prices it exactly).
   if (c_.family->stack_only != nullptr && c_.family->stack_only(c_, rep) != nullptr) return 0;
   auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, etp, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
-  if (made) {
-    const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode);
-    const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode);
+  if (made) {  // Note [A layer's input in the memory bound]
+    int64_t input_one = 0, input_two = 0;
+    const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode, &input_one) + input_one;
+    const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode, &input_two) + input_two;
     it->second = {one, two - one};
   }
   return (it->second.first + (l.micro_batch_size - 1) * it->second.second) / shards;  // Note [Sequence parallelism ...]
@@ -141,7 +155,15 @@ int64_t MemoryBound::backward(const Layout& l, int64_t layer, Recompute mode) {
       rank->second = rank_config(c_, layout_step_options(alone, run_, 0));
     }
     // Measured at the micro-batch itself: the moment its most falls at may move with its size.
-    it->second = layer_backward_bytes(rank->second, rep, tokens, l.micro_batch_size, mode);
+    if (!stacked_) {
+      it->second = layer_backward_bytes(rank->second, rep, tokens, l.micro_batch_size, mode);
+    } else {  // every kind's at once, inside the model's forward (Note [A layer's backward inside the model])
+      const std::vector<int64_t> by_layer = stack_layer_backward_bytes(c_, rank->second, tokens, l.micro_batch_size, mode);
+      for (size_t i = 0; i < by_layer.size(); ++i)
+        if (representative_[i] == static_cast<int64_t>(i))
+          backward_[{static_cast<int64_t>(i), l.tp, l.ep, l.etp, tokens, static_cast<int>(mode), l.micro_batch_size}] =
+              by_layer[i];
+    }
   }
   return it->second;
 }
@@ -230,10 +252,12 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   for (int64_t r = 0; r < l.pp; ++r) {
     // Note [A layer's backward in the memory bound]: each layer of the chunk the first backward runs,
     // last to first, holds its backward's most in place of its and the later layers' kept bytes. A
-    // DTensor plan's layer runs other ops than the lone one; a model with a layer that cannot run alone
-    // has its kept bytes from elsewhere.
+    // DTensor plan's layer runs other ops than the lone one. A model with a layer that cannot run alone
+    // has its layers' backwards measured inside the model's forward where its layers are alike by kind
+    // (Note [A layer's backward inside the model]), unpipelined, the kept bytes then the model's own.
     const int64_t c = flight.first_backward_chunk[static_cast<size_t>(r)];
-    if (!l.sp && !stacked_ && c >= 0 && forwards[static_cast<size_t>(r)][static_cast<size_t>(c)] > 0) {
+    const bool measured = !stacked_ || (l.pp == 1 && c_.family->stack_layers_alike_by_kind);
+    if (!l.sp && measured && c >= 0 && forwards[static_cast<size_t>(r)][static_cast<size_t>(c)] > 0) {
       const LayerRange& chunk = chunks[static_cast<size_t>(c * l.pp + r)];
       int64_t later = 0;  // the kept bytes of layer i and those after it
       for (int64_t i = chunk.end - 1; i >= chunk.begin; --i) {

@@ -10,7 +10,8 @@
 //   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
 //                 micro-batch forward the schedule ran before it, each keeping at least what each of its
 //                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
-//                 the step's recompute mode wraps the layer), on the stage where that is most; where a
+//                 the step's recompute mode wraps the layer, with its input where it keeps it: Note [A
+//                 layer's input in the memory bound]), on the stage where that is most; where a
 //                 layer cannot run alone, unpipelined, every layer's from the model's forward
 //                 (stack_kept_bytes), pipelined, nothing for such a layer; on the last stage, that
 //                 and what its final norm, head and loss hold at the most of that backward, which
@@ -18,7 +19,8 @@
 //                 there; or, on any stage, where it is more, what a layer of the chunk that first
 //                 backward runs holds at the most of its backward in place of its and the later
 //                 layers' kept bytes (layer_backward_bytes; Note [A layer's backward in the memory
-//                 bound]), but under DTensor's plan or beside a layer that cannot run alone; under ZeRO-3
+//                 bound]), but under DTensor's plan, or where a layer cannot run alone, but unpipelined
+//                 with layers alike by kind (Note [A layer's backward inside the model]); under ZeRO-3
 //                 (not FSDP2, whose hooks unshard its units), the gathered layer and the prefetched one
 //                 the step composes during every pass (2 x the stage's largest layer's parameters, at 2 B each); under sequence
 //                 parallelism 1 / T of each layer's and the head's (Note [Sequence parallelism in the

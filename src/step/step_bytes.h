@@ -267,10 +267,10 @@ class StepBytes final : public Observer {
   // The bytes event `e` moves under `weights`.
   int64_t weighted(const Event& e, const StepWeights& weights) const;
 
-  std::vector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
-  std::vector<StorageInfo> storages_;  // by slot
-  std::vector<Event> events_;
-  std::vector<Segment> segments_;
+  LargeVector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
+  LargeVector<StorageInfo> storages_;  // by slot
+  LargeVector<Event> events_;
+  LargeVector<Segment> segments_;
   int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   std::vector<bool> is_optimizer_step_;  // by phase: whether it is the optimizer's (weighted() asks per event)

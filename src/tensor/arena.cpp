@@ -4,15 +4,20 @@
 #include <cassert>
 #include <mutex>
 
+#include "util/huge_pages.h"
+
 namespace census {
 namespace {
 
 // Blocks finished censuses gave back, for the next census on any thread: fresh memory would be paged
 // in again on every census, and a search's worker threads end with each batch of jobs (Note [Recycled
-// buffers], util/recycled.h).
+// buffers], util/recycled.h). Fresh blocks are cut from slabs of one huge page each (Note [Huge pages
+// for large buffers], util/huge_pages.h). Blocks and slabs live as long as the process.
 struct SpareBlocks {
   std::mutex mutex;
-  std::vector<std::unique_ptr<std::byte[]>> blocks;
+  std::vector<std::byte*> blocks;
+  std::vector<std::byte*> slabs;
+  size_t cut = 0;  // of the last slab, the bytes cut into blocks
 };
 SpareBlocks& spare_blocks() {
   static SpareBlocks spares;
@@ -45,27 +50,36 @@ Arena::~Arena() {
   SpareBlocks& spares = spare_blocks();
   std::lock_guard<std::mutex> lock(spares.mutex);
   for (Block& block : blocks_)
-    if (block.size == kBlockBytes) spares.blocks.push_back(std::move(block.memory));
+    if (!block.memory) spares.blocks.push_back(block.start);
 }
 
 void* Arena::allocate_in_new_block(size_t bytes, size_t alignment) {
-  const size_t size = bytes + alignment > kBlockBytes ? bytes + alignment : kBlockBytes;
-  std::unique_ptr<std::byte[]> memory;
-  if (size == kBlockBytes) {
+  static_assert(kHugePageBytes % kBlockBytes == 0);
+  Block block;
+  if (bytes + alignment > kBlockBytes) {  // an object larger than a block: a block of its own
+    block.size = bytes + alignment;
+    block.memory.reset(new std::byte[block.size]);  // no zeroing: the memory is written before it is read
+    block.start = block.memory.get();
+  } else {
+    block.size = kBlockBytes;
     SpareBlocks& spares = spare_blocks();
     std::lock_guard<std::mutex> lock(spares.mutex);
     if (!spares.blocks.empty()) {
-      memory = std::move(spares.blocks.back());
+      block.start = spares.blocks.back();
       spares.blocks.pop_back();
+    } else {
+      if (spares.slabs.empty() || spares.cut == kHugePageBytes) {
+        spares.slabs.push_back(static_cast<std::byte*>(allocate_large(kHugePageBytes)));
+        spares.cut = 0;
+      }
+      block.start = spares.slabs.back() + spares.cut;
+      spares.cut += kBlockBytes;
     }
   }
-  if (!memory) {
-    memory.reset(new std::byte[size]);  // no zeroing: the memory is written before it is read
-  }
-  std::byte* start = align_up(memory.get(), alignment);
+  std::byte* start = align_up(block.start, alignment);
   next_ = start + bytes;
-  end_ = memory.get() + size;
-  blocks_.push_back({std::move(memory), size});
+  end_ = block.start + block.size;
+  blocks_.push_back(std::move(block));
   return start;
 }
 

@@ -85,8 +85,9 @@ class Arena {
 
   static constexpr size_t kBlockBytes = 64 * 1024;
   struct Block {
-    std::unique_ptr<std::byte[]> memory;
-    size_t size;
+    std::byte* start = nullptr;
+    size_t size = 0;
+    std::unique_ptr<std::byte[]> memory;  // a block of its own (an object larger than a block); else none
   };
   std::vector<Block> blocks_;
   std::byte* next_ = nullptr;

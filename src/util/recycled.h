@@ -18,7 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "util/huge_pages.h"
+
 namespace census {
+
+// A vector that grows to megabytes: its buffers from LargeBufferAllocator (Note [Huge pages for large
+// buffers]).
+template <class T>
+using LargeVector = std::vector<T, LargeBufferAllocator<T>>;
 
 // The spare vectors of T kept for buffers of `Owner` (a class, so two owners of the same element type
 // keep their own).
@@ -30,20 +37,20 @@ class SpareVectors {
     return spares;
   }
   // An empty vector holding the largest spare buffer, if any.
-  std::vector<T> take() {
+  LargeVector<T> take() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (spares_.empty()) return {};
-    std::vector<T> v = std::move(spares_.back());
+    LargeVector<T> v = std::move(spares_.back());
     spares_.pop_back();
     return v;
   }
   // `v` emptied and kept, the spares in order of capacity; past kKept, the smallest is let go.
-  void give(std::vector<T>& v) {
+  void give(LargeVector<T>& v) {
     if (v.capacity() == 0) return;
     v.clear();
     std::lock_guard<std::mutex> lock(mutex_);
     auto at = std::lower_bound(spares_.begin(), spares_.end(), v.capacity(),
-                               [](const std::vector<T>& s, size_t capacity) { return s.capacity() < capacity; });
+                               [](const LargeVector<T>& s, size_t capacity) { return s.capacity() < capacity; });
     spares_.insert(at, std::move(v));
     if (spares_.size() > kKept) spares_.erase(spares_.begin());
   }
@@ -51,18 +58,18 @@ class SpareVectors {
  private:
   static constexpr size_t kKept = 16;  // more than the censuses a machine runs at once
   std::mutex mutex_;
-  std::vector<std::vector<T>> spares_;
+  std::vector<LargeVector<T>> spares_;
 };
 
 // An empty vector holding the largest buffer recycled for `Owner`'s vectors of T, if any.
 template <class Owner, class T>
-std::vector<T> reused_vector() {
+LargeVector<T> reused_vector() {
   return SpareVectors<Owner, T>::get().take();
 }
 
 // `v` emptied, its buffer kept for a later reused_vector.
 template <class Owner, class T>
-void recycle_vector(std::vector<T>& v) {
+void recycle_vector(LargeVector<T>& v) {
   SpareVectors<Owner, T>::get().give(v);
 }
 

@@ -20,14 +20,14 @@ namespace {
 struct TestOwner {};
 
 TEST(RecycledBuffers, TheLargestSpareIsTakenFirstAndEmpty) {
-  std::vector<int> small(10, 1), large(1000, 2);
+  LargeVector<int> small(10, 1), large(1000, 2);
   recycle_vector<TestOwner>(small);
   recycle_vector<TestOwner>(large);
   auto take = [] { return reused_vector<TestOwner, int>(); };
-  const std::vector<int> first = take();
+  const LargeVector<int> first = take();
   EXPECT_TRUE(first.empty());
   EXPECT_GE(first.capacity(), 1000u);
-  const std::vector<int> second = take();
+  const LargeVector<int> second = take();
   EXPECT_TRUE(second.empty());
   EXPECT_GE(second.capacity(), 10u);
   EXPECT_LT(second.capacity(), 1000u);
@@ -36,7 +36,7 @@ TEST(RecycledBuffers, TheLargestSpareIsTakenFirstAndEmpty) {
 
 TEST(RecycledBuffers, SixteenAreKeptTheSmallestLetGo) {
   for (size_t n = 1; n <= 20; ++n) {
-    std::vector<int> v(n * 100);
+    LargeVector<int> v(n * 100);
     recycle_vector<TestOwner>(v);
   }
   auto take = [] { return reused_vector<TestOwner, int>(); };
@@ -75,7 +75,7 @@ TEST(StepRecycled, AStepIsTheSameWhateverRanBeforeItAndWhere) {
   const ModelConfig two = llama_layers(2), four = llama_layers(4);
   const StepCensus first = step(two, 1);
   auto take = [] { return reused_vector<StepBytes, int32_t>(); };
-  std::vector<int32_t> spare = take();  // the first step's, given back
+  LargeVector<int32_t> spare = take();  // the first step's, given back
   EXPECT_GT(spare.capacity(), 0u);
   recycle_vector<StepBytes>(spare);
   const StepCensus larger = step(four, 4);

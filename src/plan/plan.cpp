@@ -585,13 +585,28 @@ Result<PlanResult> Planner::run() {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return candidates_[a].memory_bound < candidates_[b].memory_bound; });
+    // Note [The smallest peak, side by side]
+    // Each layout's stage 0 is simulated with those of the next ones in order still below the best peak,
+    // one a core (Note [Stages simulated side by side]); a layout whose stage 0 alone passes the best
+    // peak cannot hold the smallest, and its other stages are not simulated. The layouts are taken in
+    // the same order and the first smallest kept, as one by one.
     std::optional<LayoutResult> best;
-    for (size_t i : order) {
-      const Candidate& cand = candidates_[i];
+    for (size_t k = 0; k < order.size(); ++k) {
+      const Candidate& cand = candidates_[order[k]];
       if (best && cand.memory_bound >= best->peak_bytes) break;
+      std::vector<std::pair<Layout, int64_t>> jobs;
+      if (!simulation(layout_of(cand)).stages[0]) {
+        for (size_t n = k; n < order.size() && jobs.size() < cores; ++n) {
+          const Candidate& next = candidates_[order[n]];
+          if (best && next.memory_bound >= best->peak_bytes) break;
+          const Layout layout = layout_of(next);
+          if (!simulation(layout).stages[0]) jobs.emplace_back(layout, 0);
+        }
+      }
+      CENSUS_TRY(run_stages(jobs));
       LayoutResult r = result_of(layout_of(cand), cand.memory_bound);
-      CENSUS_TRY(evaluate(r, std::nullopt));
-      if (!best || r.peak_bytes < best->peak_bytes) best = std::move(r);
+      CENSUS_TRY(evaluate(r, best ? std::optional<int64_t>(best->peak_bytes) : std::nullopt));
+      if (r.simulated && (!best || r.peak_bytes < best->peak_bytes)) best = std::move(r);
     }
     result.smallest = std::move(best);
   }

@@ -340,7 +340,7 @@ void Planner::bound(Candidate& cand, bool activations, bool whole) {
   const Layout l = layout_of(cand);
   const TimeEstimate t = time_.estimate(l, /*complete=*/false);
   if (!cand.complete) cand.seconds = t.seconds;  // a whole estimate is kept
-  cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters);
+  cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters, t.stage_untrained_parameters);
   if (activations) bound_activations(cand, t, whole);
 }
 
@@ -432,7 +432,8 @@ Result<PlanResult> Planner::run() {
   if (o_.layout) {  // the one layout named
     LayoutResult r = result_of(*o_.layout, 0);
     r.lower_bound_bytes = r.memory_bound_bytes =
-        std::max(memory_.states(r.layout, r.time.stage_parameters, r.time.stage_expert_parameters),
+        std::max(memory_.states(r.layout, r.time.stage_parameters, r.time.stage_expert_parameters,
+                                r.time.stage_untrained_parameters),
                  memory_.activations(r.layout, r.time.stage_parameters, r.time.stage_largest_layer_parameters));
     CENSUS_TRY(evaluate(r, std::nullopt));
     counts_.tried = counts_.estimated = 1;

@@ -5,9 +5,11 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <unordered_set>
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "graph/accumulate_grad.h"
 #include "census/parts.h"
 #include "models/causal_lm.h"
 #include "nn/linear.h"
@@ -81,17 +83,46 @@ Network Network::of(const Device& d) { return {d.link_gbs * 1e9, d.nic_gbs * 1e9
 
 namespace {
 
+// Note [Parameters no gradient reaches]
+// A parameter the forward reads only on a path no gradient flows back along (DeepSeek-V3.2's, V4's and
+// GLM-5's sparse-attention indexers, whose scores only pick the top-k keys by index) gets no .grad in the
+// backward, and AdamW makes it no states: the step holds neither. The leaves a backward from the
+// forward's output would reach are those its graph leads to, edge by edge, from the output's node; a
+// parameter not among them is counted untrained (routed experts apart: which of them a token reaches
+// is data, and the states' bound takes them as Note [Experts' gradients in the states' bound] says).
+std::unordered_set<const TensorImpl*> leaves_reached(const Tensor& output) {
+  std::unordered_set<const TensorImpl*> leaves;
+  std::unordered_set<const Node*> seen;
+  std::vector<const Node*> stack;
+  if (output.defined() && output.impl()->grad_fn) stack.push_back(output.impl()->grad_fn.get());
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    if (const auto* accumulate = dynamic_cast<const AccumulateGrad*>(node)) leaves.insert(&accumulate->variable());
+    for (const Edge& edge : node->next_edges())
+      if (edge.valid()) stack.push_back(edge.fn.get());
+  }
+  return leaves;
+}
+
 // A layer's recorded forward as the time model reads it: its ops, shares and parameters, the rank's (an
 // expert-parallel rank's layer holds its num_experts / EP experts; tests/step/
-// step_expert_parallel_families_test.cpp).
-LayerOps layer_ops(std::vector<OpRecord> ops, const DecoderLayer& layer, const RecomputeShares& shares) {
+// step_expert_parallel_families_test.cpp); `reached`, the leaves a backward from the forward's output
+// reaches.
+LayerOps layer_ops(std::vector<OpRecord> ops, const DecoderLayer& layer, const RecomputeShares& shares,
+                   const std::unordered_set<const TensorImpl*>& reached) {
   LayerOps out;
   out.ops = std::move(ops);
   out.shares = shares;
   for (const OpRecord& op : out.ops) out.attention_kernel = out.attention_kernel || op.cls == OpClass::kAttention;
   for (const Tensor& parameter : layer.parameters()) {
     out.parameters += parameter.numel();
-    if (parameter_part(parameter.name()) == "routed") out.expert_parameters += parameter.numel();
+    if (parameter_part(parameter.name()) == "routed") {
+      out.expert_parameters += parameter.numel();
+    } else if (!reached.count(parameter.impl())) {  // Note [Parameters no gradient reaches]
+      out.untrained_parameters += parameter.numel();
+    }
   }
   return out;
 }
@@ -124,9 +155,9 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
   const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, once for all layers
   OpRecorder recorder(layer->has_recurrence());
   session.add_observer(&recorder);
-  { Tensor out = layer->forward(hidden, positions); }
+  const Tensor out = layer->forward(hidden, positions);
   session.remove_observer(&recorder);
-  return layer_ops(recorder.recorded(), *layer, shares);
+  return layer_ops(recorder.recorded(), *layer, shares, leaves_reached(out));
 }
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
@@ -151,15 +182,17 @@ std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const Mode
   session.set_fold_alike_iterations(true);
   const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, chunk);
   std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(chunk.end));
+  std::unordered_set<const TensorImpl*> reached;
   {
     const Tensor input_ids = make_tensor(Dims{1, tokens}, DType::kInt64);
     Tensor out = model->model_forward(input_ids, Tensor(), RecordedLayers(*model, ops));
+    reached = leaves_reached(out);
   }
   std::vector<LayerOps> out;
   for (size_t i = 0; i < read_as.size(); ++i) {
     const size_t as = static_cast<size_t>(read_as[i]);
     if (as == i) {
-      out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], shares[i]));
+      out.push_back(layer_ops(std::move(ops[i]), *model->layers()[i], shares[i], reached));
     } else {  // the earlier layer's ops and parameters stand for its own
       LayerOps own;
       own.shares = shares[i];

@@ -69,6 +69,7 @@ struct LayerOps {
   bool attention_kernel = false; // runs the attention kernel (a ring attention under CP)
   int64_t parameters = 0;        // the rank's parameters in the layer, as its step builds them
   int64_t expert_parameters = 0; // of them, the routed experts'
+  int64_t untrained_parameters = 0;  // of the others, those no gradient reaches (Note [Parameters no gradient reaches])
 };
 
 // Layer `layer_index` of `rank_config` (a TP rank's config, its experts' EP share set) on one sequence

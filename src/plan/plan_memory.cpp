@@ -55,7 +55,7 @@ bool experts_always_trained(const ModelConfig& config) {
 }
 
 int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
-                            const std::vector<int64_t>& expert_params) const {
+                            const std::vector<int64_t>& expert_params, const std::vector<int64_t>& untrained) const {
   const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
   const int64_t grad_size = fp32_gradients_ ? 4 : 2, state_size = fp32_master_weights_ ? 12 : 4;
   auto share = [&](int64_t bytes, bool sharded) { return sharded ? bytes / dp_cp : bytes; };
@@ -64,7 +64,7 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
   const bool experts_trained = experts_always_trained(c_);
   int64_t most = 0;
   for (size_t s = 0; s < params.size(); ++s) {
-    const int64_t all = params[s], trained = experts_trained ? all : all - expert_params[s];
+    const int64_t all = params[s], trained = (experts_trained ? all : all - expert_params[s]) - untrained[s];
     most = std::max(most, share(2 * all, zero >= 3) + share(grad_size * trained, zero >= 2) + share(state_size * trained, zero >= 1));
   }
   return std::max<int64_t>(0, most - kMargin) + overheads_;

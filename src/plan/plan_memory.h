@@ -6,7 +6,8 @@
 //                 layout's ZeRO shares over DP x CP (FSDP2's at ZeRO-3's: its fp32 shards and gradients
 //                 under mixed precision hold 4 + 4 + 8 B a parameter, the 2 + 2 + 12 B counted) (eager experts counted as parameters alone: an expert
 //                 no token reached has neither gradient nor state; grouped_mm's have both whatever the
-//                 routing), on the stage holding the most
+//                 routing; a parameter no gradient reaches, as parameters alone: Note [Parameters no
+//                 gradient reaches] in plan/plan_cost.cpp), on the stage holding the most
 //   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
 //                 micro-batch forward the schedule ran before it, each keeping at least what each of its
 //                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
@@ -64,7 +65,8 @@ class MemoryBound {
               int64_t overheads);
   // `stage_parameters` and `stage_expert_parameters` by stage, as the time model counts them.
   int64_t states(const Layout& layout, const std::vector<int64_t>& stage_parameters,
-                 const std::vector<int64_t>& stage_expert_parameters) const;
+                 const std::vector<int64_t>& stage_expert_parameters,
+                 const std::vector<int64_t>& stage_untrained_parameters) const;
   // `stage_largest_layer` by stage: the most parameters one of its decoder layers holds. Where the bound
   // without the layers' own backwards (layer_backward_bytes, the costliest term to measure) already
   // passes `enough`, that looser bound is returned and `*whole` set false: enough to reject the layout.

@@ -58,6 +58,7 @@ struct LayerCost {
   bool moe = false;
   // As the step builds them, an EP rank's: its num_experts / EP experts (what moves and updates).
   int64_t parameters = 0, expert_parameters = 0;
+  int64_t untrained_parameters = 0;  // Note [Parameters no gradient reaches] (plan/plan_cost.cpp)
 };
 
 // One micro-batch's pass through a chunk, by term, and each overlap's alternative.
@@ -190,6 +191,7 @@ struct TimeModel::Impl {
     cost.moe = layer.expert_parameters > 0;
     cost.parameters = layer.parameters;
     cost.expert_parameters = layer.expert_parameters;
+    cost.untrained_parameters = layer.untrained_parameters;
     return cost;
   }
 
@@ -251,6 +253,7 @@ struct TimeModel::Impl {
     PipelineTimes times;
     std::vector<ChunkTimes> stage_sum;
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds an EP rank's
+    std::vector<int64_t> stage_untrained;  // of them, those no gradient reaches
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
@@ -336,6 +339,7 @@ void TimeModel::Impl::work(const Layout& l) {
   std::vector<int64_t>& stage_layers = w.stage_layers;
   stage_params.assign(static_cast<size_t>(p), 0);
   stage_experts.assign(static_cast<size_t>(p), 0);
+  w.stage_untrained.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
   w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
   const bool async = o.overlaps[Overlap::kTpAsync], prefetch = o.overlaps[Overlap::kFsdpPrefetch];
@@ -385,6 +389,7 @@ void TimeModel::Impl::work(const Layout& l) {
       }
       stage_params[static_cast<size_t>(r)] += lc.parameters;
       stage_experts[static_cast<size_t>(r)] += lc.expert_parameters;
+      w.stage_untrained[static_cast<size_t>(r)] += lc.untrained_parameters;
       ++stage_layers[static_cast<size_t>(r)];
       w.stage_largest_layer[static_cast<size_t>(r)] = std::max(w.stage_largest_layer[static_cast<size_t>(r)], lc.parameters);
     }
@@ -530,6 +535,7 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   e.stage_parameters = w.stage_params;
   e.stage_largest_layer_parameters = w.stage_largest_layer;
   e.stage_expert_parameters = w.stage_experts;
+  e.stage_untrained_parameters = w.stage_untrained;
   const ChunkTimes& s = w.stage_sum[busiest];
   const double busy = m * (s.forward_pass + s.backward_pass);
   double bubble = 0;

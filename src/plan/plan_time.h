@@ -84,6 +84,8 @@ struct TimeEstimate {
   // Each stage's parameters on the rank (its layers' at the rank's TP and EP share, the embedding's, the
   // head's and the final norm's), and of them the routed experts'.
   std::vector<int64_t> stage_parameters, stage_expert_parameters;
+  // Of the others, those no gradient reaches (Note [Parameters no gradient reaches], plan/plan_cost.cpp).
+  std::vector<int64_t> stage_untrained_parameters;
   // Each stage's largest decoder layer's parameters (ZeRO-3's gathered unit, as the step builds them).
   std::vector<int64_t> stage_largest_layer_parameters;
 };

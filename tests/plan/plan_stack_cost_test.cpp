@@ -11,11 +11,14 @@
 #include <set>
 
 #include "autograd/checkpoint.h"
+#include "autograd/engine.h"
+#include "census/parts.h"
 #include "cli/request.h"
 #include "cli/shipped_models.h"
 #include "models/causal_lm.h"
 #include "models/registry.h"
 #include "ops/dispatch.h"
+#include "ops/ops.h"
 #include "plan/plan_cost.h"
 #include "plan/plan_layout.h"
 #include "plan/plan_time.h"
@@ -69,6 +72,7 @@ void expect_same(const LayerOps& stack, const LayerOps& lone, const std::string&
   EXPECT_EQ(stack.attention_kernel, lone.attention_kernel) << what;
   EXPECT_EQ(stack.parameters, lone.parameters) << what;
   EXPECT_EQ(stack.expert_parameters, lone.expert_parameters) << what;
+  EXPECT_EQ(stack.untrained_parameters, lone.untrained_parameters) << what;
 }
 
 // The (TP, EP, ETP) ranks a family's toy is compared at: TP 1, TP 2 where its heads split, and with
@@ -114,6 +118,39 @@ TEST(PlanStackCost, EveryLayerThatRunsAloneIsRecordedAsAlone) {
     }
   }
   EXPECT_GT(compared, 100);  // every family's layers at one rank or more
+}
+
+// Note [Parameters no gradient reaches]: every step case's toy family, the whole model's forward, loss
+// and backward run for real: each layer's parameters left without a .grad (routed experts apart) are
+// what its record from the model's forward counts untrained, at every layer. The DSA indexers of the
+// DeepSeek-V4 and GLM-5 toys (their scores only pick keys by index) are such, and counted.
+TEST(PlanStackCost, UntrainedParametersAreThoseTheBackwardLeavesWithoutAGradient) {
+  int64_t untrained_families = 0;
+  for (const auto& [family, name] : families()) {
+    const ModelConfig c = case_config(family);
+    const std::vector<LayerOps> stack = record_stack(c, c, kTokens, census_stack_recomputed(c, c, kTokens));
+    Session session;
+    const std::unique_ptr<CausalLM> model = build_causal_lm(c, c, whole_model(c));
+    {
+      const Tensor loss = model->causal_lm_loss(
+          model->model_forward(make_tensor(Dims{1, kTokens}, DType::kInt64), Tensor(), PlainLayers()),
+          make_tensor(Dims{1, kTokens}, DType::kInt64));
+      run_backward(loss, ops::ones_like(loss));
+    }
+    int64_t family_untrained = 0;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      int64_t without_grad = 0;
+      for (const Tensor& p : model->layers()[static_cast<size_t>(i)]->parameters())
+        if (!p.impl()->grad && parameter_part(p.name()) != "routed") without_grad += p.numel();
+      EXPECT_EQ(stack[static_cast<size_t>(i)].untrained_parameters, without_grad) << family << " layer " << i;
+      family_untrained += without_grad;
+    }
+    untrained_families += family_untrained > 0 ? 1 : 0;
+    if (family == "deepseek_v4" || family == "glm_moe_dsa") {
+      EXPECT_GT(family_untrained, 0) << family;
+    }
+  }
+  EXPECT_GE(untrained_families, 2);
 }
 
 // A layer that cannot run alone is recorded all the same: DeepSeek-V4's (every one) and Gemma 4's

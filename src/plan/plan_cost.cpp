@@ -93,13 +93,14 @@ namespace {
 std::unordered_set<const TensorImpl*> leaves_reached(const Tensor& output) {
   std::unordered_set<const TensorImpl*> leaves;
   std::unordered_set<const Node*> seen;
+  seen.reserve(4096);  // a few layers' nodes: grown once, not rehashed step by step
   std::vector<const Node*> stack;
   if (output.defined() && output.impl()->grad_fn) stack.push_back(output.impl()->grad_fn.get());
   while (!stack.empty()) {
     const Node* node = stack.back();
     stack.pop_back();
     if (!seen.insert(node).second) continue;
-    if (const auto* accumulate = dynamic_cast<const AccumulateGrad*>(node)) leaves.insert(&accumulate->variable());
+    if (node->is_accumulate_grad()) leaves.insert(&static_cast<const AccumulateGrad*>(node)->variable());
     for (const Edge& edge : node->next_edges())
       if (edge.valid()) stack.push_back(edge.fn.get());
   }

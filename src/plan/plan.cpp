@@ -181,6 +181,8 @@ class Planner {
   void bound_activations(Candidate& cand, const TimeEstimate& bound, bool whole = false);
   Simulation& simulation(const Layout& l);
   Status run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs);
+  // A simulated stage 0's peak at the layout's ZeRO stage, with the overheads.
+  int64_t stage0_bytes(const Layout& l) { return (*simulation(l).stages[0])[zero_index(l)].bytes + overheads(); }
   // The layout's peak: stage 0 first, where that alone passes `budget` rejected on it; else every stage.
   Status evaluate(LayoutResult& r, std::optional<int64_t> budget);
   LayoutResult result_of(const Layout& l, int64_t lower_bound_bytes) {
@@ -402,7 +404,7 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
 Status Planner::evaluate(LayoutResult& r, std::optional<int64_t> budget) {
   const size_t z = zero_index(r.layout);
   CENSUS_TRY(run_stages({{r.layout, 0}}));
-  const int64_t stage0 = (*simulation(r.layout).stages[0])[z].bytes + overheads();
+  const int64_t stage0 = stage0_bytes(r.layout);
   r.lower_bound_bytes = std::max(r.lower_bound_bytes, stage0);
   if (budget && stage0 > *budget) {
     r.peak_bytes = stage0;
@@ -535,7 +537,7 @@ Result<PlanResult> Planner::run() {
     // simulation is cached: what the search prints does not depend on the order they ran in.
     std::vector<std::pair<Layout, int64_t>> jobs;
     const Simulation& sim = simulation(layout);
-    if (!sim.stages[0] || (*sim.stages[0])[zero_index(layout)].bytes + overheads() <= o_.gpu_memory) {
+    if (!sim.stages[0] || stage0_bytes(layout) <= o_.gpu_memory) {
       const std::vector<int64_t> standing = standing_stages(c_, layout);
       for (int64_t s = 0; s < layout.pp && jobs.size() < cores; ++s)
         if (standing[static_cast<size_t>(s)] == s && !sim.stages[static_cast<size_t>(s)]) jobs.emplace_back(layout, s);

@@ -79,6 +79,7 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
 // layer's kept bytes bounds the sharded layer's; likewise the vocabulary-parallel head's 1 / T of the
 // whole head's. tests/cli/plan_search_cli_test.cpp holds the bound to the simulated peak on whole
 // searches with SP layouts.
+//
 // Note [A layer's input in the memory bound]
 // What a layer keeps from its forward (layer_kept_bytes) is what its own ops made, its output left out;
 // its input is the earlier layer's output (or the stage's embedding or received activations), which no

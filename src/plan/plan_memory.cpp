@@ -54,6 +54,15 @@ bool experts_always_trained(const ModelConfig& config) {
   return config.moe.num_experts > 0 && config.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
 }
 
+// Note [AdamW's temporaries in the states' bound]
+// AdamW's update (nn/adamw.h) makes every state before it updates any parameter, and each parameter's
+// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds two temporaries of that parameter's size at
+// once, with every parameter, gradient and state live. The first stage's first parameter is the
+// embedding's V x H table and the last stage's last the head's (or the tied table), each V / T rows
+// under DTensor's vocabulary-parallel plan: that moment adds 2 x the table's elements, at 2 B (4 B in
+// fp32 under fp32 master weights), on the rank's shard under ZeRO-1 and more, as the step composes its
+// optimizer temporaries (step/step_compose.cpp). Llama-3.1-70B on 16 GPUs at 30 GiB, where nothing fits:
+// its layouts' peaks are at that moment, and the term lets the search reject them unsimulated.
 int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
                             const std::vector<int64_t>& expert_params, const std::vector<int64_t>& untrained) const {
   const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
@@ -62,10 +71,15 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
   constexpr int64_t kMargin = 1 << 20;  // each storage's share is rounded down on its own
   // Note [Experts' gradients in the states' bound]
   const bool experts_trained = experts_always_trained(c_);
+  // Note [AdamW's temporaries in the states' bound]
+  const int64_t vocab = l.sp ? c_.vocab_size / l.tp : c_.vocab_size;
+  const int64_t table_temporaries = 2 * share(vocab * c_.hidden_size * (fp32_master_weights_ ? 4 : 2), zero >= 1);
   int64_t most = 0;
   for (size_t s = 0; s < params.size(); ++s) {
     const int64_t all = params[s], trained = (experts_trained ? all : all - expert_params[s]) - untrained[s];
-    most = std::max(most, share(2 * all, zero >= 3) + share(grad_size * trained, zero >= 2) + share(state_size * trained, zero >= 1));
+    const bool holds_table = s == 0 || s + 1 == params.size();  // the embedding's stage, the head's
+    most = std::max(most, share(2 * all, zero >= 3) + share(grad_size * trained, zero >= 2) +
+                              share(state_size * trained, zero >= 1) + (holds_table ? table_temporaries : 0));
   }
   return std::max<int64_t>(0, most - kMargin) + overheads_;
 }
@@ -191,7 +205,20 @@ const MemoryBound::InFlight& MemoryBound::in_flight(const Layout& l) {
   return it->second;
 }
 
+// Note [The second backward in the memory bound]
+// A stage's first backward starts with no gradient made; its second starts with every one of its
+// parameters' gradients accumulated (the trained ones: an eager expert no token reached and a parameter
+// no gradient reaches have none), at the composed share (2 B, 4 B in fp32; over DP x CP under ZeRO-2, 3
+// and FSDP2), and, where the schedule runs one chunk a stage, with at most one micro-batch fewer in
+// flight than the first (its own forward's kept bytes freed; forwards only add). Each moment the bound
+// takes at the first backward (its start, the head's backward, each layer's) is then also taken there,
+// with the gradients and one micro-batch's kept bytes fewer, where that is more. Nemotron-H 56B on 8
+// GPUs (CP 8, ZeRO-3, full recompute, 8 micro-batches) peaks at 66.66 GB inside a Mamba-2 layer's second
+// backward: 14.08 GB of gradients the first backward's moment lacks; the bound rises from 56.86 to
+// its 65.63 GB, and the search for the smallest peak, where nothing fits 24 GiB, simulates 72 layouts,
+// not 9,288.
 int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& params,
+                                 const std::vector<int64_t>& expert_params, const std::vector<int64_t>& untrained,
                                  const std::vector<int64_t>& largest_layer, int64_t enough, bool* whole) {
   const PipelineSplit& sp = l.split;
   auto [chunks_it, made] = chunks_.try_emplace(
@@ -225,6 +252,13 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   // Each stage's bytes but its first backward's (its parameters, its forwards' kept bytes).
   std::vector<int64_t>& before_layers = stage_kept_;
   before_layers.assign(static_cast<size_t>(l.pp), 0);
+  // Note [The second backward in the memory bound]: a stage's second backward, its moments those of the
+  // first with one micro-batch fewer in flight and every gradient of the stage made.
+  const bool second = l.virtual_stages == 1 && l.micro_batches >= 2;
+  std::vector<int64_t>& at_second = stage_second_;
+  at_second.assign(static_cast<size_t>(l.pp), 0);
+  const bool experts_trained = experts_always_trained(c_);
+  const bool grads_sharded = l.fsdp || l.zero >= 2;
   int64_t most = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
@@ -242,10 +276,17 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
       for (int64_t i = chunk.begin; i < chunk.end; ++i)
         per_forward += kept_of(i);
       bytes += n * per_forward;
+      if (second && n > 0) {
+        const size_t s = static_cast<size_t>(r);
+        const int64_t trained = params[s] - (experts_trained ? 0 : expert_params[s]) - untrained[s];
+        const int64_t grads = (fp32_gradients_ ? 4 : 2) * trained / (grads_sharded ? dp_cp : 1);
+        at_second[s] = grads - per_forward - (grads_sharded ? kMargin : 0);  // beside the first backward's
+      }
     }
     // Note [The loss's backward in the memory bound]: the head's backward runs first on the last stage.
     before_layers[static_cast<size_t>(r)] = bytes;
-    most = std::max(most, bytes + (r == l.pp - 1 ? head_backward(l) : 0));
+    const int64_t head = r == l.pp - 1 ? head_backward(l) : 0;
+    most = std::max(most, bytes + head + std::max<int64_t>(0, at_second[static_cast<size_t>(r)]));
   }
   const bool rejected_without_layers = bound_of(most) > enough;
   if (whole != nullptr) *whole = !rejected_without_layers;
@@ -261,9 +302,10 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
     if (!l.sp && measured && c >= 0 && forwards[static_cast<size_t>(r)][static_cast<size_t>(c)] > 0) {
       const LayerRange& chunk = chunks[static_cast<size_t>(c * l.pp + r)];
       int64_t later = 0;  // the kept bytes of layer i and those after it
+      const int64_t before = before_layers[static_cast<size_t>(r)] + std::max<int64_t>(0, at_second[static_cast<size_t>(r)]);
       for (int64_t i = chunk.end - 1; i >= chunk.begin; --i) {
         later += kept_of(i);
-        most = std::max(most, before_layers[static_cast<size_t>(r)] + backward_of(i) - later);
+        most = std::max(most, before + backward_of(i) - later);
       }
     }
   }

@@ -7,7 +7,9 @@
 //                 under mixed precision hold 4 + 4 + 8 B a parameter, the 2 + 2 + 12 B counted) (eager experts counted as parameters alone: an expert
 //                 no token reached has neither gradient nor state; grouped_mm's have both whatever the
 //                 routing; a parameter no gradient reaches, as parameters alone: Note [Parameters no
-//                 gradient reaches] in plan/plan_cost.cpp), on the stage holding the most
+//                 gradient reaches] in plan/plan_cost.cpp), on the first and last stages with the
+//                 two temporaries AdamW's update of the embedding's or head's table holds (Note
+//                 [AdamW's temporaries in the states' bound]), on the stage holding the most
 //   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
 //                 micro-batch forward the schedule ran before it, each keeping at least what each of its
 //                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
@@ -25,7 +27,10 @@
 //                 (not FSDP2, whose hooks unshard its units), the gathered layer and the prefetched one
 //                 the step composes during every pass (2 x the stage's largest layer's parameters, at 2 B each); under sequence
 //                 parallelism 1 / T of each layer's and the head's (Note [Sequence parallelism in the
-//                 activations' bound])
+//                 activations' bound]); and each of those moments again at the stage's second backward,
+//                 one micro-batch fewer in flight and every trained gradient made, where the schedule
+//                 runs two micro-batches or more and one chunk a stage (Note [The second backward in
+//                 the memory bound])
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'
 // activations, composed terms), so each is at most the simulated peak: tests/cli/plan_search_cli_test.cpp
 // holds every bound of a whole search to its simulated peak.
@@ -71,6 +76,8 @@ class MemoryBound {
   // without the layers' own backwards (layer_backward_bytes, the costliest term to measure) already
   // passes `enough`, that looser bound is returned and `*whole` set false: enough to reject the layout.
   int64_t activations(const Layout& layout, const std::vector<int64_t>& stage_parameters,
+                      const std::vector<int64_t>& stage_expert_parameters,
+                      const std::vector<int64_t>& stage_untrained_parameters,
                       const std::vector<int64_t>& stage_largest_layer, int64_t enough = INT64_MAX,
                       bool* whole = nullptr);
 
@@ -103,6 +110,7 @@ class MemoryBound {
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, InFlight> in_flight_;
   std::vector<int64_t> kept_by_layer_, backward_by_layer_;  // activations' own, one layout's: -1 unknown
   std::vector<int64_t> stage_kept_;  // activations' own, one layout's: by stage, all but the first backward
+  std::vector<int64_t> stage_second_;  // one layout's: by stage, what its second backward holds beyond its first
   std::map<std::pair<int64_t, int64_t>, int64_t> head_backward_;  // by (tokens, b)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
 };

@@ -267,6 +267,71 @@ TEST(PlanSearch, MemoryBoundsOfLargeModelsAreAtMostTheirPeaks) {
   }
 }
 
+// Note [AdamW's temporaries in the states' bound]: Llama-3.1-70B on 16 GPUs, FSDP2 or ZeRO-3 under full
+// recompute, peaks inside AdamW's step, at the embedding's denom: its P = 70,553,706,496 parameters'
+// bf16 weights, gradients and moments at 2 + 2 + 4 B over DP 16 (fp32 master weights: 4 + 4 + 8 B),
+// and the two temporaries exp_avg_sq.sqrt() and its quotient of the V x H = 128,256 x 8,192 table, at
+// 2 B (4 B) over DP 16. Less the bound's 1 MiB margin, that is the bound to the byte, and the peak is at
+// most a few KiB above it (the previous parameter's denom; the step counts). With sequence parallelism
+// the rank holds 1 / T of every weight but the norms, the table V / T rows of it, over DP 16 / T. Where nothing fits in 30 GiB, the search simulates 60 layouts,
+// not the 732 it simulated without the term.
+TEST(PlanSearch, TheStatesBoundHoldsAdamWsTemporariesOfTheTable) {
+  constexpr int64_t kParams = 70'553'706'496, kTable = int64_t{128'256} * 8'192, kMargin = 1 << 20;
+  struct Case {
+    const char* layout;
+    const char* master_weights;
+    int64_t tp;
+  };
+  for (const Case& c : std::vector<Case>{{"recompute=full,zero=3", "bf16", 1},
+                                         {"recompute=full,zero=3", "fp32", 1},
+                                         {"tp=2,sp=1,fsdp=1,recompute=full", "bf16", 2},
+                                         {"tp=4,sp=1,fsdp=1,recompute=full", "fp32", 4}}) {
+    const bool fp32 = std::string(c.master_weights) == "fp32";
+    // TP shards every weight but the RMSNorms' (two a layer and the final one, 8,192 each)
+    constexpr int64_t kNorms = (2 * 80 + 1) * int64_t{8'192};
+    const int64_t rank_params = (kParams - kNorms) / c.tp + kNorms;
+    const int64_t dp = 16 / c.tp;
+    const int64_t states = (fp32 ? 16 : 8) * rank_params / dp;
+    const int64_t temporaries = 2 * (kTable / c.tp * (fp32 ? 4 : 2) / dp);
+    const nlohmann::json plan = run_json({"plan", "llama-3.1-70b", "--gpus", "16", "--master-weights", c.master_weights,
+                                          "--layout", c.layout});
+    const auto& l = plan["layouts"][0];
+    const int64_t bound = l["memory_lower_bound_bytes"], peak = l["peak_bytes"];
+    EXPECT_EQ(l["peak_phase"], "optimizer_step") << c.layout;
+    EXPECT_EQ(bound, states + temporaries - kMargin) << c.layout << " " << c.master_weights;
+    EXPECT_LE(bound, peak) << c.layout << " " << c.master_weights;
+    EXPECT_LT(peak - bound, kMargin + (16 << 10)) << c.layout << " " << c.master_weights;
+  }
+  const nlohmann::json none = run_json({"plan", "llama-3.1-70b", "--gpus", "16", "--gpu-memory", "30GiB"});
+  EXPECT_TRUE(none["layouts"].empty());
+  EXPECT_EQ(none["nothing_fits"]["smallest_memory_bytes"], int64_t{35'539'523'072});
+  EXPECT_LE(none["counts"]["simulations"].get<int64_t>(), 100);
+}
+
+// Note [The second backward in the memory bound]: Nemotron-H 56B on 8 GPUs, CP 8 under ZeRO-3 and full
+// recompute, 8 micro-batches, peaks inside a Mamba-2 layer's backward of the second micro-batch (B1),
+// every gradient of its P = 56,324,350,464 parameters made by the first: 2 B x P / 8 = 14,081,087,616 B,
+// beside the parameters' as many. The bound takes that moment, and lands within 1.1 GB of the peak
+// (56.86 GB, the states', without it). Where nothing fits 24 GiB, the search for the smallest peak
+// ranks every layout by its whole bound (the activations' too, past the memory) and simulates 72
+// layouts, not 9,288.
+TEST(PlanSearch, TheSecondBackwardHoldsEveryGradient) {
+  constexpr int64_t kParams = 56'324'350'464, kGradients = 2 * kParams / 8;
+  const nlohmann::json plan = run_json({"plan", "nemotron-h-56b-base-8k", "--gpus", "8", "--global-batch", "8",
+                                        "--layout", "cp=8,mbs=1,recompute=full,zero=3"});
+  const auto& l = plan["layouts"][0];
+  const int64_t bound = l["memory_lower_bound_bytes"], peak = l["peak_bytes"];
+  EXPECT_EQ(l["peak_phase"], "B1");
+  EXPECT_EQ(l["peak_split"]["gradients"], kGradients);
+  EXPECT_EQ(l["peak_split"]["parameters"], kGradients);
+  EXPECT_LE(bound, peak);
+  EXPECT_LT(peak - bound, 1'100'000'000);
+  const nlohmann::json none = run_json({"plan", "nemotron-h-56b-base-8k", "--gpus", "8", "--gpu-memory", "24GiB"});
+  EXPECT_TRUE(none["layouts"].empty());
+  EXPECT_EQ(none["nothing_fits"]["smallest_memory_bytes"], peak);
+  EXPECT_LE(none["counts"]["simulations"].get<int64_t>(), 100);
+}
+
 // Llama-3.1-70B on 64 H100s at 8k tokens: the layouts the search prints; and, as torchtitan lays it out,
 // FSDP2 (fp32 shards under its mixed-precision policy) and TP with sequence parallelism, alone, together,
 // under a pipeline (every stage), and beside ZeRO under the interleaved schedule.

@@ -14,12 +14,11 @@ namespace {
 using testing::CliRun;
 using testing::census;
 
+// Written under the test process's own name: ctest runs the tests of this file side by side.
 std::string toy_llama() {
-  const std::string path = ::testing::TempDir() + "/step_toy_llama.json";
-  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4,
-    "vocab_size": 4096, "max_position_embeddings": 8192})";
-  return path;
+  return testing::write_test_file("step_toy_llama.json", R"({"model_type": "llama", "hidden_size": 256,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
 }
 
 // The oracle's accum_m4_adamw case (tests/data/step/llama_toy_L4_s128_accum_m4_adamw.json).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <unordered_set>
@@ -17,6 +18,7 @@
 #include "ops/dispatch.h"
 #include "ops/op_def.h"
 #include "ops/ops.h"
+#include "step/tensor_parallel.h"
 #include "util/recycled.h"
 
 namespace census {
@@ -264,22 +266,35 @@ class KeptLayers final : public LayerRunner {
 
 // A lone layer of the rank's model on `batch` sequences of `tokens`, in a census of its own that folds
 // alike iterations, with its input and the model's positions, made before any observer listens.
+// Under DTensor's plan with sequence parallelism (`sequence_shards` > 1, the TP degree), the layer runs
+// under the plan's styles, as the step's model runs it: its input the rank's S / T tokens of the
+// residual stream, its positions the whole sequence's (CausalLM::model_forward), its norms on the shard
+// and its attention and MLP on the all-gathered sequence.
 struct LoneLayer {
-  LoneLayer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch)
+  LoneLayer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch, int64_t sequence_shards = 1)
       : layer(rank_config.family->build_layer(rank_config, layer_index)),
-        hidden(make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16, /*requires_grad=*/true)),
-        positions(layer->embed_positions(hidden)) {
+        hidden(make_tensor(Dims{batch, tokens / sequence_shards, rank_config.hidden_size}, DType::kBFloat16,
+                           /*requires_grad=*/true)),
+        positions(layer->embed_positions(
+            sequence_shards > 1 ? make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16) : hidden)) {
     session.set_fold_alike_iterations(true);
+    if (sequence_shards > 1)
+      styles.emplace(TensorParallelPlan{sequence_shards, /*sequence_parallel=*/true, /*loss_parallel=*/true,
+                                        rank_config.vocab_size * sequence_shards, tokens});
   }
-  // The layer's forward as the model's loop calls it.
+  // The layer's forward as the model's loop calls it, under the plan's styles where it has them.
   LayerForward forward() const {
-    return [this](const Tensor& h) { return layer->forward(h, positions); };
+    return [this](const Tensor& h) {
+      const nn::ParallelStylesScope scope(styles ? &*styles : nullptr);
+      return layer->forward(h, positions);
+    };
   }
 
   Session session;  // first: made before, and gone after, every object below
   std::unique_ptr<DecoderLayer> layer;
   Tensor hidden;
   nn::PositionEmbeddings positions;
+  std::optional<DTensorStyles> styles;
 };
 
 }  // namespace
@@ -300,8 +315,8 @@ class FreeOf final : public Observer {
 }  // namespace
 
 int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
-                         Recompute recompute, int64_t* input_kept) {
-  LoneLayer lone(rank_config, layer_index, tokens, batch);
+                         Recompute recompute, int64_t* input_kept, int64_t sequence_shards) {
+  LoneLayer lone(rank_config, layer_index, tokens, batch, sequence_shards);
   // The layer's input as the model hands it, an earlier op's output (a leaf is held by its gradient's
   // accumulator whatever the layer keeps).
   Tensor input = ops::clone(lone.hidden);

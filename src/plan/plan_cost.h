@@ -102,8 +102,10 @@ LayerOps record_embedding(const ModelConfig& config, int64_t tokens);
 // its output left out. A micro-batch in flight in the step holds at least this of each of its layers
 // (the same ops on the same shapes), which makes the plan's memory lower bound.
 // `input_kept`: also the bytes of its input it keeps (a checkpoint's saved input), or 0, where asked.
+// `sequence_shards` > 1: the layer as DTensor's plan with sequence parallelism over that many TP ranks
+// runs it, on the rank's S / T tokens of the stream (`rank_config` the step's rank config).
 int64_t layer_kept_bytes(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, int64_t batch,
-                         Recompute recompute, int64_t* input_kept = nullptr);
+                         Recompute recompute, int64_t* input_kept = nullptr, int64_t sequence_shards = 1);
 
 // What each decoder layer keeps of a micro-batch of `batch` sequences of `tokens` tokens as the model's
 // forward runs it (models/causal_lm.h: the model from `config`, its layers from `rank_config`), each

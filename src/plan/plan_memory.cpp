@@ -87,12 +87,15 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
 // Note [Sequence parallelism in the activations' bound]
 // Under DTensor's plan with sequence parallelism a layer runs on the layer config census step builds
 // (rank_config of the layout's step), its norms and residual stream on the rank's S / T tokens, the
-// normed stream all-gathered to S tokens before the attention and the MLP; a lone layer is measured
-// without the plan's styles, on all S tokens. Every storage the lone layer keeps has one the sharded
-// layer keeps of at least 1 / T its bytes (the same op on S or S / T of its tokens), so 1 / T of the lone
-// layer's kept bytes bounds the sharded layer's; likewise the vocabulary-parallel head's 1 / T of the
-// whole head's. tests/cli/plan_search_cli_test.cpp holds the bound to the simulated peak on whole
-// searches with SP layouts.
+// normed stream all-gathered to S tokens before the attention and the MLP. The lone layer is measured
+// the same way, under the plan's styles on the rank's S / T tokens (layer_kept_bytes' sequence_shards):
+// the ops the step's layer runs, on the same shapes, so what it keeps is the step's layer's. (It was
+// once measured plainly on all S tokens and taken at 1 / T, which is a bound too but far below: the
+// all-gathered inputs the attention's and the MLP's projections save are whole. Qwen3-32B at TP 4 with
+// SP, 4 sequences a micro-batch, no recompute: 66.3 GB against a 147.5 GB peak, simulated in vain.)
+// The vocabulary-parallel head is taken at 1 / T of the whole head's: every storage the whole head
+// keeps has one the sharded head keeps of at least 1 / T its bytes. tests/cli/plan_search_cli_test.cpp
+// holds the bound to the simulated peak on whole searches with SP layouts.
 //
 // Note [A layer's input in the memory bound]
 // What a layer keeps from its forward (layer_kept_bytes) is what its own ops made, its output left out;
@@ -139,11 +142,11 @@ int64_t MemoryBound::kept(const Layout& l, int64_t layer, Recompute mode) {
   auto [it, made] = kept_.try_emplace({rep, l.tp, l.ep, etp, tokens, static_cast<int>(mode)}, std::pair<int64_t, int64_t>{});
   if (made) {  // Note [A layer's input in the memory bound]
     int64_t input_one = 0, input_two = 0;
-    const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode, &input_one) + input_one;
-    const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode, &input_two) + input_two;
+    const int64_t one = layer_kept_bytes(rank->second, rep, tokens, 1, mode, &input_one, shards) + input_one;
+    const int64_t two = layer_kept_bytes(rank->second, rep, tokens, 2, mode, &input_two, shards) + input_two;
     it->second = {one, two - one};
   }
-  return (it->second.first + (l.micro_batch_size - 1) * it->second.second) / shards;  // Note [Sequence parallelism ...]
+  return it->second.first + (l.micro_batch_size - 1) * it->second.second;  // Note [Sequence parallelism ...]
 }
 
 int64_t MemoryBound::head_backward(const Layout& l) {

@@ -23,6 +23,7 @@
 #include "plan/plan_layout.h"
 #include "plan/plan_time.h"
 #include "step/step_census.h"
+#include "step/tensor_parallel.h"
 #include "../step/step_cases.h"
 
 namespace census {
@@ -285,6 +286,45 @@ TEST(PlanStackCost, ALoneLayerKeepsWhatItKeepsInTheModel) {
         }
       }
   }
+}
+
+// Note [Sequence parallelism in the activations' bound]: under DTensor's plan with sequence parallelism
+// (TP 2 on the Llama toy), the lone layer measured under the plan's styles on its 64 of the 128 tokens
+// keeps, with the next layer's kept input, exactly what the same layer keeps inside the step's model run
+// under the same styles (its embedding and head V / 2 rows) at every layer, in every recompute mode, at
+// one and two sequences; and, but under full recompute, more than the 1 / T of the plain layer the bound
+// once took.
+TEST(PlanStackCost, ALoneLayerUnderSequenceParallelismKeepsWhatItKeepsInTheModel) {
+  constexpr int64_t kShards = 2;
+  const ModelConfig c = case_config("llama");
+  StepOptions o;
+  o.seq_length = kTokens;
+  o.tensor_parallel = kShards;
+  o.sequence_parallel = o.loss_parallel = true;
+  const ModelConfig rank = rank_config(c, o);
+  ModelConfig model = c;
+  model.vocab_size = c.vocab_size / kShards;
+  const DTensorStyles styles(TensorParallelPlan{kShards, true, true, c.vocab_size, kTokens});
+  for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    for (int64_t batch : {1, 2}) {
+      std::vector<int64_t> in_model;
+      {
+        const nn::ParallelStylesScope scope(&styles);
+        in_model = stack_kept_bytes(model, rank, kTokens, batch, mode);
+      }
+      std::vector<int64_t> lone(static_cast<size_t>(c.num_hidden_layers) + 1, 0), input(lone.size(), 0);
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+        lone[static_cast<size_t>(i)] = layer_kept_bytes(rank, i, kTokens, batch, mode, &input[static_cast<size_t>(i)], kShards);
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        const std::string what = "layer " + std::to_string(i) + " mode " + std::to_string(static_cast<int>(mode)) +
+                                 " batch " + std::to_string(batch);
+        const size_t at = static_cast<size_t>(i);
+        EXPECT_EQ(lone[at] + input[at + 1], in_model[at]) << what;
+        EXPECT_EQ(input[at], mode == Recompute::kNone ? 0 : batch * kTokens / kShards * c.hidden_size * 2) << what;
+        if (mode != Recompute::kFull)  // (a full checkpoint keeps its input alone, counted apart)
+          EXPECT_GT(lone[at], layer_kept_bytes(rank, i, kTokens, batch, mode) / kShards) << what;
+      }
+    }
 }
 
 // Note [A layer's backward in the memory bound]: while layer j runs its first backward, the layers before

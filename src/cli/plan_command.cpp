@@ -343,7 +343,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
   if (!r.named) {
     out << "tried " << c.tried << " layouts: " << c.pruned_divisibility << " pruned by divisibility, " << c.estimated
         << " estimated whole, " << c.rejected_memory_bound + c.rejected_memory_simulated << " rejected for memory ("
-        << c.rejected_memory_bound << " by a lower bound: the optimizer step's states or the first two backwards' activations, "
+        << c.rejected_memory_bound << " by a lower bound: the optimizer step's states or a backward's activations, "
         << c.rejected_memory_simulated << " simulated), " << c.fit << " fit";
     if (c.not_evaluated > 0)
       out << ", " << c.not_evaluated << " not evaluated (slower by the estimate than the " << o.top << " shown)";

@@ -56,6 +56,13 @@ struct Layout {
   bool sp = false;    // DTensor's TP plan with sequence parallelism and loss_parallel (TP > 1)
 };
 
+// The parameters one pipeline chunk holds on the rank (its layers' at the rank's TP and EP share, with
+// the embedding, the head and the final norm where it holds them), and of them the routed experts' and
+// those no gradient reaches (Note [Parameters no gradient reaches], plan/plan_cost.cpp).
+struct ChunkParameters {
+  int64_t all = 0, experts = 0, untrained = 0;
+};
+
 // What a layout is planned against: the run's size and shape.
 struct RunShape {
   int64_t gpus = 0;

@@ -186,42 +186,39 @@ int64_t MemoryBound::backward(const Layout& l, int64_t layer, Recompute mode) {
   return it->second;
 }
 
-const MemoryBound::InFlight& MemoryBound::in_flight(const Layout& l) {
+const MemoryBound::Passes& MemoryBound::passes(const Layout& l) {
   const int64_t p = l.pp, v = l.virtual_stages;
-  // Past 2P micro-batches the warm-up and the chunks its forwards run are the same (step_census.h).
+  // Past 2P micro-batches 1F1B's and the interleaved schedule's passes repeat their steady state; a walk
+  // of 2P holds at each backward at most what the step's does (its cool-down starts sooner: fewer
+  // forwards in flight, the same gradients made), so it bounds the longer one.
   const int64_t m = l.schedule == PipelineSchedule::kGPipe ? l.micro_batches : std::min(l.micro_batches, 2 * p);
-  auto [it, made] = in_flight_.try_emplace({static_cast<int>(l.schedule), p, v, m});
+  auto [it, made] = passes_.try_emplace({static_cast<int>(l.schedule), p, v, m});
   if (!made) return it->second;
   for (int64_t r = 0; r < p; ++r) {
-    std::vector<int64_t> forwards(static_cast<size_t>(v), 0);
-    int64_t first_backward = -1;
-    for (const StepPass& pass : pipeline_order(l.schedule, p, r, m, v)) {
-      if (pass.pass == 'B') {
-        first_backward = pass.chunk;
-        break;
-      }
-      ++forwards[static_cast<size_t>(pass.chunk)];
-    }
-    it->second.forwards.push_back(forwards);
-    it->second.first_backward_chunk.push_back(first_backward);
+    std::vector<int32_t>& order = it->second.by_stage.emplace_back();
+    for (const StepPass& pass : pipeline_order(l.schedule, p, r, m, v))
+      order.push_back(pass.pass == 'B' ? -static_cast<int32_t>(pass.chunk + 1) : static_cast<int32_t>(pass.chunk + 1));
   }
   return it->second;
 }
 
-// Note [The second backward in the memory bound]
-// A stage's first backward starts with no gradient made; its second starts with every one of its
-// parameters' gradients accumulated (the trained ones: an eager expert no token reached and a parameter
-// no gradient reaches have none), at the composed share (2 B, 4 B in fp32; over DP x CP under ZeRO-2, 3
-// and FSDP2), and, where the schedule runs one chunk a stage, with at most one micro-batch fewer in
-// flight than the first (its own forward's kept bytes freed; forwards only add). Each moment the bound
-// takes at the first backward (its start, the head's backward, each layer's) is then also taken there,
-// with the gradients and one micro-batch's kept bytes fewer, where that is more. Nemotron-H 56B on 8
-// GPUs (CP 8, ZeRO-3, full recompute, 8 micro-batches) peaks at 66.66 GB inside a Mamba-2 layer's second
-// backward: 14.08 GB of gradients the first backward's moment lacks; the bound rises from 56.86 to
-// its 65.63 GB, and the search for the smallest peak, where nothing fits 24 GiB, simulates 72 layouts,
-// not 9,288.
+// Note [Every backward in the memory bound]
+// A stage's first backward starts with no gradient made; each later one with the gradients of every
+// trained parameter of the chunks the backwards before it ran (an eager expert no token reached and a
+// parameter no gradient reaches have none), at the composed share (2 B, 4 B in fp32; over DP x CP under
+// ZeRO-2, 3 and FSDP2), beside what the forwards then in flight keep: the stage's passes walked in the
+// order the step runs them (pipeline_order), a forward adding its chunk's kept bytes and a backward
+// freeing them. Each moment the bound takes at a backward (its start, the head's backward where it runs
+// the last chunk, each layer's) is taken at every one. Nemotron-H 56B on 8 GPUs (CP 8, ZeRO-3, full
+// recompute, 8 micro-batches) peaks at 66.66 GB inside a Mamba-2 layer's second backward, beside 14.08 GB
+// of gradients the first backward's moment lacks: the bound rises from 56.86 to 66.62 GB, and the search
+// for the smallest peak, where nothing fits 24 GiB, simulates a few dozen layouts, not 9,288. Qwen3.5-27B
+// on 16,384 GPUs under interleaved 1F1B (PP 4 x 4 virtual stages, CP 8, 2 sequences a micro-batch, no
+// recompute) peaks at the first chunk's backward of the second micro-batch, 98.09 GB, with three chunks'
+// gradients made: 82.86 GB from the first backward, 97.58 GB now. Of the 80 searches of the shipped
+// configs on 256 and 16,384 GPUs, 4 layouts are now simulated in vain, where 92 were.
 int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& params,
-                                 const std::vector<int64_t>& expert_params, const std::vector<int64_t>& untrained,
+                                 const std::vector<ChunkParameters>& chunk_params,
                                  const std::vector<int64_t>& largest_layer, int64_t enough, bool* whole) {
   const PipelineSplit& sp = l.split;
   auto [chunks_it, made] = chunks_.try_emplace(
@@ -231,8 +228,7 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
     if (chunks) chunks_it->second = chunks.take();
   }
   const std::vector<LayerRange>& chunks = chunks_it->second;
-  const InFlight& flight = in_flight(l);
-  const std::vector<std::vector<int64_t>>& forwards = flight.forwards;
+  const Passes& order = passes(l);
   const int64_t dp_cp = l.dp * l.cp;
   const bool sharded = l.fsdp || l.zero >= 3;
   // Within one layout a layer's kept bytes and backward are its kind's (its representative's, its kind's
@@ -252,67 +248,77 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   };
   constexpr int64_t kMargin = 1 << 20;  // the ZeRO-3 share is rounded down storage by storage
   auto bound_of = [&](int64_t most) { return std::max<int64_t>(0, most - (sharded ? kMargin : 0)) + overheads_; };
-  // Each stage's bytes but its first backward's (its parameters, its forwards' kept bytes).
-  std::vector<int64_t>& before_layers = stage_kept_;
-  before_layers.assign(static_cast<size_t>(l.pp), 0);
-  // Note [The second backward in the memory bound]: a stage's second backward, its moments those of the
-  // first with one micro-batch fewer in flight and every gradient of the stage made.
-  const bool second = l.virtual_stages == 1 && l.micro_batches >= 2;
-  std::vector<int64_t>& at_second = stage_second_;
-  at_second.assign(static_cast<size_t>(l.pp), 0);
+  // By chunk: what a forward keeps of each of its layers, and the gradients its backward makes (Note
+  // [Every backward in the memory bound]).
   const bool experts_trained = experts_always_trained(c_);
   const bool grads_sharded = l.fsdp || l.zero >= 2;
-  int64_t most = 0;
-  for (int64_t r = 0; r < l.pp; ++r) {
-    int64_t bytes = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
-    // ZeRO-3's gathered layer and the one prefetched, composed during every pass (step/step_compose.h):
-    // each parameter at least a bf16's 2 B. Not FSDP2's: its units are unsharded and resharded by the
-    // step's own hooks, and at the last stage's first backward it holds the root's (the embedding and
-    // head), not a layer's, which can be fewer (tests/cli/plan_search_cli_test.cpp: FSDP2 layouts of
-    // the MoE toys).
-    if (l.zero >= 3 && !l.fsdp) bytes += 2 * 2 * largest_layer[static_cast<size_t>(r)];
-    for (int64_t v = 0; v < l.virtual_stages; ++v) {
-      const int64_t n = forwards[static_cast<size_t>(r)][static_cast<size_t>(v)];
-      if (n == 0) continue;
-      const LayerRange& chunk = chunks[static_cast<size_t>(v * l.pp + r)];
-      int64_t per_forward = 0;
-      for (int64_t i = chunk.begin; i < chunk.end; ++i)
-        per_forward += kept_of(i);
-      bytes += n * per_forward;
-      if (second && n > 0) {
-        const size_t s = static_cast<size_t>(r);
-        const int64_t trained = params[s] - (experts_trained ? 0 : expert_params[s]) - untrained[s];
-        const int64_t grads = (fp32_gradients_ ? 4 : 2) * trained / (grads_sharded ? dp_cp : 1);
-        at_second[s] = grads - per_forward - (grads_sharded ? kMargin : 0);  // beside the first backward's
+  chunk_kept_.assign(chunks.size(), 0);
+  chunk_grads_.assign(chunks.size(), 0);
+  chunk_layers_backward_.assign(chunks.size(), -1);
+  for (size_t g = 0; g < chunks.size(); ++g) {
+    for (int64_t i = chunks[g].begin; i < chunks[g].end; ++i) chunk_kept_[g] += kept_of(i);
+    const ChunkParameters& held = chunk_params[g];
+    const int64_t trained = held.all - (experts_trained ? 0 : held.experts) - held.untrained;
+    chunk_grads_[g] = (fp32_gradients_ ? 4 : 2) * trained / (grads_sharded ? dp_cp : 1);
+  }
+  // Note [A layer's backward in the memory bound]: each layer of the chunk a backward runs, last to first,
+  // holds its backward's most in place of its and the later layers' kept bytes: the most of that over the
+  // chunk's layers, beyond the chunk's kept bytes. A DTensor plan's layer runs other ops than the lone
+  // one. A model with a layer that cannot run alone has its layers' backwards measured inside the
+  // model's forward where its layers are alike by kind (Note [A layer's backward inside the model]),
+  // unpipelined, the kept bytes then the model's own.
+  const bool measured = !l.sp && (!stacked_ || (l.pp == 1 && c_.family->stack_layers_alike_by_kind));
+  auto layers_backward = [&](size_t g) {
+    int64_t& known = chunk_layers_backward_[g];
+    if (known >= 0) return known;
+    known = 0;
+    int64_t later = 0;  // the kept bytes of layer i and those after it
+    for (int64_t i = chunks[g].end - 1; i >= chunks[g].begin; --i) {
+      later += kept_of(i);
+      known = std::max(known, backward_of(i) - later);
+    }
+    return known;
+  };
+  // The walk of each stage's passes: at every backward's start, the stage's parameters, what each forward
+  // still in flight keeps, and the gradients the backwards before made; on the last stage, the head's
+  // backward where the pass runs the last chunk; with `layers`, each layer's backward inside it.
+  auto walk = [&](bool layers) {
+    int64_t most = 0;
+    for (int64_t r = 0; r < l.pp; ++r) {
+      int64_t live = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
+      // ZeRO-3's gathered layer and the one prefetched, composed during every pass (step/step_compose.h):
+      // each parameter at least a bf16's 2 B. Not FSDP2's: its units are unsharded and resharded by the
+      // step's own hooks, and at the last stage's first backward it holds the root's (the embedding and
+      // head), not a layer's, which can be fewer (tests/cli/plan_search_cli_test.cpp: FSDP2 layouts of
+      // the MoE toys).
+      if (l.zero >= 3 && !l.fsdp) live += 2 * 2 * largest_layer[static_cast<size_t>(r)];
+      int64_t grads = 0;
+      std::vector<char>& graded = chunk_graded_;  // by the stage's chunk: its gradients made
+      graded.assign(static_cast<size_t>(l.virtual_stages), 0);
+      for (const int32_t pass : order.by_stage[static_cast<size_t>(r)]) {
+        const int64_t c = (pass > 0 ? pass : -pass) - 1;
+        const size_t g = static_cast<size_t>(c * l.pp + r);
+        if (pass > 0) {
+          live += chunk_kept_[g];
+          continue;
+        }
+        const int64_t moment = live + std::max<int64_t>(0, grads - (grads_sharded && grads > 0 ? kMargin : 0));
+        // Note [The loss's backward in the memory bound]: the head's backward runs before the last chunk's.
+        const bool head = r == l.pp - 1 && c == l.virtual_stages - 1;
+        most = std::max(most, moment + (head ? head_backward(l) : 0));
+        if (layers && measured) most = std::max(most, moment + layers_backward(g));
+        live -= chunk_kept_[g];
+        if (!graded[static_cast<size_t>(c)]) grads += chunk_grads_[g];
+        graded[static_cast<size_t>(c)] = 1;
       }
     }
-    // Note [The loss's backward in the memory bound]: the head's backward runs first on the last stage.
-    before_layers[static_cast<size_t>(r)] = bytes;
-    const int64_t head = r == l.pp - 1 ? head_backward(l) : 0;
-    most = std::max(most, bytes + head + std::max<int64_t>(0, at_second[static_cast<size_t>(r)]));
-  }
-  const bool rejected_without_layers = bound_of(most) > enough;
+    return most;
+  };
+  const int64_t starts = walk(/*layers=*/false);
+  const bool rejected_without_layers = bound_of(starts) > enough;
   if (whole != nullptr) *whole = !rejected_without_layers;
-  if (rejected_without_layers) return bound_of(most);
-  for (int64_t r = 0; r < l.pp; ++r) {
-    // Note [A layer's backward in the memory bound]: each layer of the chunk the first backward runs,
-    // last to first, holds its backward's most in place of its and the later layers' kept bytes. A
-    // DTensor plan's layer runs other ops than the lone one. A model with a layer that cannot run alone
-    // has its layers' backwards measured inside the model's forward where its layers are alike by kind
-    // (Note [A layer's backward inside the model]), unpipelined, the kept bytes then the model's own.
-    const int64_t c = flight.first_backward_chunk[static_cast<size_t>(r)];
-    const bool measured = !stacked_ || (l.pp == 1 && c_.family->stack_layers_alike_by_kind);
-    if (!l.sp && measured && c >= 0 && forwards[static_cast<size_t>(r)][static_cast<size_t>(c)] > 0) {
-      const LayerRange& chunk = chunks[static_cast<size_t>(c * l.pp + r)];
-      int64_t later = 0;  // the kept bytes of layer i and those after it
-      const int64_t before = before_layers[static_cast<size_t>(r)] + std::max<int64_t>(0, at_second[static_cast<size_t>(r)]);
-      for (int64_t i = chunk.end - 1; i >= chunk.begin; --i) {
-        later += kept_of(i);
-        most = std::max(most, before + backward_of(i) - later);
-      }
-    }
-  }
-  return bound_of(most);
+  if (rejected_without_layers || !measured) return bound_of(starts);
+  return bound_of(std::max(starts, walk(/*layers=*/true)));
 }
 
 }  // namespace census

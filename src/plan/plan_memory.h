@@ -10,7 +10,7 @@
 //                 gradient reaches] in plan/plan_cost.cpp), on the first and last stages with the
 //                 two temporaries AdamW's update of the embedding's or head's table holds (Note
 //                 [AdamW's temporaries in the states' bound]), on the stage holding the most
-//   activations   the start of a stage's first backward: its parameters (at the ZeRO-3 share) and every
+//   activations   the start of each of a stage's backwards: its parameters (at the ZeRO-3 share) and every
 //                 micro-batch forward the schedule ran before it, each keeping at least what each of its
 //                 layers keeps from its forward (layer_kept_bytes: the same ops on the same shapes, as
 //                 the step's recompute mode wraps the layer, with its input where it keeps it: Note [A
@@ -19,18 +19,18 @@
 //                 (stack_kept_bytes), pipelined, nothing for such a layer; on the last stage, that
 //                 and what its final norm, head and loss hold at the most of that backward, which
 //                 runs before any layer's (head_backward_bytes), where the family can cut the model
-//                 there; or, on any stage, where it is more, what a layer of the chunk that first
+//                 there; or, on any stage, where it is more, what a layer of the chunk the
 //                 backward runs holds at the most of its backward in place of its and the later
 //                 layers' kept bytes (layer_backward_bytes; Note [A layer's backward in the memory
 //                 bound]), but under DTensor's plan, or where a layer cannot run alone, but unpipelined
 //                 with layers alike by kind (Note [A layer's backward inside the model]); under ZeRO-3
 //                 (not FSDP2, whose hooks unshard its units), the gathered layer and the prefetched one
-//                 the step composes during every pass (2 x the stage's largest layer's parameters, at 2 B each); under sequence
-//                 parallelism 1 / T of each layer's and the head's (Note [Sequence parallelism in the
-//                 activations' bound]); and each of those moments again at the stage's second backward,
-//                 one micro-batch fewer in flight and every trained gradient made, where the schedule
-//                 runs two micro-batches or more and one chunk a stage (Note [The second backward in
-//                 the memory bound])
+//                 the step composes during every pass (2 x the stage's largest layer's parameters, at 2 B
+//                 each); under sequence parallelism each layer as DTensor's plan runs it and 1 / T of
+//                 the head's (Note [Sequence parallelism in the activations' bound]); and each of those
+//                 moments at every backward of the stage, as
+//                 its passes run (pipeline_order): the forwards then in flight, and the gradients of the
+//                 chunks a backward before it ran (Note [Every backward in the memory bound])
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'
 // activations, composed terms), so each is at most the simulated peak: tests/cli/plan_search_cli_test.cpp
 // holds every bound of a whole search to its simulated peak.
@@ -75,9 +75,9 @@ class MemoryBound {
   // `stage_largest_layer` by stage: the most parameters one of its decoder layers holds. Where the bound
   // without the layers' own backwards (layer_backward_bytes, the costliest term to measure) already
   // passes `enough`, that looser bound is returned and `*whole` set false: enough to reject the layout.
+  // `chunk_parameters` by chunk, as the time model counts them.
   int64_t activations(const Layout& layout, const std::vector<int64_t>& stage_parameters,
-                      const std::vector<int64_t>& stage_expert_parameters,
-                      const std::vector<int64_t>& stage_untrained_parameters,
+                      const std::vector<ChunkParameters>& chunk_parameters,
                       const std::vector<int64_t>& stage_largest_layer, int64_t enough = INT64_MAX,
                       bool* whole = nullptr);
 
@@ -88,13 +88,12 @@ class MemoryBound {
   // What layer `layer` holds at the most of its first backward (layer_backward_bytes) at the layout's
   // rank, tokens and micro-batch, without DTensor's plan (whose layers run other ops).
   int64_t backward(const Layout& layout, int64_t layer, Recompute mode);
-  // Before each stage's first backward: the forwards it runs through each of its chunks, and the chunk
-  // that backward runs.
-  struct InFlight {
-    std::vector<std::vector<int64_t>> forwards;  // [stage][chunk]
-    std::vector<int64_t> first_backward_chunk;   // [stage]
+  // Each stage's passes in the order the step runs them (pipeline_order): a forward of chunk c as c + 1,
+  // a backward as -(c + 1).
+  struct Passes {
+    std::vector<std::vector<int32_t>> by_stage;
   };
-  const InFlight& in_flight(const Layout& layout);
+  const Passes& passes(const Layout& layout);
 
   const ModelConfig& c_;
   RunShape run_;
@@ -107,10 +106,12 @@ class MemoryBound {
   bool stacked_ = false;  // a layer cannot run alone: unpipelined, every layer's kept bytes from the stack
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::vector<std::pair<int64_t, int64_t>>> stack_kept_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t>, int64_t> backward_;  // + micro-batch
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, InFlight> in_flight_;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, Passes> passes_;
   std::vector<int64_t> kept_by_layer_, backward_by_layer_;  // activations' own, one layout's: -1 unknown
-  std::vector<int64_t> stage_kept_;  // activations' own, one layout's: by stage, all but the first backward
-  std::vector<int64_t> stage_second_;  // one layout's: by stage, what its second backward holds beyond its first
+  // One layout's, by chunk: a forward's kept bytes, the gradients its backward makes, and the most its
+  // layers' backwards hold beyond the chunk's kept bytes (-1: not asked yet)
+  std::vector<int64_t> chunk_kept_, chunk_grads_, chunk_layers_backward_;
+  std::vector<char> chunk_graded_;  // one stage's walk: by its chunk, whether its gradients are made
   std::map<std::pair<int64_t, int64_t>, int64_t> head_backward_;  // by (tokens, b)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>, std::vector<LayerRange>> chunks_;
 };

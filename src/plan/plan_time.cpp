@@ -255,6 +255,7 @@ struct TimeModel::Impl {
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds an EP rank's
     std::vector<int64_t> stage_untrained;  // of them, those no gradient reaches
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
+    std::vector<ChunkParameters> chunk_params;  // by chunk
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
     bool valid = false;
@@ -342,6 +343,7 @@ void TimeModel::Impl::work(const Layout& l) {
   w.stage_untrained.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
   w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
+  w.chunk_params.assign(chunks.size(), ChunkParameters{});
   const bool async = o.overlaps[Overlap::kTpAsync], prefetch = o.overlaps[Overlap::kFsdpPrefetch];
   const bool ep_paired = o.overlaps[Overlap::kEp1F1B];
   for (int64_t g = 0; g < static_cast<int64_t>(chunks.size()); ++g) {
@@ -390,6 +392,8 @@ void TimeModel::Impl::work(const Layout& l) {
       stage_params[static_cast<size_t>(r)] += lc.parameters;
       stage_experts[static_cast<size_t>(r)] += lc.expert_parameters;
       w.stage_untrained[static_cast<size_t>(r)] += lc.untrained_parameters;
+      ChunkParameters& held = w.chunk_params[static_cast<size_t>(g)];
+      held.all += lc.parameters, held.experts += lc.expert_parameters, held.untrained += lc.untrained_parameters;
       ++stage_layers[static_cast<size_t>(r)];
       w.stage_largest_layer[static_cast<size_t>(r)] = std::max(w.stage_largest_layer[static_cast<size_t>(r)], lc.parameters);
     }
@@ -415,6 +419,7 @@ void TimeModel::Impl::work(const Layout& l) {
       t.fsdp = fsdp_f + fsdp_b;
     }
     double forward_extra = 0, backward_extra = 0;
+    const int64_t stage_before = stage_params[static_cast<size_t>(r)];
     if (first) {
       t.forward += embedding.forward;
       t.backward += embedding.backward;
@@ -427,6 +432,7 @@ void TimeModel::Impl::work(const Layout& l) {
       if (!(first && c.tie_word_embeddings)) stage_params[static_cast<size_t>(r)] += c.vocab_size / vocab_shards * c.hidden_size;
       stage_params[static_cast<size_t>(r)] += c.hidden_size;
     }
+    w.chunk_params[static_cast<size_t>(g)].all += stage_params[static_cast<size_t>(r)] - stage_before;
     t.forward_pass = t.forward + forward_extra + (async ? tp_f_async : tp_f_raw) + (ep_paired ? ep_f_paired : ep_f) + fsdp_f + cp_f;
     t.backward_pass = t.backward + backward_extra + t.recompute + (async ? tp_b_async : tp_b_raw) +
                       (ep_paired ? ep_b_paired : ep_b) + fsdp_b + cp_b;
@@ -536,6 +542,7 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   e.stage_largest_layer_parameters = w.stage_largest_layer;
   e.stage_expert_parameters = w.stage_experts;
   e.stage_untrained_parameters = w.stage_untrained;
+  e.chunk_parameters = w.chunk_params;
   const ChunkTimes& s = w.stage_sum[busiest];
   const double busy = m * (s.forward_pass + s.backward_pass);
   double bubble = 0;

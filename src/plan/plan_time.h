@@ -88,6 +88,8 @@ struct TimeEstimate {
   std::vector<int64_t> stage_untrained_parameters;
   // Each stage's largest decoder layer's parameters (ZeRO-3's gathered unit, as the step builds them).
   std::vector<int64_t> stage_largest_layer_parameters;
+  // Each chunk's, by chunk g (stage g % P's chunk g / P).
+  std::vector<ChunkParameters> chunk_parameters;
 };
 
 // What the estimate prices beyond the layout: the options of the run.

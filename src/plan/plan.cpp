@@ -342,7 +342,7 @@ void Planner::bound(Candidate& cand, bool activations, bool whole) {
   const Layout l = layout_of(cand);
   const TimeEstimate t = time_.estimate(l, /*complete=*/false);
   if (!cand.complete) cand.seconds = t.seconds;  // a whole estimate is kept
-  cand.memory_bound = memory_.states(l, t.stage_parameters, t.stage_expert_parameters, t.stage_untrained_parameters);
+  cand.memory_bound = memory_.states(l, t.chunk_parameters);
   if (activations) bound_activations(cand, t, whole);
 }
 
@@ -353,8 +353,7 @@ void Planner::bound_activations(Candidate& cand, const TimeEstimate& bound, bool
   cand.activations_whole = whole || cand.memory_bound <= o_.gpu_memory;
   if (!cand.activations_whole) return;
   cand.memory_bound = std::max(
-      cand.memory_bound, memory_.activations(layout_of(cand), bound.stage_parameters, bound.chunk_parameters,
-                                             bound.stage_largest_layer_parameters,
+      cand.memory_bound, memory_.activations(layout_of(cand), bound.chunk_parameters, bound.stage_largest_layer_parameters,
                                              whole ? INT64_MAX : o_.gpu_memory, &cand.activations_whole));
 }
 
@@ -437,10 +436,8 @@ Result<PlanResult> Planner::run() {
   if (o_.layout) {  // the one layout named
     LayoutResult r = result_of(*o_.layout, 0);
     r.lower_bound_bytes = r.memory_bound_bytes =
-        std::max(memory_.states(r.layout, r.time.stage_parameters, r.time.stage_expert_parameters,
-                                r.time.stage_untrained_parameters),
-                 memory_.activations(r.layout, r.time.stage_parameters, r.time.chunk_parameters,
-                                     r.time.stage_largest_layer_parameters));
+        std::max(memory_.states(r.layout, r.time.chunk_parameters),
+                 memory_.activations(r.layout, r.time.chunk_parameters, r.time.stage_largest_layer_parameters));
     CENSUS_TRY(evaluate(r, std::nullopt));
     counts_.tried = counts_.estimated = 1;
     (r.peak_bytes <= o_.gpu_memory ? counts_.fit : counts_.rejected_memory_simulated) = 1;

@@ -280,7 +280,7 @@ struct LoneLayer {
     session.set_fold_alike_iterations(true);
     if (sequence_shards > 1)
       styles.emplace(TensorParallelPlan{sequence_shards, /*sequence_parallel=*/true, /*loss_parallel=*/true,
-                                        rank_config.vocab_size * sequence_shards, tokens});
+                                        rank_config.vocab_size, tokens});  // (the whole vocabulary: no layer reads it)
   }
   // The layer's forward as the model's loop calls it, under the plan's styles where it has them.
   LayerForward forward() const {

@@ -54,6 +54,24 @@ bool experts_always_trained(const ModelConfig& config) {
   return config.moe.num_experts > 0 && config.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm;
 }
 
+namespace {
+
+// The parameters stage `r` of `pp` holds: its chunks' (chunk g is stage g % P's).
+ChunkParameters held_by_stage(const std::vector<ChunkParameters>& chunks, int64_t pp, int64_t r) {
+  ChunkParameters sum;
+  for (size_t g = static_cast<size_t>(r); g < chunks.size(); g += static_cast<size_t>(pp))
+    sum.all += chunks[g].all, sum.experts += chunks[g].experts, sum.untrained += chunks[g].untrained;
+  return sum;
+}
+
+// Those of `held` a backward gives a gradient and AdamW states (Note [Experts' gradients in the states'
+// bound], Note [Parameters no gradient reaches]).
+int64_t trained(const ChunkParameters& held, bool experts_trained) {
+  return held.all - (experts_trained ? 0 : held.experts) - held.untrained;
+}
+
+}  // namespace
+
 // Note [AdamW's temporaries in the states' bound]
 // AdamW's update (nn/adamw.h) makes every state before it updates any parameter, and each parameter's
 // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds two temporaries of that parameter's size at
@@ -63,8 +81,7 @@ bool experts_always_trained(const ModelConfig& config) {
 // fp32 under fp32 master weights), on the rank's shard under ZeRO-1 and more, as the step composes its
 // optimizer temporaries (step/step_compose.cpp). Llama-3.1-70B on 16 GPUs at 30 GiB, where nothing fits:
 // its layouts' peaks are at that moment, and the term lets the search reject them unsimulated.
-int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
-                            const std::vector<int64_t>& expert_params, const std::vector<int64_t>& untrained) const {
+int64_t MemoryBound::states(const Layout& l, const std::vector<ChunkParameters>& chunk_params) const {
   const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
   const int64_t grad_size = fp32_gradients_ ? 4 : 2, state_size = fp32_master_weights_ ? 12 : 4;
   auto share = [&](int64_t bytes, bool sharded) { return sharded ? bytes / dp_cp : bytes; };
@@ -75,11 +92,12 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<int64_t>& params,
   const int64_t vocab = l.sp ? c_.vocab_size / l.tp : c_.vocab_size;
   const int64_t table_temporaries = 2 * share(vocab * c_.hidden_size * (fp32_master_weights_ ? 4 : 2), zero >= 1);
   int64_t most = 0;
-  for (size_t s = 0; s < params.size(); ++s) {
-    const int64_t all = params[s], trained = (experts_trained ? all : all - expert_params[s]) - untrained[s];
-    const bool holds_table = s == 0 || s + 1 == params.size();  // the embedding's stage, the head's
-    most = std::max(most, share(2 * all, zero >= 3) + share(grad_size * trained, zero >= 2) +
-                              share(state_size * trained, zero >= 1) + (holds_table ? table_temporaries : 0));
+  for (int64_t r = 0; r < l.pp; ++r) {
+    const ChunkParameters held = held_by_stage(chunk_params, l.pp, r);
+    const int64_t with_grads = trained(held, experts_trained);
+    const bool holds_table = r == 0 || r == l.pp - 1;  // the embedding's stage, the head's
+    most = std::max(most, share(2 * held.all, zero >= 3) + share(grad_size * with_grads, zero >= 2) +
+                              share(state_size * with_grads, zero >= 1) + (holds_table ? table_temporaries : 0));
   }
   return std::max<int64_t>(0, most - kMargin) + overheads_;
 }
@@ -217,8 +235,7 @@ const MemoryBound::Passes& MemoryBound::passes(const Layout& l) {
 // recompute) peaks at the first chunk's backward of the second micro-batch, 98.09 GB, with three chunks'
 // gradients made: 82.86 GB from the first backward, 97.58 GB now. Of the 80 searches of the shipped
 // configs on 256 and 16,384 GPUs, 4 layouts are now simulated in vain, where 92 were.
-int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& params,
-                                 const std::vector<ChunkParameters>& chunk_params,
+int64_t MemoryBound::activations(const Layout& l, const std::vector<ChunkParameters>& chunk_params,
                                  const std::vector<int64_t>& largest_layer, int64_t enough, bool* whole) {
   const PipelineSplit& sp = l.split;
   auto [chunks_it, made] = chunks_.try_emplace(
@@ -257,9 +274,7 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   chunk_layers_backward_.assign(chunks.size(), -1);
   for (size_t g = 0; g < chunks.size(); ++g) {
     for (int64_t i = chunks[g].begin; i < chunks[g].end; ++i) chunk_kept_[g] += kept_of(i);
-    const ChunkParameters& held = chunk_params[g];
-    const int64_t trained = held.all - (experts_trained ? 0 : held.experts) - held.untrained;
-    chunk_grads_[g] = (fp32_gradients_ ? 4 : 2) * trained / (grads_sharded ? dp_cp : 1);
+    chunk_grads_[g] = (fp32_gradients_ ? 4 : 2) * trained(chunk_params[g], experts_trained) / (grads_sharded ? dp_cp : 1);
   }
   // Note [A layer's backward in the memory bound]: each layer of the chunk a backward runs, last to first,
   // holds its backward's most in place of its and the later layers' kept bytes: the most of that over the
@@ -285,7 +300,8 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<int64_t>& pa
   auto walk = [&](bool layers) {
     int64_t most = 0;
     for (int64_t r = 0; r < l.pp; ++r) {
-      int64_t live = sharded ? 2 * params[static_cast<size_t>(r)] / dp_cp : 2 * params[static_cast<size_t>(r)];
+      const int64_t params = held_by_stage(chunk_params, l.pp, r).all;
+      int64_t live = sharded ? 2 * params / dp_cp : 2 * params;
       // ZeRO-3's gathered layer and the one prefetched, composed during every pass (step/step_compose.h):
       // each parameter at least a bf16's 2 B. Not FSDP2's: its units are unsharded and resharded by the
       // step's own hooks, and at the last stage's first backward it holds the root's (the embedding and

@@ -28,9 +28,9 @@
 //                 the step composes during every pass (2 x the stage's largest layer's parameters, at 2 B
 //                 each); under sequence parallelism each layer as DTensor's plan runs it and 1 / T of
 //                 the head's (Note [Sequence parallelism in the activations' bound]); and each of those
-//                 moments at every backward of the stage, as
-//                 its passes run (pipeline_order): the forwards then in flight, and the gradients of the
-//                 chunks a backward before it ran (Note [Every backward in the memory bound])
+//                 moments at every backward of the stage, as its passes run (pipeline_order): the
+//                 forwards then in flight, and the gradients of the chunks a backward before it ran
+//                 (Note [Every backward in the memory bound])
 // Both leave out what they cannot price without the step (buffers, inputs, the model's own modules'
 // activations, composed terms), so each is at most the simulated peak: tests/cli/plan_search_cli_test.cpp
 // holds every bound of a whole search to its simulated peak.
@@ -68,16 +68,12 @@ class MemoryBound {
  public:
   MemoryBound(const ModelConfig& config, const RunShape& run, bool fp32_master_weights, bool fp32_gradients,
               int64_t overheads);
-  // `stage_parameters` and `stage_expert_parameters` by stage, as the time model counts them.
-  int64_t states(const Layout& layout, const std::vector<int64_t>& stage_parameters,
-                 const std::vector<int64_t>& stage_expert_parameters,
-                 const std::vector<int64_t>& stage_untrained_parameters) const;
+  // `chunk_parameters` by chunk, as the time model counts them (TimeEstimate::chunk_parameters).
+  int64_t states(const Layout& layout, const std::vector<ChunkParameters>& chunk_parameters) const;
   // `stage_largest_layer` by stage: the most parameters one of its decoder layers holds. Where the bound
   // without the layers' own backwards (layer_backward_bytes, the costliest term to measure) already
   // passes `enough`, that looser bound is returned and `*whole` set false: enough to reject the layout.
-  // `chunk_parameters` by chunk, as the time model counts them.
-  int64_t activations(const Layout& layout, const std::vector<int64_t>& stage_parameters,
-                      const std::vector<ChunkParameters>& chunk_parameters,
+  int64_t activations(const Layout& layout, const std::vector<ChunkParameters>& chunk_parameters,
                       const std::vector<int64_t>& stage_largest_layer, int64_t enough = INT64_MAX,
                       bool* whole = nullptr);
 

@@ -253,7 +253,6 @@ struct TimeModel::Impl {
     PipelineTimes times;
     std::vector<ChunkTimes> stage_sum;
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds an EP rank's
-    std::vector<int64_t> stage_untrained;  // of them, those no gradient reaches
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<ChunkParameters> chunk_params;  // by chunk
     std::vector<double> fwd, bwd, gather, reduce;
@@ -340,7 +339,6 @@ void TimeModel::Impl::work(const Layout& l) {
   std::vector<int64_t>& stage_layers = w.stage_layers;
   stage_params.assign(static_cast<size_t>(p), 0);
   stage_experts.assign(static_cast<size_t>(p), 0);
-  w.stage_untrained.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
   w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
   w.chunk_params.assign(chunks.size(), ChunkParameters{});
@@ -391,7 +389,6 @@ void TimeModel::Impl::work(const Layout& l) {
       }
       stage_params[static_cast<size_t>(r)] += lc.parameters;
       stage_experts[static_cast<size_t>(r)] += lc.expert_parameters;
-      w.stage_untrained[static_cast<size_t>(r)] += lc.untrained_parameters;
       ChunkParameters& held = w.chunk_params[static_cast<size_t>(g)];
       held.all += lc.parameters, held.experts += lc.expert_parameters, held.untrained += lc.untrained_parameters;
       ++stage_layers[static_cast<size_t>(r)];
@@ -540,8 +537,6 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   e.busiest_stage = static_cast<int64_t>(busiest);
   e.stage_parameters = w.stage_params;
   e.stage_largest_layer_parameters = w.stage_largest_layer;
-  e.stage_expert_parameters = w.stage_experts;
-  e.stage_untrained_parameters = w.stage_untrained;
   e.chunk_parameters = w.chunk_params;
   const ChunkTimes& s = w.stage_sum[busiest];
   const double busy = m * (s.forward_pass + s.backward_pass);

@@ -82,13 +82,11 @@ struct TimeEstimate {
   int64_t busiest_stage = 0;
   bool complete = false;       // false: a lower bound, the pipeline's bubble not simulated
   // Each stage's parameters on the rank (its layers' at the rank's TP and EP share, the embedding's, the
-  // head's and the final norm's), and of them the routed experts'.
-  std::vector<int64_t> stage_parameters, stage_expert_parameters;
-  // Of the others, those no gradient reaches (Note [Parameters no gradient reaches], plan/plan_cost.cpp).
-  std::vector<int64_t> stage_untrained_parameters;
+  // head's and the final norm's).
+  std::vector<int64_t> stage_parameters;
   // Each stage's largest decoder layer's parameters (ZeRO-3's gathered unit, as the step builds them).
   std::vector<int64_t> stage_largest_layer_parameters;
-  // Each chunk's, by chunk g (stage g % P's chunk g / P).
+  // Each chunk's, by chunk g (stage g % P's chunk g / P): with the routed experts' and the untrained.
   std::vector<ChunkParameters> chunk_parameters;
 };
 

@@ -89,7 +89,7 @@ int64_t CachingAllocator::get_allocation_size(int64_t size) {
 //   if (!block_found) { ... stats.num_ooms += 1; ... "CUDA out of memory. Tried to allocate ..." }
 //   bool split_remainder = should_split(params.block, params.size());
 //   return alloc_found_block(params, orig_size, std::move(context), split_remainder);
-BlockId CachingAllocator::malloc(int64_t orig_size, int32_t stream) {
+[[gnu::flatten]] BlockId CachingAllocator::malloc(int64_t orig_size, int32_t stream) {
   assert(stream >= 0 && stream < 256);
   if (orig_size >= kLargestRequest) {
     ++stats_.num_ooms;
@@ -219,7 +219,7 @@ BlockId CachingAllocator::alloc_found_block(const AllocParams& p, int64_t orig_s
 
 // free: decrease_stat(stats.allocation[stat_type], 1); decrease_stat(stats.allocated_bytes[stat_type],
 // block->size); ... free_block(block, context) (no other stream used it: no events to wait for).
-void CachingAllocator::free(BlockId id) {
+[[gnu::flatten]] void CachingAllocator::free(BlockId id) {
   Block& b = blocks_[static_cast<size_t>(id)];
   assert(b.allocated);
   b.allocated = false;

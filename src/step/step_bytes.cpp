@@ -219,18 +219,6 @@ std::vector<StepBytes::Live> StepBytes::live_after(int64_t event) const {
   return out;
 }
 
-// The bytes an event moves under `weights`: its storage's share; a storage's death moves what its
-// birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
-int64_t StepBytes::weighted(const Event& e, const StepWeights& weights) const {
-  const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
-  const bool optimizer_temporary =
-      s.category == StepCategory::kActivations && s.phase >= 0 && is_optimizer_step_[static_cast<size_t>(s.phase)];
-  const Share share = optimizer_temporary ? weights.optimizer_temporaries
-                                          : weights.by_category[static_cast<size_t>(s.category)];
-  const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
-  return e.delta_bytes > 0 ? bytes : -bytes;
-}
-
 bool StepBytes::is_pass_phase(std::string_view name) {
   return name.size() > 1 && (name[0] == 'F' || name[0] == 'B') && name[1] >= '0' && name[1] <= '9';
 }

@@ -264,8 +264,18 @@ class StepBytes final : public Observer {
   int64_t storage_key(const std::vector<int64_t>& key_base, size_t i, const Event& e) const {
     return segment_keys(key_base, i).of(e);
   }
-  // The bytes event `e` moves under `weights`.
-  int64_t weighted(const Event& e, const StepWeights& weights) const;
+  // The bytes event `e` moves under `weights`: its storage's share; a storage's death moves what its
+  // birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
+  // (Inline: analyse() and the allocator's walk ask it per event.)
+  int64_t weighted(const Event& e, const StepWeights& weights) const {
+    const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
+    const bool optimizer_temporary =
+        s.category == StepCategory::kActivations && s.phase >= 0 && is_optimizer_step_[static_cast<size_t>(s.phase)];
+    const Share share = optimizer_temporary ? weights.optimizer_temporaries
+                                            : weights.by_category[static_cast<size_t>(s.category)];
+    const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
+    return e.delta_bytes > 0 ? bytes : -bytes;
+  }
 
   LargeVector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
   LargeVector<StorageInfo> storages_;  // by slot

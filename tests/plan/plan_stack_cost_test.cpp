@@ -321,8 +321,9 @@ TEST(PlanStackCost, ALoneLayerUnderSequenceParallelismKeepsWhatItKeepsInTheModel
         const size_t at = static_cast<size_t>(i);
         EXPECT_EQ(lone[at] + input[at + 1], in_model[at]) << what;
         EXPECT_EQ(input[at], mode == Recompute::kNone ? 0 : batch * kTokens / kShards * c.hidden_size * 2) << what;
-        if (mode != Recompute::kFull)  // (a full checkpoint keeps its input alone, counted apart)
+        if (mode != Recompute::kFull) {  // (a full checkpoint keeps its input alone, counted apart)
           EXPECT_GT(lone[at], layer_kept_bytes(rank, i, kTokens, batch, mode) / kShards) << what;
+        }
       }
     }
 }

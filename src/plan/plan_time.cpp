@@ -234,6 +234,13 @@ struct TimeModel::Impl {
   struct StepEnd {
     double reduce = 0, overlapped = 0, gather = 0, dp = 0, optimizer = 0;
   };
+  // The bytes a gradient is reduced in, a parameter each: FSDP2's mixed-precision policy's reduce
+  // dtype, fp32 under fp32 master weights (MixedPrecisionPolicy(bf16, fp32)), else its bf16 shards'
+  // (census step takes FSDP2's dtypes from --master-weights and refuses fp32 gradients beside it, as
+  // the layout's step does: plan/plan_layout.cpp); a composed step's --grad-dtype.
+  int64_t gradient_size(const Layout& l) const {
+    return (l.fsdp ? o.fp32_master_weights : o.fp32_gradients) ? 4 : 2;
+  }
   void work(const Layout& l);
   // `least`: as if the backward were long enough to hide all but the last bucket of the reduction.
   StepEnd step_end(const Layout& l, bool least = false) const;
@@ -258,7 +265,7 @@ struct TimeModel::Impl {
     std::vector<double> fwd, bwd, gather, reduce;
     size_t busiest = 0, heaviest = 0;
     bool valid = false;
-    int sharded = 0;  // parameters gathered every pass: 1 ZeRO-3, 2 FSDP2 (its fp32 reduce-scatters)
+    int sharded = 0;  // parameters gathered every pass: 1 ZeRO-3, 2 FSDP2 (its reduce-scatters in its policy's dtype)
     Layout layout;  // whose work it is
   } w;
   static bool same_work(const Layout& a, const Layout& b) {
@@ -307,7 +314,7 @@ void TimeModel::Impl::work(const Layout& l) {
   const int64_t tokens = run.seq_length / l.cp, b = l.micro_batch_size;
   const int64_t hidden_bytes = b * tokens * c.hidden_size * kBf16;
   const bool sharded_passes = l.zero == 3 || l.fsdp;  // parameters gathered every pass
-  const int64_t grad_size = l.fsdp || o.fp32_gradients ? 4 : 2;  // FSDP2 reduces in fp32 (MixedPrecisionPolicy)
+  const int64_t grad_size = gradient_size(l);
   const int64_t dp_cp = l.dp * l.cp;
   // Ranks TP innermost, then CP, DP (EP within DP x CP, or TP x DP x CP), PP: a group of n ranks at
   // stride s shares a node with max(1, min(n, gpus_per_node / s)) of its members.
@@ -453,7 +460,7 @@ void TimeModel::Impl::work(const Layout& l) {
 // most parameters; then the optimizer's step there. ZeRO-3 and FSDP reduce every pass instead.
 TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) const {
   const bool sharded_passes = l.zero == 3 || l.fsdp;
-  const int64_t grad_size = l.fsdp || o.fp32_gradients ? 4 : 2;
+  const int64_t grad_size = gradient_size(l);
   const int64_t dp_cp = l.dp * l.cp, gpn = run.gpus_per_node;
   const Group dp_group{dp_cp, std::max<int64_t>(1, std::min(dp_cp, gpn / l.tp))};
   const Group edp_group = expert_data_group(l, gpn);
@@ -477,7 +484,8 @@ TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) 
   const double p_share = l.zero >= 3 || l.fsdp ? 1 / d : 1, g_share = l.zero >= 2 || l.fsdp ? 1 / d : 1,
                s_share = sharded ? 1 / d : 1;
   const double param_bytes = static_cast<double>(kBf16 * params);
-  const double state_bytes = (o.fp32_master_weights || l.fsdp ? 6 : 2) * param_bytes;  // bf16 moments 4 B; fp32 master + moments 12 B
+  // bf16 moments 4 B; fp32 master + moments 12 B (FSDP2's fp32 shards and moments under its policy)
+  const double state_bytes = (o.fp32_master_weights ? 6 : 2) * param_bytes;
   const double optimizer_bytes =
       2 * param_bytes * p_share + static_cast<double>(grad_size * params) * g_share + 2 * state_bytes * s_share;
   end.optimizer = optimizer_bytes / (rates.hbm_bytes_per_s * rates.calibration.memory_efficiency);

@@ -20,7 +20,8 @@ def _step_kwargs(step_args):
              "--fragmentation": "fragmentation", "--micro-batch-size": "micro_batch_size",
              "--first-stage-layers": "first_stage_layers", "--last-stage-layers": "last_stage_layers",
              "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp"}
-    switches = {"--embedding-as-layer": "embedding_as_layer", "--loss-as-layer": "loss_as_layer"}
+    switches = {"--embedding-as-layer": "embedding_as_layer", "--loss-as-layer": "loss_as_layer", "--fsdp": "fsdp",
+                "--sequence-parallel": "sequence_parallel", "--loss-parallel": "loss_parallel"}
     text = {"schedule", "recompute", "master_weights", "grad_dtype"}
     kwargs = {}
     args = list(step_args)

@@ -16,6 +16,9 @@
 //     retry (release_cached_blocks; num_alloc_retries), else out of memory; then split the block
 //     (should_split) and hand it out.
 //   free(block): back to its pool, merged with free neighbours (free_block, try_merge_blocks).
+// The two are compiled [[gnu::flatten]]: every rule is inlined into them, as they run at every
+// allocation and free of a step, and each stays a function of its own to read (docs/allocator.md,
+// "Speed").
 //
 // What the simulation leaves out, and why it may: events and streams used by other streams (recordStream;
 // a step runs on one stream), CUDA graphs' private pools, garbage_collection_threshold (it acts only

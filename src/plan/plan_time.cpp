@@ -1,5 +1,6 @@
 #include "plan/plan_time.h"
 #include "models/causal_lm.h"
+#include "step/fsdp.h"
 #include "util/parallel.h"
 
 #include <algorithm>
@@ -234,12 +235,14 @@ struct TimeModel::Impl {
   struct StepEnd {
     double reduce = 0, overlapped = 0, gather = 0, dp = 0, optimizer = 0;
   };
-  // The bytes a gradient is reduced in, a parameter each: FSDP2's mixed-precision policy's reduce
-  // dtype, fp32 under fp32 master weights (MixedPrecisionPolicy(bf16, fp32)), else its bf16 shards'
-  // (census step takes FSDP2's dtypes from --master-weights and refuses fp32 gradients beside it, as
-  // the layout's step does: plan/plan_layout.cpp); a composed step's --grad-dtype.
+  // The bytes a gradient is reduced in, a parameter each: a composed step's --grad-dtype, or FSDP2's
+  // reduce dtype, its policy's as the layout's step sets it (plan/plan_layout.cpp: mixed precision
+  // under fp32 master weights; census step refuses fp32 gradients beside FSDP2).
   int64_t gradient_size(const Layout& l) const {
-    return (l.fsdp ? o.fp32_master_weights : o.fp32_gradients) ? 4 : 2;
+    if (!l.fsdp) return o.fp32_gradients ? 4 : 2;
+    FsdpPolicy policy;
+    policy.mixed_precision = o.fp32_master_weights;
+    return element_size(policy.reduce_dtype());
   }
   void work(const Layout& l);
   // `least`: as if the backward were long enough to hide all but the last bucket of the reduction.

@@ -28,6 +28,19 @@ constexpr std::string_view kGroupedMm = "aten._grouped_mm.default";
 constexpr int64_t kTileRows = 128;          // a grouped GEMM's tile: rows are computed 128 at a time
 constexpr double kAttentionBackwardFlops = 2.5;  // the flash backward's five matmuls to the forward's two
 
+// Whether an op that is not a view in ATen's schema returns its input's storage all the same, and so
+// runs no kernel: _unsafe_view, which matmul and reshape end in (a compute op in the catalogue, each
+// call a dispatch as PyTorch counts them).
+bool aliases_its_input(const OpCall& call) {
+  if (call.def.kind != OpKind::kCompute || call.outputs.empty()) return false;
+  for (const Tensor& output : call.outputs) {
+    bool aliased = false;
+    for (const Tensor& input : call.inputs) aliased = aliased || output.storage() == input.storage();
+    if (!aliased) return false;
+  }
+  return true;
+}
+
 // Records every op of a forward that is not a view (a view renames bytes its producer wrote: no kernel).
 class OpRecorder final : public Observer {
  public:
@@ -40,7 +53,8 @@ class OpRecorder final : public Observer {
   // The ops recorded, in a vector of their own size.
   std::vector<OpRecord> recorded() const { return {ops.begin(), ops.end()}; }
   void on_op(const OpCall& call) override {
-    if (call.def.is_view()) return;
+    // A collective moves bytes between ranks, which the time model prices as communication of its own.
+    if (call.def.is_view() || call.def.is_collective() || aliases_its_input(call)) return;
     OpRecord r;
     r.count = Session::current().op_weight();  // Note [Alike iterations]
     for (const Tensor& input : call.inputs) {
@@ -148,26 +162,46 @@ class RecordedLayers final : public LayerRunner {
   std::vector<std::vector<OpRecord>>& ops_;
 };
 
+// DTensor's plan with sequence parallelism over `sequence_shards` ranks as the step runs it on sequences
+// of `tokens` tokens (none where it is 1).
+std::optional<DTensorStyles> sequence_parallel_styles(const ModelConfig& rank_config, int64_t tokens,
+                                                      int64_t sequence_shards) {
+  if (sequence_shards <= 1) return std::nullopt;
+  return DTensorStyles(TensorParallelPlan{sequence_shards, /*sequence_parallel=*/true, /*loss_parallel=*/true,
+                                          rank_config.vocab_size, tokens});
+}
+
 }  // namespace
 
-LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares) {
+LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares,
+                      int64_t sequence_shards) {
   Session session;
   session.set_fold_alike_iterations(true);  // each op weighs its folded loop's count
   std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
-  const Tensor hidden = make_tensor(Dims{1, tokens, rank_config.hidden_size}, DType::kBFloat16);
-  const nn::PositionEmbeddings positions = layer->embed_positions(hidden);  // the model's, once for all layers
+  // The positions are the whole sequence's (the model's, once for all layers); under sequence
+  // parallelism the layer's input is the rank's S / T tokens of the residual stream.
+  const Tensor sequence = make_tensor(Dims{1, tokens, rank_config.hidden_size}, DType::kBFloat16);
+  const nn::PositionEmbeddings positions = layer->embed_positions(sequence);
+  const Tensor hidden = sequence_shards > 1
+                            ? make_tensor(Dims{1, tokens / sequence_shards, rank_config.hidden_size}, DType::kBFloat16)
+                            : sequence;
+  const std::optional<DTensorStyles> styles = sequence_parallel_styles(rank_config, tokens, sequence_shards);
   OpRecorder recorder(layer->has_recurrence());
   session.add_observer(&recorder);
-  const Tensor out = layer->forward(hidden, positions);
+  Tensor out;
+  {
+    const nn::ParallelStylesScope scope(styles ? &*styles : nullptr);
+    out = layer->forward(hidden, positions);
+  }
   session.remove_observer(&recorder);
   return layer_ops(recorder.recorded(), *layer, shares, leaves_reached(out));
 }
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                   const std::vector<RecomputeShares>& shares, bool whole) {
+                                   const std::vector<RecomputeShares>& shares, bool whole, int64_t sequence_shards) {
   // Each layer's record is that of the layer it is read as (itself, or its kind's first).
   const std::vector<int64_t> read_as = layers_read_as(config, whole);
-  std::vector<LayerOps> out = record_stack_as_read(config, rank_config, tokens, shares, read_as);
+  std::vector<LayerOps> out = record_stack_as_read(config, rank_config, tokens, shares, read_as, sequence_shards);
   for (size_t i = 0; i < read_as.size(); ++i) {
     const size_t as = static_cast<size_t>(read_as[i]);
     if (as == i) continue;
@@ -179,14 +213,17 @@ std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig&
 }
 
 std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as) {
+                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as,
+                                           int64_t sequence_shards) {
   const ModelChunk chunk = layers_read_through(read_as);
   Session session;
   session.set_fold_alike_iterations(true);
   const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, chunk);
   std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(chunk.end));
   std::unordered_set<const TensorImpl*> reached;
+  const std::optional<DTensorStyles> styles = sequence_parallel_styles(rank_config, tokens, sequence_shards);
   {
+    const nn::ParallelStylesScope scope(styles ? &*styles : nullptr);
     const Tensor input_ids = make_tensor(Dims{1, tokens}, DType::kInt64);
     Tensor out = model->model_forward(input_ids, Tensor(), RecordedLayers(*model, ops));
     reached = leaves_reached(out);

@@ -73,8 +73,12 @@ struct LayerOps {
 };
 
 // Layer `layer_index` of `rank_config` (a TP rank's config, its experts' EP share set) on one sequence
-// of `tokens` tokens; `shares` its selective recompute shares (census_recomputed).
-LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares);
+// of `tokens` tokens; `shares` its selective recompute shares (census_recomputed). Under DTensor's plan
+// with sequence parallelism over `sequence_shards` ranks (the TP degree), as the step runs the layer:
+// its norms and residual adds on the rank's tokens / T, its attention and MLP on the all-gathered
+// sequence; the plan's collectives are left out of the record (the time model prices them apart).
+LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares,
+                      int64_t sequence_shards = 1);
 // Every decoder layer of the model as its forward runs it (models/causal_lm.h: the model built whole from
 // `config`, its layers from `rank_config`), on one sequence of `tokens` tokens: each layer's ops as
 // record_layer records a lone one, what the model computes around the layers left out as record_layer
@@ -83,14 +87,16 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 // Where the family's layers are alike by kind (Family::stack_layers_alike_by_kind), the forward runs
 // only as far as each kind's first layer and every later layer takes its kind's record, its own shares
 // (tests/plan/plan_stack_cost_test.cpp holds that equal to the whole forward's); `whole` runs every
-// layer all the same.
+// layer all the same. `sequence_shards` as record_layer's.
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                   const std::vector<RecomputeShares>& shares, bool whole = false);
+                                   const std::vector<RecomputeShares>& shares, bool whole = false,
+                                   int64_t sequence_shards = 1);
 // record_stack's records but not their copies: a layer read as an earlier one (`read_as`, from
 // layers_read_as; read_as[i] < i) holds its own shares alone, its ops and parameters being the earlier
 // layer's.
 std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as);
+                                           const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as,
+                                           int64_t sequence_shards = 1);
 // The final norm, the LM head and the causal-LM loss on one sequence of `tokens` tokens.
 LayerOps record_output(const ModelConfig& config, int64_t tokens);
 // The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added).

@@ -157,6 +157,9 @@ struct TimeModel::Impl {
   // under sequence parallelism DTensor's plan's, keyed by ETP kDTensorPlan (rank_key).
   static constexpr int64_t kDTensorPlan = -1;
   static int64_t rank_key(const Layout& l) { return l.sp ? kDTensorPlan : l.etp; }
+  // The ranks a layer's tokens are sharded over, as record_layer takes them: under DTensor's plan with
+  // sequence parallelism the TP degree (its norms and residual adds on S / T).
+  static int64_t sequence_shards(int64_t tp, int64_t etp) { return etp == kDTensorPlan ? tp : 1; }
   const ModelConfig& rank_config(int64_t tp, int64_t ep, int64_t etp) {
     auto [it, made] = ranks.try_emplace({tp, ep, etp});
     if (made) {
@@ -175,13 +178,13 @@ struct TimeModel::Impl {
       auto [s, new_shares] = stack_shares.try_emplace({tp, ep, etp});
       if (new_shares) s->second = census_stack_recomputed(c, rank, tokens);
       auto [it, made] = stack_ops.try_emplace({tp, ep, etp, tokens});
-      if (made) it->second = record_stack(c, rank, tokens, s->second);
+      if (made) it->second = record_stack(c, rank, tokens, s->second, /*whole=*/false, sequence_shards(tp, etp));
       return it->second[static_cast<size_t>(rep)];
     }
     auto [s, new_shares] = shares.try_emplace({rep, tp, ep, etp});
     if (new_shares) s->second = census_recomputed(rank, rep, tokens);
     auto [it, made] = ops.try_emplace({rep, tp, ep, etp, tokens});
-    if (made) it->second = record_layer(rank, rep, tokens, s->second);
+    if (made) it->second = record_layer(rank, rep, tokens, s->second, sequence_shards(tp, etp));
     return it->second;
   }
 
@@ -486,11 +489,16 @@ TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) 
   const bool sharded = l.zero > 0 || l.fsdp;
   const double p_share = l.zero >= 3 || l.fsdp ? 1 / d : 1, g_share = l.zero >= 2 || l.fsdp ? 1 / d : 1,
                s_share = sharded ? 1 / d : 1;
-  const double param_bytes = static_cast<double>(kBf16 * params);
-  // bf16 moments 4 B; fp32 master + moments 12 B (FSDP2's fp32 shards and moments under its policy)
-  const double state_bytes = (o.fp32_master_weights ? 6 : 2) * param_bytes;
-  const double optimizer_bytes =
-      2 * param_bytes * p_share + static_cast<double>(grad_size * params) * g_share + 2 * state_bytes * s_share;
+  // AdamW reads and writes each parameter and its states, and reads its gradient. The parameters are
+  // bf16 beside states of bf16 moments (4 B) or of an fp32 master and fp32 moments (12 B), except under
+  // FSDP2 with fp32 master weights, whose fp32 shards are their own master: fp32 parameters beside fp32
+  // moments (8 B), 28 B a parameter in all where ZeRO's fp32 masters move 32.
+  const bool own_master = l.fsdp && o.fp32_master_weights;
+  const double param_size = own_master ? 4 : kBf16;
+  const double state_size = o.fp32_master_weights ? (own_master ? 8 : 12) : 4;
+  const auto n = static_cast<double>(params);
+  const double optimizer_bytes = 2 * param_size * n * p_share + static_cast<double>(grad_size) * n * g_share +
+                                 2 * state_size * n * s_share;
   end.optimizer = optimizer_bytes / (rates.hbm_bytes_per_s * rates.calibration.memory_efficiency);
   return end;
 }
@@ -707,7 +715,8 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
     const auto& [tp, ep, etp, cp] = key;
     const std::tuple rank_key{tp, ep, etp};
     const std::vector<LayerOps> layers = record_stack_as_read(c, ranks.find(rank_key)->second, run.seq_length / cp,
-                                                              stack_shares.find(rank_key)->second, read_as);
+                                                              stack_shares.find(rank_key)->second, read_as,
+                                                              sequence_shards(tp, etp));
     for (int64_t b : sizes) {
       std::vector<LayerCost>& out = costs.find(std::tuple{tp, ep, etp, cp, b})->second;
       for (size_t k = 0; k < layers.size(); ++k) {
@@ -760,7 +769,8 @@ void TimeModel::Impl::record_layers_ahead(const std::vector<Layout>& layouts) {
     const auto& [tp, ep, etp, cp] = key;
     const ModelConfig& rank = ranks.find({tp, ep, etp})->second;
     for (int64_t rep : priced) {  // in `priced`'s order, each entry's costs
-      const LayerOps layer = record_layer(rank, rep, run.seq_length / cp, shares.find({rep, tp, ep, etp})->second);
+      const LayerOps layer = record_layer(rank, rep, run.seq_length / cp, shares.find({rep, tp, ep, etp})->second,
+                                          sequence_shards(tp, etp));
       for (int64_t b : sizes) costs.find(std::tuple{tp, ep, etp, cp, b})->second.push_back(cost_of(layer, cp, b));
     }
   });

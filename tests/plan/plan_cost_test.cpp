@@ -10,6 +10,7 @@
 #include "models/registry.h"
 #include "plan/plan_cost.h"
 #include "plan/plan_device.h"
+#include "step/step_census.h"
 
 namespace census {
 namespace {
@@ -74,6 +75,48 @@ TEST(PlanCost, LayerOpsPricedByKind) {
   const double memory = sum_bytes(ops, OpClass::kMemory) / 1e12;
   EXPECT_NEAR(t.forward, t.gemm_forward + t.attention_forward + memory, 1e-15);
   EXPECT_NEAR(t.backward, 2 * t.gemm_forward + t.attention_backward + 2 * memory, 1e-15);
+}
+
+// The toy layer's memory-bound ops at 128 tokens, each its bytes read and written (x = 128 x 256 bf16 =
+// 65,536 B):
+//   each RMSNorm: x.to(fp32) 65,536 + 131,072; pow 131,072 x 2; mean 131,072 + 512; + eps 512 x 2;
+//     rsqrt 512 x 2; x * rsqrt 131,072 + 512 + 131,072; .to(bf16) 131,072 + 65,536; weight * x
+//     512 + 65,536 x 2: 1,183,232, twice
+//   rotary on q (8 heads, 65,536 B; cos and sin 8,192): q * cos 139,264, neg of a half 65,536, cat
+//     131,072, * sin 139,264, add 196,608: 671,744; on k (2 heads, 16,384 B): 40,960 + 16,384 + 32,768 +
+//     40,960 + 49,152 = 180,224
+//   the attention output made contiguous 131,072; the two residual adds 196,608 each
+//   silu of gate (128 x 512 bf16, 131,072 B) 262,144; silu * up 393,216
+// 4,398,080 in all. The seven projections each end in _unsafe_view (matmul's view back to 3-d), which
+// returns the product's storage: no kernel, no bytes.
+TEST(PlanCost, MemoryBoundOpsAreTheKernelsThatRun) {
+  const LayerOps ops = record_layer(toy(), 0, 128, RecomputeShares{});
+  EXPECT_EQ(sum_bytes(ops, OpClass::kMemory), 4'398'080);
+  // 16 norm ops, 10 rotary, the clone, 2 adds, silu and the product; 7 GEMMs and the attention kernel.
+  EXPECT_EQ(ops.ops.size(), 39u);
+}
+
+// Under DTensor's plan with sequence parallelism over TP 2, the rank's layer as the step runs it: q, k, v,
+// o, gate, up and down at their TP shares (q 2 x 128 x 256 x 128 = 8,388,608 FLOPs, k and v 2,097,152
+// each, o 8,388,608, gate, up and down 16,777,216 each: 71,303,168), on the all-gathered 128 tokens; the
+// norms and the residual adds on the rank's 64 (each norm (1,183,232 - 512) / 2 + 512 = 591,872 B, each
+// add 3 x 32,768); the rotary of 4 q heads (344,064) and 1 KV head (98,304); the attention output made
+// contiguous (65,536); silu (131,072) and its product (196,608) on 128 x 256; before each reduce-scatter
+// DTensor lays the partial sum's two halves of the sequence one after another (cat: 131,072, twice).
+// 2,478,080 B in all; the all-gathers and reduce-scatters are the TP term's, not the record's.
+TEST(PlanCost, SequenceParallelLayerRunsItsNormsOnTheShard) {
+  StepOptions o;
+  o.seq_length = 128, o.tensor_parallel = 2, o.sequence_parallel = o.loss_parallel = true;
+  const ModelConfig rank = rank_config(toy(), o);
+  const LayerOps ops = record_layer(rank, 0, 128, RecomputeShares{}, /*sequence_shards=*/2);
+  int64_t gemm_flops = 0;
+  for (const OpRecord& op : ops.ops) gemm_flops += op.cls == OpClass::kGemm ? op.flops : 0;
+  EXPECT_EQ(gemm_flops, 71'303'168);
+  EXPECT_EQ(sum_bytes(ops, OpClass::kMemory), 2'478'080);
+  // The same rank's layer recorded plainly runs its norms and adds on all 128 tokens, and no cat.
+  const LayerOps plain = record_layer(rank, 0, 128, RecomputeShares{});
+  EXPECT_EQ(sum_bytes(plain, OpClass::kMemory), 2'478'080 - 2 * 591'872 - 2 * 98'304 - 2 * 131'072 +
+                                                    2 * 1'183'232 + 2 * 196'608);
 }
 
 // Two sequences: every GEMM's FLOPs and every op's activation bytes twice, the weights read once; the

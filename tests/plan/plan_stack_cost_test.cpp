@@ -77,13 +77,16 @@ void expect_same(const LayerOps& stack, const LayerOps& lone, const std::string&
 }
 
 // The (TP, EP, ETP) ranks a family's toy is compared at: TP 1, TP 2 where its heads split, and with
-// experts EP 2 under TP 1 and 2, the experts split by TP (ETP 0) or whole (ETP 1).
+// experts EP 2 under TP 1 and 2, the experts split by TP (ETP 0) or whole (ETP 1); and where DTensor's
+// plan names the family's layers, TP 2 with sequence parallelism (ETP kSequenceParallel).
+constexpr int64_t kSequenceParallel = -1;
 std::vector<std::tuple<int64_t, int64_t, int64_t>> ranks_of(const ModelConfig& c) {
   std::vector<std::tuple<int64_t, int64_t, int64_t>> out = {{1, 1, 0}};
   RunShape run;
   run.seq_length = kTokens;
   const bool tp2 = tensor_parallel_rule(c, run, 2).empty();
   if (tp2) out.emplace_back(2, 1, 0);
+  if (tp2 && tensor_parallel_refusal(c) == nullptr) out.emplace_back(2, 1, kSequenceParallel);
   // As the plan shards experts: grouped ones, EP dividing them.
   if (c.moe.num_experts % 2 == 0 && c.moe.experts_implementation == nn::ExpertsImplementation::kGroupedMm) {
     out.emplace_back(1, 2, 0);
@@ -97,14 +100,20 @@ TEST(PlanStackCost, EveryLayerThatRunsAloneIsRecordedAsAlone) {
   for (const auto& [family, first_case] : families()) {
     const ModelConfig c = case_config(family);
     for (const auto& [tp, ep, etp] : ranks_of(c)) {
-      const ModelConfig rank = rank_config(c, tp, ep, etp);
-      const std::vector<LayerOps> stack = record_stack(c, rank, kTokens, census_stack_recomputed(c, rank, kTokens));
+      StepOptions sequence_parallel;
+      sequence_parallel.seq_length = kTokens, sequence_parallel.tensor_parallel = tp;
+      sequence_parallel.sequence_parallel = sequence_parallel.loss_parallel = true;
+      const bool sp = etp == kSequenceParallel;
+      const ModelConfig rank = sp ? rank_config(c, sequence_parallel) : rank_config(c, tp, ep, etp);
+      const int64_t shards = sp ? tp : 1;
+      const std::vector<LayerOps> stack =
+          record_stack(c, rank, kTokens, census_stack_recomputed(c, rank, kTokens), /*whole=*/false, shards);
       ASSERT_EQ(static_cast<int64_t>(stack.size()), c.num_hidden_layers) << family;
       for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
         if (!alone(c, i)) continue;
-        const std::string what = family + " TP " + std::to_string(tp) + " EP " + std::to_string(ep) + " ETP " +
-                                 std::to_string(etp) + " layer " + std::to_string(i);
-        LayerOps lone = record_layer(rank, i, kTokens, census_recomputed(rank, i, kTokens));
+        const std::string what = family + " TP " + std::to_string(tp) + (sp ? " SP" : "") + " EP " +
+                                 std::to_string(ep) + " ETP " + std::to_string(etp) + " layer " + std::to_string(i);
+        LayerOps lone = record_layer(rank, i, kTokens, census_recomputed(rank, i, kTokens), shards);
         if (rank.gemma4.hidden_size_per_layer_input > 0) {
           // Gemma 4's lone layer makes the per-layer input the model hands it (1, S, P) as the reference
           // hands a lone layer one (a randn, first): the model's forward makes it once, outside the layers.

@@ -3,9 +3,11 @@
 // model's bf16 and it reduce-scatters bf16 gradients, with them its shards and moments are fp32 and it
 // reduces in fp32 (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). Either way it moves, a
 // layer a pass, the bytes ZeRO-3 moves in the same dtypes: the bf16 all-gather of the parameters, the
-// reduce-scatter of the gradients, the optimizer's reads and writes of its shards. So its estimate is
-// ZeRO-3's of the same shape with bf16 gradients and states, and with fp32 master weights ZeRO-3's
-// with fp32 gradients, term for term.
+// reduce-scatter of the gradients. So its estimate is ZeRO-3's of the same shape with bf16 gradients
+// and states, term for term, and with fp32 master weights ZeRO-3's with fp32 gradients in every term
+// but the optimizer step's: there FSDP2's fp32 shards are their own master, and AdamW reads and writes
+// 28 B a parameter (fp32 parameter 4 + 4, fp32 gradient 4, two fp32 moments 8 + 8) where ZeRO-3's bf16
+// parameters beside fp32 masters move 32 (2 + 2, 4, master and moments 12 + 12).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -59,10 +61,13 @@ TEST(PlanTimeFsdp, MovesWhatZero3MovesInItsPolicysDtypes) {
     ASSERT_EQ(fsdp_bf16.terms.size(), zero3_bf16.terms.size());
     for (size_t i = 0; i < fsdp_bf16.terms.size(); ++i) {
       EXPECT_EQ(fsdp_bf16.terms[i].seconds, zero3_bf16.terms[i].seconds) << what << " bf16: " << fsdp_bf16.terms[i].name;
+      if (fsdp_mixed.terms[i].name == "optimizer_step") continue;
       EXPECT_EQ(fsdp_mixed.terms[i].seconds, zero3_fp32.terms[i].seconds) << what << " fp32: " << fsdp_mixed.terms[i].name;
     }
     EXPECT_EQ(fsdp_bf16.seconds, zero3_bf16.seconds) << what;
-    EXPECT_EQ(fsdp_mixed.seconds, zero3_fp32.seconds) << what;
+    const double fsdp_step = term(fsdp_mixed, "optimizer_step"), zero3_step = term(zero3_fp32, "optimizer_step");
+    EXPECT_DOUBLE_EQ(fsdp_step, zero3_step * 28 / 32) << what;
+    EXPECT_DOUBLE_EQ(fsdp_mixed.seconds, zero3_fp32.seconds - (zero3_step - fsdp_step)) << what;
     // The dtypes decide: fp32 reduce-scatters take longer, fp32 shards and moments more of HBM.
     EXPECT_GT(term(fsdp_mixed, "fsdp_communication"), term(fsdp_bf16, "fsdp_communication")) << what;
     EXPECT_GT(term(fsdp_mixed, "optimizer_step"), term(fsdp_bf16, "optimizer_step")) << what;

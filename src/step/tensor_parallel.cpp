@@ -80,6 +80,9 @@ ModelConfig dtensor_layer_config(const ModelConfig& config, int64_t tp) {
   ModelConfig rank = tp_config(config, tp);
   rank.moe.moe_intermediate_size = config.moe.moe_intermediate_size;  // the experts replicated on the TP group
   rank.moe.shared_expert_intermediate_size = config.moe.shared_expert_intermediate_size;
+  // Mixtral's experts have no width of their own: they are intermediate_size wide, and every layer is
+  // MoE, so no dense MLP shares that width for the plan to shard.
+  if (config.moe.num_experts > 0 && config.moe.moe_intermediate_size == 0) rank.intermediate_size = config.intermediate_size;
   return rank;
 }
 

@@ -2,7 +2,8 @@
 // tensors and torch.distributed's fake process group, rank 0 of a real fully_shard / parallelize_module
 // step, every storage the rank allocates tracked), copied into tests/data/step/parallel/: the Llama and
 // Qwen3-MoE toys at 128 tokens (hidden 256, 8 heads, 2 KV heads, head_dim 32, vocab 4096, 4 layers;
-// Qwen3-MoE 8 experts top-2 of width 256), each layout's `parallel` record mapped onto StepOptions one to
+// Qwen3-MoE 8 experts top-2 of width 256), and the other families DTensor's plan names (Mistral, Qwen2,
+// Qwen3, Mixtral) at their step oracle toys, each layout's `parallel` record mapped onto StepOptions one to
 // one. Every number to the byte, FSDP2's parts of `other` included, for every layout: the control (world 1),
 // FSDP2 over 4 (fp32 shards under MixedPrecisionPolicy(bf16, fp32), and bf16 shards), TP 2 with and without
 // sequence parallelism (with loss_parallel), and FSDP2 2 x TP 2 with SP.

@@ -15,6 +15,8 @@ import json
 import pathlib
 import sys
 
+from oracle_step_case import finite  # the config's unbounded limits written as the largest double
+
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "step" / "parallel"
 DETAIL = ("buffers", "inputs", "param_grad_inflight", "fsdp_unsharded_params", "fsdp_all_gather_buffers",
           "fsdp_unsharded_grads", "fsdp_reduce_scatter_buffers", "activations")
@@ -66,7 +68,7 @@ def main(paths):
     for path in paths:
         case = json.loads(pathlib.Path(path).read_text())
         target = OUT / (case["case"] + ".json")
-        target.write_text(json.dumps(trimmed(case), indent=1) + "\n")
+        target.write_text(json.dumps(finite(trimmed(case)), indent=1, allow_nan=False) + "\n")
         print(target)
 
 

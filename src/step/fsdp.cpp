@@ -124,8 +124,12 @@ void Fsdp2::pre_backward(Unit& unit) {
 }
 
 void Fsdp2::post_backward(Unit& unit) {
+  // FSDP2 reduces the parameters whose unsharded .grad is set (fsdp_params_with_grad): one no
+  // gradient reached keeps no sharded gradient, and its rows are in neither reduce-scatter buffer.
   std::vector<Tensor> grads;
-  for (const Tensor& p : unit.params)
+  std::vector<size_t> with_grad;
+  for (size_t i = 0; i < unit.params.size(); ++i) {
+    const Tensor& p = unit.params[i];
     if (p.impl()->grad) {
       Tensor grad = p.grad();
       if (policy_.tensor_parallel > 1) {
@@ -136,23 +140,28 @@ void Fsdp2::post_backward(Unit& unit) {
           grad = ops::wait_tensor(ops::all_reduce(ops::view(grad, p.sizes()), policy_.tensor_parallel));
       }
       grads.push_back(std::move(grad));
+      with_grad.push_back(i);
       bytes_.note(grads.back(), StepCategory::kFsdpUnshardedGrads);
       p.impl()->grad.reset();
     }
+  }
   reshard(unit);
   while (!reduce_scatter_states_.empty()) reduce_scatter_states_.pop_front();  // one input kept in flight
   if (grads.empty()) return;
   NoGradGuard no_grad;
-  Tensor input = ops::empty(Dims{policy_.shards * unit.shard_numel}, policy_.reduce_dtype());
+  int64_t shard_numel = 0;  // the reduced parameters' padded shards
+  for (size_t i : with_grad) shard_numel += unit.shards[i].numel();
+  Tensor input = ops::empty(Dims{policy_.shards * shard_numel}, policy_.reduce_dtype());
   bytes_.note(input, StepCategory::kFsdpReduceScatterBuffers);
   // The copy-in done, the list is cleared from its end; its last gradient is still held by the caller.
   const Tensor last = grads.back();
   while (!grads.empty()) grads.pop_back();
-  Tensor output = ops::empty(Dims{unit.shard_numel}, policy_.reduce_dtype());
-  const bool first = !unit.shards.front().impl()->grad;
+  Tensor output = ops::empty(Dims{shard_numel}, policy_.reduce_dtype());
+  const bool first = !unit.shards[with_grad.front()].impl()->grad;
   bytes_.note(output, first ? StepCategory::kGradients : StepCategory::kFsdpReduceScatterBuffers);
   int64_t offset = 0;
-  for (Tensor& shard : unit.shards) {
+  for (size_t i : with_grad) {
+    Tensor& shard = unit.shards[i];
     Tensor part = ops::view(ops::slice(output, 0, offset, offset + shard.numel()), shard.sizes());
     offset += shard.numel();
     if (first) {

@@ -13,8 +13,10 @@ HunYuanMoEV1Gate::HunYuanMoEV1Gate(std::string path, int64_t num_experts, int64_
 Routing HunYuanMoEV1Gate::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);
   Tensor hidden_states = ops::reshape(input, Dims{input.numel() / input.size(-1), input.size(-1)});
-  hidden_states = ops::to(hidden_states, DType::kFloat32);  // wg's weight is fp32
-  Tensor router_logits = wg.forward(hidden_states);          // (T, E) fp32
+  // `if self.wg.weight.dtype == torch.float32: hidden_states = hidden_states.float()`: wg is made fp32,
+  // but a rank under FSDP2's mixed precision reads it in bf16, and the router then runs in bf16.
+  if (wg.weight().dtype() == DType::kFloat32) hidden_states = ops::to(hidden_states, DType::kFloat32);
+  Tensor router_logits = wg.forward(hidden_states);          // (T, E), fp32 beside an fp32 wg
   const Tensor probs = ops::softmax(router_logits, 1, DType::kFloat32);
   auto [routing_weights, selected_experts] = ops::topk(probs, top_k_);  // (T, K)
   ops::div_(routing_weights, ops::sum(routing_weights, {1}, /*keepdim=*/true));

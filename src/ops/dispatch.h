@@ -10,6 +10,8 @@
 // restart with each Session, so a census gives the same bytes whatever ran before.
 #pragma once
 
+#include <optional>
+
 #include <cassert>
 #include <cstdint>
 #include <memory>
@@ -153,6 +155,11 @@ class Session : public StorageListener, public SavedTensorHooks {
   // A StepByStepGuard of the thread keeps them all unfolded (the oracle of the folded run).
   bool folds_alike_iterations() const { return fold_alike_; }
   void set_fold_alike_iterations(bool fold);
+  // The dtype every parameter is made in, where one is set: under FSDP2's MixedPrecisionPolicy every
+  // parameter a layer reads is all-gathered in param_dtype, whatever dtype its module declares (ERNIE's
+  // and Hunyuan's fp32 routers run in bf16 on such a rank). Unset, each parameter keeps its own.
+  std::optional<DType> parameter_dtype() const { return parameter_dtype_; }
+  void set_parameter_dtype(std::optional<DType> dtype) { parameter_dtype_ = dtype; }
   // How many alike iterations the op running now stands for: 1 outside a RepeatScope.
   int64_t op_weight() const { return op_weight_; }
 
@@ -194,6 +201,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   const OpDef* last_op_ = nullptr;
   int64_t next_storage_id_ = 0;
   bool fold_alike_ = false;
+  std::optional<DType> parameter_dtype_;
   bool muted_ = false;
   int64_t op_weight_ = 1;
   std::vector<Storage*> born_in_repeat_;  // live storages born in the RepeatScope running now

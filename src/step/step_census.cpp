@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -108,6 +109,34 @@ Status check_rank_model_combinations(const ModelConfig& config, const StepOption
     return refuse(std::string(o.fsdp.shards > 1 ? "--fsdp" : plan) + " with --allocator",
                   "the caching allocator is simulated on one stream; FSDP2's and DTensor's collectives run on "
                   "streams of their own, whose blocks it does not simulate; drop --allocator");
+  return {};
+}
+
+}  // namespace
+
+namespace {
+
+// fully_shard refuses a unit whose parameters differ in dtype where no mixed-precision policy casts
+// them ("FSDP expects uniform original parameter dtype"): the first parameter of the rank's model
+// whose dtype differs from its unit's first (a decoder layer, or the root: the rest), or empty.
+std::string fsdp_mixed_dtype_parameter(const ModelConfig& config, const StepOptions& o) {
+  Session session;
+  const std::unique_ptr<CausalLM> model =
+      build_causal_lm(config, rank_config(config, o), ModelChunk{0, config.num_hidden_layers, true, true});
+  std::set<int64_t> in_layers;
+  for (size_t i = 0; i < model->layers().size(); ++i) {
+    const std::vector<Tensor> params = model->layers()[i]->parameters();
+    for (const Tensor& p : params) {
+      in_layers.insert(p.storage_id());
+      if (p.dtype() != params.front().dtype()) return "model.layers." + std::to_string(i) + "." + p.impl()->name;
+    }
+  }
+  std::optional<DType> root;
+  for (const Tensor& p : model->parameters()) {
+    if (in_layers.contains(p.storage_id())) continue;
+    if (root && p.dtype() != *root) return p.impl()->name;
+    root = p.dtype();
+  }
   return {};
 }
 
@@ -222,6 +251,12 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                       std::string("cannot cut the model before layer ") + std::to_string(boundary) + ": " + why +
                           "; run it without a pipeline");
   }
+  if (o.fsdp.shards > 1 && !o.fsdp.mixed_precision)
+    if (const std::string p = fsdp_mixed_dtype_parameter(config, o); !p.empty())
+      return refuse("--fsdp without --master-weights fp32",
+                    "fully_shard expects one dtype across a unit's parameters, and this bf16 model keeps " + p +
+                        " in fp32 (PyTorch: \"FSDP expects uniform original parameter dtype\"); give --master-weights "
+                        "fp32, fp32 shards under MixedPrecisionPolicy(bf16, fp32) as torchtitan runs it");
   return {};
 }
 
@@ -356,6 +391,9 @@ class StepRunner {
 };
 
 void StepRunner::build() {
+  // Under FSDP2's mixed precision every parameter a layer reads is its bf16 all-gather, whatever dtype
+  // its module declares (Session::parameter_dtype); the fp32 shards are made after.
+  if (o_.fsdp.shards > 1 && o_.fsdp.mixed_precision) session_.set_parameter_dtype(DType::kBFloat16);
   for (const ModelChunk& chunk : chunks_) {
     models_.push_back(build_causal_lm(model_config_, layer_config_, chunk));
     const CausalLM& model = *models_.back();
@@ -363,6 +401,7 @@ void StepRunner::build() {
     buffers_.insert(buffers_.end(), model.buffers().begin(), model.buffers().end());
     largest_layer_bytes_ = std::max(largest_layer_bytes_, model.largest_layer_parameter_bytes());
   }
+  session_.set_parameter_dtype(std::nullopt);
   // Counted as the model's (a DTensor's numel is its global one).
   for (const Tensor& p : params_)
     parameter_count_ += styles_ && sharded_by_plan(p.impl()->name) ? p.numel() * o_.tensor_parallel : p.numel();

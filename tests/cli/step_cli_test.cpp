@@ -129,6 +129,26 @@ TEST(StepCli, ParallelModesBesideAllocatorAndExpertTpAreRefused) {
   }
 }
 
+// Hunyuan's router keeps its weight (mlp.gate.wg) in fp32 in a bf16 model. FSDP2 without a mixed-precision
+// policy refuses such a unit (fully_shard: "FSDP expects uniform original parameter dtype"), so --fsdp
+// without --master-weights fp32 is refused by the parameter's name, one line, exit code 2; under fp32
+// master weights (fp32 shards, every parameter all-gathered in bf16) the step runs.
+TEST(StepCli, FsdpWithoutAPolicyRefusesAUnitOfTwoDtypes) {
+  const std::string hunyuan = testing::write_test_file("step_toy_hunyuan.json", R"({"model_type": "hunyuan_v1_moe",
+    "hidden_size": 256, "intermediate_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32,
+    "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192, "num_experts": 8, "moe_topk": 2})");
+  const std::vector<std::string> args = {"step", hunyuan, "--seq-length", "128", "--optimizer", "none", "--fsdp", "--dp", "4"};
+  const CliRun refused = census(args);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_TRUE(refused.out.empty());
+  EXPECT_NE(refused.err.find("--fsdp without --master-weights fp32"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("model.layers.0.mlp.gate.wg.weight"), std::string::npos) << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  std::vector<std::string> mixed = args;
+  mixed.insert(mixed.end(), {"--master-weights", "fp32"});
+  EXPECT_EQ(census(mixed).code, 0);
+}
+
 // A config.json that ties the LM head to the embedding is stepped with one shared weight: the Llama
 // toy's parameters less the head's 4096 x 256 (tests/step/step_tied_test.cpp).
 TEST(StepCli, TiedEmbeddingsShareOneWeight) {

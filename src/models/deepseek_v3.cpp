@@ -16,7 +16,7 @@ nn::GroupLimitedRouting group_limited_routing(const MoeConfig& moe) {
 }
 
 std::unique_ptr<nn::FeedForward> build_group_limited_mlp(const ModelConfig& c, int64_t index, nn::ParameterList& params,
-                                                        DType correction_bias_dtype) {
+                                                        std::optional<DType> correction_bias_dtype) {
   if (!is_moe_layer(c, index)) return build_dense_mlp(c, index, params);
   nn::GroupLimitedRouting routing = group_limited_routing(c.moe);
   routing.correction_bias_dtype = correction_bias_dtype;
@@ -30,7 +30,7 @@ std::unique_ptr<nn::FeedForward> build_group_limited_mlp(const ModelConfig& c, i
 
 std::unique_ptr<nn::FeedForward> DeepseekV3DecoderLayer::build_deepseek_v3_mlp(const ModelConfig& c, int64_t index,
                                                                             nn::ParameterList& params) {
-  return build_group_limited_mlp(c, index, params, DType::kBFloat16);
+  return build_group_limited_mlp(c, index, params, std::nullopt);  // the model's default dtype
 }
 
 DeepseekV3DecoderLayer::DeepseekV3DecoderLayer(const ModelConfig& c, int64_t index, FeedForwardBuilder build_mlp)

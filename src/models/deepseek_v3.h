@@ -41,9 +41,11 @@ class DeepseekV3DecoderLayer final : public DecoderLayer {
 };
 
 // Layer `index`'s feed-forward in a group-limited MoE family: DeepseekV3MoE (its router's correction
-// bias built in `correction_bias_dtype`) where the config makes the layer sparse, else the dense MLP.
+// bias built in `correction_bias_dtype`, unset: the model's default dtype) where the config makes the
+// layer sparse, else the dense MLP.
 std::unique_ptr<nn::FeedForward> build_group_limited_mlp(const ModelConfig& config, int64_t index,
-                                                        nn::ParameterList& params, DType correction_bias_dtype);
+                                                        nn::ParameterList& params,
+                                                        std::optional<DType> correction_bias_dtype);
 
 // The routing fields of a DeepSeek-V3 MoE config, as the router takes them.
 nn::GroupLimitedRouting group_limited_routing(const MoeConfig& moe);

@@ -118,23 +118,24 @@ namespace {
 class GemmaForCausalLM final : public CausalLM {
  public:
   GemmaForCausalLM(const ModelConfig& c, const ModelConfig& layer_config, ModelChunk chunk)
-      : CausalLM(c, layer_config, chunk), embed_scale_(make_tensor(Dims{}, DType::kBFloat16)) {
+      : CausalLM(c, layer_config, chunk), embed_scale_(make_tensor(Dims{}, Session::current().default_dtype())) {
     if (chunk.first) add_buffer(embed_scale_);
   }
 
  protected:
-  // super().forward(input_ids) * self.embed_scale.to(self.weight.dtype): the cast a no-op, both bf16.
+  // super().forward(input_ids) * self.embed_scale.to(self.weight.dtype): the cast a no-op where both are
+  // bf16; a model built in fp32 (Session::default_dtype) casts its fp32 scale to the bf16 weight's dtype.
   Tensor embed(const Tensor& input_ids) const override {
     Tensor embeddings = embed_tokens->forward(input_ids);
     ModuleScope scope("model.embed_tokens", ModuleKind::kOther);
-    return ops::mul(embeddings, embed_scale_);
+    return ops::mul(embeddings, ops::to(embed_scale_, embed_tokens->weight().dtype()));
   }
   Tensor logits(const Tensor& hidden_states) const override {
     return softcap_logits(CausalLM::logits(hidden_states), config_.final_logit_softcapping);
   }
 
  private:
-  Tensor embed_scale_;  // () bf16 buffer of embed_tokens
+  Tensor embed_scale_;  // () buffer of embed_tokens, in the model's default dtype
 };
 
 }  // namespace

@@ -382,13 +382,13 @@ class Gemma4ForCausalLM final : public CausalLM {
         hidden_size_(c.hidden_size),
         layer_count_(c.num_hidden_layers),
         per_layer_width_(c.gemma4.hidden_size_per_layer_input),
-        embed_scale_(make_tensor(Dims{}, DType::kBFloat16)) {
+        embed_scale_(make_tensor(Dims{}, Session::current().default_dtype())) {
     add_buffer(embed_scale_);
     if (per_layer_width_ > 0) {
       nn::ParameterList& params = model_parameters();
       embed_tokens_per_layer_ = nn::register_parameter(params, "model.embed_tokens_per_layer", "weight",
                                                        Dims{c.gemma4.vocab_size_per_layer_input, layer_count_ * per_layer_width_});
-      per_layer_embed_scale_ = make_tensor(Dims{}, DType::kBFloat16);
+      per_layer_embed_scale_ = make_tensor(Dims{}, Session::current().default_dtype());
       add_buffer(per_layer_embed_scale_);
       per_layer_model_projection.emplace("model.per_layer_model_projection", c.hidden_size,
                                          layer_count_ * per_layer_width_, /*bias=*/false, params);
@@ -413,13 +413,16 @@ class Gemma4ForCausalLM final : public CausalLM {
     Tensor inputs_embeds;
     {
       ModuleScope scope("embed_tokens", ModuleKind::kOther);
-      inputs_embeds = ops::mul(ops::embedding(embed_tokens->weight(), input_ids), embed_scale_);
+      // * self.embed_scale.to(self.weight.dtype): a no-op beside a bf16 scale
+      inputs_embeds = ops::mul(ops::embedding(embed_tokens->weight(), input_ids),
+                               ops::to(embed_scale_, embed_tokens->weight().dtype()));
     }
     if (per_layer_width_ > 0) {
       Tensor per_layer_inputs;
       {
         ModuleScope scope("embed_tokens_per_layer", ModuleKind::kOther);
-        per_layer_inputs = ops::mul(ops::embedding(embed_tokens_per_layer_, input_ids), per_layer_embed_scale_);
+        per_layer_inputs = ops::mul(ops::embedding(embed_tokens_per_layer_, input_ids),
+                                    ops::to(per_layer_embed_scale_, embed_tokens_per_layer_.dtype()));
       }
       const Dims per_layer_shape{batch, seq, layer_count_, per_layer_width_};
       per_layer_inputs = ops::reshape(per_layer_inputs, per_layer_shape);

@@ -13,7 +13,8 @@ DeepseekV3TopkRouter::DeepseekV3TopkRouter(std::string path, const GroupLimitedR
       // the layer the reference census builds. A checkpoint loaded with _keep_in_fp32_modules_strict
       // holds it in fp32, which changes the router's traffic by 2 bytes an expert and nothing else (the
       // sum with the fp32 scores is fp32).
-      e_score_correction_bias_(make_tensor(Dims{routing.num_experts}, routing.correction_bias_dtype)) {}
+      e_score_correction_bias_(make_tensor(Dims{routing.num_experts},
+                                           routing.correction_bias_dtype.value_or(Session::current().default_dtype()))) {}
 
 Routing DeepseekV3TopkRouter::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);

@@ -6,6 +6,8 @@
 // Legend: T = tokens, H = hidden_size, E = routed experts, G = n_group, K = experts per token.
 #pragma once
 
+#include <optional>
+
 #include "nn/mlp.h"
 #include "nn/moe.h"
 
@@ -18,9 +20,9 @@ struct GroupLimitedRouting {
   int64_t topk_group = 1;
   bool norm_topk_prob = true;
   double routed_scaling_factor = 1.0;
-  // The dtype of the e_score_correction_bias buffer: the default dtype (bf16) where the class makes it
-  // plainly (DeepSeek-V3), fp32 where it states float32 (GLM-4.5, DeepSeek-V3.2, GLM-5).
-  DType correction_bias_dtype = DType::kBFloat16;
+  // The dtype of the e_score_correction_bias buffer: the model's default dtype (unset) where the class
+  // makes it plainly (DeepSeek-V3), fp32 where it states float32 (GLM-4.5, DeepSeek-V3.2, GLM-5).
+  std::optional<DType> correction_bias_dtype;
 };
 
 // DeepseekV3TopkRouter, in fp32 throughout: sigmoid scores; the top G' of G groups (each scored by

@@ -26,7 +26,7 @@ DeepseekV4Router::DeepseekV4Router(std::string path, const DeepseekV4MoeSizes& s
   if (hash)
     tid2eid_ = make_tensor(Dims{sizes.vocab_size, sizes.top_k}, DType::kInt64);
   else
-    e_score_correction_bias_ = make_tensor(Dims{sizes.num_experts}, DType::kBFloat16);
+    e_score_correction_bias_ = make_tensor(Dims{sizes.num_experts}, Session::current().default_dtype());
 }
 
 Routing DeepseekV4Router::forward(const Tensor& hidden_states, const Tensor& input_ids) const {

@@ -61,7 +61,8 @@ Mamba2Mixer::Mamba2Mixer(std::string path, const Mamba2Sizes& sizes, ParameterLi
                                   : Tensor()),
       out_proj(child_path(path_, "out_proj"), sizes.intermediate_size, sizes.hidden_size, sizes.out_proj_bias, params) {
   if (sizes.mup)
-    mup_vector_ = make_tensor(Dims{1, 1, sizes.intermediate_size + conv_dim_ + sizes.num_heads}, DType::kBFloat16);
+    mup_vector_ = make_tensor(Dims{1, 1, sizes.intermediate_size + conv_dim_ + sizes.num_heads},
+                              Session::current().default_dtype());
 }
 
 Tensor Mamba2Mixer::forward(const Tensor& input) const {

@@ -28,7 +28,7 @@ MiniMaxM2SparseMoeBlock::MiniMaxM2SparseMoeBlock(std::string path, MiniMaxM2TopK
     : path_(std::move(path)),
       gate(std::move(gate_in)),
       experts(std::move(experts_in)),
-      e_score_correction_bias_(make_tensor(Dims{num_experts}, DType::kBFloat16)) {}
+      e_score_correction_bias_(make_tensor(Dims{num_experts}, Session::current().default_dtype())) {}
 
 Tensor MiniMaxM2SparseMoeBlock::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);

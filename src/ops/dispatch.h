@@ -160,6 +160,11 @@ class Session : public StorageListener, public SavedTensorHooks {
   // and Hunyuan's fp32 routers run in bf16 on such a rank). Unset, each parameter keeps its own.
   std::optional<DType> parameter_dtype() const { return parameter_dtype_; }
   void set_parameter_dtype(std::optional<DType> dtype) { parameter_dtype_ = dtype; }
+  // The dtype the model is built in (torch.get_default_dtype() while its modules are made): a buffer a
+  // module makes without naming a dtype takes it. bf16, the model's; fp32 where torchtitan builds the
+  // model in fp32 for FSDP2's mixed precision.
+  DType default_dtype() const { return default_dtype_; }
+  void set_default_dtype(DType dtype) { default_dtype_ = dtype; }
   // How many alike iterations the op running now stands for: 1 outside a RepeatScope.
   int64_t op_weight() const { return op_weight_; }
 
@@ -202,6 +207,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   int64_t next_storage_id_ = 0;
   bool fold_alike_ = false;
   std::optional<DType> parameter_dtype_;
+  DType default_dtype_ = DType::kBFloat16;
   bool muted_ = false;
   int64_t op_weight_ = 1;
   std::vector<Storage*> born_in_repeat_;  // live storages born in the RepeatScope running now

@@ -393,7 +393,11 @@ class StepRunner {
 void StepRunner::build() {
   // Under FSDP2's mixed precision every parameter a layer reads is its bf16 all-gather, whatever dtype
   // its module declares (Session::parameter_dtype); the fp32 shards are made after.
-  if (o_.fsdp.shards > 1 && o_.fsdp.mixed_precision) session_.set_parameter_dtype(DType::kBFloat16);
+  // torchtitan builds that model in fp32: its buffers made without a dtype are fp32 (Session::default_dtype).
+  if (o_.fsdp.shards > 1 && o_.fsdp.mixed_precision) {
+    session_.set_parameter_dtype(DType::kBFloat16);
+    session_.set_default_dtype(DType::kFloat32);
+  }
   for (const ModelChunk& chunk : chunks_) {
     models_.push_back(build_causal_lm(model_config_, layer_config_, chunk));
     const CausalLM& model = *models_.back();
@@ -402,6 +406,7 @@ void StepRunner::build() {
     largest_layer_bytes_ = std::max(largest_layer_bytes_, model.largest_layer_parameter_bytes());
   }
   session_.set_parameter_dtype(std::nullopt);
+  session_.set_default_dtype(DType::kBFloat16);
   // Counted as the model's (a DTensor's numel is its global one).
   for (const Tensor& p : params_)
     parameter_count_ += styles_ && sharded_by_plan(p.impl()->name) ? p.numel() * o_.tensor_parallel : p.numel();

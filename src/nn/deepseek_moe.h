@@ -22,7 +22,7 @@ struct GroupLimitedRouting {
   double routed_scaling_factor = 1.0;
   // The dtype of the e_score_correction_bias buffer: the model's default dtype (unset) where the class
   // makes it plainly (DeepSeek-V3), fp32 where it states float32 (GLM-4.5, DeepSeek-V3.2, GLM-5).
-  std::optional<DType> correction_bias_dtype;
+  std::optional<DType> correction_bias_dtype = std::nullopt;
 };
 
 // DeepseekV3TopkRouter, in fp32 throughout: sigmoid scores; the top G' of G groups (each scored by

@@ -10,11 +10,10 @@
 // restart with each Session, so a census gives the same bytes whatever ran before.
 #pragma once
 
-#include <optional>
-
 #include <cassert>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>

@@ -163,7 +163,7 @@ class RecordedLayers final : public LayerRunner {
 };
 
 // DTensor's plan with sequence parallelism over `sequence_shards` ranks as the step runs it on sequences
-// of `tokens` tokens (none where it is 1).
+// of `tokens` tokens (none where it is 1). The whole vocabulary: a layer reads none of it.
 std::optional<DTensorStyles> sequence_parallel_styles(const ModelConfig& rank_config, int64_t tokens,
                                                       int64_t sequence_shards) {
   if (sequence_shards <= 1) return std::nullopt;
@@ -313,11 +313,9 @@ struct LoneLayer {
         hidden(make_tensor(Dims{batch, tokens / sequence_shards, rank_config.hidden_size}, DType::kBFloat16,
                            /*requires_grad=*/true)),
         positions(layer->embed_positions(
-            sequence_shards > 1 ? make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16) : hidden)) {
+            sequence_shards > 1 ? make_tensor(Dims{batch, tokens, rank_config.hidden_size}, DType::kBFloat16) : hidden)),
+        styles(sequence_parallel_styles(rank_config, tokens, sequence_shards)) {
     session.set_fold_alike_iterations(true);
-    if (sequence_shards > 1)
-      styles.emplace(TensorParallelPlan{sequence_shards, /*sequence_parallel=*/true, /*loss_parallel=*/true,
-                                        rank_config.vocab_size, tokens});  // (the whole vocabulary: no layer reads it)
   }
   // The layer's forward as the model's loop calls it, under the plan's styles where it has them.
   LayerForward forward() const {

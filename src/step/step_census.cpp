@@ -112,10 +112,6 @@ Status check_rank_model_combinations(const ModelConfig& config, const StepOption
   return {};
 }
 
-}  // namespace
-
-namespace {
-
 // fully_shard refuses a unit whose parameters differ in dtype where no mixed-precision policy casts
 // them ("FSDP expects uniform original parameter dtype"): the first parameter of the rank's model
 // whose dtype differs from its unit's first (a decoder layer, or the root: the rest), or empty.

@@ -108,6 +108,15 @@ int64_t CausalLM::largest_layer_parameter_bytes() const {
   return largest;
 }
 
+nn::PositionEmbeddings layer_position_embeddings(const nn::PositionEmbeddings& positions, const LayerRunner& runner) {
+  const std::optional<DType> dtype = runner.forward_input_dtype();
+  if (!dtype) return positions;
+  nn::PositionEmbeddings cast = positions;
+  for (Tensor* t : {&cast.position_ids, &cast.cos, &cast.sin, &cast.compress_cos, &cast.compress_sin})
+    if (t->defined() && is_floating(t->dtype()) && t->dtype() != *dtype) *t = ops::to(*t, *dtype);
+  return cast;
+}
+
 Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, const LayerRunner& runner) const {
   // inputs_embeds = self.embed_tokens(input_ids), or the inputs_embeds a later stage is handed.
   const Tensor inputs_embeds = chunk_.first ? embed(input_ids) : received;  // (B, S, H)
@@ -137,7 +146,8 @@ Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, 
     const DecoderLayer* layer = layers_[k].get();
     // By value, as the checkpoint's partial binds the layer's keyword arguments: under checkpointing the
     // position ids, cos and sin live as long as a layer's frame can recompute it.
-    hidden_states = runner.run(index, hidden_states, [layer, kind = positions[rotary_kind(index)]](const Tensor& input) {
+    nn::PositionEmbeddings kind = layer_position_embeddings(positions[rotary_kind(index)], runner);
+    hidden_states = runner.run(index, hidden_states, [layer, kind = std::move(kind)](const Tensor& input) {
       return layer->forward(input, kind);
     });
   }

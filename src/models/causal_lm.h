@@ -48,7 +48,18 @@ class LayerRunner {
  public:
   virtual ~LayerRunner() = default;
   virtual Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const = 0;
+  // The dtype the runner casts a layer's floating-point arguments to before it runs the layer, or none:
+  // FSDP2's MixedPrecisionPolicy(cast_forward_inputs=True) casts them to its param_dtype.
+  virtual std::optional<DType> forward_input_dtype() const { return std::nullopt; }
 };
+
+// A layer's position embeddings as `runner` hands them to it: each floating-point tensor of another
+// dtype than runner.forward_input_dtype() copied to it, as FSDP2's pre-forward casts its unit's args
+// and kwargs (_cast_fp_tensor) before it unshards: ERNIE-4.5's fp32 cos and sin reach a layer under the
+// policy as bf16 copies, cos first. The copies are the layer's call's arguments: bound into its
+// LayerForward, they go once the runner returns (a struct's members last to first: sin before cos, as
+// Python drops a tuple's items).
+nn::PositionEmbeddings layer_position_embeddings(const nn::PositionEmbeddings& positions, const LayerRunner& runner);
 
 // Each layer called plainly.
 class PlainLayers final : public LayerRunner {

@@ -280,9 +280,10 @@ class DeepseekV4ForCausalLM final : public CausalLM {
     std::tie(positions.compress_cos, positions.compress_sin) = compress_rotary.forward(inputs_embeds, positions.position_ids);
     for (size_t k = 0; k < layers_.size(); ++k) {
       const DecoderLayer* layer = layers_[k].get();
+      nn::PositionEmbeddings kind = layer_position_embeddings(positions, runner);
       hidden_states = runner.run(chunk_.begin + static_cast<int64_t>(k), hidden_states,
-                                 [layer, positions, carry](const Tensor& input) {
-                                   return layer->forward_in_model(input, positions, *carry);
+                                 [layer, kind = std::move(kind), carry](const Tensor& input) {
+                                   return layer->forward_in_model(input, kind, *carry);
                                  });
     }
     return final_norm(hidden_states);

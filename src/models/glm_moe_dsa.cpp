@@ -102,11 +102,12 @@ class GlmMoeDsaForCausalLM final : public CausalLM {
     for (size_t k = 0; k < layers_.size(); ++k) {
       const DecoderLayer* layer = layers_[k].get();
       const Tensor prev_topk_indices = *topk_indices;
+      nn::PositionEmbeddings kind = layer_position_embeddings(positions, runner);
       hidden_states = runner.run(chunk_.begin + static_cast<int64_t>(k), hidden_states,
-                                 [layer, positions, prev_topk_indices, returned](const Tensor& input) {
+                                 [layer, kind = std::move(kind), prev_topk_indices, returned](const Tensor& input) {
                                    LayerCarry carry;
                                    carry.topk_indices = prev_topk_indices;
-                                   Tensor out = layer->forward_in_model(input, positions, carry);
+                                   Tensor out = layer->forward_in_model(input, kind, carry);
                                    if (auto slot = returned.lock()) *slot = std::move(carry.topk_indices);
                                    return out;
                                  });

@@ -72,6 +72,11 @@ class Fsdp2 {
    public:
     Layers(Fsdp2& fsdp, size_t chunk, const LayerRunner& inner) : fsdp_(fsdp), chunk_(chunk), inner_(inner) {}
     Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override;
+    // MixedPrecisionPolicy(param_dtype=bf16): cast_forward_inputs, its default.
+    std::optional<DType> forward_input_dtype() const override {
+      if (fsdp_.policy_.mixed_precision) return DType::kBFloat16;
+      return inner_.forward_input_dtype();
+    }
 
    private:
     Fsdp2& fsdp_;

@@ -118,6 +118,28 @@ TEST_P(StepParallelOracleCase, EveryNumberToTheByte) {
   expect_phases(*step, oracle);
 }
 
+// FSDP2's mixed-precision policy casts what a unit is handed (cast_forward_inputs), for
+// ernie4_5_moe_toy_L4_s128_fsdp4_single (fp32 shards under the policy; hidden 256, 8 heads, head_dim 32):
+// ERNIE-4.5's rotary keeps cos and sin (1, 128, 32) in fp32, and each layer's pre-forward copies them to
+// bf16, 8,192 B each, before it all-gathers, freed when the layer returns. Its apply_rotary_pos_emb takes
+// cos[..., :16].repeat_interleave(2), a clone (1, 1, 128, 16, 2) of the bf16 copy, 8,192 B (16,384 B of an
+// fp32 cos), saved by q.float() * cos for the backward; likewise sin. The peak (B0, a reduce-scatter
+// buffer) comes after layers 3, 2 and 1 ran their backward: layer 0's clones are alive, its two rotary
+// clones and its attention output's contiguous (1, 128, 8 x 32) bf16, 65,536 B: 81,920 B by aten.clone
+// made in F0, the oracle's (98,304 B were the rotary clones fp32).
+TEST(StepParallelOracle, TheMixedPrecisionPolicyCastsALayersFp32ArgumentsToBf16) {
+  const nlohmann::json oracle = parallel_case("ernie4_5_moe_toy_L4_s128_fsdp4_single");
+  auto config = read_config(oracle.at("config"));
+  ASSERT_TRUE(config) << config.refusal().message();
+  auto step = census_step(*config, options_of(oracle));
+  ASSERT_TRUE(step) << step.refusal().message();
+  int64_t clones = -1;
+  for (const StepHolder& holder : step->analysis.peak_other_by_op)
+    if (holder.label == "activations:aten.clone.default@F0") clones = holder.bytes;
+  EXPECT_EQ(clones, 65'536 + 2 * 8'192);
+  EXPECT_EQ(step->analysis.peak.bytes, oracle.at("peak").at("bytes").get<int64_t>());
+}
+
 INSTANTIATE_TEST_SUITE_P(Oracle, StepParallelOracleCase, ::testing::ValuesIn(case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

@@ -81,7 +81,7 @@ class SizeClassIndex {
   // std::set::lower_bound within one stream: its first key not less than `key`, and where it is.
   Place find(const Key& key) const {
     const auto stream = static_cast<uint32_t>(key.stream());
-    if (stream >= streams_.size()) return {};
+    if (stream >= stream_count_) return {};
     const Stream& s = streams_[stream];
     const size_t c = size_class(key.size());
     const std::vector<Key>& bucket = s.buckets[c];
@@ -187,15 +187,18 @@ class SizeClassIndex {
 
   struct Stream {
     std::array<uint64_t, kWords> occupied{};
-    std::vector<std::vector<Key>> buckets = std::vector<std::vector<Key>>(kClasses);
+    std::array<std::vector<Key>, kClasses> buckets{};  // held in place: one load fewer to a bucket
   };
 
   Stream& stream(int32_t stream) {
-    if (static_cast<size_t>(stream) >= streams_.size()) streams_.resize(static_cast<size_t>(stream) + 1);
+    if (static_cast<size_t>(stream) >= stream_count_) {
+      streams_.resize(static_cast<size_t>(stream) + 1);
+      stream_count_ = streams_.size();
+    }
     return streams_[static_cast<size_t>(stream)];
   }
   const Stream* find_stream(int32_t stream) const {
-    return static_cast<size_t>(stream) < streams_.size() ? &streams_[static_cast<size_t>(stream)] : nullptr;
+    return static_cast<size_t>(stream) < stream_count_ ? &streams_[static_cast<size_t>(stream)] : nullptr;
   }
   // The first key of the first non-empty class from `c` on.
   Place first_from(const Stream& s, uint32_t stream, size_t c) const {
@@ -223,6 +226,7 @@ class SizeClassIndex {
   }
 
   std::vector<Stream> streams_;  // by stream, up to the highest used
+  size_t stream_count_ = 0;       // streams_.size(), which divides by a Stream's size at every ask
   size_t count_ = 0;
 };
 

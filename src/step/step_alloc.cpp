@@ -1,6 +1,7 @@
 #include "step/step_alloc.h"
 
 #include <algorithm>
+#include <cassert>
 #include <deque>
 
 #include "step/step_walk.h"
@@ -169,8 +170,7 @@ class AllocatorFeeder final : public StepEventVisitor {
   }
 
   alloc::BlockId& block_of(int64_t key) {
-    if (static_cast<size_t>(key) >= block_of_.size())
-      block_of_.resize(std::max<size_t>(static_cast<size_t>(key) + 1, 2 * block_of_.size()), alloc::kOutOfMemory);
+    assert(key >= 0 && key < static_cast<int64_t>(block_of_.size()));  // every key is below walk.keys()
     return block_of_[static_cast<size_t>(key)];
   }
 

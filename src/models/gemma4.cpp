@@ -15,7 +15,8 @@
 //   per-layer   where hidden_size_per_layer_input is set: per_layer_projection(act_fn(
 //   input       per_layer_input_gate(h)) * per_layer_input), post_per_layer_input_norm, residual; the
 //               model computes every layer's per_layer_input once (Gemma4Prologue below).
-//   layer_scalar  the layer's output scaled in place by a (1) buffer, which the multiply keeps.
+//   layer_scalar  the layer's output scaled in place by a (1) buffer, which the multiply keeps (made
+//                 without a dtype: fp32 in a model built in fp32, the bf16 output staying bf16).
 //
 // KV sharing: the last num_kv_shared_layers layers build no k_proj, v_proj, k_norm nor v_norm; each
 // attends with the keys and values the last earlier layer of its type stored (shared_kv_states), so
@@ -278,7 +279,7 @@ class Gemma4TextDecoderLayer final : public DecoderLayer {
         post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
         pre_feedforward_layernorm("pre_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
         post_feedforward_layernorm("post_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
-        layer_scalar_(make_tensor(Dims{1}, DType::kBFloat16)),
+        layer_scalar_(make_tensor(Dims{1}, Session::current().default_dtype())),
         rotary_emb(layer_head_dim(c, index)) {
     if (per_layer_width_ > 0) per_layer_input.emplace(c, parameters_);
     if (c.moe.num_experts > 0) moe.emplace(c, parameters_);
@@ -364,7 +365,7 @@ class Gemma4TextDecoderLayer final : public DecoderLayer {
   Gemma4RMSNorm post_attention_layernorm;
   Gemma4RMSNorm pre_feedforward_layernorm;
   Gemma4RMSNorm post_feedforward_layernorm;
-  Tensor layer_scalar_;  // (1) bf16 buffer
+  Tensor layer_scalar_;  // (1) buffer, torch.ones(1): the default dtype (fp32 in a model built in fp32)
   std::optional<Gemma4PerLayerInput> per_layer_input;
   std::optional<Gemma4MoeBlock> moe;
   nn::RotaryEmbedding rotary_emb;  // the model's, of this layer's type, held here so one layer can run alone

@@ -140,6 +140,28 @@ TEST(StepParallelOracle, TheMixedPrecisionPolicyCastsALayersFp32ArgumentsToBf16)
   EXPECT_EQ(step->analysis.peak.bytes, oracle.at("peak").at("bytes").get<int64_t>());
 }
 
+// Buffers made without a dtype follow the model's, for gemma4_toy_L4_s128_fsdp4_single (built in fp32, as
+// torchtitan builds a model for fp32 shards) beside gemma4_toy_L4_s128_fsdp4_bf16_single (built in bf16):
+// six of the toy's ten buffers are made with no dtype, the embedding's scale and the per-layer
+// embedding's scale (0-d) and each of the 4 layers' layer_scalar (torch.ones(1)), 4 B each in fp32
+// where bf16 makes them 2: 6 x 2 = 12 B more, 408 B where the bf16 model holds 396, the oracle's both.
+// (The rotary inverse frequencies are fp32 in either.)
+TEST(StepParallelOracle, BuffersMadeWithoutADtypeAreTheModelsDtype) {
+  int64_t buffers[2] = {0, 0};
+  const char* names[2] = {"gemma4_toy_L4_s128_fsdp4_single", "gemma4_toy_L4_s128_fsdp4_bf16_single"};
+  for (int i = 0; i < 2; ++i) {
+    const nlohmann::json oracle = parallel_case(names[i]);
+    auto config = read_config(oracle.at("config"));
+    ASSERT_TRUE(config) << config.refusal().message();
+    auto step = census_step(*config, options_of(oracle));
+    ASSERT_TRUE(step) << step.refusal().message();
+    buffers[i] = step->buffer_bytes;
+    EXPECT_EQ(buffers[i], oracle.at("parameters").at("buffers_bytes").get<int64_t>()) << names[i];
+  }
+  EXPECT_EQ(buffers[0] - buffers[1], 6 * (4 - 2));
+  EXPECT_EQ(buffers[0], 408);
+}
+
 INSTANTIATE_TEST_SUITE_P(Oracle, StepParallelOracleCase, ::testing::ValuesIn(case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

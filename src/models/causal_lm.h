@@ -58,7 +58,9 @@ class LayerRunner {
 // and kwargs (_cast_fp_tensor) before it unshards: ERNIE-4.5's fp32 cos and sin reach a layer under the
 // policy as bf16 copies, cos first. The copies are the layer's call's arguments: bound into its
 // LayerForward, they go once the runner returns (a struct's members last to first: sin before cos, as
-// Python drops a tuple's items).
+// Python drops a tuple's items). Only the position embeddings pass through here: a layer's other
+// floating-point arguments (Gemma 4's per-layer input and its carried cos and sin) are bf16 in every
+// family under the policy, which the parallel oracle's Gemma 4 cases confirm, so the cast leaves them.
 nn::PositionEmbeddings layer_position_embeddings(const nn::PositionEmbeddings& positions, const LayerRunner& runner);
 
 // Each layer called plainly.

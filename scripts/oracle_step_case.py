@@ -3,6 +3,10 @@
 
 Usage: scripts/oracle_step_case.py CASE.json [CASE.json ...]   (writes tests/data/step/<case>.json)
 
+A case of the steady-state oracle (two steps, the second recorded; it has a `step1` block) goes to
+tests/data/step/steady/: its step 2 as <case>.json (kind `..._steady`) and its step 1 as a case of its
+own, <case with _first for _steady>.json (kind `..._first`).
+
 Keeps what tests/step/step_oracle_test.cpp compares: the config as the oracle built it (its fields,
 which carry the family's defaults), the micro-batch size, the schedule, the parameter, gradient and
 optimizer-state bytes, the peak with its phase, op and split, other_peak, each phase's bytes and the
@@ -79,12 +83,31 @@ def finite(value):
     return value
 
 
+def first_step_of(case):
+    """A steady-state case's step 1 (its `step1` block, in the top level's layout) as a case of its own: kind
+    `..._first` in place of `..._steady`, the config, schedule and parameters the two steps share."""
+    first = dict(case)
+    first.update(case["step1"])
+    first["case"] = case["case"].replace("_steady", "_first")
+    first["kind"] = case["kind"].replace("_steady", "_first")
+    return first
+
+
+def write(case, folder, out):
+    target = out / (case["case"] + ".json")
+    target.write_text(json.dumps(finite(trimmed(case, folder)), indent=1, allow_nan=False) + "\n")
+    print(target)
+
+
 def main(paths):
     for path in paths:
         case = json.loads(pathlib.Path(path).read_text())
-        target = OUT / (case["case"] + ".json")
-        target.write_text(json.dumps(finite(trimmed(case, pathlib.Path(path).parent)), indent=1, allow_nan=False) + "\n")
-        print(target)
+        folder = pathlib.Path(path).parent
+        if "step1" in case:  # the steady-state oracle's: step 2, and its step 1 beside it
+            write(case, folder, OUT / "steady")
+            write(first_step_of(case), folder, OUT / "steady")
+        else:
+            write(case, folder, OUT)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ DETAIL = ("buffers", "inputs", "param_grad_inflight", "fsdp_unsharded_params", "
 def parallel_options(case):
     p = case["parallel"]
     args = ["--seq-length", str(case["seq"]), "--micro-batch-size", str(case.get("batch") or 1),
-            "--micro-batches", str(case["m"]), "--optimizer", "adamw" if case["adamw"] else "none",
-            "--format", "json"]
+            "--micro-batches", str(case["m"]), "--format", "json"]
+    args += optimizer_options(case["kind"]) if case["kind"].endswith(("_steady", "_first")) else \
+        (["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"] if case["adamw"] else ["--optimizer", "none"])
     if p["dp_shard"] > 1:
         args += ["--fsdp", "--dp", str(p["dp_shard"])]
     if p.get("mixed_precision"):
@@ -49,13 +50,25 @@ def parallel_options(case):
     return args
 
 
+def optimizer_options(kind):
+    """The step oracle's AdamW runs its first step as a for-loop (foreach=False, fused=False); the steady-state
+    oracle's kinds record the second step (`*_steady`) or, trimmed from its step 1, the first (`*_first`), of
+    the form the kind names."""
+    if kind.endswith("_steady") or kind.endswith("_first"):
+        impl = "foreach" if "_foreach" in kind else "fused" if "_fused" in kind else "for-loop"
+        return ["--optimizer", "adamw", "--optimizer-impl", impl] + (["--first-step"] if kind.endswith("_first") else [])
+    if kind == "accum_adamw" or kind.endswith("_adamw"):
+        return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]
+    return ["--optimizer", "none"]
+
+
 def options(case):
     if "parallel" in case:
         return parallel_options(case)
     kind = case["kind"]
     args = ["--seq-length", str(case["seq"]), "--micro-batch-size", str(case.get("batch") or 1),
             "--micro-batches", str(case["m"]), "--pp", str(case["p"]), "--stage", str(case["r"]), "--format", "json"]
-    args += ["--optimizer", "adamw" if kind == "accum_adamw" else "none"]
+    args += optimizer_options(kind)
     if kind == "sac_selective":
         args += ["--recompute", "selective"]
     if kind == "ac_full":

@@ -137,6 +137,16 @@ def _switch(name: str, value: Any) -> bool:
     return value
 
 
+def _optimizer_impl(value: Any) -> str:
+    """*optimizer_impl* as the command line's --optimizer-impl takes it: None for its default (foreach), else a
+    form's name, which the step checks."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or value == "":
+        raise ValueError(f"optimizer_impl: must be foreach, fused or for-loop (or None for foreach), not {_shown(value)}")
+    return value
+
+
 def _refuse_unpriced(replacements: Sequence[Any] = (), gdn_backend: str = "eager") -> None:
     if gdn_backend not in _GDN_BACKENDS:
         raise ValueError(f"unsupported GDN backend {gdn_backend!r}; expected one of {sorted(_GDN_BACKENDS)}.")
@@ -434,14 +444,18 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 last_stage_layers: int = 0, embedding_as_layer: bool = False,
                 loss_as_layer: bool = False, expert_tp: int = 0, allocator: bool = False, alloc_conf: str = "",
                 gpu_memory: Any = None, fsdp: bool = False, reshard_after_forward: str = "default",
-                sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0) -> Dict[str, Any]:
+                sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
+                optimizer_impl: Any = None, first_step: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
     *micro_batches* micro-batches of *micro_batch_size* sequences of *seq_length* tokens under *schedule* (``1f1b``, ``gpipe``, or
     ``interleaved`` over *virtual_stages* model chunks a stage), every
-    layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s first step (``adamw``
-    or ``none``); the rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
+    layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s step (``adamw`` or
+    ``none``) in the form *optimizer_impl* names (``foreach``, PyTorch's default on CUDA, when None;
+    ``fused``; ``for-loop``). The step is the steady state, every step from the second on, with the
+    optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
+    optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
     decoder layer and the root, *reshard_after_forward* ``default``, ``true`` or ``false``; with
     *master_weights* ``fp32`` the shards are fp32 under MixedPrecisionPolicy(bf16, fp32)). With
@@ -481,7 +495,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _integer("expert_tp", expert_tp), allocator, alloc_conf, memory, _switch("fsdp", fsdp),
                         _text("reshard_after_forward", reshard_after_forward),
                         _switch("sequence_parallel", sequence_parallel), _switch("loss_parallel", loss_parallel),
-                        _integer("world", world))
+                        _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step))
     return json.loads(text)
 
 
@@ -490,7 +504,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 nic_gbs: Any = None, gpus_per_node: int = 8, compute_efficiency: Any = None, top: int = 5,
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
                 nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
-                calibration: str = "", reserved: bool = False, alloc_conf: str = "") -> Dict[str, Any]:
+                calibration: str = "", reserved: bool = False, alloc_conf: str = "", optimizer_impl: Any = None,
+                first_step: bool = False) -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -505,6 +520,10 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     *reserved* ranks on reserved memory (``census plan --reserved``): each stage's step with PyTorch's CUDA
     caching allocator simulated over it under *alloc_conf* (``PYTORCH_CUDA_ALLOC_CONF`` as you set it); a
     layout's ``peak_bytes`` is then its reserved peak and ``"memory"`` says ``"reserved"``.
+
+    Layouts fit and rank on the steady state (every step from the second on, AdamW's states alive from
+    the start) with AdamW in the form *optimizer_impl* names (``foreach`` when None, ``fused``,
+    ``for-loop``); *first_step* fits them on the first step instead.
     """
     if not isinstance(reserved, bool):
         raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")
@@ -537,5 +556,6 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         _integer("top", top), _text("master_weights", master_weights), _text("grad_dtype", grad_dtype),
                         overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
                         overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
-                        _text("calibration", calibration), reserved, alloc_conf)
+                        _text("calibration", calibration), reserved, alloc_conf, _optimizer_impl(optimizer_impl),
+                        _switch("first_step", first_step))
     return json.loads(text)

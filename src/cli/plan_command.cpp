@@ -64,6 +64,9 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   a.insert(a.end(), {"--recompute", recompute_text(l.recompute), "--tp", std::to_string(l.tp), "--dp", std::to_string(l.dp),
                      "--zero", std::to_string(l.zero), "--master-weights", o.time.fp32_master_weights ? "fp32" : "bf16",
                      "--grad-dtype", o.time.fp32_gradients ? "fp32" : "bf16"});
+  if (o.run.optimizer_impl != nn::OptimizerImpl::kForEach)
+    a.insert(a.end(), {"--optimizer-impl", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))});
+  if (o.run.first_step) a.push_back("--first-step");
   if (l.fsdp) a.push_back("--fsdp");  // FSDP2, its dtypes from --master-weights (layout_step_options)
   if (l.sp) a.insert(a.end(), {"--sequence-parallel", "--loss-parallel"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
@@ -155,6 +158,13 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
   CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
   o.time.fp32_master_weights = a.master_weights == "fp32";
   o.time.fp32_gradients = a.grad_dtype == "fp32";
+  if (!a.optimizer_impl.empty()) {
+    CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
+    o.run.optimizer_impl = a.optimizer_impl == "fused"      ? nn::OptimizerImpl::kFused
+                           : a.optimizer_impl == "for-loop" ? nn::OptimizerImpl::kForLoop
+                                                            : nn::OptimizerImpl::kForEach;
+  }
+  o.run.first_step = a.first_step;
   if (!a.overlap.empty()) {
     auto overlaps = parse_overlaps(a.overlap);
     CENSUS_TRY(overlaps);
@@ -225,6 +235,8 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"alloc_conf", o.reserved ? ordered_json(o.alloc_conf.text) : ordered_json(nullptr)},
       {"seq_length", o.run.seq_length},
       {"global_batch", batch_of(o)},
+      {"step", o.run.first_step ? "first" : "steady"},
+      {"optimizer", {{"name", "adamw"}, {"implementation", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))}}},
       {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
                   {"peak_tflops", o.device.peak_tflops}, {"hbm_gbs", o.device.hbm_gbs},
                   {"link_gbs", o.device.link_gbs}, {"nic_gbs", o.device.nic_gbs}, {"source", o.device.source},
@@ -266,8 +278,9 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
   out << a.model << ": plan on " << o.run.gpus << " x " << o.device.name
       << (a.device.empty() && o.device.name == kDefaultDevice ? " (the default device; --device names another)" : "")
       << " (" << human_bytes(static_cast<double>(o.gpu_memory)) << " each, " << o.run.gpus_per_node << " a node), "
-      << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, AdamW, master weights "
-      << a.master_weights << ", grads " << a.grad_dtype << '\n';
+      << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, AdamW ("
+      << nn::optimizer_impl_name(o.run.optimizer_impl) << "), master weights " << a.master_weights << ", grads "
+      << a.grad_dtype << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)") << '\n';
   if (!o.layout) {
     out << "layouts: TP x CP x PP x DP = " << o.run.gpus << ", TP inside a node (--gpus-per-node " << o.run.gpus_per_node
         << "), CP dividing the " << o.run.seq_length << " tokens; ";
@@ -439,6 +452,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   add_choice_option(*sub, "--master-weights", a.master_weights, {"bf16", "fp32"},
                     "bf16 (default) or fp32, as census step takes it");
   add_choice_option(*sub, "--grad-dtype", a.grad_dtype, {"bf16", "fp32"}, "bf16 (default) or fp32, as census step takes it");
+  add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
+                    "AdamW's form, as census step takes it (default foreach, PyTorch's on CUDA)");
+  sub->add_flag("--first-step", a.first_step,
+                "fit and rank on the first step (default: the steady state, step 2 and later, the optimizer's states "
+                "alive from the start)");
   add_bytes_option(*sub, "--cuda-context", a.cuda_context, "the CUDA context, taken from each device's memory (default 0)");
   add_bytes_option(*sub, "--nccl-buffers", a.nccl_buffers, "NCCL's communicator buffers, taken from it (default 0)");
   add_bytes_option(*sub, "--fragmentation", a.fragmentation,

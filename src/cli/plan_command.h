@@ -33,6 +33,8 @@ struct PlanArgs {
   int64_t top = 5;
   std::string master_weights = "bf16";
   std::string grad_dtype = "bf16";
+  std::string optimizer_impl;  // AdamW's form, as census step takes it; empty: foreach
+  bool first_step = false;     // fit and rank on the first step; else the steady state
   int64_t cuda_context = 0, nccl_buffers = 0, fragmentation = 0;
   std::string format = "table";
   bool explain = false;

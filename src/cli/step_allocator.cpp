@@ -102,7 +102,7 @@ void print_allocator(const StepAllocatorCensus& s, const StepArgs& a, std::ostre
   t.add({"out_of_memory", "", "", verdict});
   if (s.off_device_storages > 0)
     t.add({"host tensors", grouped(s.off_device_bytes), human_bytes(static_cast<double>(s.off_device_bytes)),
-           std::to_string(s.off_device_storages) + " AdamW step counts, on the CPU: not allocated here"});
+           std::to_string(s.off_device_storages) + " AdamW step counts and scalars, on the CPU: not allocated here"});
   t.add({"+ cuda_context", grouped(a.cuda_context), human_bytes(static_cast<double>(a.cuda_context)), "set by --cuda-context"});
   t.add({"+ nccl_buffers", grouped(a.nccl_buffers), human_bytes(static_cast<double>(a.nccl_buffers)), "set by --nccl-buffers"});
   t.add({"total reserved", grouped(total_reserved(s, a)), human_bytes(static_cast<double>(total_reserved(s, a))),

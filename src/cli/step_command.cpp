@@ -73,6 +73,17 @@ ordered_json peak_json(const StepMoment& m, bool fsdp) {
   return j;
 }
 
+// --optimizer-impl's form; left out, PyTorch's default on CUDA.
+nn::OptimizerImpl optimizer_impl_of(const StepArgs& a) {
+  if (a.optimizer_impl == "fused") return nn::OptimizerImpl::kFused;
+  if (a.optimizer_impl == "for-loop") return nn::OptimizerImpl::kForLoop;
+  return nn::OptimizerImpl::kForEach;
+}
+
+// Which step is priced: "steady" (the second and every later one, the default) or "first". A step
+// without an optimizer is the same every time: "steady".
+std::string step_name(const StepArgs& a) { return a.first_step ? "first" : "steady"; }
+
 std::string schedule_name(const StepArgs& a) {
   if (a.pp == 1) return "none";
   return a.schedule == "interleaved" ? "interleaved, " + std::to_string(a.virtual_stages) + " chunks a stage" : a.schedule;
@@ -141,6 +152,7 @@ ordered_json parallel_json(const StepArgs& a) {
 ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepComposition& c) {
   const StepCensus& s = run.step;
   ordered_json j;
+  j["step"] = step_name(a);
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
@@ -159,7 +171,11 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["gradients"] = {{"bytes_after_first_backward", s.gradient_bytes_after_first_backward},
                     {"bytes_after_last_backward", s.gradient_bytes_after_last_backward},
                     {"bytes_live_at_end", s.gradient_bytes_at_end}};
-  j["optimizer"] = a.optimizer == "adamw" ? ordered_json{{"state_bytes", s.optimizer_state_bytes}} : ordered_json(nullptr);
+  j["optimizer"] = a.optimizer == "adamw"
+                       ? ordered_json{{"name", "adamw"},
+                                      {"implementation", std::string(nn::optimizer_impl_name(optimizer_impl_of(a)))},
+                                      {"state_bytes", s.optimizer_state_bytes}}
+                       : ordered_json(nullptr);
   ordered_json phases = ordered_json::array();
   for (const StepPhase& p : s.analysis.phases)
     phases.push_back({{"name", p.name},
@@ -228,7 +244,8 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
   table.add({"parameters", grouped(s.parameter_bytes), human_bytes(s.parameter_bytes),
              grouped(s.parameter_count) + " in " + std::to_string(s.parameter_tensors) + " tensors"});
   if (a.optimizer == "adamw")
-    table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes), "AdamW"});
+    table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes),
+               a.first_step ? "AdamW, made in its first step" : "AdamW, alive from the start"});
   if (c.composes()) {
     table.add({"peak (composed)", grouped(s.composed_peak.bytes), human_bytes(s.composed_peak.bytes), where(s.composed_peak)});
     for (const ComposedTerm& t : composed_terms(s.composition, s.composed_peak)) {
@@ -283,7 +300,13 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                   "'none,moe=full' (census layers names the kinds)",
                   "give none, selective, full, or a mode per layer kind ('none,moe=full')");
   add_choice_option(*sub, "--optimizer", a.optimizer, {"adamw", "none"},
-                    "adamw (default: its first step and zero_grad) or none");
+                    "adamw (default: its step and zero_grad(set_to_none=True)) or none");
+  add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
+                    "AdamW's form as torch.optim runs it: foreach (PyTorch's default on CUDA), fused, or for-loop "
+                    "(foreach=False)");
+  sub->add_flag("--first-step", a.first_step,
+                "price the first step, whose optimizer makes its states inside its step (default: the steady "
+                "state, step 2 and later, with the states alive from the start)");
   add_integer_option(*sub, kTensorParallelRule, a.tp,
                      "tensor-parallel degree: the rank's layers as tp_config holds them (default 1)");
   add_integer_option(*sub, degree_rule("--dp"), a.dp, "data-parallel degree, for --zero (default 1)");
@@ -341,6 +364,15 @@ Status check_names(const StepArgs& a) {
   // (--recompute's modes per layer kind are read where the step parses them, step/recompute_choice.h).
   CENSUS_TRY(parse_choice("--schedule", {"1f1b", "gpipe", "interleaved"}, a.schedule));
   CENSUS_TRY(parse_choice("--optimizer", {"adamw", "none"}, a.optimizer));
+  if (!a.optimizer_impl.empty()) {
+    CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
+    if (a.optimizer == "none")
+      return refuse("--optimizer-impl with --optimizer none", "there is no optimizer to run in a form; drop --optimizer-impl");
+  }
+  if (a.first_step && a.optimizer == "none")
+    return refuse("--first-step with --optimizer none",
+                  "the first step differs from the later ones only by the optimizer states it makes, and there is "
+                  "no optimizer; drop --first-step");
   CENSUS_TRY(parse_choice("--master-weights", {"bf16", "fp32"}, a.master_weights));
   CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
   if (a.recompute.empty())
@@ -403,6 +435,8 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.recompute = recompute->all;
   o.recompute_by_kind = recompute->by_kind;
   o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
+  o.optimizer_impl = optimizer_impl_of(a);
+  o.first_step = a.first_step;
   o.tensor_parallel = a.tp;
   o.sequence_parallel = a.sequence_parallel;
   o.loss_parallel = a.loss_parallel;
@@ -491,7 +525,9 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
-         << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer;
+         << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer
+         << (a.optimizer == "adamw" ? " (" + std::string(nn::optimizer_impl_name(optimizer_impl_of(a))) + ")" : "")
+         << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)

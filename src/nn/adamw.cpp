@@ -4,9 +4,60 @@
 
 namespace census::nn {
 
-void AdamW::update(const Tensor& param_in, State& state, Tensor& denom) {
-  constexpr double kLr = 1e-4, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kWeightDecay = 0.01;
-  Tensor param = param_in;
+namespace {
+
+constexpr double kLr = 1e-4, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kWeightDecay = 0.01;
+
+}  // namespace
+
+std::string_view optimizer_impl_name(OptimizerImpl impl) {
+  switch (impl) {
+    case OptimizerImpl::kForEach: return "foreach";
+    case OptimizerImpl::kFused: return "fused";
+    case OptimizerImpl::kForLoop: return "for-loop";
+  }
+  return "?";
+}
+
+void AdamW::make_state(size_t i) {
+  const Tensor& p = params_[i];
+  State& state = states_[i];
+  if (impl_ == OptimizerImpl::kFused) {
+    state.step = ops::zeros(Dims{}, DType::kFloat32);  // on the parameter's device
+    hooks_.on_state(state.step);
+  } else {
+    state.step = ops::scalar_tensor_fresh();
+    hooks_.on_state(state.step);
+    hooks_.on_host(state.step);
+  }
+  state.exp_avg = ops::zeros_like(p);
+  hooks_.on_state(state.exp_avg);
+  state.exp_avg_sq = ops::zeros_like(p);
+  hooks_.on_state(state.exp_avg_sq);
+}
+
+void AdamW::make_states() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!states_[i].made()) make_state(i);
+}
+
+std::vector<Tensor> AdamW::drop_states_without_grad() {
+  std::vector<Tensor> dropped;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    State& state = states_[i];
+    if (!state.made() || params_[i].impl()->grad) continue;
+    dropped.push_back(std::move(state.step));
+    dropped.push_back(std::move(state.exp_avg));
+    dropped.push_back(std::move(state.exp_avg_sq));
+    state = State();
+  }
+  return dropped;
+}
+
+void AdamW::single_tensor_update(size_t i, Tensor& denom) {
+  Tensor param = params_[i];
+  State& state = states_[i];
   const Tensor grad(param.impl()->grad);
   ops::add_(state.step, 1.0);
   ops::mul_(param, 1.0 - kLr * kWeightDecay);
@@ -26,20 +77,97 @@ void AdamW::update(const Tensor& param_in, State& state, Tensor& denom) {
   ops::addcdiv_(param, state.exp_avg, denom, -kLr / bias_correction1);
 }
 
+std::vector<std::vector<size_t>> AdamW::groups_with_grad() const {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<DType> dtypes;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].impl()->grad) continue;
+    size_t g = 0;
+    while (g < dtypes.size() && dtypes[g] != params_[i].dtype()) ++g;
+    if (g == dtypes.size()) {
+      dtypes.push_back(params_[i].dtype());
+      groups.emplace_back();
+    }
+    groups[g].push_back(i);
+  }
+  return groups;
+}
+
+void AdamW::multi_tensor_update(const std::vector<size_t>& group, std::vector<Tensor>& exp_avg_sq_sqrt) {
+  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+  for (size_t i : group) {
+    params.push_back(params_[i]);
+    grads.push_back(Tensor(params_[i].impl()->grad));
+    exp_avgs.push_back(states_[i].exp_avg);
+    exp_avg_sqs.push_back(states_[i].exp_avg_sq);
+    steps.push_back(states_[i].step);
+  }
+  {
+    // The steps are on the host: torch.tensor(1.0, device="cpu") once for the list.
+    const Tensor one = ops::scalar_tensor_fresh();
+    hooks_.on_host(one);
+    ops::foreach_add_(steps, one);
+  }
+  ops::foreach_mul_(params, 1.0 - kLr * kWeightDecay);
+  ops::foreach_lerp_(exp_avgs, grads, 1.0 - kBeta1);
+  ops::foreach_mul_(exp_avg_sqs, kBeta2);
+  ops::foreach_addcmul_(exp_avg_sqs, grads, grads, 1.0 - kBeta2);
+  // bias_correction1 and bias_correction2: 1 - beta ** _get_value(step), a read of each step.
+  for (int corrections = 0; corrections < 2; ++corrections)
+    for (const Tensor& step : steps) ops::item(step);
+  std::vector<double> bias_correction2_sqrt(group.size(), std::sqrt(1.0 - kBeta2));
+  std::vector<double> step_size(group.size(), -kLr / (1.0 - kBeta1));
+  std::vector<Tensor> roots = ops::foreach_sqrt(exp_avg_sqs);
+  exp_avg_sq_sqrt = std::move(roots);  // the previous group's list dies here, after this one exists
+  ops::foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt);
+  ops::foreach_add_(exp_avg_sq_sqrt, kEps);
+  ops::foreach_addcdiv_(params, exp_avgs, exp_avg_sq_sqrt, step_size);
+}
+
+void AdamW::fused_update(const std::vector<size_t>& group) {
+  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+  for (size_t i : group) {
+    params.push_back(params_[i]);
+    grads.push_back(Tensor(params_[i].impl()->grad));
+    exp_avgs.push_back(states_[i].exp_avg);
+    exp_avg_sqs.push_back(states_[i].exp_avg_sq);
+    steps.push_back(states_[i].step);
+  }
+  ops::foreach_add_(steps, 1.0);
+  ops::fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, steps);
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;  // step() runs under torch.no_grad
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].impl()->grad && !states_[i].made()) make_state(i);
+  switch (impl_) {
+    case OptimizerImpl::kForLoop: {
+      Tensor denom;
+      for (size_t i = 0; i < params_.size(); ++i)
+        if (params_[i].impl()->grad) single_tensor_update(i, denom);
+      break;
+    }
+    case OptimizerImpl::kForEach: {
+      std::vector<Tensor> exp_avg_sq_sqrt;
+      for (const std::vector<size_t>& group : groups_with_grad()) multi_tensor_update(group, exp_avg_sq_sqrt);
+      break;
+    }
+    case OptimizerImpl::kFused:
+      for (const std::vector<size_t>& group : groups_with_grad()) fused_update(group);
+      break;
+  }
+}
+
 void AdamW::zero_grad() {
   for (const Tensor& p : params_) p.impl()->grad.reset();
 }
 
 int64_t AdamW::state_bytes() const {
   int64_t total = 0;
-  for (const State& s : states_) total += s.step.storage()->nbytes + s.exp_avg.storage()->nbytes + s.exp_avg_sq.storage()->nbytes;
+  for (const State& s : states_)
+    if (s.made()) total += s.step.storage()->nbytes + s.exp_avg.storage()->nbytes + s.exp_avg_sq.storage()->nbytes;
   return total;
-}
-
-std::vector<Tensor> AdamW::step_counts() const {
-  std::vector<Tensor> counts;
-  for (const State& s : states_) counts.push_back(s.step);
-  return counts;
 }
 
 }  // namespace census::nn

@@ -1,11 +1,16 @@
 // File: adamw.h
-// torch.optim.AdamW(params, foreach=False, fused=False): its first step() (the states created) and
-// zero_grad(set_to_none=True), as Adam's _init_group and _single_tensor_adam run them.
+// torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01) as torch/optim/adam.py (torch 2.14) runs its
+// step() and zero_grad(set_to_none=True), in each of its three forms:
 //
-//   _init_group, for each parameter with a gradient, in order:
-//     state["step"] = torch.tensor(0.0)           () fp32, 4 B
-//     state["exp_avg"] = zeros_like(p)            p's size and dtype
-//     state["exp_avg_sq"] = zeros_like(p)
+//   foreach   _multi_tensor_adam, PyTorch's default for CUDA tensors (and DTensors)
+//   fused     _fused_adam: one torch._fused_adamw_ kernel over each list
+//   for-loop  _single_tensor_adam (foreach=False, fused=False)
+//
+//   _init_group, for each parameter with a gradient and no state yet, in order:
+//     state["step"]        for-loop, foreach: torch.tensor(0.0) on the host (a CUDA run keeps it there);
+//                          fused: torch.zeros((), fp32, device=p.device), on the device
+//     state["exp_avg"]     zeros_like(p)
+//     state["exp_avg_sq"]  zeros_like(p)
 //   _single_tensor_adam, for each parameter, in place except for denom:
 //     step_t += 1; p.mul_(1 - lr * wd); exp_avg.lerp_(grad, 1 - beta1)
 //     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
@@ -14,9 +19,26 @@
 //                                                 sqrt and the quotient both live, and the previous
 //                                                 parameter's denom until the name is rebound
 //     p.addcdiv_(exp_avg, denom, value=-step_size)
-//   the last denom dies when step() returns.
+//   _multi_tensor_adam, for each group of the lists by (device, dtype), in order:
+//     _foreach_add_(steps, torch.tensor(1.0))      a host scalar, freed with the statement
+//     _foreach_mul_(params, 1 - lr * wd); _foreach_lerp_(exp_avgs, grads, 1 - beta1)
+//     _foreach_mul_(exp_avg_sqs, beta2); _foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
+//     two scalar reads a parameter (the bias corrections of step.item())
+//     exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs)  a whole list of the group's moments' sizes at once:
+//                                                 the previous group's list lives until the name is
+//                                                 rebound, the last until step() returns
+//     _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt); _foreach_add_(exp_avg_sq_sqrt, eps)
+//     _foreach_addcdiv_(params, exp_avgs, exp_avg_sq_sqrt, step_size)
+//   _fused_adam, for each group by (device, dtype):
+//     _foreach_add_(steps, 1); _fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps): in place
+//
+// The steady state (every step after the first) begins with the states step 1 made: make_states()
+// makes them before the step's forward, as they stand then; the update finds them and makes none.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <string_view>
 #include <vector>
 
 #include "nn/module.h"
@@ -24,47 +46,56 @@
 
 namespace census::nn {
 
+enum class OptimizerImpl : uint8_t { kForEach, kFused, kForLoop };
+
+// "foreach", "fused", "for-loop": --optimizer-impl's words.
+std::string_view optimizer_impl_name(OptimizerImpl impl);
+
 class AdamW {
  public:
-  explicit AdamW(std::vector<Tensor> params) : params_(std::move(params)) {}
-  // The first step; `on_state` sees each state tensor as it is made.
-  template <class OnState>
-  void step(OnState&& on_state);
+  // What the optimizer tells its caller of the tensors it makes: each state as it is made, and each
+  // tensor a CUDA run keeps on the host (the step counts of the for-loop and foreach forms, the
+  // foreach form's scalar one).
+  struct Hooks {
+    std::function<void(const Tensor&)> on_state;
+    std::function<void(const Tensor&)> on_host;
+  };
+
+  AdamW(std::vector<Tensor> params, OptimizerImpl impl, Hooks hooks)
+      : params_(std::move(params)), impl_(impl), hooks_(std::move(hooks)), states_(params_.size()) {}
+
+  // The states of every parameter, as the step before this one left them (the steady state): made as
+  // _init_group makes them.
+  void make_states();
+  // The states of the parameters that have no gradient now: a step gives them none (_init_group skips
+  // a parameter without one), so a steady step never had them. Dropped, and returned for the caller
+  // to take back from its count.
+  std::vector<Tensor> drop_states_without_grad();
+  // step(): _init_group (the states of parameters with a gradient that have none), then the update.
+  void step();
   void zero_grad();
-  // Bytes of every state tensor made so far.
+  // Bytes of every state tensor held.
   int64_t state_bytes() const;
-  // Each state["step"]: torch.tensor(0.0), made without a device where neither capturable nor fused,
-  // so a host tensor in a CUDA run.
-  std::vector<Tensor> step_counts() const;
 
  private:
   struct State {
     Tensor step;
     Tensor exp_avg;
     Tensor exp_avg_sq;
+    bool made() const { return exp_avg.defined(); }
   };
-  void update(const Tensor& param, State& state, Tensor& denom);
+  void make_state(size_t i);
+  void single_tensor_update(size_t i, Tensor& denom);
+  // The parameters with a gradient, in order, grouped by dtype as _group_tensors_by_device_and_dtype
+  // groups them (one device).
+  std::vector<std::vector<size_t>> groups_with_grad() const;
+  void multi_tensor_update(const std::vector<size_t>& group, std::vector<Tensor>& exp_avg_sq_sqrt);
+  void fused_update(const std::vector<size_t>& group);
 
   std::vector<Tensor> params_;
-  std::vector<State> states_;  // by parameter with a gradient, in order
+  OptimizerImpl impl_;
+  Hooks hooks_;
+  std::vector<State> states_;  // by parameter
 };
-
-
-template <class OnState>
-void AdamW::step(OnState&& on_state) {
-  NoGradGuard no_grad;  // step() runs under torch.no_grad
-  std::vector<Tensor> with_grad;
-  for (const Tensor& p : params_) {
-    if (!p.impl()->grad) continue;
-    with_grad.push_back(p);
-    State state{ops::scalar_tensor_fresh(), ops::zeros_like(p), ops::zeros_like(p)};
-    on_state(state.step);
-    on_state(state.exp_avg);
-    on_state(state.exp_avg_sq);
-    states_.push_back(std::move(state));
-  }
-  Tensor denom;
-  for (size_t i = 0; i < with_grad.size(); ++i) update(with_grad[i], states_[i], denom);
-}
 
 }  // namespace census::nn

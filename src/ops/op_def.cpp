@@ -157,6 +157,16 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kLerpInplace, "aten.lerp_.Scalar", OpKind::kInPlace},
     {Op::kAddcmulInplace, "aten.addcmul_.default", OpKind::kInPlace},
     {Op::kAddcdivInplace, "aten.addcdiv_.default", OpKind::kInPlace},
+    // AdamW's foreach and fused forms: one op over each list
+    {Op::kForeachAddInplaceTensor, "aten._foreach_add_.Tensor", OpKind::kInPlace},
+    {Op::kForeachAddInplaceScalar, "aten._foreach_add_.Scalar", OpKind::kInPlace},
+    {Op::kForeachMulInplaceScalar, "aten._foreach_mul_.Scalar", OpKind::kInPlace},
+    {Op::kForeachLerpInplaceScalar, "aten._foreach_lerp_.Scalar", OpKind::kInPlace},
+    {Op::kForeachAddcmulInplaceScalar, "aten._foreach_addcmul_.Scalar", OpKind::kInPlace},
+    {Op::kForeachSqrt, "aten._foreach_sqrt.default", OpKind::kCompute},
+    {Op::kForeachDivInplaceScalarList, "aten._foreach_div_.ScalarList", OpKind::kInPlace},
+    {Op::kForeachAddcdivInplaceScalarList, "aten._foreach_addcdiv_.ScalarList", OpKind::kInPlace},
+    {Op::kFusedAdamwInplace, "aten._fused_adamw_.default", OpKind::kInPlace},
     // DeepSeek-V4
     {Op::kGeTensor, "aten.ge.Tensor", OpKind::kCompute},
     {Op::kNewFull, "aten.new_full.default", OpKind::kFactory},

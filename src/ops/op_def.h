@@ -90,6 +90,10 @@ enum class Op : uint8_t {
   // update (torch.optim.AdamW with foreach=False) and its scalar state
   kRandintLow, kRandn, kLiftFresh, kSqrt, kMulInplace, kLerpInplace,
   kAddcmulInplace, kAddcdivInplace,
+  // AdamW's foreach and fused forms (torch.optim.AdamW's default on CUDA, and fused=True)
+  kForeachAddInplaceTensor, kForeachAddInplaceScalar, kForeachMulInplaceScalar, kForeachLerpInplaceScalar,
+  kForeachAddcmulInplaceScalar, kForeachSqrt, kForeachDivInplaceScalarList, kForeachAddcdivInplaceScalarList,
+  kFusedAdamwInplace,
   // DeepSeek-V4 (ops/compressed_attention.cpp): its compressors' and indexer's masks and index
   // bookkeeping, the router's sqrt(softplus) (sqrt itself is AdamW's row above)
   kGeTensor, kNewFull,

@@ -301,6 +301,22 @@ Tensor& mul_(Tensor& self, double other);                  // mul_.Tensor with a
 Tensor& lerp_(Tensor& self, const Tensor& end, double weight);
 Tensor& addcmul_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
 Tensor& addcdiv_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
+// torch._foreach_*: one op over whole lists (AdamW's foreach form), in place where named with a _; the
+// scalars (a Python number, a list of them) move no bytes. _foreach_sqrt allocates one result a tensor.
+void foreach_add_(std::span<Tensor> self, const Tensor& other);  // _foreach_add_.Tensor: a 0-d tensor
+void foreach_add_(std::span<Tensor> self, double other);         // _foreach_add_.Scalar
+void foreach_mul_(std::span<Tensor> self, double other);         // _foreach_mul_.Scalar
+void foreach_lerp_(std::span<Tensor> self, std::span<const Tensor> end, double weight);
+void foreach_addcmul_(std::span<Tensor> self, std::span<const Tensor> tensor1, std::span<const Tensor> tensor2,
+                      double value);
+std::vector<Tensor> foreach_sqrt(std::span<const Tensor> self);
+void foreach_div_(std::span<Tensor> self, std::span<const double> other);  // _foreach_div_.ScalarList
+void foreach_addcdiv_(std::span<Tensor> self, std::span<const Tensor> tensor1, std::span<const Tensor> tensor2,
+                      std::span<const double> values);  // _foreach_addcdiv_.ScalarList
+// torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps): AdamW's update of every list in
+// one kernel, in place.
+void fused_adamw_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> exp_avgs,
+                  std::span<Tensor> exp_avg_sqs, std::span<Tensor> steps);
 
 // --- DeepSeek-V4 (ops/compressed_attention.cpp) ---
 // self >= other, broadcast: bool.

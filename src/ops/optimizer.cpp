@@ -1,6 +1,6 @@
-// The ops of an optimizer step and of the loss's scaling by the micro-batch count: AdamW's update,
-// as torch.optim.AdamW(foreach=False, fused=False) runs it, in place on tensors autograd does not
-// track, plus the few that allocate (sqrt, the division by a Python number, the fp32 step scalar).
+// The ops of an optimizer step and of the loss's scaling by the micro-batch count: AdamW's update in
+// its three forms (nn/adamw.h), in place on tensors autograd does not track, plus the few that
+// allocate (sqrt and the foreach list of them, the division by a Python number, the fp32 step scalar).
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -76,6 +76,60 @@ Tensor& addcmul_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, dou
 }
 Tensor& addcdiv_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double /*value*/) {
   return in_place<3>(Op::kAddcdivInplace, self, {self, tensor1, tensor2});
+}
+
+namespace {
+
+// A list op in place on `self`, reading `others` after it: one call, its inputs every list in the
+// schema's order, its outputs `self`.
+void foreach_in_place(Op op, std::span<Tensor> self, std::initializer_list<std::span<const Tensor>> others) {
+  std::vector<Tensor> inputs(self.begin(), self.end());
+  for (std::span<const Tensor> list : others) inputs.insert(inputs.end(), list.begin(), list.end());
+  dispatch(op, inputs, std::span<const Tensor>(self.data(), self.size()));
+}
+
+}  // namespace
+
+void foreach_add_(std::span<Tensor> self, const Tensor& other) {
+  foreach_in_place(Op::kForeachAddInplaceTensor, self, {std::span<const Tensor>(&other, 1)});
+}
+void foreach_add_(std::span<Tensor> self, double /*other*/) { foreach_in_place(Op::kForeachAddInplaceScalar, self, {}); }
+void foreach_mul_(std::span<Tensor> self, double /*other*/) { foreach_in_place(Op::kForeachMulInplaceScalar, self, {}); }
+void foreach_lerp_(std::span<Tensor> self, std::span<const Tensor> end, double /*weight*/) {
+  foreach_in_place(Op::kForeachLerpInplaceScalar, self, {end});
+}
+void foreach_addcmul_(std::span<Tensor> self, std::span<const Tensor> tensor1, std::span<const Tensor> tensor2,
+                      double /*value*/) {
+  foreach_in_place(Op::kForeachAddcmulInplaceScalar, self, {tensor1, tensor2});
+}
+std::vector<Tensor> foreach_sqrt(std::span<const Tensor> self) {
+  std::vector<Tensor> out;
+  out.reserve(self.size());
+  for (const Tensor& t : self) out.push_back(internal::alloc_like(t, t.dtype()));
+  dispatch(Op::kForeachSqrt, self, out);
+  return out;
+}
+void foreach_div_(std::span<Tensor> self, std::span<const double> /*other*/) {
+  foreach_in_place(Op::kForeachDivInplaceScalarList, self, {});
+}
+void foreach_addcdiv_(std::span<Tensor> self, std::span<const Tensor> tensor1, std::span<const Tensor> tensor2,
+                      std::span<const double> /*values*/) {
+  foreach_in_place(Op::kForeachAddcdivInplaceScalarList, self, {tensor1, tensor2});
+}
+
+void fused_adamw_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> exp_avgs,
+                  std::span<Tensor> exp_avg_sqs, std::span<Tensor> steps) {
+  std::vector<Tensor> inputs(params.begin(), params.end());
+  for (std::span<const Tensor> list : {grads, std::span<const Tensor>(exp_avgs.data(), exp_avgs.size()),
+                                       std::span<const Tensor>(exp_avg_sqs.data(), exp_avg_sqs.size()),
+                                       std::span<const Tensor>(steps.data(), steps.size())})
+    inputs.insert(inputs.end(), list.begin(), list.end());
+  // Every list but the gradients written in place; the op returns nothing (the _ overload).
+  std::vector<Tensor> written(params.begin(), params.end());
+  written.insert(written.end(), exp_avgs.begin(), exp_avgs.end());
+  written.insert(written.end(), exp_avg_sqs.begin(), exp_avg_sqs.end());
+  written.insert(written.end(), steps.begin(), steps.end());
+  dispatch(Op::kFusedAdamwInplace, inputs, written);
 }
 
 }  // namespace census::ops

@@ -55,6 +55,8 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
   o.recompute = l.recompute.all;
   o.recompute_by_kind = l.recompute.by_kind;
   o.optimizer = StepOptimizer::kAdamW;
+  o.optimizer_impl = run.optimizer_impl;
+  o.first_step = run.first_step;
   o.tensor_parallel = l.tp;
   o.sequence_parallel = o.loss_parallel = l.sp;
   o.context_parallel = l.cp;

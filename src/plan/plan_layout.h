@@ -75,6 +75,10 @@ struct RunShape {
   bool fp32_master_weights = false;
   bool fp32_gradients = false;
   bool allocator = false;
+  // AdamW's form, and which step is priced (census plan's --optimizer-impl and --first-step): the steady
+  // state, every step from the second on, by default.
+  nn::OptimizerImpl optimizer_impl = nn::OptimizerImpl::kForEach;
+  bool first_step = false;
 };
 
 // The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole

@@ -73,14 +73,21 @@ int64_t trained(const ChunkParameters& held, bool experts_trained) {
 }  // namespace
 
 // Note [AdamW's temporaries in the states' bound]
-// AdamW's update (nn/adamw.h) makes every state before it updates any parameter, and each parameter's
-// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds two temporaries of that parameter's size at
-// once, with every parameter, gradient and state live. The first stage's first parameter is the
-// embedding's V x H table and the last stage's last the head's (or the tied table), each V / T rows
-// under DTensor's vocabulary-parallel plan: that moment adds 2 x the table's elements, at 2 B (4 B in
-// fp32 under fp32 master weights), on the rank's shard under ZeRO-1 and more, as the step composes its
-// optimizer temporaries (step/step_compose.cpp). Llama-3.1-70B on 16 GPUs at 30 GiB, where nothing fits:
-// its layouts' peaks are at that moment, and the term lets the search reject them unsimulated.
+// AdamW's update (nn/adamw.h) makes every state before it updates any parameter (or finds them made, in
+// the steady state), so every parameter, gradient and state is live while it runs. Its temporaries by
+// form:
+//   for-loop  each parameter's denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt) holds two
+//             temporaries of that parameter's size at once. The first stage's first parameter is the
+//             embedding's V x H table and the last stage's last the head's (or the tied table), each
+//             V / T rows under DTensor's vocabulary-parallel plan: that moment adds 2 x the table's
+//             elements;
+//   foreach   _foreach_sqrt makes one temporary of every trained parameter's size at once, on every
+//             stage;
+//   fused     none;
+// each element at 2 B (4 B in fp32 under fp32 master weights), on the rank's shard under ZeRO-1 and
+// more, as the step composes its optimizer temporaries (step/step_compose.cpp). Llama-3.1-70B on 16 GPUs
+// at 30 GiB, where nothing fits: its layouts' peaks are at that moment, and the term lets the search
+// reject them unsimulated.
 int64_t MemoryBound::states(const Layout& l, const std::vector<ChunkParameters>& chunk_params) const {
   const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
   const int64_t grad_size = fp32_gradients_ ? 4 : 2, state_size = fp32_master_weights_ ? 12 : 4;
@@ -90,14 +97,21 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<ChunkParameters>&
   const bool experts_trained = experts_always_trained(c_);
   // Note [AdamW's temporaries in the states' bound]
   const int64_t vocab = l.sp ? c_.vocab_size / l.tp : c_.vocab_size;
-  const int64_t table_temporaries = 2 * share(vocab * c_.hidden_size * (fp32_master_weights_ ? 4 : 2), zero >= 1);
+  const int64_t temporary_size = fp32_master_weights_ ? 4 : 2;
+  const int64_t table_temporaries = 2 * share(vocab * c_.hidden_size * temporary_size, zero >= 1);
   int64_t most = 0;
   for (int64_t r = 0; r < l.pp; ++r) {
     const ChunkParameters held = held_by_stage(chunk_params, l.pp, r);
     const int64_t with_grads = trained(held, experts_trained);
     const bool holds_table = r == 0 || r == l.pp - 1;  // the embedding's stage, the head's
+    int64_t temporaries = 0;
+    switch (run_.optimizer_impl) {
+      case nn::OptimizerImpl::kForLoop: temporaries = holds_table ? table_temporaries : 0; break;
+      case nn::OptimizerImpl::kForEach: temporaries = share(temporary_size * with_grads, zero >= 1); break;
+      case nn::OptimizerImpl::kFused: break;
+    }
     most = std::max(most, share(2 * held.all, zero >= 3) + share(grad_size * with_grads, zero >= 2) +
-                              share(state_size * with_grads, zero >= 1) + (holds_table ? table_temporaries : 0));
+                              share(state_size * with_grads, zero >= 1) + temporaries);
   }
   return std::max<int64_t>(0, most - kMargin) + overheads_;
 }
@@ -297,11 +311,23 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<ChunkParamet
   // The walk of each stage's passes: at every backward's start, the stage's parameters, what each forward
   // still in flight keeps, and the gradients the backwards before made; on the last stage, the head's
   // backward where the pass runs the last chunk; with `layers`, each layer's backward inside it.
+  // Note [The optimizer's states in the activations' bound]: in the steady state (every step from the
+  // second on) AdamW's states are live through every pass, at their ZeRO-1 share: 4 B a trained parameter
+  // (bf16 moments), 12 B with fp32 master weights composed, 8 B under FSDP2's mixed precision (fp32
+  // moments of the fp32 shards, which the walk counts at 2 B a parameter). Each storage's share is rounded
+  // down on its own, hence the margin where they are sharded.
+  const bool states_sharded = l.fsdp || l.zero >= 1;
+  const int64_t steady_state_size = l.fsdp ? (fp32_master_weights_ ? 8 : 4) : (fp32_master_weights_ ? 12 : 4);
+  auto states_of = [&](int64_t r) -> int64_t {
+    if (run_.first_step) return 0;
+    const int64_t bytes = steady_state_size * trained(held_by_stage(chunk_params, l.pp, r), experts_trained);
+    return states_sharded ? std::max<int64_t>(0, bytes / dp_cp - kMargin) : bytes;
+  };
   auto walk = [&](bool layers) {
     int64_t most = 0;
     for (int64_t r = 0; r < l.pp; ++r) {
       const int64_t params = held_by_stage(chunk_params, l.pp, r).all;
-      int64_t live = sharded ? 2 * params / dp_cp : 2 * params;
+      int64_t live = (sharded ? 2 * params / dp_cp : 2 * params) + states_of(r);
       // ZeRO-3's gathered layer and the one prefetched, composed during every pass (step/step_compose.h):
       // each parameter at least a bf16's 2 B. Not FSDP2's: its units are unsharded and resharded by the
       // step's own hooks, and at the last stage's first backward it holds the root's (the embedding and

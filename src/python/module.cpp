@@ -422,9 +422,11 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  bool embedding_as_layer, bool loss_as_layer, int64_t expert_tp, bool allocator,
                  const std::string& alloc_conf, const std::string& gpu_memory, bool fsdp,
                  const std::string& reshard_after_forward, bool sequence_parallel, bool loss_parallel,
-                 int64_t world) {
+                 int64_t world, const std::string& optimizer_impl, bool first_step) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
+  a.optimizer_impl = optimizer_impl;
+  a.first_step = first_step;
   a.model = config.model_type;
   a.seq_length = seq_length;
   a.micro_batch_size = micro_batch_size;
@@ -480,9 +482,11 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::optional<
                  const std::string& master_weights, const std::string& grad_dtype, const std::string& cuda_context,
                  const std::string& nccl_buffers, const std::string& fragmentation, const std::string& layout,
                  const std::string& overlap, const std::string& calibration, bool reserved,
-                 const std::string& alloc_conf) {
+                 const std::string& alloc_conf, const std::string& optimizer_impl, bool first_step) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
+  a.optimizer_impl = optimizer_impl;
+  a.first_step = first_step;
   a.model = config.model_type;
   a.gpus = gpus;
   if (gpu_memory) a.gpu_memory = size_argument("gpu_memory", *gpu_memory);
@@ -557,7 +561,14 @@ PYBIND11_MODULE(_census, m) {
         py::arg("loss_as_layer") = false, py::arg("expert_tp") = 0, py::arg("allocator") = false,
         py::arg("alloc_conf") = "", py::arg("gpu_memory") = "", py::arg("fsdp") = false,
         py::arg("reshard_after_forward") = "default", py::arg("sequence_parallel") = false,
-        py::arg("loss_parallel") = false, py::arg("world") = 0);
-  m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)");
+        py::arg("loss_parallel") = false, py::arg("world") = 0, py::arg("optimizer_impl") = "",
+        py::arg("first_step") = false);
+  m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
+        py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
+        py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),
+        py::arg("gpus_per_node"), py::arg("compute_efficiency"), py::arg("top"), py::arg("master_weights"),
+        py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"), py::arg("fragmentation"),
+        py::arg("layout"), py::arg("overlap"), py::arg("calibration"), py::arg("reserved"), py::arg("alloc_conf"),
+        py::arg("optimizer_impl") = "", py::arg("first_step") = false);
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -66,7 +66,9 @@ Fsdp2::Fsdp2(StepBytes& bytes, const FsdpPolicy& policy, const std::vector<const
 void Fsdp2::unshard(Unit& unit) {
   if (unit.all_gather_output.defined() || unit.unsharded || unit.params.empty()) return;
   // foreach_all_gather: the copy-in (the shards cast to the parameter dtype) where the shards are not
-  // already bf16, the output the collective writes into (c10d's _allgather_base_ allocates nothing).
+  // already bf16, the output the collective writes into (c10d's _allgather_base_ allocates nothing),
+  // both under the all-gather copy-in stream.
+  const StepStreamScope on(bytes_, StepStream::kAllGatherCopyIn);
   Tensor copy_in;
   if (policy_.mixed_precision) {
     copy_in = ops::empty(Dims{unit.shard_numel}, DType::kBFloat16);
@@ -156,7 +158,13 @@ void Fsdp2::post_backward(Unit& unit) {
   // The copy-in done, the list is cleared from its end; its last gradient is still held by the caller.
   const Tensor last = grads.back();
   while (!grads.empty()) grads.pop_back();
-  Tensor output = ops::empty(Dims{shard_numel}, policy_.reduce_dtype());
+  // The reduce-scatter's input is made on the compute stream (its copy-in runs there), its output on
+  // the reduce-scatter stream: the sharded gradients are blocks of that stream's pool.
+  Tensor output;
+  {
+    const StepStreamScope on(bytes_, StepStream::kReduceScatter);
+    output = ops::empty(Dims{shard_numel}, policy_.reduce_dtype());
+  }
   const bool first = !unit.shards[with_grad.front()].impl()->grad;
   bytes_.note(output, first ? StepCategory::kGradients : StepCategory::kFsdpReduceScatterBuffers);
   int64_t offset = 0;

@@ -26,6 +26,10 @@
 //   root's end of backward (the engine's final callback): the root's post_backward, then the last
 //                     reduce-scatter input freed
 // Prefetch is FSDP2's default: implicit in forward, one unit ahead in backward.
+// Streams (StepStream): the all-gather's copy-in and output on the all-gather copy-in stream; the
+// unsharded parameters and gradients and the reduce-scatter input on the compute stream; the
+// reduce-scatter output (the sharded gradients) on the reduce-scatter stream. FSDP2 calls no
+// record_stream: each buffer lives as long as a reference holds it, which the units above follow.
 #pragma once
 
 #include <cstdint>

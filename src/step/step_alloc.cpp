@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <optional>
 
 #include "step/step_walk.h"
 
@@ -24,7 +25,23 @@ class AllocatorFeeder final : public StepEventVisitor {
     if (out_.limited) out_.device_limit = options.device_limit;
   }
 
-  void on_phase(size_t /*phase*/, std::string_view name) override {
+  // Note [The first step warms the cache]: in the steady state the allocator starts where the first step
+  // left it. The walk runs twice: first as the first step (every storage the step's setup makes but its
+  // optimizer's states, which the first step makes as its optimizer step begins, _init_group before the
+  // update), reporting nothing but an out-of-memory; then as the step priced, whose setup finds the
+  // parameters, buffers and states in the blocks the first step gave them.
+  void begin_first_step() { first_step_ = true; }
+  void begin_priced_step() {
+    first_step_ = false;
+    in_setup_ = false;
+    snapshots_.clear();
+    layouts_unequal_ = 0;
+    warm_ = counters();
+    out_.off_device_storages = out_.off_device_bytes = 0;
+    warm_reserved_ = allocator_.stats().reserved_bytes.current;
+  }
+
+  void on_phase(size_t phase, std::string_view name) override {
     if (failed_) return;
     close_phase();
     if (pass_block_ >= 0) {  // the previous pass's composed block, freed as its pass ends
@@ -32,8 +49,18 @@ class AllocatorFeeder final : public StepEventVisitor {
       pass_block_ = -1;
     }
     allocator_.reset_peak_stats();
+    in_setup_ = phase == 0;
     phase_.name = std::string(name);
-    open_ = true;
+    open_ = !first_step_;
+    if (!first_step_ && phase == 0 && warm_reserved_ > 0) {  // the first step's segments, cached
+      out_.reserved_peak = warm_reserved_;
+      out_.reserved_peak_phase = phase_.name;
+      out_.reserved_peak_op = kFirstStepsCache;
+    }
+    if (first_step_ && name == "optimizer_step") {  // _init_group: the states, in order, before the update
+      for (const Deferred& d : deferred_) block_of(d.key) = allocate(d.bytes, d.op, d.key, d.stream);
+      deferred_.clear();
+    }
     if (during_passes_ > 0 && StepBytes::is_pass_phase(name)) pass_block_ = allocate(during_passes_, kDuringPass, -1);
   }
 
@@ -45,7 +72,14 @@ class AllocatorFeeder final : public StepEventVisitor {
         out_.off_device_bytes += e.bytes;
         return;
       }
-      block_of(e.storage) = allocate(e.bytes, e.op, e.storage);
+      if (in_setup_ && first_step_ && e.category == StepCategory::kOptimizerStates) {
+        deferred_.push_back({e.storage, e.bytes, e.op, e.stream});
+        return;
+      }
+      // The priced step's setup: what the first step made and kept (parameters, buffers, states)
+      // holds its block already.
+      if (in_setup_ && warm_.has_value() && block_of(e.storage) != alloc::kOutOfMemory) return;
+      block_of(e.storage) = allocate(e.bytes, e.op, e.storage, e.stream);
       return;
     }
     alloc::BlockId& block = block_of(e.storage);
@@ -92,6 +126,7 @@ class AllocatorFeeder final : public StepEventVisitor {
   }
 
   void on_repeated_phase(size_t /*phase*/, std::string_view name, size_t same_as) override {
+    if (first_step_) return;  // nothing of the first step is reported
     StepAllocatorPhase repeated = out_.phases[same_as];
     repeated.name = std::string(name);
     out_.phases.push_back(std::move(repeated));
@@ -100,14 +135,16 @@ class AllocatorFeeder final : public StepEventVisitor {
   StepAllocatorCensus finish() {
     close_phase();
     const Counters c = counters();
-    out_.num_alloc_retries = c.retries;
-    out_.device_allocs = c.device_allocs;
-    out_.device_frees = c.device_frees;
+    const Counters before = warm_.value_or(Counters{});  // the priced step's own
+    out_.num_alloc_retries = c.retries - before.retries;
+    out_.device_allocs = c.device_allocs - before.device_allocs;
+    out_.device_frees = c.device_frees - before.device_frees;
     return std::move(out_);
   }
 
  private:
   static constexpr std::string_view kDuringPass = "composed: held through the pass";
+  static constexpr std::string_view kFirstStepsCache = "the segments the first step reserved";
   static constexpr size_t kLongestPeriod = 16;  // segments: 1F1B's is 2, an interleaved schedule's 2 a chunk
   // Layouts found unequal where their fingerprints matched before the search stops: where free blocks
   // drift from one period to the next (a pipeline's first stage, many micro-batches in flight), the
@@ -116,6 +153,13 @@ class AllocatorFeeder final : public StepEventVisitor {
 
   struct Counters {
     int64_t retries = 0, device_allocs = 0, device_frees = 0, off_device_storages = 0, off_device_bytes = 0;
+  };
+  // A first step's optimizer state, made as its optimizer step begins.
+  struct Deferred {
+    int64_t key;
+    int64_t bytes;
+    std::string_view op;
+    StepStream stream;
   };
   struct Snapshot {
     size_t segment;
@@ -174,12 +218,12 @@ class AllocatorFeeder final : public StepEventVisitor {
     return block_of_[static_cast<size_t>(key)];
   }
 
-  alloc::BlockId allocate(int64_t bytes, std::string_view op, int64_t key) {
-    const alloc::BlockId block = allocator_.malloc(bytes);
+  alloc::BlockId allocate(int64_t bytes, std::string_view op, int64_t key, StepStream stream = StepStream::kCompute) {
+    const alloc::BlockId block = allocator_.malloc(bytes, static_cast<int32_t>(stream));
     if (block == alloc::kOutOfMemory) {
       failed_ = true;
       out_.out_of_memory = true;
-      out_.out_of_memory_phase = phase_.name;
+      out_.out_of_memory_phase = (first_step_ ? "the first step's " : "") + phase_.name;
       out_.out_of_memory_op = op;
       out_.out_of_memory_request = bytes;
       return block;
@@ -188,7 +232,7 @@ class AllocatorFeeder final : public StepEventVisitor {
       key_of_block_.resize(std::max<size_t>(static_cast<size_t>(block) + 1, 2 * key_of_block_.size()), -1);
     key_of_block_[static_cast<size_t>(block)] = key;
     const int64_t reserved = allocator_.stats().reserved_bytes.current;
-    if (reserved > out_.reserved_peak) {
+    if (!first_step_ && reserved > out_.reserved_peak) {
       out_.reserved_peak = reserved;
       out_.reserved_peak_phase = phase_.name;
       out_.reserved_peak_op = op;
@@ -203,7 +247,10 @@ class AllocatorFeeder final : public StepEventVisitor {
 
   // The phase's peaks (its start level included: the peaks were reset to it) into the step's.
   void close_phase() {
-    if (!open_) return;
+    if (!open_) {
+      phase_ = StepAllocatorPhase();
+      return;
+    }
     const alloc::AllocatorStats& s = allocator_.stats();
     phase_.reserved_peak = s.reserved_bytes.peak;
     phase_.allocated_peak = s.allocated_bytes.peak;
@@ -233,14 +280,25 @@ class AllocatorFeeder final : public StepEventVisitor {
   int64_t retries_ = 0, device_allocs_ = 0, device_frees_ = 0;  // of the periods skipped
   int layouts_unequal_ = 0;
   StepAllocatorCensus out_;
+  // Note [The first step warms the cache]
+  bool first_step_ = false;           // walking the first step: nothing reported
+  bool in_setup_ = false;             // in the step's first phase
+  std::vector<Deferred> deferred_;    // the first step's states, made at its optimizer step
+  std::optional<Counters> warm_;      // the counters as the priced step began, after a first step
+  int64_t warm_reserved_ = 0;         // the reserved bytes then
 };
 
 }  // namespace
 
 StepAllocatorCensus simulate_step_allocator(const StepBytes& bytes, const StepWeights& weights,
-                                            const StepAllocatorOptions& options) {
+                                            const StepAllocatorOptions& options, bool steady_state) {
   const StepWalk walk(bytes);
   AllocatorFeeder feeder(walk, weights, options);
+  if (steady_state) {  // Note [The first step warms the cache]
+    feeder.begin_first_step();
+    walk.run(feeder, weights);
+    feeder.begin_priced_step();
+  }
   walk.run(feeder, weights);
   return feeder.finish();
 }

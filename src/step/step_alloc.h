@@ -4,7 +4,11 @@
 //
 // What the allocator sees (Note [What the allocator sees]):
 //   - every storage the step counts (step/step_bytes.h), a later micro-batch's replayed pass as new
-//     storages of its own, in the order the step makes and frees them, on one stream;
+//     storages of its own, in the order the step makes and frees them, each on its stream (StepStream:
+//     the compute stream, FSDP2's all-gather copy-in and reduce-scatter streams), a free block of one
+//     stream's pool never handed to another's;
+//   - in the steady state (every step after the first), the first step before it: the allocator's
+//     cache is what that step left (Note [The first step warms the cache]);
 //   - not the host tensors a CUDA run keeps off the device: AdamW's `step` counts, which
 //     torch.optim.AdamW(foreach=False, capturable=False, fused=False) makes as torch.tensor(0.0) on the
 //     CPU (the step oracle's real-CUDA run lists them as storages_off_device_by_op);
@@ -70,8 +74,10 @@ struct StepAllocatorCensus {
 };
 
 // The allocator over `bytes`' events as `weights` weigh them (identity: the simulated step), the
-// composition's during-pass bytes one block a pass.
+// composition's during-pass bytes one block a pass. `steady_state`: the step is a later one, whose
+// optimizer states its setup finds made; the allocator starts from the cache the first step left
+// (Note [The first step warms the cache], step_alloc.cpp), and reports the later step.
 StepAllocatorCensus simulate_step_allocator(const StepBytes& bytes, const StepWeights& weights,
-                                            const StepAllocatorOptions& options);
+                                            const StepAllocatorOptions& options, bool steady_state = false);
 
 }  // namespace census

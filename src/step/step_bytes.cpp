@@ -70,6 +70,7 @@ void StepBytes::track(const Tensor& tensor, std::string_view op, int64_t bytes) 
   s.live_bytes = bytes;
   s.op = op;
   s.phase = static_cast<int32_t>(phases_.size()) - 1;
+  s.stream = stream_;
   log(id, bytes, op);
 }
 
@@ -89,6 +90,22 @@ void StepBytes::resize(const Tensor& tensor, int64_t bytes, std::string_view op)
 
 void StepBytes::note_off_device(const Tensor& tensor) {
   storages_[static_cast<size_t>(slot(tensor.storage_id()))].off_device = true;
+}
+
+void StepBytes::retract(const Tensor& tensor) {
+  const int32_t id = find_slot(tensor.storage_id());
+  if (id < 0) return;
+  StorageInfo& s = storages_[static_cast<size_t>(id)];
+  if (s.live_bytes == 0) return;
+  const int64_t first_phase_end = phases_.size() > 1 ? phases_[1].second : events_logged_;
+  for (size_t i = 0; i < events_.size() && static_cast<int64_t>(i) < first_phase_end; ++i) {
+    Event& e = events_[i];
+    if (e.slot != id || e.resize || e.delta_bytes <= 0) continue;
+    e.delta_bytes = 0;
+    add_live(-s.live_bytes);
+    s.live_bytes = 0;
+    return;
+  }
 }
 
 bool StepBytes::is_live(const Tensor& tensor) const {

@@ -37,6 +37,14 @@ namespace census {
 // A step past it (a config of 2^28-wide layers, say) is refused, never printed wrapped.
 inline constexpr int64_t kLargestStepBytes = int64_t{1} << 59;
 
+// The CUDA stream a storage is allocated on: the caching allocator keeps a pool of free blocks per
+// stream and hands a block only to an allocation on its own stream (alloc/caching_allocator.h). Every
+// op of the step runs on the compute stream; FSDP2 allocates on two of its own (FSDPCommContext of
+// _fsdp_param_group.py): its all-gathers' copy-in and output on the all-gather copy-in stream, its
+// reduce-scatters' output (the sharded gradients) on the reduce-scatter stream. (Its all-gather
+// stream, 2, runs the collective and allocates nothing.)
+enum class StepStream : uint8_t { kCompute = 0, kAllGatherCopyIn = 1, kReduceScatter = 3 };
+
 enum class StepCategory : uint8_t {
   kActivations, kFsdpAllGatherBuffers, kFsdpUnshardedParams, kFsdpReduceScatterBuffers, kParamGradInflight,
   kFsdpUnshardedGrads, kInputs, kBuffers, kOptimizerStates, kGradients, kParameters, kCount,
@@ -159,6 +167,13 @@ class StepBytes final : public Observer {
   // `tensor` lives on the host in a CUDA run (AdamW's step counts): counted here as the step oracle
   // counts it, and left out of what the device's allocator sees (step/step_alloc.h).
   void note_off_device(const Tensor& tensor);
+  // The stream the storages made from now on are allocated on (StepStream::kCompute until set).
+  void set_stream(StepStream stream) { stream_ = stream; }
+  StepStream stream() const { return stream_; }
+  // `tensor`'s storage, born in the step's first phase, is taken back as if never made: its birth
+  // moves no bytes, and it is not counted from now on (a steady step's optimizer state of a parameter
+  // that turned out to receive no gradient, which step 1 never gave one).
+  void retract(const Tensor& tensor);
 
   void on_op(const OpCall& call) override;
   void on_free(const Storage& storage) override;
@@ -208,6 +223,7 @@ class StepBytes final : public Observer {
     std::string_view op;
     int32_t phase = 0;
     bool off_device = false;
+    StepStream stream = StepStream::kCompute;
   };
   // A run of the log: events the engine's storages made (stored in events_ from `from`), or a replay
   // of a recorded pass (its events events_[from, from + length), its storages made anew).
@@ -287,8 +303,24 @@ class StepBytes final : public Observer {
   int64_t live_ = 0;
   bool parameter_grads_in_flight_ = true;
   bool too_large_ = false;
+  StepStream stream_ = StepStream::kCompute;
 };
 
 std::string_view step_category_name(StepCategory category);
+
+// The storages made within its scope allocated on `stream` (with torch.cuda.stream(...)).
+class StepStreamScope {
+ public:
+  StepStreamScope(StepBytes& bytes, StepStream stream) : bytes_(bytes), previous_(bytes.stream()) {
+    bytes_.set_stream(stream);
+  }
+  ~StepStreamScope() { bytes_.set_stream(previous_); }
+  StepStreamScope(const StepStreamScope&) = delete;
+  StepStreamScope& operator=(const StepStreamScope&) = delete;
+
+ private:
+  StepBytes& bytes_;
+  StepStream previous_;
+};
 
 }  // namespace census

@@ -105,10 +105,6 @@ Status check_rank_model_combinations(const ModelConfig& config, const StepOption
     return refuse(plan + " with --train-yaml",
                   "DTensor's plan is applied to Transformers' module names, not to a train.yaml's fused modules; "
                   "drop --train-yaml, or run --tp without --sequence-parallel and --loss-parallel");
-  if (o.allocator && (o.fsdp.shards > 1 || dtensor))
-    return refuse(std::string(o.fsdp.shards > 1 ? "--fsdp" : plan) + " with --allocator",
-                  "the caching allocator is simulated on one stream; FSDP2's and DTensor's collectives run on "
-                  "streams of their own, whose blocks it does not simulate; drop --allocator");
   return {};
 }
 
@@ -539,6 +535,15 @@ StepCensus StepRunner::run() {
     bytes_.note(b, StepCategory::kBuffers);
     result.buffer_bytes += b.storage()->nbytes;
   }
+  // The optimizer's states live on after its step, as torch.optim's do. In the steady state (the
+  // default) the previous step made them: they are here from the start.
+  std::optional<nn::AdamW> adamw;
+  if (o_.optimizer == StepOptimizer::kAdamW) {
+    nn::AdamW::Hooks hooks{[this](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); },
+                           [this](const Tensor& host) { bytes_.note_off_device(host); }};
+    adamw.emplace(params_, o_.optimizer_impl, std::move(hooks));
+    if (!o_.first_step) adamw->make_states();
+  }
 
   const int64_t v = o_.virtual_stages;
   std::vector<InFlight> flights(static_cast<size_t>(o_.micro_batches * v));
@@ -594,12 +599,11 @@ StepCensus StepRunner::run() {
     if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
     first_backward = false;
   }
-  std::optional<nn::AdamW> adamw;  // its states live on after the step, as the optimizer's do
-  if (o_.optimizer == StepOptimizer::kAdamW) {
-    adamw.emplace(params_);
+  if (adamw) {
+    // A parameter the backward gave no gradient never had states: step 1's _init_group skipped it.
+    for (const Tensor& state : adamw->drop_states_without_grad()) bytes_.retract(state);
     bytes_.mark_phase("optimizer_step");
-    adamw->step([&](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); });
-    for (const Tensor& count : adamw->step_counts()) bytes_.note_off_device(count);
+    adamw->step();
     result.optimizer_state_bytes = adamw->state_bytes();
     bytes_.mark_phase("zero_grad");
     adamw->zero_grad();
@@ -611,6 +615,8 @@ StepCensus StepRunner::run() {
   }
   result.gradient_bytes_at_end = gradient_bytes();
   result.analysis = bytes_.analyse({}, o_.peak_holders);
+  // Where the step starts with the optimizer's states made, the allocator starts after a first step.
+  const bool steady_state = adamw.has_value() && !o_.first_step;
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
   if (o_.composition.composes() || o_.context_parallel > 1) {
     StepComposition composition = o_.composition;
@@ -622,9 +628,10 @@ StepCensus StepRunner::run() {
     result.composed_peak.bytes = -1;
     for (const StepPhase& phase : result.composed.phases)
       if (phase.peak.bytes > result.composed_peak.bytes) result.composed_peak = phase.peak;
-    if (o_.allocator) result.allocator = simulate_step_allocator(bytes_, step_weights(composition), *o_.allocator);
+    if (o_.allocator)
+      result.allocator = simulate_step_allocator(bytes_, step_weights(composition), *o_.allocator, steady_state);
   } else if (o_.allocator) {
-    result.allocator = simulate_step_allocator(bytes_, StepWeights{}, *o_.allocator);
+    result.allocator = simulate_step_allocator(bytes_, StepWeights{}, *o_.allocator, steady_state);
   }
   for (StepComposition also : o_.also_composed) {
     also.context_parallel = o_.context_parallel;  // as the step's own composition: set from its options
@@ -632,7 +639,8 @@ StepCensus StepRunner::run() {
     also.largest_layer_parameter_bytes = largest_layer_bytes_;
     if (o_.allocator)
       result.also_composed_allocators.push_back(
-          simulate_step_allocator(bytes_, also.composes() ? step_weights(also) : StepWeights{}, *o_.allocator));
+          simulate_step_allocator(bytes_, also.composes() ? step_weights(also) : StepWeights{}, *o_.allocator,
+                                  steady_state));
     if (!also.composes()) {
       result.also_composed_peaks.push_back(result.analysis.peak);
       continue;

@@ -2,9 +2,16 @@
 // One rank's whole training step, simulated op by op through the engine: the model as Transformers'
 // AutoModelForCausalLM builds it, as its family writes it (models/causal_lm.h: the token embedding, the
 // stage's decoder layers, the final norm, the LM head and the causal-LM loss), M micro-batches in the pipeline schedule's order, gradients
-// accumulated in .grad, then the first AdamW step and zero_grad(set_to_none=True). Every storage is
-// counted, parameters included (step/step_bytes.h); the answer is the step's peak, where it falls,
-// and its split into parameters, gradients, optimizer states and the rest.
+// accumulated in .grad, then AdamW's step and zero_grad(set_to_none=True). Every storage is counted,
+// parameters included (step/step_bytes.h); the answer is the step's peak, where it falls, and its split
+// into parameters, gradients, optimizer states and the rest.
+//
+// Which step: the steady state, every step from the second on, is the default. AdamW makes its states
+// lazily inside the first step(), so from the second step on they are alive through every forward and
+// backward: the step's setup makes them (nn::AdamW::make_states), after the parameters and buffers,
+// as the steady-state oracle finds them there; a parameter the backward gives no gradient has none
+// (taken back once the backward shows it: StepBytes::retract). StepOptions::first_step prices the
+// first step instead, whose optimizer step makes them.
 //
 // What one micro-batch runs (each graph alive until its backward):
 //   forward   labels = randint (B, S) (last stage); input_ids = randint (B, S) (first stage), else a
@@ -39,6 +46,7 @@
 #include "step/fsdp.h"
 #include "step/tensor_parallel.h"
 #include "models/config.h"
+#include "nn/adamw.h"
 #include "util/result.h"
 
 namespace census {
@@ -71,6 +79,12 @@ struct StepOptions {
   // The layers of these kinds (layer_kind) under their own mode instead (step/recompute_choice.h).
   std::vector<std::pair<std::string, Recompute>> recompute_by_kind;
   StepOptimizer optimizer = StepOptimizer::kNone;
+  // The optimizer's form (nn/adamw.h): foreach, PyTorch's default on CUDA, fused, or the for-loop.
+  nn::OptimizerImpl optimizer_impl = nn::OptimizerImpl::kForEach;
+  // The step a run is judged by is its second and every later one (the default): the optimizer's states,
+  // made by the first step, alive from the start, and the gradients as zero_grad(set_to_none=True) left
+  // them (none). first_step: the first, whose optimizer makes its states inside its step.
+  bool first_step = false;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.

@@ -27,6 +27,7 @@ struct StepEvent {
   StepCategory category;
   bool off_device;      // a host tensor a CUDA run keeps off the device (StepBytes::note_off_device)
   std::string_view op;  // the allocating op; "free" for a death
+  StepStream stream;    // the stream it is allocated on
 };
 
 // Segments a visitor skips: a whole number of periods of `period` segments (Note [Repeating replays]).
@@ -131,7 +132,7 @@ void StepWalk::run(Visitor& visitor, const StepWeights& weights) const {
       }
       const StepBytes::Event& e = events[k];
       const StepBytes::StorageInfo& s = b_.storages_[static_cast<size_t>(e.slot)];
-      visitor.on_event(StepEvent{keys.of(e), bytes_of(e), s.category, s.off_device, e.op});
+      visitor.on_event(StepEvent{keys.of(e), bytes_of(e), s.category, s.off_device, e.op, s.stream});
     }
     ++i;
   }

@@ -148,6 +148,29 @@ TEST(CachingAllocatorTrace, SplitReuseAndCoalesce) {
   EXPECT_EQ(calls.calls.back(), "Alloc(s0+0, 20971520, 20971520)");
 }
 
+// A free block serves only its own stream: BlockComparatorSize orders by stream first and get_free_block
+// takes a block only `if ((*it)->stream == p.stream())`; free_block returns a block to its allocation
+// stream's pool. A (6 MiB, stream 1) takes a new 20 MiB segment s0 and is freed; B (6 MiB, stream 0)
+// finds no free block of stream 0: a segment of its own, s1, 40 MiB reserved; C (6 MiB, stream 1)
+// takes s0's free block again.
+TEST(CachingAllocatorTrace, FreeBlocksServeOnlyTheirOwnStream) {
+  CallRecorder calls;
+  CachingAllocator a(AllocConf(), kNoDeviceLimit, int64_t{1} << 40, &calls);
+  const BlockId A = a.malloc(6 * MiB, /*stream=*/1);
+  a.free(A);
+  a.malloc(6 * MiB, /*stream=*/0);
+  a.malloc(6 * MiB, /*stream=*/1);
+  EXPECT_EQ(calls.calls, (std::vector<std::string>{
+                             "cudaMalloc(s0, 20971520)",
+                             "Alloc(s0+0, 6291456, 6291456)",
+                             "Free(s0+0, 6291456)",
+                             "cudaMalloc(s1, 20971520)",
+                             "Alloc(s1+0, 6291456, 6291456)",
+                             "Alloc(s0+0, 6291456, 6291456)",
+                         }));
+  EXPECT_EQ(a.stats().reserved_bytes.current, 40 * MiB);
+}
+
 // max_split_size_mb:32 makes a block of 32 MiB or more oversize: never split, never given to a request
 // under 32 MiB, and given to a larger one only if less than max_non_split_rounding (20 MiB) larger.
 // X (60 MiB) takes a 60 MiB segment, unsplit, and is freed. Y (30 MiB, under 32) may not take it: a

@@ -19,8 +19,10 @@ std::string toy_llama() {
     "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
 }
 
+// The oracle's first step, its for-loop AdamW.
 std::vector<std::string> accumulated(std::vector<std::string> more) {
-  std::vector<std::string> args = {"step", toy_llama(), "--seq-length", "128", "--micro-batches", "4", "--allocator"};
+  std::vector<std::string> args = {"step", toy_llama(), "--seq-length", "128", "--micro-batches", "4", "--allocator",
+                                   "--first-step", "--optimizer-impl", "for-loop"};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -55,7 +57,7 @@ TEST(StepAllocatorCli, TablePrintsReservedBesideAllocated) {
   for (const char* line : {"caching allocator (PyTorch's, simulated", "PYTORCH_CUDA_ALLOC_CONF \"expandable_segments:True\"",
                            "reserved peak", "allocated peak", "requested peak", "38,816,384", "largest inactive split",
                            "num_alloc_retries", "out_of_memory", "not checked: give --gpu-memory", "+ cuda_context",
-                           "total reserved", "39 AdamW step counts, on the CPU"})
+                           "total reserved", "39 AdamW step counts and scalars, on the CPU"})
     EXPECT_NE(run.out.find(line), std::string::npos) << line;
 }
 
@@ -82,10 +84,14 @@ TEST(StepAllocatorCli, OutOfMemoryAtGpuMemory) {
 }
 
 TEST(StepAllocatorCli, EveryStageHasItsAllocator) {
-  const CliRun run = census(accumulated({"--pp", "2", "--optimizer", "none"}));
+  const std::vector<std::string> args = {"step", toy_llama(), "--seq-length", "128", "--micro-batches", "4",
+                                         "--allocator", "--pp", "2"};
+  const CliRun run = census(args);
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_NE(run.out.find("the caching allocator by stage (peaks):"), std::string::npos);
-  const CliRun json = census(accumulated({"--pp", "2", "--optimizer", "none", "--format", "json"}));
+  std::vector<std::string> in_json = args;
+  in_json.insert(in_json.end(), {"--format", "json"});
+  const CliRun json = census(in_json);
   const nlohmann::json j = nlohmann::json::parse(json.out);
   for (const auto& stage : j["stages"]) EXPECT_TRUE(stage.contains("allocator"));
 }

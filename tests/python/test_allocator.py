@@ -22,7 +22,8 @@ def test_step_allocator_fields():
     # The oracle's accum_m4_adamw peak less AdamW's 39 host step counts (4 B each): the bytes the
     # device's allocator is asked for at its peak (tests/step/step_alloc_test.cpp derives it).
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
-    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, allocator=True)
+    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, allocator=True, first_step=True,
+                              optimizer_impl="for-loop")
     allocator = step["allocator"]
     for field in FIELDS:
         assert field in allocator

@@ -16,8 +16,10 @@ def _case(name):
 
 
 def test_accumulated_adamw_step_is_the_oracles():
-    oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
-    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4)
+    oracle = _case("llama_toy_L4_s128_accum_m4_adamw")  # the first step, its for-loop AdamW
+    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, first_step=True,
+                              optimizer_impl="for-loop")
+    assert step["step"] == "first"
     assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
     assert step["peak"]["phase"] == oracle["peak"]["phase"]
     assert step["peak"]["split"] == oracle["peak"]["split"]
@@ -35,18 +37,34 @@ def test_every_stage_of_a_pipeline():
     assert one["peak"] == step["stages"][1]["peak"]
 
 
+def test_the_steady_state_is_the_steady_oracles():
+    with open(os.path.join(STEP_CASES, "steady", "llama_toy_L4_s128_single_adamw_foreach_steady.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128)  # the defaults: steady state, foreach AdamW
+    assert step["step"] == "steady"
+    assert step["optimizer"]["implementation"] == "foreach"
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["peak"]["op"] == oracle["peak"]["op"]
+    assert [p["peak_bytes"] for p in step["phases"]] == [p["peak_bytes"] for p in oracle["phases"]]
+
+
 def test_composed_terms_and_overheads():
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
     step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, dp=4, zero=1, cuda_context=1000)
-    # ZeRO-1 over 4 moves the peak to B1's 29,260,424; the CUDA context is added on its own.
-    assert step["composed"]["peak"]["bytes"] == 29_260_424
+    # ZeRO-1 over 4: the peak at B1, 29,260,424 in the first step, with the rank's quarter of the states,
+    # 17,310,876 / 4 = 4,327,719, alive in the steady state; the CUDA context is added on its own.
+    assert step["composed"]["peak"]["bytes"] == 29_260_424 + 4_327_719
     assert step["overheads"]["cuda_context"] == 1000
-    assert step["total_bytes"] == 29_261_424
+    assert step["total_bytes"] == 29_260_424 + 4_327_719 + 1000
 
 
 @pytest.mark.parametrize("kwargs", [dict(pp=3), dict(pp=2, stage=2), dict(recompute="sometimes"),
                                     dict(zero=4, dp=2), dict(zero=1), dict(master_weights="fp8"), dict(tp=3),
-                                    dict(cp=3), dict(ep=2)])
+                                    dict(cp=3), dict(ep=2), dict(optimizer_impl="adam8bit"), dict(optimizer_impl=""),
+                                    dict(optimizer_impl=1), dict(first_step=1),
+                                    dict(optimizer="none", first_step=True),
+                                    dict(optimizer="none", optimizer_impl="fused")])
 def test_bad_values_raise_value_error(kwargs):
     config = _case("llama_toy_L4_s128_single")["config"]
     with pytest.raises(ValueError):
@@ -86,7 +104,7 @@ def test_fsdp2_on_the_rank_is_the_parallel_oracles():
     with open(os.path.join(PARALLEL_CASES, "llama_toy_L4_s128_fsdp4_accum_m4_adamw.json"), encoding="utf-8") as handle:
         oracle = json.load(handle)
     step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, dp=4, fsdp=True,
-                              master_weights="fp32")
+                              master_weights="fp32", first_step=True, optimizer_impl="for-loop")
     assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
     assert step["peak"]["phase"] == oracle["peak"]["phase"]
     assert step["peak"]["split"] == oracle["peak"]["split"]

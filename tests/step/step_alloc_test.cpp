@@ -111,6 +111,8 @@ StepOptions accumulated_adamw() {
   o.seq_length = 128;
   o.micro_batches = 4;
   o.optimizer = StepOptimizer::kAdamW;
+  o.first_step = true;  // the first step, its for-loop AdamW, as the step oracle ran it
+  o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   StepAllocatorOptions a;
   a.every_storage_on_device = true;
   o.allocator = a;
@@ -184,6 +186,74 @@ TEST(StepAllocator, OutOfMemoryAtTheDeviceLimit) {
   EXPECT_GT(short_run->allocator->out_of_memory_request, 0);
   EXPECT_FALSE(short_run->allocator->out_of_memory_phase.empty());
   EXPECT_LE(short_run->allocator->reserved_peak, unlimited.allocated_peak - 1);
+}
+
+// A toy small enough that every storage of its step is a small-pool request (at most 1 MiB: its largest
+// is the LM head's logits in fp32, 16 x 128 x 4 B = 8 KiB) and that every stream's blocks live at once fit
+// one 2 MiB small segment (its allocated peak is under 1 MiB): each stream that allocates reserves one
+// segment of 2 MiB, and the reserved peak counts the streams. Two layers of hidden 64, 16 tokens.
+ModelConfig tiny_llama() {
+  auto config = read_config(nlohmann::json{{"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                                           {"num_key_value_heads", 2}, {"head_dim", 16}, {"intermediate_size", 128},
+                                           {"num_hidden_layers", 2}, {"vocab_size", 128},
+                                           {"max_position_embeddings", 256}});
+  if (!config) throw std::runtime_error(config.refusal().message());
+  return config.take();
+}
+
+StepAllocatorCensus tiny_allocator(const StepOptions& options) {
+  StepOptions o = options;
+  o.seq_length = 16;
+  o.optimizer = StepOptimizer::kAdamW;
+  o.allocator = StepAllocatorOptions{};
+  auto step = census_step(tiny_llama(), o);
+  if (!step) throw std::runtime_error(step.refusal().message());
+  EXPECT_LT(step->allocator->allocated_peak, 1 << 20);
+  return *step->allocator;
+}
+
+// FSDP2 allocates on three streams (StepStream): the compute stream (the unsharded parameters and
+// gradients, the reduce-scatter input, every op's output), the all-gather copy-in stream (each unit's
+// all-gather output) and the reduce-scatter stream (its output: the sharded gradients). A block freed on
+// one is never handed to another, so the three each reserve their own 2 MiB: 6 MiB, where one stream
+// would have held all in 2 MiB. DTensor's collectives allocate on the compute stream: 2 MiB.
+TEST(StepAllocator, EachStreamHoldsItsOwnSegments) {
+  constexpr int64_t kSmallSegment = 2 << 20;
+  StepOptions plain;
+  EXPECT_EQ(tiny_allocator(plain).reserved_peak, kSmallSegment);
+  StepOptions fsdp;
+  fsdp.composition.data_parallel = 2;
+  fsdp.fsdp.shards = 2;
+  EXPECT_EQ(tiny_allocator(fsdp).reserved_peak, 3 * kSmallSegment);
+  fsdp.first_step = true;
+  EXPECT_EQ(tiny_allocator(fsdp).reserved_peak, 3 * kSmallSegment);
+  StepOptions dtensor;
+  dtensor.tensor_parallel = 2;
+  dtensor.sequence_parallel = dtensor.loss_parallel = true;
+  EXPECT_EQ(tiny_allocator(dtensor).reserved_peak, kSmallSegment);
+}
+
+// Note [The first step warms the cache]: the steady step's allocator starts where the first step left
+// it, its segments cached: its reserved peak is at least the first step's, and where the later step
+// needs no more, it is that, reached at its setup. The Llama toy at 128 tokens, 4 micro-batches: the
+// first step reserves its most in its optimizer step, where it makes AdamW's states; the steady step
+// holds them from its start in blocks the first step gave them.
+TEST(StepAllocator, TheSteadyStepStartsFromTheFirstStepsCache) {
+  auto config = llama_toy();
+  ASSERT_TRUE(config);
+  StepOptions first = accumulated_adamw();
+  first.allocator->every_storage_on_device = false;
+  first.optimizer_impl = nn::OptimizerImpl::kForEach;
+  StepOptions steady = first;
+  steady.first_step = false;
+  auto one = census_step(*config, first);
+  auto two = census_step(*config, steady);
+  ASSERT_TRUE(one && two);
+  EXPECT_GE(two->allocator->reserved_peak, one->allocator->reserved_peak);
+  EXPECT_EQ(two->allocator->phases.front().name, "setup");
+  EXPECT_EQ(two->allocator->phases.front().reserved_at_end, two->allocator->phases.front().reserved_peak);
+  EXPECT_GE(two->allocator->phases.front().reserved_peak, one->allocator->phases.back().reserved_at_end);
+  EXPECT_EQ(two->allocator->requested_peak, two->analysis.peak.bytes - 39 * 4);  // the host step counts
 }
 
 }  // namespace

@@ -13,14 +13,15 @@
 
 namespace census::testing {
 
-inline nlohmann::json step_case(const std::string& name) {
-  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/step/" + name + ".json");
+inline nlohmann::json step_case(const std::string& name, const std::string& folder = "step") {
+  std::ifstream file(std::string(CENSUS_TEST_DATA) + "/" + folder + "/" + name + ".json");
   return nlohmann::json::parse(file);
 }
 
-inline std::vector<std::string> step_case_names() {
+// `folder`: "step", or a folder of its own under it ("step/steady").
+inline std::vector<std::string> step_case_names(const std::string& folder = "step") {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(CENSUS_TEST_DATA) + "/step"))
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(CENSUS_TEST_DATA) + "/" + folder))
     if (entry.is_regular_file()) names.push_back(entry.path().stem().string());  // parallel/ is its own test's
   std::sort(names.begin(), names.end());
   return names;
@@ -36,7 +37,21 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
   o.pipeline_stages = oracle.at("p");
   o.stage = oracle.at("r");
   const std::string kind = oracle.at("kind");
-  if (kind == "accum_adamw") o.optimizer = StepOptimizer::kAdamW;
+  if (kind == "accum_adamw") {  // the step oracle's first step, its for-loop AdamW
+    o.optimizer = StepOptimizer::kAdamW;
+    o.first_step = true;
+    o.optimizer_impl = nn::OptimizerImpl::kForLoop;
+  }
+  // The steady-state oracle's (tests/data/step/steady/): step 2 (`*_steady`) or step 1 (`*_first`), of the
+  // AdamW form the kind names.
+  const bool steady = kind.ends_with("_steady"), first = kind.ends_with("_first");
+  if (steady || first) {
+    o.optimizer = StepOptimizer::kAdamW;
+    o.first_step = first;
+    o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
+                       : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused
+                                                                  : nn::OptimizerImpl::kForLoop;
+  }
   if (kind == "sac_selective") o.recompute = Recompute::kSelective;
   if (kind == "ac_full") o.recompute = Recompute::kFull;
   return o;

@@ -37,6 +37,8 @@ StepOptions accumulated_adamw() {
   o.seq_length = 128;
   o.micro_batches = 4;
   o.optimizer = StepOptimizer::kAdamW;
+  o.first_step = true;  // the first step, its for-loop AdamW, as the step oracle ran it
+  o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   return o;
 }
 

@@ -75,6 +75,8 @@ TEST(StepOracle, Llama3_8bShapeTwoLayersAt8192Tokens) {
   StepOptions accumulated = single;
   accumulated.micro_batches = 4;
   accumulated.optimizer = StepOptimizer::kAdamW;
+  accumulated.first_step = true;  // the first step, its for-loop AdamW, as the step oracle ran it
+  accumulated.optimizer_impl = nn::OptimizerImpl::kForLoop;
   auto four = census_step(*config, accumulated);
   ASSERT_TRUE(four);
   EXPECT_EQ(four->analysis.peak.bytes, 22'284'648'968);

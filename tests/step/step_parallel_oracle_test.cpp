@@ -85,6 +85,8 @@ StepOptions options_of(const nlohmann::json& oracle) {
   o.micro_batch_size = oracle.at("batch");
   o.micro_batches = oracle.at("m");
   o.optimizer = oracle.at("adamw").get<bool>() ? StepOptimizer::kAdamW : StepOptimizer::kNone;
+  o.first_step = true;  // the first step, its for-loop AdamW, as the parallel oracle ran it
+  o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   const auto& p = oracle.at("parallel");
   if (p.at("dp_shard").get<int64_t>() > 1) {
     o.fsdp.shards = p.at("dp_shard");

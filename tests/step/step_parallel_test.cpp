@@ -98,6 +98,8 @@ TEST(StepContextParallel, ZeroShardsOverTheDataAndContextParallelRanks) {
   o.context_parallel = 2;
   o.micro_batches = 4;
   o.optimizer = StepOptimizer::kAdamW;
+  o.first_step = true;  // the first step, its for-loop AdamW, as the step oracle ran it
+  o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   o.composition.data_parallel = 2;
   o.composition.zero = 1;
   const StepCensus s = run(toy("llama"), o);
@@ -124,6 +126,8 @@ TEST(StepExpertParallel, TheRankHoldsItsShareOfTheExperts) {
   StepOptions o;
   o.seq_length = 128;
   o.optimizer = StepOptimizer::kAdamW;
+  o.first_step = true;  // the first step, its for-loop AdamW, as the step oracle ran it
+  o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   o.expert_parallel = 2;
   const StepCensus s = run(toy("qwen3_moe", true), o);
   EXPECT_EQ(s.parameter_count, 2 * 1'048'576 + 256 + 4 * 952'896);

@@ -40,6 +40,8 @@ StepOptions pipeline(int64_t stages, int64_t stage, int64_t micro_batches = 4) {
   o.pipeline_stages = stages;
   o.stage = stage;
   o.optimizer = StepOptimizer::kAdamW;
+  o.first_step = true;  // the first step, its for-loop AdamW, as the step oracle ran it
+  o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   return o;
 }
 

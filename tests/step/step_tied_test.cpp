@@ -58,6 +58,8 @@ TEST(StepTiedHead, TheOptimizerStepUpdatesTheSharedWeightFirst) {
   StepOptions o;
   o.micro_batches = 4;
   o.optimizer = StepOptimizer::kAdamW;
+  o.first_step = true;  // the first step, its for-loop AdamW, as the step oracle ran it
+  o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   const StepCensus s = run(o);
   EXPECT_EQ(s.optimizer_state_bytes, 2 * kP + 38 * 4);
   EXPECT_EQ(s.analysis.peak.bytes, kP + kP + (2 * kP + 38 * 4) + 128 + 2 * kHeadWeight);

@@ -10,12 +10,16 @@ phase's bytes, the forward / backward / optimizer-step peaks), with FSDP2's part
 (fsdp_unsharded_params, fsdp_all_gather_buffers, fsdp_unsharded_grads, fsdp_reduce_scatter_buffers) in
 each split, and the case's `parallel` record as its options name it: world size, FSDP2 shard degree,
 TP degree, sequence parallelism, loss parallelism, the sharded dtype and the mixed-precision policy.
+
+A case of the parallel oracle run for two steps (its kind ends in `_steady`, step 1 in its `step1` block)
+is written twice, as scripts/oracle_step_case.py writes a steady case: step 2, and step 1 as `..._first`.
+A case PyTorch itself refused (it records an error) keeps the error's first line and its family's config.
 """
 import json
 import pathlib
 import sys
 
-from oracle_step_case import finite  # the config's unbounded limits written as the largest double
+from oracle_step_case import finite, first_step_of  # the config's unbounded limits; a steady case's step 1
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "step" / "parallel"
 DETAIL = ("buffers", "inputs", "param_grad_inflight", "fsdp_unsharded_params", "fsdp_all_gather_buffers",
@@ -37,7 +41,24 @@ def moment(record):
     return keep
 
 
-def trimmed(case):
+def refused(case, folder):
+    """A case PyTorch itself refused: its layout as the oracle's layout table states it (the case stopped before
+    recording its `parallel`), its error's first line, and the config of a case of its family that ran."""
+    p = case["parallel"]
+    out = {key: case[key] for key in ("case", "family", "layout", "kind", "seq")}
+    out.update(m=1, batch=1, adamw=True)
+    out["parallel"] = {"world_size": p["world"], "dp_shard": p["dp"], "tp": p["tp"], "sequence_parallel": p["sp"],
+                       "loss_parallel": p["loss_parallel"], "param_dtype": p["param_dtype"], "mixed_precision": p["mp"]}
+    out["error"] = case["errors"][0]["error"].splitlines()[0]
+    ran = next(json.loads(other.read_text()) for other in sorted(folder.glob(case["family"] + "_toy_*.json"))
+               if json.loads(other.read_text()).get("config"))
+    out["config"] = ran["config"]["fields"]
+    return out
+
+
+def trimmed(case, folder):
+    if case.get("errors"):
+        return refused(case, folder)
     out = {key: case[key] for key in ("case", "family", "layout", "kind", "seq", "m", "adamw")}
     out["batch"] = case.get("batch") or 1
     p = case["parallel"]
@@ -63,13 +84,20 @@ def trimmed(case):
     return out
 
 
+def write(case, folder):
+    target = OUT / (case["case"] + ".json")
+    target.write_text(json.dumps(finite(trimmed(case, folder)), indent=1, allow_nan=False) + "\n")
+    print(target)
+
+
 def main(paths):
     OUT.mkdir(parents=True, exist_ok=True)
     for path in paths:
         case = json.loads(pathlib.Path(path).read_text())
-        target = OUT / (case["case"] + ".json")
-        target.write_text(json.dumps(finite(trimmed(case)), indent=1, allow_nan=False) + "\n")
-        print(target)
+        folder = pathlib.Path(path).parent
+        write(case, folder)
+        if "step1" in case and not case.get("errors"):  # a steady-state case: its first step beside it
+            write(first_step_of(case), folder)
 
 
 if __name__ == "__main__":

@@ -69,10 +69,11 @@ def options(case):
     args = ["--seq-length", str(case["seq"]), "--micro-batch-size", str(case.get("batch") or 1),
             "--micro-batches", str(case["m"]), "--pp", str(case["p"]), "--stage", str(case["r"]), "--format", "json"]
     args += optimizer_options(kind)
-    if kind == "sac_selective":
-        args += ["--recompute", "selective"]
-    if kind == "ac_full":
-        args += ["--recompute", "full"]
+    recompute = {"sac_selective": "selective", "ac_full": "full", "ac_full_reentrant": "full-reentrant",
+                 "sac_torchtitan_op": "torchtitan-op", "sac_torchtitan_op_b2": "torchtitan-op",
+                 "ac_torchtitan_layer2": "torchtitan-layer:2"}.get(kind)
+    if recompute:
+        args += ["--recompute", recompute]
     return args
 
 

@@ -76,7 +76,7 @@ for mode in default expandable; do
 done
 
 say "== Census beside PyTorch"
-if "$CENSUS" --version > /dev/null 2>&1; then
+if "$CENSUS" --help > /dev/null 2>&1; then
   confs=()
   [ "$device" = cpu ] && confs=(--alloc-conf expandable=expandable_segments:True)
   "$PY" "$here/compare_allocator.py" --census "$CENSUS" --run "default=$out/real_default/cases" \

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/engine.h"
+
 namespace census {
 
 // Note [Selective checkpoint policy] The policy is asked for every op of the region that runs
@@ -10,6 +12,11 @@ namespace census {
 // count restarts with the recompute, so the recompute's decisions repeat the forward's and pop the
 // cache in the order it was filled.
 bool SelectivePolicy::saves(Op op, bool recompute) {
+  if (kind_ == Kind::kTorchtitanOp) {
+    // _custom_policy: `meta[mm_count_key] += 1` before the test, a count a phase; every second mm recomputed.
+    if (op == Op::kMm) return ++alternating_[recompute ? 1 : 0] % 2 == 1;
+    return op == Op::kFlashAttention || op == Op::kCudaFlashAttention || op == Op::kReduceScatterTensor;
+  }
   switch (op_def(op).sac) {
     case SacClass::kAlternate:
       return ++alternating_[recompute ? 1 : 0] % 2 == 1;
@@ -26,7 +33,7 @@ ModeDecision CheckpointFrame::decide(const OpDef& def, std::span<const Tensor> /
   if (stopped_) return ModeDecision::kRerun;  // after the early stop: no policy, no cache
   // Full checkpointing asks no policy: every op runs again in the recompute.
   if (!selective) return recompute ? ModeDecision::kRerun : ModeDecision::kRecompute;
-  const bool saves = policy_.saves(def.op, recompute);
+  const bool saves = policy.saves(def.op, recompute);
   if (!recompute) return saves ? ModeDecision::kSave : ModeDecision::kRecompute;
   if (!saves) return ModeDecision::kRerun;
   // The entry leaves the cache: the recompute holds its tensors from now.
@@ -110,13 +117,15 @@ void CheckpointFrame::stop_recomputation() {
 namespace {
 
 Tensor run_checkpointed(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input, bool selective,
-                        std::vector<CachedOutput>* cached_log) {
+                        std::vector<CachedOutput>* cached_log,
+                        SelectivePolicy::Kind kind = SelectivePolicy::Kind::kHyperParallel) {
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
   // _NoopSaveInputs: the region's input is saved outside the region's hooks.
   Session::current().notify_save(input);
   frame->input = input;
   frame->cached_log = cached_log;
   frame->selective = selective;
+  frame->policy = SelectivePolicy(kind);
   CheckpointFrame* raw = frame.get();
   frame->recompute_fn = [raw, forward] { forward(raw->input); };
   return raw->run([&] { return forward(input); });
@@ -131,6 +140,72 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Ten
 
 Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {
   return run_checkpointed(forward, input, /*selective=*/false, nullptr);
+}
+
+Tensor checkpoint_torchtitan_op(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {
+  return run_checkpointed(forward, input, /*selective=*/true, nullptr, SelectivePolicy::Kind::kTorchtitanOp);
+}
+
+namespace {
+
+// Note [Reentrant checkpointing] torch/utils/checkpoint.py's CheckpointFunction:
+//   forward   ctx.save_for_backward(*tensor_inputs) (the layer's hidden states; its other arguments are the
+//             bound call's), then `with torch.no_grad(): outputs = run_function(*args)`: no node in the
+//             region, nothing it saves; the Function's node is made before the forward runs (its
+//             sequence number then), and is the output's grad_fn
+//   backward  inputs = detach_variable(saved): a leaf on the saved storage requiring grad;
+//             `with torch.enable_grad(): outputs = ctx.run_function(*detached_inputs)` (the whole forward
+//             again, its temporaries freed as they die, its saves held by its graph);
+//             torch.autograd.backward(outputs, args): a backward of its own over that graph, the
+//             parameters' gradients made there and the leaf's .grad accumulated; the recomputed outputs
+//             live until the Function's backward returns; its gradient is the leaf's .grad.
+class CheckpointFunctionBackward final : public Node {
+ public:
+  CheckpointFunctionBackward(uint64_t seq, std::function<Tensor(const Tensor&)> forward)
+      : Node("CheckpointFunctionBackward", seq), forward_(std::move(forward)) {}
+  GradList apply(GradList& grads) override {
+    Tensor detached = input_.unpack().detach();
+    detached.impl()->requires_grad = true;
+    Tensor outputs;
+    {
+      GradModeGuard enable_grad(true);
+      outputs = forward_(detached);
+    }
+    if (outputs.grad_fn() != nullptr) run_backward(outputs, grads[0]);
+    Tensor grad = detached.impl()->grad ? Tensor(detached.impl()->grad) : Tensor();
+    return {grad};
+  }
+  SavedVariable input_{this};
+
+ private:
+  std::function<Tensor(const Tensor&)> forward_;
+};
+
+}  // namespace
+
+Tensor checkpoint_reentrant(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {
+  auto node = make_node<CheckpointFunctionBackward>({&input}, forward);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = forward(input);
+  }
+  if (node) {
+    node->input_.save(input, /*is_output=*/false);
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor checkpointed(Recompute mode, const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {
+  switch (mode) {
+    case Recompute::kSelective: return checkpoint(forward, input);
+    case Recompute::kFull: return checkpoint_full(forward, input);
+    case Recompute::kFullReentrant: return checkpoint_reentrant(forward, input);
+    case Recompute::kTorchtitanOp: return checkpoint_torchtitan_op(forward, input);
+    case Recompute::kNone: break;
+  }
+  return forward(input);
 }
 
 }  // namespace census

@@ -25,14 +25,32 @@
 
 namespace census {
 
-// HyperParallel's selective policy, per region and per phase (forward, recompute), by each op's
-// catalogue class (SacClass).
+// How a decoder layer is checkpointed: each a policy real runs use.
+enum class Recompute : uint8_t {
+  kNone,
+  kSelective,      // non-reentrant, HyperParallel's selective policy (SelectivePolicy::Kind::kHyperParallel)
+  kFull,           // non-reentrant, no policy: checkpoint(use_reentrant=False), the HF Trainer's default
+  kFullReentrant,  // checkpoint(use_reentrant=True): torch.utils.checkpoint's CheckpointFunction
+  kTorchtitanOp,   // non-reentrant, torchtitan's per-op policy (SelectivePolicy::Kind::kTorchtitanOp)
+};
+
+// A selective policy, per region and per phase (forward, recompute):
+//   kHyperParallel  by each op's catalogue class (SacClass): mm and _grouped_mm counted together, the
+//                   1st, 3rd, ... saved; addmm, bmm, the convolution and the attention kernels saved
+//   kTorchtitanOp   torchtitan's `_save_list` at commit 9dec370 (parallelize_llama.py, December 2024):
+//                   aten.mm counted alone, the 1st, 3rd, ... saved; the attention kernel (SDPA's flash and
+//                   efficient kernels: here the census's flash contracts) and reduce_scatter_tensor saved;
+//                   abs and max (float8's amax) saved, none of which a bf16 layer runs; every other op
+//                   recomputed
 class SelectivePolicy {
  public:
+  enum class Kind : uint8_t { kHyperParallel, kTorchtitanOp };
+  explicit SelectivePolicy(Kind kind = Kind::kHyperParallel) : kind_(kind) {}
   bool saves(Op op, bool recompute);
 
  private:
-  std::array<int64_t, 2> alternating_{};  // mm and _grouped_mm calls so far, forward and recompute
+  Kind kind_;
+  std::array<int64_t, 2> alternating_{};  // the counted matmuls so far, forward and recompute
 };
 
 // What a region's forward cached, for `census explain --selective`.
@@ -77,6 +95,7 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, publ
   std::vector<CachedOutput>* cached_log = nullptr;
   // False under full checkpointing (no policy): nothing is cached, every save is recomputed.
   bool selective = true;
+  SelectivePolicy policy;
 
  private:
   // Run the recompute (at the first unpack of a holder).
@@ -93,7 +112,6 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, publ
   bool recomputed_done_ = false;
   bool stopped_ = false;  // the recompute has packed all it needs
   Phase phase_ = Phase::kForward;
-  SelectivePolicy policy_;
   std::map<Op, std::vector<std::vector<Tensor>>> cache_;  // outputs of saved ops, in call order
   std::map<Op, size_t> cache_next_;                        // the next entry the recompute pops
 };
@@ -106,6 +124,19 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Ten
 // Run `forward(input)` as a checkpointed region with no policy (torch.utils.checkpoint.checkpoint with
 // use_reentrant=False and no context_fn): every tensor the region saves is recomputed in the backward.
 Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);
+
+// Run `forward(input)` under torchtitan's per-op policy (SelectivePolicy::Kind::kTorchtitanOp).
+Tensor checkpoint_torchtitan_op(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);
+
+// Run `forward(input)` as torch.utils.checkpoint.checkpoint(use_reentrant=True) runs it: CheckpointFunction's
+// forward under no_grad (nothing saved, its temporaries freed as it goes) saving its input; its backward
+// detaches the input into a leaf, runs the forward again with grad, and a backward of its own over that
+// graph (the layer's parameters get their gradients there), the leaf's .grad its gradient (Note [Reentrant
+// checkpointing], checkpoint.cpp).
+Tensor checkpoint_reentrant(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);
+
+// Run `forward(input)` under `mode`.
+Tensor checkpointed(Recompute mode, const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);
 
 template <class Forward>
 auto CheckpointFrame::run(Forward&& forward) -> decltype(forward()) {

@@ -296,9 +296,12 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_flag("--loss-as-layer", a.loss_as_layer,
                 "count the loss as a layer of the last stage (account_for_loss_in_pipeline_split)");
   add_text_option(*sub, "--recompute", a.recompute,
-                  "activation checkpointing: none, selective or full for every layer, or per layer kind as "
-                  "'none,moe=full' (census layers names the kinds)",
-                  "give none, selective, full, or a mode per layer kind ('none,moe=full')");
+                  "activation checkpointing: none, selective (HyperParallel's policy), full (non-reentrant, the HF "
+                  "Trainer's), full-reentrant, torchtitan-op (torchtitan's per-op policy) for every layer, or per "
+                  "layer kind as 'none,moe=full' (census layers names the kinds); or torchtitan-layer:N (every N-th "
+                  "layer whole)",
+                  "give none, selective, full, full-reentrant, torchtitan-op, torchtitan-layer:N, or a mode per layer "
+                  "kind ('none,moe=full')");
   add_choice_option(*sub, "--optimizer", a.optimizer, {"adamw", "none"},
                     "adamw (default: its step and zero_grad(set_to_none=True)) or none");
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
@@ -376,7 +379,8 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(parse_choice("--master-weights", {"bf16", "fp32"}, a.master_weights));
   CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
   if (a.recompute.empty())
-    return refuse("--recompute", "is empty; give none, selective, full, or a mode per layer kind ('none,moe=full')");
+    return refuse("--recompute", "is empty; give none, selective, full, full-reentrant, torchtitan-op, torchtitan-layer:N, "
+                                 "or a mode per layer kind ('none,moe=full')");
   CENSUS_TRY(parse_choice("--reshard-after-forward", {"default", "true", "false"}, a.reshard_after_forward));
   if (a.world != 0) CENSUS_TRY(check_integer(kWorldRule, a.world));
   if (a.fsdp && a.dp < 2) return refuse("--fsdp", "shards over the data-parallel ranks; give --dp N with N > 1");
@@ -434,6 +438,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   CENSUS_TRY(recompute);
   o.recompute = recompute->all;
   o.recompute_by_kind = recompute->by_kind;
+  o.recompute_every_nth_layer = recompute->every_nth_layer;
   o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
   o.optimizer_impl = optimizer_impl_of(a);
   o.first_step = a.first_step;

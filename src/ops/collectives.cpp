@@ -1,6 +1,8 @@
 // The c10d functional collectives as one rank runs them, and the autograd.Function that FSDP2 hangs
 // its backward hooks on. Shapes only: a collective allocates its output on the rank; what the other
 // ranks send is never the rank's memory.
+#include <array>
+
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -124,9 +126,13 @@ Tensor all_gather_into_tensor(const Tensor& self, int64_t group_size) {
   return out;
 }
 
+// Through the dispatch mode: torchtitan's selective policy saves a reduce-scatter's output
+// (autograd/checkpoint.h), so its recompute takes it from the cache and runs no collective.
 Tensor reduce_scatter_tensor(const Tensor& self, int64_t group_size) {
   auto node = make_node<ReduceScatterTensorBackward>({&self}, group_size);
-  Tensor out = collective(Op::kReduceScatterTensor, self, with_rows(self, self.size(0) / group_size));
+  const std::array<Tensor, 1> inputs{self};
+  Tensor out = internal::run_op(Op::kReduceScatterTensor, inputs,
+                                [&] { return alloc(with_rows(self, self.size(0) / group_size), self.dtype()); });
   set_history(out, node);
   return out;
 }

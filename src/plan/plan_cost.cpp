@@ -289,9 +289,7 @@ class KeptLayers final : public LayerRunner {
   KeptLayers(KeptBytes& kept, Recompute recompute) : kept_(kept), recompute_(recompute) {}
   Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
     kept_.tag = index;
-    Tensor out = recompute_ == Recompute::kSelective ? checkpoint(forward, hidden_states)
-                 : recompute_ == Recompute::kFull    ? checkpoint_full(forward, hidden_states)
-                                                     : forward(hidden_states);
+    Tensor out = checkpointed(recompute_, forward, hidden_states);
     kept_.tag = -1;
     return out;
   }
@@ -518,9 +516,7 @@ int64_t layer_backward_bytes(const ModelConfig& rank_config, int64_t layer_index
   BackwardBytes bytes(lone.session.storages_made());
   lone.session.add_observer(&bytes);
   {
-    Tensor out = recompute == Recompute::kSelective ? checkpoint(forward, lone.hidden)
-                 : recompute == Recompute::kFull    ? checkpoint_full(forward, lone.hidden)
-                                                    : forward(lone.hidden);
+    Tensor out = checkpointed(recompute, forward, lone.hidden);
     bytes.forget(*out.storage());
     bytes.start_backward();
     run_backward(out, grad);
@@ -547,9 +543,7 @@ class LayerBackwardsInModel final : public LayerRunner {
     BackwardBytes bytes(session.storages_made());  // the model's positions and input ids are no op's of the layer
     session.add_observer(&bytes);
     {
-      Tensor out = recompute_ == Recompute::kSelective ? checkpoint(forward, input)
-                   : recompute_ == Recompute::kFull    ? checkpoint_full(forward, input)
-                                                       : forward(input);
+      Tensor out = checkpointed(recompute_, forward, input);
       bytes.forget(*out.storage());
       bytes.start_backward();
       run_backward(out, grad);

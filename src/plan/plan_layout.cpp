@@ -54,6 +54,7 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
   o.split = l.split;
   o.recompute = l.recompute.all;
   o.recompute_by_kind = l.recompute.by_kind;
+  o.recompute_every_nth_layer = l.recompute.every_nth_layer;
   o.optimizer = StepOptimizer::kAdamW;
   o.optimizer_impl = run.optimizer_impl;
   o.first_step = run.first_step;
@@ -212,6 +213,16 @@ Result<Layout> parse_layout(const ModelConfig& c, const RunShape& run, const std
     if (key.rfind("recompute.", 0) == 0) recompute += "," + key.substr(10) + "=" + value;
   auto choice = parse_recompute(c, recompute, "--layout recompute");
   CENSUS_TRY(choice);
+  // The time model prices a layer's recompute under none, selective and full checkpointing; the other
+  // policies census step prices in memory alone.
+  bool timed = choice->every_nth_layer == 0;
+  for (Recompute mode : {choice->all}) timed = timed && (mode == Recompute::kNone || mode == Recompute::kSelective || mode == Recompute::kFull);
+  for (const auto& [kind, mode] : choice->by_kind)
+    timed = timed && (mode == Recompute::kNone || mode == Recompute::kSelective || mode == Recompute::kFull);
+  if (!timed)
+    return refuse("--layout recompute=" + recompute,
+                  "the plan's time model prices none, selective and full checkpointing; price this policy's memory "
+                  "with census step --recompute");
   l.recompute = *choice;
   if (given.count("first") || given.count("last")) {
     for (auto [key, into] : {std::pair{"first", &l.split.first_stage_layers}, std::pair{"last", &l.split.last_stage_layers}})

@@ -8,10 +8,18 @@ std::string recompute_name(Recompute r) {
   switch (r) {
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kFullReentrant: return "full-reentrant";
+    case Recompute::kTorchtitanOp: return "torchtitan-op";
     case Recompute::kNone: break;
   }
   return "none";
 }
+
+namespace {
+
+constexpr std::string_view kLayerPolicy = "torchtitan-layer:";
+
+}  // namespace
 
 Recompute RecomputeChoice::of_kind(std::string_view kind) const {
   for (const auto& [name, mode] : by_kind)
@@ -20,6 +28,7 @@ Recompute RecomputeChoice::of_kind(std::string_view kind) const {
 }
 
 std::string recompute_text(const RecomputeChoice& c) {
+  if (c.every_nth_layer > 0) return std::string(kLayerPolicy) + std::to_string(c.every_nth_layer);
   std::string text = recompute_name(c.all);
   for (const auto& [kind, mode] : c.by_kind) text += "," + kind + "=" + recompute_name(mode);
   return text;
@@ -27,10 +36,27 @@ std::string recompute_text(const RecomputeChoice& c) {
 
 Result<RecomputeChoice> parse_recompute(const ModelConfig& config, std::string_view text, const std::string& flag) {
   auto mode = [&](std::string_view name) -> Result<Recompute> {
-    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kFullReentrant,
+                        Recompute::kTorchtitanOp})
       if (name == recompute_name(r)) return r;
-    return refuse(flag, echoed(std::string(name)) + " is not known; use none, selective or full, or KIND=MODE items");
+    return refuse(flag, echoed(std::string(name)) +
+                            " is not known; use none, selective, full, full-reentrant, torchtitan-op or "
+                            "torchtitan-layer:N, or KIND=MODE items");
   };
+  if (text.starts_with(kLayerPolicy)) {  // torchtitan's per-layer policy: for every layer, alone
+    const std::string_view digits = text.substr(kLayerPolicy.size());
+    int64_t n = 0;
+    bool number = !digits.empty() && digits.size() <= 7;
+    for (char c : digits) number = number && c >= '0' && c <= '9';
+    if (number)
+      for (char c : digits) n = n * 10 + (c - '0');
+    if (!number || n < 1 || n > kLargestLayerPeriod)
+      return refuse(flag, echoed(std::string(text)) + ": give torchtitan-layer:N with N a whole number of layers from "
+                                                       "1 to 2^20 (every N-th layer checkpointed), alone");
+    RecomputeChoice choice;
+    choice.every_nth_layer = n;
+    return choice;
+  }
   std::vector<std::string> kinds;  // the model's, in order, each once
   for (const std::string& kind : layer_kinds(config))
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);

@@ -132,6 +132,28 @@ std::string fsdp_mixed_dtype_parameter(const ModelConfig& config, const StepOpti
   return {};
 }
 
+// Under DTensor's plan without FSDP2 (which makes every parameter a DTensor), the first parameter of the
+// rank's model that stays a plain tensor, or empty: torch.optim's foreach and fused AdamW put the rank's
+// parameters in one list a (device, dtype) group, and DTensor refuses an op over a list that mixes plain
+// tensors in ("got mixed torch.Tensor and DTensor"). One layer of each kind stands for its kind; the
+// embedding, final norm and head are DTensors under the plan.
+std::string plain_parameter_under_plan(const ModelConfig& config, const StepOptions& o) {
+  const std::vector<std::string> kinds = layer_kinds(config);
+  std::vector<std::string> seen;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (std::find(seen.begin(), seen.end(), kinds[i]) != seen.end()) continue;
+    seen.push_back(kinds[i]);
+    Session session;
+    const auto layer = static_cast<int64_t>(i);
+    const std::unique_ptr<CausalLM> model =
+        build_causal_lm(config, rank_config(config, o), ModelChunk{layer, layer + 1, false, false});
+    for (const Tensor& p : model->parameters())
+      if (!dtensor_by_plan(p.impl()->name, o.sequence_parallel))
+        return "model.layers." + std::to_string(layer) + "." + p.impl()->name;
+  }
+  return {};
+}
+
 }  // namespace
 
 Status check_step_options(const ModelConfig& config, const StepOptions& o) {
@@ -243,6 +265,34 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                       std::string("cannot cut the model before layer ") + std::to_string(boundary) + ": " + why +
                           "; run it without a pipeline");
   }
+  // AdamW's list forms over DTensor's plan on the rank alone (FSDP2 makes every parameter a DTensor).
+  if (o.optimizer == StepOptimizer::kAdamW && o.optimizer_impl != nn::OptimizerImpl::kForLoop &&
+      (o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1 && o.fsdp.shards <= 1) {
+    const std::string flag = "--optimizer-impl " + std::string(nn::optimizer_impl_name(o.optimizer_impl)) + " with " +
+                             (o.sequence_parallel ? "--sequence-parallel" : "--loss-parallel");
+    if (const std::string p = plain_parameter_under_plan(config, o); !p.empty())
+      return refuse(flag, "torch.optim's AdamW puts the rank's DTensor parameters and the plain ones DTensor's plan "
+                          "leaves whole (" + p + ") in one list, which PyTorch refuses (\"got mixed torch.Tensor and "
+                          "DTensor\"); give --optimizer-impl for-loop, or --fsdp, which makes every parameter a DTensor");
+    if (o.optimizer_impl == nn::OptimizerImpl::kFused)
+      return refuse(flag, "the fused kernel's DTensor dispatch first redistributes each gradient whose placement is not "
+                          "its parameter's (the norms' partial sums under sequence parallelism all-reduced, the "
+                          "replicated embedding gradient's rows copied), which census step does not price; give "
+                          "--optimizer-impl foreach or for-loop, or --fsdp");
+  }
+  // Reentrant checkpointing runs the layer's forward under no_grad: FSDP2 hangs its backward hooks on the
+  // layer's outputs only where they need a gradient, and DTensor's plan its redistributions' backward;
+  // neither is simulated around a reentrant region.
+  bool reentrant = o.recompute == Recompute::kFullReentrant;
+  for (const auto& [kind, mode] : o.recompute_by_kind) reentrant = reentrant || mode == Recompute::kFullReentrant;
+  if (reentrant && (o.fsdp.shards > 1 || o.sequence_parallel || o.loss_parallel))
+    return refuse(std::string("--recompute full-reentrant with ") +
+                      (o.fsdp.shards > 1 ? "--fsdp" : o.sequence_parallel ? "--sequence-parallel" : "--loss-parallel"),
+                  "a reentrant region's forward runs under no_grad, where FSDP2's and DTensor's backward hooks are not "
+                  "simulated; give --recompute full (non-reentrant, as torchtitan runs it)");
+  if (o.recompute_every_nth_layer < 0 || o.recompute_every_nth_layer > kLargestLayerPeriod)
+    return refuse("--recompute torchtitan-layer:" + std::to_string(o.recompute_every_nth_layer),
+                  "give N from 1 to 2^20 layers");
   if (o.fsdp.shards > 1 && !o.fsdp.mixed_precision)
     if (const std::string p = fsdp_mixed_dtype_parameter(config, o); !p.empty())
       return refuse("--fsdp without --master-weights fp32",
@@ -301,25 +351,21 @@ struct Recorded {
   bool has_forward = false, has_backward = false;
 };
 
-// Each decoder layer of the model's loop as the step's recompute mode for its kind wraps it.
+// Each decoder layer of the model's loop as the step's recompute mode wraps it: its kind's mode, or under
+// torchtitan-layer:N its count among the stage's layers (its chunks' in order, from 1).
 class RecomputedLayers final : public LayerRunner {
  public:
-  RecomputedLayers(const ModelConfig& config, const StepOptions& o) {
+  RecomputedLayers(const ModelConfig& config, const StepOptions& o, const std::vector<ModelChunk>& chunks) {
     const std::vector<std::string> kinds = layer_kinds(config);
-    for (const std::string& kind : kinds) {
-      Recompute mode = o.recompute;
-      for (const auto& [named, m] : o.recompute_by_kind)
-        if (named == kind) mode = m;
-      modes_.push_back(mode);
-    }
+    RecomputeChoice choice{o.recompute, o.recompute_by_kind, o.recompute_every_nth_layer};
+    modes_.assign(kinds.size(), Recompute::kNone);
+    int64_t count = 0;
+    for (const ModelChunk& chunk : chunks)
+      for (int64_t i = chunk.begin; i < chunk.end; ++i)
+        modes_[static_cast<size_t>(i)] = choice.of_layer(++count, kinds[static_cast<size_t>(i)]);
   }
   Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const override {
-    switch (modes_[static_cast<size_t>(index)]) {
-      case Recompute::kSelective: return checkpoint(forward, hidden_states);
-      case Recompute::kFull: return checkpoint_full(forward, hidden_states);
-      case Recompute::kNone: break;
-    }
-    return forward(hidden_states);
+    return checkpointed(modes_[static_cast<size_t>(index)], forward, hidden_states);
   }
 
  private:
@@ -330,7 +376,7 @@ class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
       : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
-        model_config_(config), tokens_(options.seq_length / options.context_parallel), layers_(config, options) {
+        model_config_(config), tokens_(options.seq_length / options.context_parallel) {
     if (dtensor_plan(o_)) {
       // The model's embedding and head hold the rank's V / T rows (vocabulary parallel).
       model_config_.vocab_size = c_.vocab_size / o_.tensor_parallel;
@@ -349,6 +395,7 @@ class StepRunner {
       c.last = o_.stage == p - 1 && chunk == v - 1;
       chunks_.push_back(c);
     }
+    layers_.emplace(c_, o_, chunks_);
   }
 
   StepCensus run();
@@ -370,7 +417,7 @@ class StepRunner {
   ModelConfig model_config_;  // as the rank builds the model around them (its vocabulary shard)
   std::optional<DTensorStyles> styles_;  // DTensor's plan, where the step runs one
   int64_t tokens_;            // each sequence's tokens on this rank: its context-parallel share
-  RecomputedLayers layers_;
+  std::optional<RecomputedLayers> layers_;  // made once the chunks are known
   Session session_;  // before the models: every tensor of the step dies before it
   StepBytes bytes_;
   std::vector<ModelChunk> chunks_;
@@ -440,10 +487,10 @@ Held StepRunner::forward(size_t chunk) {
     }
     if (fsdp_) {
       fsdp_->root_pre_forward(chunk);
-      const Fsdp2::Layers sharded(*fsdp_, chunk, layers_);
+      const Fsdp2::Layers sharded(*fsdp_, chunk, *layers_);
       hidden_states = model.model_forward(input_ids, held.x, sharded);
     } else {
-      hidden_states = model.model_forward(input_ids, held.x, layers_);
+      hidden_states = model.model_forward(input_ids, held.x, *layers_);
     }
   }
   if (!model.chunk().last) {
@@ -539,10 +586,19 @@ StepCensus StepRunner::run() {
   // default) the previous step made them: they are here from the start.
   std::optional<nn::AdamW> adamw;
   if (o_.optimizer == StepOptimizer::kAdamW) {
-    nn::AdamW::Hooks hooks{[this](const Tensor& state) { bytes_.note(state, StepCategory::kOptimizerStates); },
+    // A state is counted from the op that makes it; the steady step's, made by the step before, from
+    // its start, as the step's other inputs (the oracle's "input").
+    nn::AdamW::Hooks hooks{[this](const Tensor& state) {
+                             bytes_.track(state);
+                             bytes_.note(state, StepCategory::kOptimizerStates);
+                           },
                            [this](const Tensor& host) { bytes_.note_off_device(host); }};
     adamw.emplace(params_, o_.optimizer_impl, std::move(hooks));
-    if (!o_.first_step) adamw->make_states();
+    if (!o_.first_step) {
+      session_.set_muted(true);  // made before this step: no op of it
+      adamw->make_states();
+      session_.set_muted(false);
+    }
   }
 
   const int64_t v = o_.virtual_stages;

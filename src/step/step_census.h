@@ -78,6 +78,9 @@ struct StepOptions {
   Recompute recompute = Recompute::kNone;
   // The layers of these kinds (layer_kind) under their own mode instead (step/recompute_choice.h).
   std::vector<std::pair<std::string, Recompute>> recompute_by_kind;
+  // torchtitan-layer:N: every N-th decoder layer of the stage (counted from 1) under full checkpointing,
+  // the rest under none; 0: off (step/recompute_choice.h).
+  int64_t recompute_every_nth_layer = 0;
   StepOptimizer optimizer = StepOptimizer::kNone;
   // The optimizer's form (nn/adamw.h): foreach, PyTorch's default on CUDA, fused, or the for-loop.
   nn::OptimizerImpl optimizer_impl = nn::OptimizerImpl::kForEach;

@@ -68,6 +68,16 @@ bool sharded_by_plan(std::string_view name) {
   return named(kRowwise, module) ? field == "weight" : named(kColwise, module);
 }
 
+bool dtensor_by_plan(std::string_view name, bool sequence_parallel) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view module = name.substr(0, dot);
+  if (module == "model.embed_tokens" || module == "lm_head" || named(kColwise, module) || named(kRowwise, module))
+    return true;
+  return sequence_parallel &&
+         (module == "input_layernorm" || module == "post_attention_layernorm" || module == "model.norm");
+}
+
 const char* tensor_parallel_refusal(const ModelConfig& config) {
   if (config.family->names_llama_tp_plan) return nullptr;
   return "torchtitan's plan names Llama's modules (self_attn.q/k/v/o_proj, mlp.gate/up/down_proj, the norms); "

@@ -60,6 +60,12 @@ class DTensorStyles final : public nn::ParallelStyles {
 // the TP ranks: its global numel is T times the rank's.
 bool sharded_by_plan(std::string_view name);
 
+// Whether the parameter named `name` is a DTensor under the plan (parallelize_module made it one): every
+// parameter of a module the plan names (a rowwise layer's bias replicated), and under sequence
+// parallelism the norms SequenceParallel takes. The rest stay plain tensors (a MoE block's router and
+// experts, Qwen3's q_norm and k_norm, and without sequence parallelism the norms).
+bool dtensor_by_plan(std::string_view name, bool sequence_parallel);
+
 // Why the plan cannot run `config` (null: it can): a family whose layers it does not name.
 const char* tensor_parallel_refusal(const ModelConfig& config);
 

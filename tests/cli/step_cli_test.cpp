@@ -149,6 +149,39 @@ TEST(StepCli, ParallelModesBesideExpertTpAreRefused) {
   }
 }
 
+// AdamW's foreach and fused forms over DTensor's plan on its own (no FSDP2): PyTorch refuses a foreach or
+// fused op over a list that mixes DTensors with the plain tensors the plan leaves (Qwen3's q_norm, a MoE
+// block's router and experts, the norms without sequence parallelism: the parallel oracle's
+// qwen3_moe tp2_sp and llama tp2_nosp cases raise "got mixed torch.Tensor and DTensor"); and the fused
+// kernel's own redistributions of the gradients, where every parameter is a DTensor, are not priced.
+// Each refused by name, one line, exit code 2; under FSDP2, or with the for-loop form, the step runs.
+TEST(StepCli, AdamWsListFormsOverDTensorsAloneAreRefused) {
+  for (const auto& [model, extra, named] :
+       {std::tuple{"qwen3-30b-a3b", std::vector<std::string>{"--tp", "2", "--sequence-parallel"},
+                   "--optimizer-impl foreach with --sequence-parallel"},
+        std::tuple{"qwen3-30b-a3b", std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--optimizer-impl", "fused"},
+                   "--optimizer-impl fused with --sequence-parallel"},
+        std::tuple{"llama-3.1-8b", std::vector<std::string>{"--tp", "2", "--loss-parallel"},
+                   "--optimizer-impl foreach with --loss-parallel"},
+        std::tuple{"llama-3.1-8b", std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--optimizer-impl", "fused"},
+                   "--optimizer-impl fused with --sequence-parallel"}}) {
+    std::vector<std::string> args = {"step", model, "--seq-length", "128"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << named;
+    EXPECT_TRUE(run.out.empty()) << named;
+    EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+  for (const std::vector<std::string>& runs :
+       {std::vector<std::string>{"step", "qwen3-30b-a3b", "--seq-length", "128", "--tp", "2", "--sequence-parallel",
+                                 "--optimizer-impl", "for-loop"},
+        std::vector<std::string>{"step", "llama-3.1-8b", "--seq-length", "128", "--tp", "2", "--sequence-parallel"},
+        std::vector<std::string>{"step", "qwen3-30b-a3b", "--seq-length", "128", "--tp", "2", "--sequence-parallel",
+                                 "--fsdp", "--dp", "2", "--master-weights", "fp32"}})
+    EXPECT_EQ(census(runs).code, 0) << runs[1] << " " << runs.back();
+}
+
 // Hunyuan's router keeps its weight (mlp.gate.wg) in fp32 in a bf16 model. FSDP2 without a mixed-precision
 // policy refuses such a unit (fully_shard: "FSDP expects uniform original parameter dtype"), so --fsdp
 // without --master-weights fp32 is refused by the parameter's name, one line, exit code 2; under fp32

@@ -54,6 +54,11 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
   }
   if (kind == "sac_selective") o.recompute = Recompute::kSelective;
   if (kind == "ac_full") o.recompute = Recompute::kFull;
+  // The checkpointing policies real runs use (oracle/step, extended): reentrant, torchtitan's per-op policy
+  // and its per-layer one with selective_ac_option "2".
+  if (kind == "ac_full_reentrant") o.recompute = Recompute::kFullReentrant;
+  if (kind.starts_with("sac_torchtitan_op")) o.recompute = Recompute::kTorchtitanOp;
+  if (kind == "ac_torchtitan_layer2") o.recompute_every_nth_layer = 2;
   return o;
 }
 

@@ -137,7 +137,7 @@ FILL = """
   for (const [flag, value] of choice.options) {
     const input = document.querySelector(`[name="${choice.command}:${flag}"]`);
     if (!input) throw new Error("the page has no field " + flag);
-    input.value = value;
+    if (input.type === "checkbox") input.checked = true; else input.value = value;
   }
   document.querySelector("#run").click();
   return true;
@@ -259,6 +259,7 @@ def main():
         ("pipeline", "llama-3.1-70b", [("--tp", "8"), ("--pp", "4"), ("--micro-batches", "8"),
                                        ("--schedule", "interleaved"), ("--virtual-stages", "2")]),
         ("timed", "llama-3.1-70b", [("--tp", "8"), ("--pp", "8"), ("--micro-batches", "16")]),
+        ("first step", "qwen3-8b", [("--seq-length", "2048"), ("--first-step", None), ("--optimizer-impl", "fused")]),
     ]
     with tempfile.TemporaryDirectory(prefix="census-web-") as tmp:
         browser = Browser(browser_binary, os.path.join(tmp, "profile"))
@@ -269,7 +270,7 @@ def main():
                 choice = {"source": "shipped", "config": config, "command": "step", "options": options}
                 browser.evaluate(FILL % json.dumps(choice))
                 page = browser.evaluate(READ)
-                argv = ["step", config, *[x for o in options for x in o], "--format", "json"]
+                argv = ["step", config, *[x for o in options for x in o if x is not None], "--format", "json"]
                 code, out, err = native(args.census, argv)
                 if code != 0 or page["code"] != 0:
                     failures.append(f"{name}: census exit {code} ({err.strip()}), page exit {page['code']} ({page['refusal']})")

@@ -193,6 +193,23 @@ void BM_StepFsdp(benchmark::State& state, const char* model) {
 }
 BENCHMARK_CAPTURE(BM_StepFsdp, llama_3_1_8b_fsdp8, "llama-3.1-8b")->Unit(benchmark::kMillisecond);
 
+// The step a run is judged by against the first: `census step llama-3.1-8b` at 4096 tokens, 4
+// micro-batches, AdamW. Arg 0: the first step with the for-loop AdamW (the states made in its optimizer
+// step); 1: the steady state with the foreach AdamW (the default: the states made at the setup, one list
+// of sqrt); 2: the steady state with the allocator (the first step walked first).
+void BM_StepSteadyState(benchmark::State& state) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 4096;
+  options.micro_batches = 4;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.first_step = state.range(0) == 0;
+  options.optimizer_impl = state.range(0) == 0 ? census::nn::OptimizerImpl::kForLoop : census::nn::OptimizerImpl::kForEach;
+  if (state.range(0) == 2) options.allocator = census::StepAllocatorOptions();
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK(BM_StepSteadyState)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

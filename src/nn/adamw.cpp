@@ -93,15 +93,20 @@ std::vector<std::vector<size_t>> AdamW::groups_with_grad() const {
   return groups;
 }
 
-void AdamW::multi_tensor_update(const std::vector<size_t>& group, std::vector<Tensor>& exp_avg_sq_sqrt) {
-  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+AdamW::Lists AdamW::lists(const std::vector<size_t>& group) const {
+  Lists l;
   for (size_t i : group) {
-    params.push_back(params_[i]);
-    grads.push_back(Tensor(params_[i].impl()->grad));
-    exp_avgs.push_back(states_[i].exp_avg);
-    exp_avg_sqs.push_back(states_[i].exp_avg_sq);
-    steps.push_back(states_[i].step);
+    l.params.push_back(params_[i]);
+    l.grads.push_back(Tensor(params_[i].impl()->grad));
+    l.exp_avgs.push_back(states_[i].exp_avg);
+    l.exp_avg_sqs.push_back(states_[i].exp_avg_sq);
+    l.steps.push_back(states_[i].step);
   }
+  return l;
+}
+
+void AdamW::multi_tensor_update(const std::vector<size_t>& group, std::vector<Tensor>& exp_avg_sq_sqrt) {
+  auto [params, grads, exp_avgs, exp_avg_sqs, steps] = lists(group);
   {
     // The steps are on the host: torch.tensor(1.0, device="cpu") once for the list.
     const Tensor one = ops::scalar_tensor_fresh();
@@ -125,14 +130,7 @@ void AdamW::multi_tensor_update(const std::vector<size_t>& group, std::vector<Te
 }
 
 void AdamW::fused_update(const std::vector<size_t>& group) {
-  std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
-  for (size_t i : group) {
-    params.push_back(params_[i]);
-    grads.push_back(Tensor(params_[i].impl()->grad));
-    exp_avgs.push_back(states_[i].exp_avg);
-    exp_avg_sqs.push_back(states_[i].exp_avg_sq);
-    steps.push_back(states_[i].step);
-  }
+  auto [params, grads, exp_avgs, exp_avg_sqs, steps] = lists(group);
   ops::foreach_add_(steps, 1.0);
   ops::fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, steps);
 }

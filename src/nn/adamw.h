@@ -89,6 +89,11 @@ class AdamW {
   // The parameters with a gradient, in order, grouped by dtype as _group_tensors_by_device_and_dtype
   // groups them (one device).
   std::vector<std::vector<size_t>> groups_with_grad() const;
+  // A group's lists, as _init_group hands them to the update: each parameter, its gradient, its states.
+  struct Lists {
+    std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+  };
+  Lists lists(const std::vector<size_t>& group) const;
   void multi_tensor_update(const std::vector<size_t>& group, std::vector<Tensor>& exp_avg_sq_sqrt);
   void fused_update(const std::vector<size_t>& group);
 

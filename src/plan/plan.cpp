@@ -389,7 +389,8 @@ Status Planner::run_stages(const std::vector<std::pair<Layout, int64_t>>& jobs) 
       allocator.device_total = o_.gpu_memory;
       o.allocator = allocator;
     }
-    o.peak_holders = false;  // the plan reads the peaks alone
+    o.peak_holders = false;  // the plan reads the peaks alone,
+    o.also_composed_only = true;  // its compositions' (each ZeRO stage's) alone
     steps[i].emplace(census_step(c_, o));
   });
   for (size_t i = 0; i < missing.size(); ++i) {

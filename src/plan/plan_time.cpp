@@ -133,6 +133,9 @@ struct TimeModel::Impl {
     const std::vector<std::string> layer_kind_names = layer_kinds(c);
     for (size_t i = 0; i < layer_kind_names.size(); ++i) {
       kinds.push_back(layer_kind_names[i]);
+      const auto named = std::find(kind_names.begin(), kind_names.end(), layer_kind_names[i]);
+      kind_index.push_back(static_cast<int32_t>(named - kind_names.begin()));
+      if (named == kind_names.end()) kind_names.push_back(layer_kind_names[i]);
       size_t first = i;
       for (size_t j = 0; j < i; ++j)
         if (layer_kind_names[j] == layer_kind_names[i]) {
@@ -269,6 +272,8 @@ struct TimeModel::Impl {
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<ChunkParameters> chunk_params;  // by chunk
     std::vector<double> fwd, bwd, gather, reduce;
+    std::vector<Recompute> modes;                              // by kind (kind_names)
+    std::vector<std::pair<double, double>> shard_collectives;  // by priced layer: gather, reduce (-1: not yet)
     size_t busiest = 0, heaviest = 0;
     bool valid = false;
     int sharded = 0;  // parameters gathered every pass: 1 ZeRO-3, 2 FSDP2 (its reduce-scatters in its policy's dtype)
@@ -288,6 +293,8 @@ struct TimeModel::Impl {
   Rates rates;
   Network net;
   std::vector<std::string> kinds;       // by layer index
+  std::vector<std::string> kind_names;  // each kind once, in the model's order
+  std::vector<int32_t> kind_index;      // by layer index: its kind's place in kind_names
   std::vector<int64_t> representative;  // by layer index: the first layer of its kind (itself, stacked)
   std::vector<int64_t> priced;          // the layers costs are made for: each representative once
   std::vector<int32_t> cost_index;      // by layer index: its representative's place in `priced`
@@ -341,6 +348,12 @@ void TimeModel::Impl::work(const Layout& l) {
 
   const std::vector<LayerRange>& chunks = chunks_of(l);
   const int64_t p = l.pp, v = l.virtual_stages;
+  // Each kind's recompute mode, and each priced layer's gather and reduce under sharded passes, once.
+  std::vector<Recompute>& modes = w.modes;
+  modes.clear();
+  for (const std::string& kind : kind_names) modes.push_back(l.recompute.of_kind(kind));
+  std::vector<std::pair<double, double>>& shard_collectives = w.shard_collectives;
+  shard_collectives.assign(layers.size(), {-1, -1});
   PipelineTimes& times = w.times;
   times.forward.assign(static_cast<size_t>(p), std::vector<double>(static_cast<size_t>(v), 0));
   times.backward = times.forward;
@@ -370,7 +383,7 @@ void TimeModel::Impl::work(const Layout& l) {
     for (int64_t i = chunks[static_cast<size_t>(g)].begin; i < chunks[static_cast<size_t>(g)].end; ++i) {
       const LayerCost& lc = layers[static_cast<size_t>(cost_index[static_cast<size_t>(i)])];
       const PassTime& pt = lc.pass;
-      const Recompute mode = l.recompute.of_kind(kinds[static_cast<size_t>(i)]);
+      const Recompute mode = modes[static_cast<size_t>(kind_index[static_cast<size_t>(i)])];
       const bool full = mode == Recompute::kFull;
       t.forward += pt.forward;
       t.backward += pt.backward;
@@ -392,11 +405,16 @@ void TimeModel::Impl::work(const Layout& l) {
         ep_b += 2 * a2a * passes_b;
       }
       if (sharded_passes) {
-        const int64_t dense = lc.parameters - lc.expert_parameters;
-        gather.push_back(all_gather_seconds(dense * kBf16, dp_group, net) +
-                         all_gather_seconds(lc.expert_parameters * kBf16, edp_group, net));
-        reduce.push_back(all_gather_seconds(dense * grad_size, dp_group, net) +
-                         all_gather_seconds(lc.expert_parameters * grad_size, edp_group, net));
+        auto& [gathered, reduced] = shard_collectives[static_cast<size_t>(cost_index[static_cast<size_t>(i)])];
+        if (gathered < 0) {
+          const int64_t dense = lc.parameters - lc.expert_parameters;
+          gathered = all_gather_seconds(dense * kBf16, dp_group, net) +
+                     all_gather_seconds(lc.expert_parameters * kBf16, edp_group, net);
+          reduced = all_gather_seconds(dense * grad_size, dp_group, net) +
+                    all_gather_seconds(lc.expert_parameters * grad_size, edp_group, net);
+        }
+        gather.push_back(gathered);
+        reduce.push_back(reduced);
         fwd.push_back(pt.forward);
         bwd.push_back(pt.backward + (full ? pt.forward : mode == Recompute::kSelective ? pt.selective_recompute : 0));
       }

@@ -1,6 +1,7 @@
 #include "step/step_bytes.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 
 namespace census {
@@ -168,13 +169,29 @@ int64_t StepBytes::replay(const StepPassLog& pass, int64_t forward) {
   segment.slots_from = pass.slots_from;
   segment.slots_to = pass.slots_to;
   segment.forward = forward;
-  for (int64_t i = pass.events_from; i < pass.events_to; ++i) {
+  // What the pass does to the live bytes, worked out at its first replay: its net change and its highest
+  // point above its start (the live bytes are only watched for kLargestStepBytes), and the storages made
+  // before it that it resizes (FSDP2's unsharded parameters), which every replay resizes again: each is
+  // one storage, not the replay's own.
+  auto [it, first] = replayed_.try_emplace(pass.events_from);
+  ReplayedPass& summary = it->second;
+  if (first) {
+    int64_t level = 0;
+    for (int64_t i = pass.events_from; i < pass.events_to; ++i) {
+      const Event& e = events_[static_cast<size_t>(i)];
+      if (__builtin_add_overflow(level, e.delta_bytes, &level)) summary.overflows = true;
+      summary.top = std::max(summary.top, level);
+      if (e.resize && (e.slot < pass.slots_from || e.slot >= pass.slots_to)) summary.resizes.push_back(i);
+    }
+    summary.net = level;
+  }
+  int64_t top = 0;
+  if (summary.overflows || __builtin_add_overflow(live_, summary.top, &top) || top > kLargestStepBytes)
+    too_large_ = true;
+  add_live(summary.net);
+  for (int64_t i : summary.resizes) {
     const Event& e = events_[static_cast<size_t>(i)];
-    add_live(e.delta_bytes);
-    // A storage made before the pass, resized by it, is resized again: it is one storage, not the
-    // replay's own.
-    if (e.resize && (e.slot < pass.slots_from || e.slot >= pass.slots_to))
-      storages_[static_cast<size_t>(e.slot)].live_bytes += e.delta_bytes;
+    storages_[static_cast<size_t>(e.slot)].live_bytes += e.delta_bytes;
   }
   events_logged_ += segment.length;
   segments_.push_back(segment);
@@ -240,6 +257,34 @@ bool StepBytes::is_pass_phase(std::string_view name) {
   return name.size() > 1 && (name[0] == 'F' || name[0] == 'B') && name[1] >= '0' && name[1] <= '9';
 }
 
+StepBytes::Excursion StepBytes::excursion_of(const Segment& seg, const StepWeights& weights) const {
+  const bool identity = weights.identity();
+  Excursion x;
+  int64_t total = 0;
+  for (int64_t k = 0; k < seg.length; ++k) {
+    const Event& e = events_[static_cast<size_t>(seg.from + k)];
+    const StorageInfo& info = storages_[static_cast<size_t>(e.slot)];
+    const int64_t delta = identity ? e.delta_bytes : weighted(e, weights);
+    x.net.bytes[static_cast<size_t>(info.category)] += delta;
+    x.categories |= uint32_t{1} << static_cast<uint32_t>(info.category);
+    x.temporaries = x.temporaries || (info.category == StepCategory::kActivations && info.phase >= 0 &&
+                                      is_optimizer_step_[static_cast<size_t>(info.phase)]);
+    total += delta;
+    if (x.top_at < 0 || total > x.top) {
+      x.top = total;
+      x.top_at = k;
+      x.at_top = x.net;
+    }
+    const int64_t other = x.net.other();
+    if (x.other_top_at < 0 || other > x.other_top) {
+      x.other_top = other;
+      x.other_top_at = k;
+      x.at_other_top = x.net;
+    }
+  }
+  return x;
+}
+
 StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const {
   StepAnalysis out;
   out.events = events_logged_;
@@ -250,27 +295,8 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const 
   std::map<int64_t, Excursion> excursions;
   auto excursion = [&](const Segment& seg) -> const Excursion& {
     auto [it, made] = excursions.try_emplace(seg.from);
-    Excursion& x = it->second;
-    if (!made) return x;
-    int64_t total = 0;
-    for (int64_t k = 0; k < seg.length; ++k) {
-      const Event& e = events_[static_cast<size_t>(seg.from + k)];
-      const int64_t delta = weighted(e);
-      x.net.bytes[static_cast<size_t>(category(e))] += delta;
-      total += delta;
-      if (x.top_at < 0 || total > x.top) {
-        x.top = total;
-        x.top_at = k;
-        x.at_top = x.net;
-      }
-      const int64_t other = x.net.other();
-      if (x.other_top_at < 0 || other > x.other_top) {
-        x.other_top = other;
-        x.other_top_at = k;
-        x.at_other_top = x.net;
-      }
-    }
-    return x;
+    if (made) it->second = excursion_of(seg, weights);
+    return it->second;
   };
   auto plus = [](StepSplit a, const StepSplit& b) {
     for (size_t c = 0; c < a.bytes.size(); ++c) a.bytes[c] += b.bytes[c];
@@ -389,6 +415,123 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const 
   for (const auto& [label, entry] : by_op) out.peak_other_by_op.push_back({label, entry.first, entry.second});
   std::stable_sort(out.peak_other_by_op.begin(), out.peak_other_by_op.end(),
                    [](const StepHolder& a, const StepHolder& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+std::vector<StepMoment> StepBytes::highest_phase_peaks(std::span<const StepWeights> weights) const {
+  // analyse()'s walk, each phase's peak alone, for every weighting at once: the log is read once, each
+  // event's bytes weighed K times. Mark, split and the split's deferred copy as there.
+  struct Mark {
+    int64_t bytes = -1;
+    std::string_view op;
+    int64_t event = -1;
+    StepSplit split;
+    size_t phase = 0;
+  };
+  const size_t n = weights.size();
+  std::vector<bool> identity(n);
+  for (size_t k = 0; k < n; ++k) identity[k] = weights[k].identity();
+  // The categories (and the optimizer step's temporaries) every weighting counts whole.
+  std::array<bool, static_cast<size_t>(StepCategory::kCount)> same_by_category{};
+  bool same_temporaries = true;
+  for (size_t c = 0; c < same_by_category.size(); ++c) {
+    same_by_category[c] = true;
+    for (const StepWeights& w : weights) same_by_category[c] = same_by_category[c] && w.by_category[c].identity();
+  }
+  for (const StepWeights& w : weights) same_temporaries = same_temporaries && w.optimizer_temporaries.identity();
+  std::vector<Mark> best(n), phase_peak(n);
+  std::vector<StepSplit> split(n);
+  std::vector<int64_t> total(n, 0);
+  std::vector<bool> due(n);
+  // Each weighting's excursion of a recorded pass: another weighting's where the two weigh its storages
+  // alike (a forward's activations weigh the same under every ZeRO stage), else its own.
+  std::vector<std::map<int64_t, const Excursion*>> excursions(n);
+  std::deque<Excursion> made_excursions;
+  auto alike = [&](const StepWeights& a, const StepWeights& b, const Excursion& x) {
+    for (size_t c = 0; c < a.by_category.size(); ++c)
+      if ((x.categories >> c & 1) != 0 && (a.by_category[c].num != b.by_category[c].num ||
+                                           a.by_category[c].den != b.by_category[c].den))
+        return false;
+    return !x.temporaries || (a.optimizer_temporaries.num == b.optimizer_temporaries.num &&
+                              a.optimizer_temporaries.den == b.optimizer_temporaries.den);
+  };
+  auto excursion = [&](size_t k, const Segment& seg) -> const Excursion& {
+    auto [it, made] = excursions[k].try_emplace(seg.from, nullptr);
+    if (!made) return *it->second;
+    for (size_t j = 0; j < k && it->second == nullptr; ++j) {
+      const auto found = excursions[j].find(seg.from);
+      if (found != excursions[j].end() && alike(weights[j], weights[k], *found->second)) it->second = found->second;
+    }
+    if (it->second == nullptr) it->second = &made_excursions.emplace_back(excursion_of(seg, weights[k]));
+    return *it->second;
+  };
+  size_t si = 0;
+  for (size_t p = 0; p < phases_.size(); ++p) {
+    const int64_t from = phases_[p].second;
+    const int64_t to = p + 1 < phases_.size() ? phases_[p + 1].second : events_logged_;
+    const bool pass = is_pass_phase(phases_[p].first);
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t extra = pass ? weights[k].during_passes : 0;
+      split[k].bytes[static_cast<size_t>(StepCategory::kActivations)] += extra;
+      total[k] += extra;
+      phase_peak[k] = Mark{total[k], {}, from - 1, split[k], p};
+    }
+    for (int64_t v = from; v < to;) {
+      while (segments_[si].start + segments_[si].length <= v) ++si;
+      const Segment& seg = segments_[si];
+      if (seg.replayed) {
+        for (size_t k = 0; k < n; ++k) {
+          const Excursion& x = excursion(k, seg);
+          const int64_t top = total[k] + x.top;
+          if (top > phase_peak[k].bytes) {
+            StepSplit at = split[k];
+            for (size_t c = 0; c < at.bytes.size(); ++c) at.bytes[c] += x.at_top.bytes[c];
+            phase_peak[k] = Mark{top, events_[static_cast<size_t>(seg.from + x.top_at)].op, seg.start + x.top_at, at, p};
+          }
+          for (size_t c = 0; c < split[k].bytes.size(); ++c) split[k].bytes[c] += x.net.bytes[c];
+          total[k] += x.net.total();
+        }
+        v = seg.start + seg.length;
+        continue;
+      }
+      const int64_t end = std::min(to, seg.start + seg.length);
+      std::fill(due.begin(), due.end(), false);
+      for (; v < end; ++v) {
+        const Event& e = events_[static_cast<size_t>(seg.from + (v - seg.start))];
+        const StorageInfo& info = storages_[static_cast<size_t>(e.slot)];
+        const auto c = static_cast<size_t>(info.category);
+        // Most events (activations of a pass) weigh the same under every weighting: weighed once.
+        const bool temporary = info.category == StepCategory::kActivations && info.phase >= 0 &&
+                               is_optimizer_step_[static_cast<size_t>(info.phase)];
+        const bool same = temporary ? same_temporaries : same_by_category[c];
+        for (size_t k = 0; k < n; ++k) {
+          const int64_t delta = identity[k] || same ? e.delta_bytes : weighted(e, weights[k]);
+          if (delta < 0 && due[k]) {
+            phase_peak[k].split = split[k];
+            due[k] = false;
+          }
+          split[k].bytes[c] += delta;
+          total[k] += delta;
+          if (total[k] > phase_peak[k].bytes) {
+            phase_peak[k].bytes = total[k], phase_peak[k].op = e.op, phase_peak[k].event = v;
+            due[k] = true;
+          }
+        }
+      }
+      for (size_t k = 0; k < n; ++k)
+        if (due[k]) phase_peak[k].split = split[k];
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (phase_peak[k].bytes > best[k].bytes) best[k] = phase_peak[k];
+      const int64_t extra = pass ? weights[k].during_passes : 0;
+      split[k].bytes[static_cast<size_t>(StepCategory::kActivations)] -= extra;
+      total[k] -= extra;
+    }
+  }
+  std::vector<StepMoment> out;
+  for (const Mark& m : best)
+    out.push_back(m.bytes < 0 ? StepMoment{-1, {}, {}, -1, {}}
+                              : StepMoment{m.bytes, phases_[m.phase].first, m.op, m.event, m.split});
   return out;
 }
 

@@ -21,6 +21,8 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -208,6 +210,10 @@ class StepBytes final : public Observer {
   StepAnalysis analyse(const StepWeights& weights = {}, bool holders = true) const;
   // Whether the phase `name` is a forward or backward pass ("F3", "B0.1"): where during_passes counts.
   static bool is_pass_phase(std::string_view name);
+  // For each of `weights`, the highest of the phases' peaks analyse() would find under it (the first
+  // where two are equal), all in one walk of the log: what a planner reweighing one step for several
+  // compositions reads of each.
+  std::vector<StepMoment> highest_phase_peaks(std::span<const StepWeights> weights) const;
 
  private:
   friend class StepWalk;  // every event in order, replays expanded (step/step_walk.h)
@@ -244,7 +250,13 @@ class StepBytes final : public Observer {
     StepSplit at_top;
     int64_t other_top = 0, other_top_at = -1;
     StepSplit at_other_top;
+    // What its events weigh by: the categories of its storages (a bit each) and whether any is an
+    // optimizer step's temporary. Two weightings that share these shares give it the same excursion.
+    uint32_t categories = 0;
+    bool temporaries = false;
   };
+  // A replayed segment's excursion under `weights` (the recorded pass it replays, walked once).
+  Excursion excursion_of(const Segment& seg, const StepWeights& weights) const;
   int32_t slot(int64_t storage_id);  // made on first sight
   int32_t find_slot(int64_t storage_id) const;  // -1 where never seen
   void log(int32_t slot, int64_t delta_bytes, std::string_view op, bool resize = false);
@@ -300,6 +312,14 @@ class StepBytes final : public Observer {
   int64_t events_logged_ = 0;  // replays included
   std::vector<std::pair<std::string, int64_t>> phases_;  // name, first event
   std::vector<bool> is_optimizer_step_;  // by phase: whether it is the optimizer's (weighted() asks per event)
+  // Each replayed pass, by its first event: its net change of the live bytes, its highest point above its
+  // start, and its resizes of storages made before it (StepBytes::replay).
+  struct ReplayedPass {
+    int64_t net = 0, top = 0;
+    bool overflows = false;
+    std::vector<int64_t> resizes;
+  };
+  std::map<int64_t, ReplayedPass> replayed_;
   int64_t live_ = 0;
   bool parameter_grads_in_flight_ = true;
   bool too_large_ = false;

@@ -670,11 +670,18 @@ StepCensus StepRunner::run() {
     return result;
   }
   result.gradient_bytes_at_end = gradient_bytes();
-  result.analysis = bytes_.analyse({}, o_.peak_holders);
+  bool plain = !o_.also_composed_only;
+  for (StepComposition also : o_.also_composed) {
+    also.context_parallel = o_.context_parallel;  // as below: composed with the step's own options
+    plain = plain || !also.composes();
+  }
+  if (plain) result.analysis = bytes_.analyse({}, o_.peak_holders);
   // Where the step starts with the optimizer's states made, the allocator starts after a first step.
   const bool steady_state = adamw.has_value() && !o_.first_step;
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
-  if (o_.composition.composes() || o_.context_parallel > 1) {
+  if (o_.also_composed_only) {
+    // the step's own composition and allocator: not asked
+  } else if (o_.composition.composes() || o_.context_parallel > 1) {
     StepComposition composition = o_.composition;
     composition.largest_layer_parameter_bytes = largest_layer_bytes_;
     composition.context_parallel = o_.context_parallel;
@@ -689,6 +696,9 @@ StepCensus StepRunner::run() {
   } else if (o_.allocator) {
     result.allocator = simulate_step_allocator(bytes_, StepWeights{}, *o_.allocator, steady_state);
   }
+  // Each further composition's highest phase peak, the ones that compose reweighed in one walk of the log.
+  std::vector<StepWeights> reweighed;
+  std::vector<bool> composes;
   for (StepComposition also : o_.also_composed) {
     also.context_parallel = o_.context_parallel;  // as the step's own composition: set from its options
     also.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
@@ -697,16 +707,12 @@ StepCensus StepRunner::run() {
       result.also_composed_allocators.push_back(
           simulate_step_allocator(bytes_, also.composes() ? step_weights(also) : StepWeights{}, *o_.allocator,
                                   steady_state));
-    if (!also.composes()) {
-      result.also_composed_peaks.push_back(result.analysis.peak);
-      continue;
-    }
-    StepMoment peak;
-    peak.bytes = -1;
-    for (const StepPhase& phase : bytes_.analyse(step_weights(also), /*holders=*/false).phases)
-      if (phase.peak.bytes > peak.bytes) peak = phase.peak;
-    result.also_composed_peaks.push_back(std::move(peak));
+    composes.push_back(also.composes());
+    if (also.composes()) reweighed.push_back(step_weights(also));
   }
+  std::vector<StepMoment> peaks = bytes_.highest_phase_peaks(reweighed);
+  for (size_t i = 0, k = 0; i < composes.size(); ++i)
+    result.also_composed_peaks.push_back(composes[i] ? std::move(peaks[k++]) : result.analysis.peak);
   auto highest = [&](char prefix) {
     StepMoment best;
     best.bytes = -1;

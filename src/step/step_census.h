@@ -116,6 +116,10 @@ struct StepOptions {
   // Whether the analyses list what is live at their peak by op (StepAnalysis::peak_other_by_op), which
   // only --explain prints: a planner reading peaks alone leaves it out.
   bool peak_holders = true;
+  // A planner reads also_composed's peaks (and allocators) alone: the step's own analysis, composed
+  // analysis and allocator are left out (their fields empty), but where an also_composed entry composes
+  // nothing and so is the step's own analysis.
+  bool also_composed_only = false;
 };
 
 struct StepPass {

@@ -327,6 +327,32 @@ TEST(PlanSearch, TheStatesBoundHoldsAdamWsTemporariesOfTheTable) {
   EXPECT_LE(none["counts"]["simulations"].get<int64_t>(), 100);
 }
 
+// A layout the first step fits and the second does not: Llama-3.1-8B on one 80 GiB H100 at 8192 tokens,
+// no recompute, peaks in the loss's backward at 84,241,129,992 B in its first step, under the 85,899,345,920
+// B of the device; from the second step on AdamW's states (2 x 16,060,522,496 B of bf16 moments and 291
+// step counts of 4 B: 32,121,046,156 B) are alive there too: 116,362,176,148 B, which does not fit. Fit on
+// the first step the plan ranks it first; on the steady state (the default) it lays it out nowhere.
+TEST(PlanSearch, ALayoutThatFitsAtTheFirstStepAndNotTheSecondIsNotAdmitted) {
+  constexpr int64_t kFirst = 84'241'129'992, kStates = 2 * 16'060'522'496 + 291 * 4, kDevice = int64_t{80} << 30;
+  const std::vector<std::string> plan = {"plan", "llama-3.1-8b", "--gpus", "1", "--device", "h100", "--seq-length", "8192"};
+  std::vector<std::string> first_args = plan;
+  first_args.push_back("--first-step");
+  const nlohmann::json first = run_json(first_args);
+  ASSERT_FALSE(first["layouts"].empty());
+  EXPECT_EQ(first["layouts"][0]["recompute"], "none");
+  EXPECT_EQ(first["layouts"][0]["peak_bytes"].get<int64_t>(), kFirst);
+  EXPECT_LT(kFirst, kDevice);
+  const nlohmann::json steady = run_json(plan);
+  ASSERT_FALSE(steady["layouts"].empty());
+  for (const auto& l : steady["layouts"]) {
+    EXPECT_NE(l["recompute"], "none");
+    EXPECT_LE(l["peak_bytes"].get<int64_t>(), kDevice);
+  }
+  const nlohmann::json step = run_json({"step", "llama-3.1-8b", "--seq-length", "8192", "--recompute", "none"});
+  EXPECT_EQ(step["total_bytes"].get<int64_t>(), kFirst + kStates);
+  EXPECT_GT(kFirst + kStates, kDevice);
+}
+
 // The foreach form (the default) makes one temporary of every parameter's size at once: over ZeRO-3 and
 // full recompute the bound is the rank's 2 + 2 + 4 B a parameter and the list's 2 B, over DP 16, less
 // the margin: 70,553,706,496 x 10 / 16 - 1 MiB, and the peak (in the steady state too: the states are

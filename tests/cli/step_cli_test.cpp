@@ -21,6 +21,18 @@ std::string toy_llama() {
     "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192})");
 }
 
+// `census step MODEL --seq-length 128 EXTRA...` is refused naming `named`: one line, exit code 2, nothing
+// on stdout.
+void expect_refused(const std::string& model, const std::vector<std::string>& extra, const std::string& named) {
+  std::vector<std::string> args = {"step", model, "--seq-length", "128"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliRun run = census(args);
+  EXPECT_EQ(run.code, 2) << named;
+  EXPECT_TRUE(run.out.empty()) << named;
+  EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
 // The oracle's accum_m4_adamw case (tests/data/step/llama_toy_L4_s128_accum_m4_adamw.json): the first step,
 // its for-loop AdamW.
 TEST(StepCli, JsonInTheOraclesNames) {
@@ -123,30 +135,17 @@ TEST(StepCli, ParallelCombinationsTheOracleDoesNotRunAreRefused) {
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{"--fsdp", "--dp", "2", "--ep", "2"}, {"--tp", "2", "--sequence-parallel", "--ep", "2"},
         {"--tp", "2", "--loss-parallel", "--ep", "2"}}) {
-    std::vector<std::string> args = {"step", "qwen3-30b-a3b", "--seq-length", "128", "--optimizer", "none"};
+    std::vector<std::string> args = {"--optimizer", "none"};
     args.insert(args.end(), extra.begin(), extra.end());
-    const CliRun run = census(args);
-    EXPECT_EQ(run.code, 2) << extra[2];
-    EXPECT_TRUE(run.out.empty()) << extra[2];
-    EXPECT_NE(run.err.find("with --ep 2"), std::string::npos) << run.err;
-    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    expect_refused("qwen3-30b-a3b", args, "with --ep 2");
   }
 }
 
 // DTensor's plan beside a divided expert width (it keeps the experts whole): refused by name, one line,
 // exit code 2.
 TEST(StepCli, ParallelModesBesideExpertTpAreRefused) {
-  for (const auto& [extra, named] :
-       {std::pair{std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--expert-tp", "2"},
-                  "--sequence-parallel with --expert-tp 2"}}) {
-    std::vector<std::string> args = {"step", "qwen3-30b-a3b", "--seq-length", "128", "--optimizer", "none"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliRun run = census(args);
-    EXPECT_EQ(run.code, 2) << named;
-    EXPECT_TRUE(run.out.empty()) << named;
-    EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
-    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-  }
+  expect_refused("qwen3-30b-a3b", {"--optimizer", "none", "--tp", "2", "--sequence-parallel", "--expert-tp", "2"},
+                 "--sequence-parallel with --expert-tp 2");
 }
 
 // AdamW's foreach and fused forms over DTensor's plan on its own (no FSDP2): PyTorch refuses a foreach or
@@ -164,15 +163,8 @@ TEST(StepCli, AdamWsListFormsOverDTensorsAloneAreRefused) {
         std::tuple{"llama-3.1-8b", std::vector<std::string>{"--tp", "2", "--loss-parallel"},
                    "--optimizer-impl foreach with --loss-parallel"},
         std::tuple{"llama-3.1-8b", std::vector<std::string>{"--tp", "2", "--sequence-parallel", "--optimizer-impl", "fused"},
-                   "--optimizer-impl fused with --sequence-parallel"}}) {
-    std::vector<std::string> args = {"step", model, "--seq-length", "128"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliRun run = census(args);
-    EXPECT_EQ(run.code, 2) << named;
-    EXPECT_TRUE(run.out.empty()) << named;
-    EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
-    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-  }
+                   "--optimizer-impl fused with --sequence-parallel"}})
+    expect_refused(model, extra, named);
   for (const std::vector<std::string>& runs :
        {std::vector<std::string>{"step", "qwen3-30b-a3b", "--seq-length", "128", "--tp", "2", "--sequence-parallel",
                                  "--optimizer-impl", "for-loop"},

@@ -22,7 +22,8 @@ inline nlohmann::json step_case(const std::string& name, const std::string& fold
 inline std::vector<std::string> step_case_names(const std::string& folder = "step") {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(CENSUS_TEST_DATA) + "/" + folder))
-    if (entry.is_regular_file()) names.push_back(entry.path().stem().string());  // parallel/ is its own test's
+    if (entry.is_regular_file() && entry.path().extension() == ".json")  // parallel/ is its own test's
+      names.push_back(entry.path().stem().string());
   std::sort(names.begin(), names.end());
   return names;
 }

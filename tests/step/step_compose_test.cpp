@@ -230,5 +230,50 @@ TEST(StepCompose, InterleavedStagesHoldTheirChunks) {
   EXPECT_EQ(first.gradient_bytes_after_last_backward, first.parameter_bytes);
 }
 
+// A planner reads each composition's highest phase peak from one walk of the log for all of them
+// (StepBytes::highest_phase_peaks, StepOptions::also_composed_only): the same moment, its bytes, phase,
+// op, event and split, as the step's own analysis under that composition finds, on a pipeline stage
+// whose later passes are replays, under ZeRO 1 to 3 with fp32 master weights and gradients (ZeRO-3's
+// gathered layers added during every pass) and under context parallelism's ring.
+TEST(StepCompose, EachCompositionsPeakFromOneWalkIsItsAnalysis) {
+  StepOptions o = accumulated_adamw();
+  o.pipeline_stages = 2;
+  o.micro_batches = 8;
+  for (const int64_t cp : {int64_t{1}, int64_t{2}}) {
+    std::vector<StepComposition> compositions;
+    for (int zero : {0, 1, 2, 3}) {
+      StepComposition c;
+      c.data_parallel = 4;
+      c.zero = zero;
+      c.fp32_master_weights = c.fp32_gradients = zero > 0;
+      compositions.push_back(c);
+    }
+    for (int64_t stage : {0, 1}) {
+      StepOptions planned = o;
+      planned.stage = stage;
+      planned.seq_length = 128 * cp;
+      planned.context_parallel = cp;
+      planned.also_composed = compositions;
+      planned.also_composed_only = true;
+      const StepCensus all = run(planned);
+      ASSERT_EQ(all.also_composed_peaks.size(), compositions.size());
+      for (size_t i = 0; i < compositions.size(); ++i) {
+        StepOptions one = planned;
+        one.also_composed.clear();
+        one.also_composed_only = false;
+        one.composition = compositions[i];
+        const StepCensus each = run(one);
+        const StepMoment& want = compositions[i].composes() || cp > 1 ? each.composed_peak : each.analysis.peak;
+        const StepMoment& got = all.also_composed_peaks[i];
+        EXPECT_EQ(got.bytes, want.bytes) << "stage " << stage << " composition " << i << " cp " << cp;
+        EXPECT_EQ(got.phase, want.phase) << i;
+        EXPECT_EQ(got.op, want.op) << i;
+        EXPECT_EQ(got.event, want.event) << i;
+        for (size_t c = 0; c < got.split.bytes.size(); ++c) EXPECT_EQ(got.split.bytes[c], want.split.bytes[c]) << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace census

@@ -84,4 +84,21 @@ inline void expect_phases(const StepCensus& step, const nlohmann::json& oracle) 
   }
 }
 
+// A step oracle's case whole: its totals, its peak (bytes, phase, op, split), its other_peak (bytes,
+// phase, op) and its phases.
+inline void expect_step_case(const StepCensus& step, const nlohmann::json& oracle) {
+  const StepAnalysis& a = step.analysis;
+  expect_totals(step, oracle);
+  const auto& peak = oracle.at("peak");
+  EXPECT_EQ(a.peak.bytes, peak.at("bytes").get<int64_t>());
+  EXPECT_EQ(a.peak.phase, peak.at("phase").get<std::string>());
+  EXPECT_EQ(a.peak.op, peak.at("op").get<std::string>());
+  expect_split(a.peak.split, peak.at("split"), "peak");
+  const auto& other = oracle.at("other_peak");
+  EXPECT_EQ(a.other_peak.bytes, other.at("bytes").get<int64_t>());
+  EXPECT_EQ(a.other_peak.phase, other.at("phase").get<std::string>());
+  EXPECT_EQ(a.other_peak.op, other.at("op").get<std::string>());
+  expect_phases(step, oracle);
+}
+
 }  // namespace census::testing

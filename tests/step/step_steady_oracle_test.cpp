@@ -17,9 +17,7 @@
 namespace census {
 namespace {
 
-using testing::expect_phases;
-using testing::expect_split;
-using testing::expect_totals;
+using testing::expect_step_case;
 using testing::options_of;
 using testing::step_case;
 using testing::step_case_names;
@@ -34,18 +32,7 @@ TEST_P(StepSteadyOracleCase, EveryNumberToTheByte) {
   ASSERT_TRUE(config) << config.refusal().message();
   auto step = census_step(*config, options_of(oracle));
   ASSERT_TRUE(step) << step.refusal().message();
-  const StepAnalysis& a = step->analysis;
-  expect_totals(*step, oracle);
-  const auto& peak = oracle.at("peak");
-  EXPECT_EQ(a.peak.bytes, peak.at("bytes").get<int64_t>());
-  EXPECT_EQ(a.peak.phase, peak.at("phase").get<std::string>());
-  EXPECT_EQ(a.peak.op, peak.at("op").get<std::string>());
-  expect_split(a.peak.split, peak.at("split"), "peak");
-  const auto& other = oracle.at("other_peak");
-  EXPECT_EQ(a.other_peak.bytes, other.at("bytes").get<int64_t>());
-  EXPECT_EQ(a.other_peak.phase, other.at("phase").get<std::string>());
-  EXPECT_EQ(a.other_peak.op, other.at("op").get<std::string>());
-  expect_phases(*step, oracle);
+  expect_step_case(*step, oracle);
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, StepSteadyOracleCase, ::testing::ValuesIn(step_case_names(kFolder)),

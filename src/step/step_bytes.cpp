@@ -429,6 +429,7 @@ std::vector<StepMoment> StepBytes::highest_phase_peaks(std::span<const StepWeigh
     size_t phase = 0;
   };
   const size_t n = weights.size();
+  if (n == 0) return {};
   std::vector<bool> identity(n);
   for (size_t k = 0; k < n; ++k) identity[k] = weights[k].identity();
   // The categories (and the optimizer step's temporaries) every weighting counts whole.

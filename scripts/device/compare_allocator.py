@@ -29,7 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 
 def step_args(case: Dict[str, Any]) -> Optional[List[str]]:
@@ -117,6 +117,13 @@ def mib(value: Optional[int]) -> str:
     return "-" if value is None else "%.1f" % (value / 2**20)
 
 
+def print_lines(lines: List[Tuple[str, ...]]) -> None:
+    """The table's lines (the header first), each column as wide as its widest cell."""
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(lines[0]))]
+    for line in lines:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)))
+
+
 def print_table(rows: List[Dict[str, Any]]) -> None:
     header = ("run", "case", "reserved MiB (torch / census)", "allocated MiB", "start MiB", "split MiB", "retries",
               "tracked = census")
@@ -133,18 +140,22 @@ def print_table(rows: List[Dict[str, Any]]) -> None:
                       "%s / %s" % (mib(t.get("largest_inactive_split")), mib(c["largest_inactive_split"])),
                       "%s / %s" % (t.get("num_alloc_retries", "-"), c["num_alloc_retries"]),
                       str(r.get("tracked_equals_census", "-"))))
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-    for line in lines:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)))
+    print_lines(lines)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+def run_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options both comparisons take: the census binary and each run's cases and allocator settings."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", maxsplit=1)[0])
     parser.add_argument("--census", required=True, help="the census binary")
     parser.add_argument("--run", action="append", default=[], metavar="LABEL=CASES",
                         help="a run's label and its cases/ folder; its PYTORCH_CUDA_ALLOC_CONF is read from the cases")
     parser.add_argument("--alloc-conf", action="append", default=[], metavar="LABEL=TEXT",
                         help="a run's PYTORCH_CUDA_ALLOC_CONF where its cases do not record it (a CPU run)")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = run_arguments(__doc__)
     parser.add_argument("--out", default=".", help="where allocator_comparison.json goes")
     args = parser.parse_args(argv)
     confs = dict(item.split("=", 1) for item in args.alloc_conf)

@@ -37,6 +37,8 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
+from compare_allocator import config_of, mib, print_lines, run_arguments  # the same JSON, options and table
+
 # the kind's AdamW form, as `census step --optimizer-impl` names it
 IMPL = {"single_adamw_steady": "for-loop", "accum_m4_adamw_steady": "for-loop", "single_b2_adamw_steady": "for-loop",
         "single_adamw_foreach_steady": "foreach", "single_adamw_fused_steady": "fused"}
@@ -62,13 +64,6 @@ def step_args(case: Dict[str, Any]) -> Optional[List[str]]:
     if int(case.get("batch") or 1) != 1:
         args += ["--micro-batch-size", str(case["batch"])]
     return args
-
-
-def config_of(case: Dict[str, Any]) -> Dict[str, Any]:
-    config = case["config"]
-    if "fields" in config:  # the oracle's JSON: the config as Transformers built it
-        return dict(config["fields"], model_type=config["model_type"])
-    return config
 
 
 def census_step(census: str, case: Dict[str, Any], alloc_conf: str, first: bool) -> Dict[str, Any]:
@@ -223,10 +218,6 @@ def row(label: str, case: Dict[str, Any], census: str, alloc_conf: str, fakes: L
     return out
 
 
-def mib(value: Optional[int]) -> str:
-    return "-" if value is None else "%.2f" % (value / 2**20)
-
-
 def print_table(rows: List[Dict[str, Any]], step: str) -> None:
     header = ("run", "case", "reserved MiB (torch / census)", "allocated MiB (torch / census / tracked)",
               "start MiB", "split MiB", "retries", "tracked = census")
@@ -245,18 +236,11 @@ def print_table(rows: List[Dict[str, Any]], step: str) -> None:
                       "%s / %s" % (mib(t.get("largest_inactive_split")), mib(c.get("largest_inactive_split"))),
                       "%s / %s" % (t.get("num_alloc_retries", "-"), c.get("num_alloc_retries")),
                       str(b.get("tracked_equals_census", "-"))))
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-    for line in lines:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)))
+    print_lines(lines)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
-    parser.add_argument("--census", required=True, help="the census binary")
-    parser.add_argument("--run", action="append", default=[], metavar="LABEL=CASES",
-                        help="a run's label and its cases/ folder; its PYTORCH_CUDA_ALLOC_CONF is read from the cases")
-    parser.add_argument("--alloc-conf", action="append", default=[], metavar="LABEL=TEXT",
-                        help="a run's PYTORCH_CUDA_ALLOC_CONF where its cases do not record it (a CPU run)")
+    parser = run_arguments(__doc__)
     parser.add_argument("--fake", default="", metavar="DIRS",
                         help="comma-separated folders of the fake steady oracle's case JSONs: the tracked numbers of "
                              "both steps compared with the same id's")
@@ -293,11 +277,12 @@ def main(argv: Optional[List[str]] = None) -> int:
            if (r.get(s) or {}).get("tracked_equals_census") is False]
     unequal = ["%s/%s" % (r["run"], r["case"]) for r in rows if (r.get("fake") or {}).get("equal") is False]
     compared = sum(1 for r in rows if r.get("fake"))
+    checked = sum(1 for r in rows for s in ("step2", "step1") if "tracked_equals_census" in (r.get(s) or {}))
     print("\n%d cases; the tracked device peak is Census's in every step that has both: %s" %
-          (len(rows), "no: " + ", ".join(bad) if bad else "yes"))
+          (len(rows), "no: " + ", ".join(bad) if bad else "yes" if checked else "nothing to check (no case ran)"))
     if fakes:
         print("real vs fake tracked numbers (both steps): %d compared, %s" %
-              (compared, "unequal: " + ", ".join(unequal) if unequal else "all equal"))
+              (compared, "unequal: " + ", ".join(unequal) if unequal else "all equal" if compared else "none"))
     print(path)
     return 1 if bad else 0
 

@@ -21,43 +21,14 @@
 # group after it and kills what still runs), CASE_TIMEOUT (80), HARD_LIMIT (115 a run, then 5 to die): both runs and the
 # comparison stay under 5 minutes. Workers: WORKERS (3).
 set -u
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-out=${OUT:-./out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-PY=${PY:-python3}
-CENSUS=${CENSUS:-$root/build/census}
+script=run_steady_check.sh
+. "$(dirname "${BASH_SOURCE[0]}")/check_setup.sh"
 oracle_dir=$root/device-oracle/steady
 oracle=$oracle_dir/census_oracle_steady.py
 if [ ! -f "$oracle" ]; then
   echo "run_steady_check.sh: no $oracle; run scripts/device/prepare_steady_check.sh first and carry device-oracle" >&2
   exit 2
 fi
-device=cuda
-only=""
-llama8b="--llama8b"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --cpu-fallback) device=cpu ;;
-    --only) shift; only="${1:-}" ;;
-    --toys-only) llama8b="" ;;
-    *) echo "run_steady_check.sh: unknown option $1 (ignored)" ;;
-  esac
-  shift
-done
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export TRANSFORMERS_NO_ADVISORY_WARNINGS=1 HF_HUB_DISABLE_TELEMETRY=1 USE_HUB_KERNELS=0
-log="$out/run.log"
-: > "$log"
-say() { echo "$@" | tee -a "$log"; }
-began=$(date +%s)
-say "== $(date -u +%FT%TZ) $(nproc) cpus; device: $device; out: $out"
-timeout 20 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
-'available', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '', \
-'transformers', transformers.__version__)" 2>&1 | tee -a "$log"
-command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total \
-  --format=csv,noheader 2>&1 | tee -a "$log"
 
 kinds=single_adamw_steady,single_adamw_foreach_steady,single_adamw_fused_steady,accum_m4_adamw_steady
 common=(--real "$device" --families llama,qwen3_moe --seqs 128 --kinds "$kinds" $llama8b

@@ -5,6 +5,18 @@
 #include <map>
 
 namespace census {
+namespace {
+
+// A moment while a walk of the log runs: its phase by index, named once the walk is done.
+struct Mark {
+  int64_t bytes = -1;
+  std::string_view op;
+  int64_t event = -1;
+  StepSplit split;
+  size_t phase = 0;
+};
+
+}  // namespace
 
 std::string_view step_category_name(StepCategory category) {
   switch (category) {
@@ -303,14 +315,6 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const 
     return a;
   };
 
-  // A moment while the walk runs: its phase by index, named once the walk is done.
-  struct Mark {
-    int64_t bytes = -1;
-    std::string_view op;
-    int64_t event = -1;
-    StepSplit split;
-    size_t phase = 0;
-  };
   auto moment = [&](const Mark& m) { return StepMoment{m.bytes, phases_[m.phase].first, m.op, m.event, m.split}; };
   Mark peak, other_peak;
   StepSplit split;
@@ -421,13 +425,6 @@ StepAnalysis StepBytes::analyse(const StepWeights& weights, bool holders) const 
 std::vector<StepMoment> StepBytes::highest_phase_peaks(std::span<const StepWeights> weights) const {
   // analyse()'s walk, each phase's peak alone, for every weighting at once: the log is read once, each
   // event's bytes weighed K times. Mark, split and the split's deferred copy as there.
-  struct Mark {
-    int64_t bytes = -1;
-    std::string_view op;
-    int64_t event = -1;
-    StepSplit split;
-    size_t phase = 0;
-  };
   const size_t n = weights.size();
   if (n == 0) return {};
   std::vector<bool> identity(n);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,13 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
   if (kind.starts_with("sac_torchtitan_op")) o.recompute = Recompute::kTorchtitanOp;
   if (kind == "ac_torchtitan_layer2") o.recompute_every_nth_layer = 2;
   return o;
+}
+
+// The step census_step prices, or the test's failure with its refusal.
+inline StepCensus step_or_throw(const ModelConfig& config, const StepOptions& options) {
+  auto step = census_step(config, options);
+  if (!step) throw std::runtime_error(step.refusal().message());
+  return step.take();
 }
 
 }  // namespace census::testing

@@ -21,6 +21,7 @@
 
 #include "step/step_census.h"
 #include "models/registry.h"
+#include "step_cases.h"
 
 namespace census {
 namespace {
@@ -39,11 +40,7 @@ ModelConfig toy(const std::string& model_type, bool moe = false) {
   return config.take();
 }
 
-StepCensus run(const ModelConfig& config, const StepOptions& o) {
-  auto step = census_step(config, o);
-  if (!step) throw std::runtime_error(step.refusal().message());
-  return step.take();
-}
+StepCensus run(const ModelConfig& config, const StepOptions& o) { return testing::step_or_throw(config, o); }
 
 std::string refusal(const ModelConfig& config, const StepOptions& o) {
   auto step = census_step(config, o);

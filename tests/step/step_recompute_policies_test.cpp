@@ -25,9 +25,7 @@ StepCensus run(const ModelConfig& config, Recompute mode, int64_t every_nth_laye
   o.seq_length = 128;
   o.recompute = mode;
   o.recompute_every_nth_layer = every_nth_layer;
-  auto step = census_step(config, o);
-  if (!step) throw std::runtime_error(step.refusal().message());
-  return step.take();
+  return testing::step_or_throw(config, o);
 }
 
 // What F0 leaves live beyond what it started with: the graph's saves, the loss, the inputs.

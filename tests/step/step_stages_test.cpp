@@ -7,6 +7,7 @@
 
 #include "models/registry.h"
 #include "step/step_census.h"
+#include "step_cases.h"
 
 namespace census {
 namespace {
@@ -27,11 +28,7 @@ ModelConfig two_kinds() {
                  {"moe_intermediate_size", 256}, {"mlp_only_layers", {0}}});
 }
 
-StepCensus run(const ModelConfig& config, const StepOptions& o) {
-  auto step = census_step(config, o);
-  if (!step) throw std::runtime_error(step.refusal().message());
-  return step.take();
-}
+StepCensus run(const ModelConfig& config, const StepOptions& o) { return testing::step_or_throw(config, o); }
 
 StepOptions pipeline(int64_t stages, int64_t stage, int64_t micro_batches = 4) {
   StepOptions o;

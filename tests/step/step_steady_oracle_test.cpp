@@ -44,11 +44,7 @@ ModelConfig toy(const std::string& family) {
   return config.take();
 }
 
-StepCensus run(const ModelConfig& config, const StepOptions& o) {
-  auto step = census_step(config, o);
-  if (!step) throw std::runtime_error(step.refusal().message());
-  return step.take();
-}
+StepCensus run(const ModelConfig& config, const StepOptions& o) { return testing::step_or_throw(config, o); }
 
 StepOptions adamw(nn::OptimizerImpl impl, bool first_step) {
   StepOptions o;

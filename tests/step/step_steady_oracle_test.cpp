@@ -2,7 +2,8 @@
 // model and AdamW run for two steps on fake tensors, the second recorded), copied into
 // tests/data/step/steady/ by scripts/oracle_step_case.py: eight families' 4-layer toys at 128 tokens, one
 // micro-batch, four accumulated and two sequences a micro-batch, with the for-loop AdamW
-// (foreach=False, fused=False), and one micro-batch with the foreach AdamW (PyTorch's default on CUDA).
+// (foreach=False, fused=False), and one micro-batch with the foreach AdamW (PyTorch's default on CUDA);
+// four of them again at 1,000 tokens, one micro-batch, both forms.
 // Each case is there twice: step 2 (`*_steady`, census step's default) and step 1 (`*_first`, census step
 // --first-step). Every number to the byte.
 #include <gtest/gtest.h>

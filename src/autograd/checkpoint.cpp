@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/engine.h"
+#include "graph/node.h"
 
 namespace census {
 

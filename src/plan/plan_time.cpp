@@ -132,7 +132,6 @@ struct TimeModel::Impl {
       : c(config), run(run), o(options), rates(Rates::of(device)), net(Network::of(device)) {
     const std::vector<std::string> layer_kind_names = layer_kinds(c);
     for (size_t i = 0; i < layer_kind_names.size(); ++i) {
-      kinds.push_back(layer_kind_names[i]);
       const auto named = std::find(kind_names.begin(), kind_names.end(), layer_kind_names[i]);
       kind_index.push_back(static_cast<int32_t>(named - kind_names.begin()));
       if (named == kind_names.end()) kind_names.push_back(layer_kind_names[i]);
@@ -292,7 +291,6 @@ struct TimeModel::Impl {
   TimeOptions o;
   Rates rates;
   Network net;
-  std::vector<std::string> kinds;       // by layer index
   std::vector<std::string> kind_names;  // each kind once, in the model's order
   std::vector<int32_t> kind_index;      // by layer index: its kind's place in kind_names
   std::vector<int64_t> representative;  // by layer index: the first layer of its kind (itself, stacked)

@@ -279,8 +279,7 @@ StepBytes::Excursion StepBytes::excursion_of(const Segment& seg, const StepWeigh
     const int64_t delta = identity ? e.delta_bytes : weighted(e, weights);
     x.net.bytes[static_cast<size_t>(info.category)] += delta;
     x.categories |= uint32_t{1} << static_cast<uint32_t>(info.category);
-    x.temporaries = x.temporaries || (info.category == StepCategory::kActivations && info.phase >= 0 &&
-                                      is_optimizer_step_[static_cast<size_t>(info.phase)]);
+    x.temporaries = x.temporaries || optimizer_temporary(info);
     total += delta;
     if (x.top_at < 0 || total > x.top) {
       x.top = total;
@@ -447,11 +446,8 @@ std::vector<StepMoment> StepBytes::highest_phase_peaks(std::span<const StepWeigh
   std::deque<Excursion> made_excursions;
   auto alike = [&](const StepWeights& a, const StepWeights& b, const Excursion& x) {
     for (size_t c = 0; c < a.by_category.size(); ++c)
-      if ((x.categories >> c & 1) != 0 && (a.by_category[c].num != b.by_category[c].num ||
-                                           a.by_category[c].den != b.by_category[c].den))
-        return false;
-    return !x.temporaries || (a.optimizer_temporaries.num == b.optimizer_temporaries.num &&
-                              a.optimizer_temporaries.den == b.optimizer_temporaries.den);
+      if ((x.categories >> c & 1) != 0 && a.by_category[c] != b.by_category[c]) return false;
+    return !x.temporaries || a.optimizer_temporaries == b.optimizer_temporaries;
   };
   auto excursion = [&](size_t k, const Segment& seg) -> const Excursion& {
     auto [it, made] = excursions[k].try_emplace(seg.from, nullptr);
@@ -499,9 +495,7 @@ std::vector<StepMoment> StepBytes::highest_phase_peaks(std::span<const StepWeigh
         const StorageInfo& info = storages_[static_cast<size_t>(e.slot)];
         const auto c = static_cast<size_t>(info.category);
         // Most events (activations of a pass) weigh the same under every weighting: weighed once.
-        const bool temporary = info.category == StepCategory::kActivations && info.phase >= 0 &&
-                               is_optimizer_step_[static_cast<size_t>(info.phase)];
-        const bool same = temporary ? same_temporaries : same_by_category[c];
+        const bool same = optimizer_temporary(info) ? same_temporaries : same_by_category[c];
         for (size_t k = 0; k < n; ++k) {
           const int64_t delta = identity[k] || same ? e.delta_bytes : weighted(e, weights[k]);
           if (delta < 0 && due[k]) {

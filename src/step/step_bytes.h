@@ -116,6 +116,7 @@ struct Share {
     return static_cast<int64_t>(static_cast<Wide>(bytes) * num / den);
   }
   bool identity() const { return num == den; }
+  bool operator==(const Share&) const = default;  // the same fraction, written alike
 };
 
 // How the composed terms reweigh the simulated step (step/step_compose.h): each category's storages
@@ -295,12 +296,14 @@ class StepBytes final : public Observer {
   // The bytes event `e` moves under `weights`: its storage's share; a storage's death moves what its
   // birth did. A replayed storage is of its recorded storage's category and, like it, of a pass.
   // (Inline: analyse() and the allocator's walk ask it per event.)
+  // Whether a storage is one the optimizer's step made for its update (StepWeights::optimizer_temporaries).
+  bool optimizer_temporary(const StorageInfo& s) const {
+    return s.category == StepCategory::kActivations && s.phase >= 0 && is_optimizer_step_[static_cast<size_t>(s.phase)];
+  }
   int64_t weighted(const Event& e, const StepWeights& weights) const {
     const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
-    const bool optimizer_temporary =
-        s.category == StepCategory::kActivations && s.phase >= 0 && is_optimizer_step_[static_cast<size_t>(s.phase)];
-    const Share share = optimizer_temporary ? weights.optimizer_temporaries
-                                            : weights.by_category[static_cast<size_t>(s.category)];
+    const Share share = optimizer_temporary(s) ? weights.optimizer_temporaries
+                                               : weights.by_category[static_cast<size_t>(s.category)];
     const int64_t bytes = share.of(e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes);
     return e.delta_bytes > 0 ? bytes : -bytes;
   }

@@ -670,9 +670,14 @@ StepCensus StepRunner::run() {
     return result;
   }
   result.gradient_bytes_at_end = gradient_bytes();
-  bool plain = !o_.also_composed_only;
-  for (StepComposition also : o_.also_composed) {
-    also.context_parallel = o_.context_parallel;  // as below: composed with the step's own options
+  // The further compositions, composed with the step's own options as its own composition is below.
+  const int64_t ring_kv = ring_kv_bytes(layer_config_, o_);
+  std::vector<StepComposition> also_composed = o_.also_composed;
+  bool plain = !o_.also_composed_only;  // the step's own analysis is asked, or stands for a composition
+  for (StepComposition& also : also_composed) {
+    also.context_parallel = o_.context_parallel;
+    also.ring_kv_bytes = ring_kv;
+    also.largest_layer_parameter_bytes = largest_layer_bytes_;
     plain = plain || !also.composes();
   }
   if (plain) result.analysis = bytes_.analyse({}, o_.peak_holders);
@@ -685,7 +690,7 @@ StepCensus StepRunner::run() {
     StepComposition composition = o_.composition;
     composition.largest_layer_parameter_bytes = largest_layer_bytes_;
     composition.context_parallel = o_.context_parallel;
-    composition.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
+    composition.ring_kv_bytes = ring_kv;
     result.composition = composition;
     result.composed = bytes_.analyse(step_weights(composition), o_.peak_holders);
     result.composed_peak.bytes = -1;
@@ -698,21 +703,15 @@ StepCensus StepRunner::run() {
   }
   // Each further composition's highest phase peak, the ones that compose reweighed in one walk of the log.
   std::vector<StepWeights> reweighed;
-  std::vector<bool> composes;
-  for (StepComposition also : o_.also_composed) {
-    also.context_parallel = o_.context_parallel;  // as the step's own composition: set from its options
-    also.ring_kv_bytes = ring_kv_bytes(layer_config_, o_);
-    also.largest_layer_parameter_bytes = largest_layer_bytes_;
+  for (const StepComposition& also : also_composed) {
+    const StepWeights weights = also.composes() ? step_weights(also) : StepWeights{};
     if (o_.allocator)
-      result.also_composed_allocators.push_back(
-          simulate_step_allocator(bytes_, also.composes() ? step_weights(also) : StepWeights{}, *o_.allocator,
-                                  steady_state));
-    composes.push_back(also.composes());
-    if (also.composes()) reweighed.push_back(step_weights(also));
+      result.also_composed_allocators.push_back(simulate_step_allocator(bytes_, weights, *o_.allocator, steady_state));
+    if (also.composes()) reweighed.push_back(weights);
   }
   std::vector<StepMoment> peaks = bytes_.highest_phase_peaks(reweighed);
-  for (size_t i = 0, k = 0; i < composes.size(); ++i)
-    result.also_composed_peaks.push_back(composes[i] ? std::move(peaks[k++]) : result.analysis.peak);
+  for (size_t i = 0, k = 0; i < also_composed.size(); ++i)
+    result.also_composed_peaks.push_back(also_composed[i].composes() ? std::move(peaks[k++]) : result.analysis.peak);
   auto highest = [&](char prefix) {
     StepMoment best;
     best.bytes = -1;

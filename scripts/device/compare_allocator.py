@@ -55,10 +55,10 @@ def config_of(case: Dict[str, Any]) -> Dict[str, Any]:
     return config  # a test-data case: the config itself
 
 
-def census_allocator(census: str, case: Dict[str, Any], alloc_conf: str) -> Dict[str, Any]:
-    args = step_args(case)
-    if args is None:
-        return {"skipped": "census step runs micro-batches of one sequence (batch %s)" % case.get("batch")}
+def census_step_json(census: str, case: Dict[str, Any], args: List[str],
+                     alloc_conf: str) -> Tuple[Optional[Dict[str, Any]], str, str]:
+    """`census step --allocator` on the case's config: its JSON (None where refused), its refusal, and the
+    command as a reader would type it (the config's path as CONFIG)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(config_of(case), handle)
         path = handle.name
@@ -69,10 +69,20 @@ def census_allocator(census: str, case: Dict[str, Any], alloc_conf: str) -> Dict
         run = subprocess.run(command, capture_output=True, text=True, check=False)
     finally:
         os.unlink(path)
+    shown = " ".join(["census", "step", "CONFIG", *command[3:]])
     if run.returncode != 0:
-        return {"refused": run.stderr.strip(), "command": " ".join(command[1:])}
-    step = json.loads(run.stdout)
-    return dict(step["allocator"], step_peak=step["peak"]["bytes"], command=" ".join(["census", "step", "CONFIG", *command[3:]]))
+        return None, run.stderr.strip()[-2000:], shown
+    return json.loads(run.stdout), "", shown
+
+
+def census_allocator(census: str, case: Dict[str, Any], alloc_conf: str) -> Dict[str, Any]:
+    args = step_args(case)
+    if args is None:
+        return {"skipped": "census step runs micro-batches of one sequence (batch %s)" % case.get("batch")}
+    step, refusal, shown = census_step_json(census, case, args, alloc_conf)
+    if step is None:
+        return {"refused": refusal, "command": shown}
+    return dict(step["allocator"], step_peak=step["peak"]["bytes"], command=shown)
 
 
 def pytorch_allocator(case: Dict[str, Any]) -> Optional[Dict[str, Any]]:

@@ -32,12 +32,10 @@ figures, so that where the two part is visible. With ``--fake DIRS`` each case's
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
-from compare_allocator import config_of, mib, print_lines, run_arguments  # the same JSON, options and table
+from compare_allocator import census_step_json, mib, print_lines, run_arguments  # the same run, options and table
 
 # the kind's AdamW form, as `census step --optimizer-impl` names it
 IMPL = {"single_adamw_steady": "for-loop", "accum_m4_adamw_steady": "for-loop", "single_b2_adamw_steady": "for-loop",
@@ -70,22 +68,9 @@ def census_step(census: str, case: Dict[str, Any], alloc_conf: str, first: bool)
     args = step_args(case)
     if args is None:
         return {"skipped": "no AdamW form for kind %s" % case.get("kind")}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(config_of(case), handle)
-        path = handle.name
-    try:
-        command = [census, "step", path, *args, "--allocator", "--format", "json"]
-        if first:
-            command.append("--first-step")
-        if alloc_conf:
-            command += ["--alloc-conf", alloc_conf]
-        run = subprocess.run(command, capture_output=True, text=True, check=False)
-    finally:
-        os.unlink(path)
-    shown = " ".join(["census", "step", "CONFIG", *command[3:]])
-    if run.returncode != 0:
-        return {"refused": run.stderr.strip()[-2000:], "command": shown}
-    step = json.loads(run.stdout)
+    step, refusal, shown = census_step_json(census, case, args + (["--first-step"] if first else []), alloc_conf)
+    if step is None:
+        return {"refused": refusal, "command": shown}
     return dict(step["allocator"], step_peak=step["peak"]["bytes"], step_peak_phase=step["peak"]["phase"],
                 step_peak_op=step["peak"].get("op"), command=shown)
 

@@ -210,6 +210,22 @@ void BM_StepSteadyState(benchmark::State& state) {
 }
 BENCHMARK(BM_StepSteadyState)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
+// Each optimizer's steady step (step/optimizer_choice.h): `census step llama-3.1-8b --micro-batches 4
+// --optimizer NAME` at 4096 tokens in its default form: its states made at the setup, its update op by op.
+void BM_StepOptimizer(benchmark::State& state, census::StepOptimizer optimizer) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 4096;
+  options.micro_batches = 4;
+  options.optimizer = optimizer;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepOptimizer, sgd, census::StepOptimizer::kSGD)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, adafactor, census::StepOptimizer::kAdafactor)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, adamw8bit, census::StepOptimizer::kAdamW8bit)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, paged_adamw8bit, census::StepOptimizer::kPagedAdamW8bit)
+    ->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

@@ -53,10 +53,13 @@ def parallel_options(case):
 def optimizer_options(kind):
     """The step oracle's AdamW runs its first step as a for-loop (foreach=False, fused=False); the steady-state
     oracle's kinds record the second step (`*_steady`) or, trimmed from its step 1, the first (`*_first`), of
-    the form the kind names."""
+    the optimizer and form the kind names (`single_sgd_foreach_steady`; no form word: the for-loop)."""
     if kind.endswith("_steady") or kind.endswith("_first"):
-        impl = "foreach" if "_foreach" in kind else "fused" if "_fused" in kind else "for-loop"
-        return ["--optimizer", "adamw", "--optimizer-impl", impl] + (["--first-step"] if kind.endswith("_first") else [])
+        name = next(n for n in ("adamw8bit", "adafactor", "sgd", "adamw") if f"_{n}_" in f"_{kind}")
+        args = ["--optimizer", name]
+        if name != "adamw8bit":
+            args += ["--optimizer-impl", "foreach" if "_foreach" in kind else "fused" if "_fused" in kind else "for-loop"]
+        return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]
     return ["--optimizer", "none"]

@@ -14,7 +14,8 @@
   // The options shown first, in this order, where the command has them; the rest are under "more".
   const FIRST = {
     step: ["--seq-length", "--micro-batch-size", "--micro-batches", "--tp", "--cp", "--ep", "--pp", "--dp",
-           "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer-impl", "--first-step"],
+           "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
+           "--first-step"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
            "--gpus-per-node", "--top"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
@@ -230,9 +231,11 @@
     const peakOf = (s) => (s.composed ? s.composed.peak : s.peak);
     const worst = step.stages ? stages.find((s) => s.stage.index === step.worst_stage) : step;
     const out = [];
-    out.push(paragraph(worst.step === "first"
-      ? "The first step: AdamW makes its states inside its optimizer step."
-      : "The steady state, every step from the second on: AdamW's states, made by the first, alive from the start.",
+    const optimizer = worst.optimizer ? worst.optimizer.name : null;
+    out.push(paragraph(!optimizer ? "No optimizer step."
+      : worst.step === "first"
+      ? "The first step: " + optimizer + " makes its states inside its optimizer step."
+      : "The steady state, every step from the second on: " + optimizer + "'s states, made by the first, alive from the start.",
       "note"));
     out.push(section("Every stage",
       table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
@@ -243,10 +246,14 @@
     for (const name of ["forward_peak", "backward_peak", "optimizer_step_peak"])
       if (worst[name]) rows.push([name, {bytes: worst[name].bytes}, worst[name].phase]);
     rows.push(["parameters", {bytes: worst.parameters.bytes}, grouped(worst.parameters.count) + " in " + worst.parameters.tensors + " tensors"]);
-    if (worst.optimizer)
+    if (worst.optimizer) {
       rows.push(["optimizer states", {bytes: worst.optimizer.state_bytes},
-                 "AdamW (" + worst.optimizer.implementation + "), " +
+                 worst.optimizer.name + (worst.optimizer.implementation ? " (" + worst.optimizer.implementation + ")" : "") + ", " +
                  (worst.step === "first" ? "made in its first step" : "alive from the start")]);
+      if (worst.optimizer.unified_memory_bytes > 0)
+        rows.push(["  of them paged", {bytes: worst.optimizer.unified_memory_bytes},
+                   "in unified memory (cudaMallocManaged), outside the caching allocator: in no device figure"]);
+    }
     if (worst.composed) {
       rows.push(["peak (composed)", {bytes: worst.composed.peak.bytes}, worst.composed.peak.phase]);
       for (const t of worst.composed.terms) rows.push(["  " + t.name, {bytes: t.bytes}, t.formula]);

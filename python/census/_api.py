@@ -138,12 +138,13 @@ def _switch(name: str, value: Any) -> bool:
 
 
 def _optimizer_impl(value: Any) -> str:
-    """*optimizer_impl* as the command line's --optimizer-impl takes it: None for its default (foreach), else a
-    form's name, which the step checks."""
+    """*optimizer_impl* as the command line's --optimizer-impl takes it: None for the optimizer's default (PyTorch's
+    on CUDA), else a form's name, which the step checks."""
     if value is None:
         return ""
     if not isinstance(value, str) or value == "":
-        raise ValueError(f"optimizer_impl: must be foreach, fused or for-loop (or None for foreach), not {_shown(value)}")
+        raise ValueError(f"optimizer_impl: must be foreach, fused or for-loop (or None for the optimizer's default), "
+                         f"not {_shown(value)}")
     return value
 
 
@@ -451,9 +452,10 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
     *micro_batches* micro-batches of *micro_batch_size* sequences of *seq_length* tokens under *schedule* (``1f1b``, ``gpipe``, or
     ``interleaved`` over *virtual_stages* model chunks a stage), every
-    layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s step (``adamw`` or
-    ``none``) in the form *optimizer_impl* names (``foreach``, PyTorch's default on CUDA, when None;
-    ``fused``; ``for-loop``). The step is the steady state, every step from the second on, with the
+    layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s step (``adamw``, ``sgd``,
+    ``adafactor``, ``adamw8bit``, ``paged-adamw8bit`` or ``none``; docs/step.md) in the form *optimizer_impl*
+    names (``foreach``, ``fused``, ``for-loop``; when None, PyTorch's default on CUDA: foreach, Adafactor's
+    for-loop). The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per

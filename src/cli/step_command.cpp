@@ -73,11 +73,22 @@ ordered_json peak_json(const StepMoment& m, bool fsdp) {
   return j;
 }
 
-// --optimizer-impl's form; left out, PyTorch's default on CUDA.
-nn::OptimizerImpl optimizer_impl_of(const StepArgs& a) {
+// --optimizer's optimizer (its names checked by check_names).
+StepOptimizer optimizer_of(const StepArgs& a) { return optimizer_named(a.optimizer).value_or(StepOptimizer::kNone); }
+
+// --optimizer-impl's form; left out, empty: the optimizer's own default on CUDA.
+std::optional<nn::OptimizerImpl> optimizer_impl_of(const StepArgs& a) {
   if (a.optimizer_impl == "fused") return nn::OptimizerImpl::kFused;
   if (a.optimizer_impl == "for-loop") return nn::OptimizerImpl::kForLoop;
-  return nn::OptimizerImpl::kForEach;
+  if (a.optimizer_impl == "foreach") return nn::OptimizerImpl::kForEach;
+  return std::nullopt;
+}
+
+// The optimizer as the answer names it: "adamw (foreach)", "adamw8bit", "none".
+std::string optimizer_label(const StepArgs& a) {
+  const StepOptimizer optimizer = optimizer_of(a);
+  if (optimizer_forms(optimizer).empty()) return a.optimizer;
+  return a.optimizer + " (" + std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a)))) + ")";
 }
 
 // Which step is priced: "steady" (the second and every later one, the default) or "first". A step
@@ -171,11 +182,16 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["gradients"] = {{"bytes_after_first_backward", s.gradient_bytes_after_first_backward},
                     {"bytes_after_last_backward", s.gradient_bytes_after_last_backward},
                     {"bytes_live_at_end", s.gradient_bytes_at_end}};
-  j["optimizer"] = a.optimizer == "adamw"
-                       ? ordered_json{{"name", "adamw"},
-                                      {"implementation", std::string(nn::optimizer_impl_name(optimizer_impl_of(a)))},
-                                      {"state_bytes", s.optimizer_state_bytes}}
-                       : ordered_json(nullptr);
+  if (const StepOptimizer optimizer = optimizer_of(a); optimizer != StepOptimizer::kNone) {
+    j["optimizer"] = {{"name", a.optimizer}};
+    if (!optimizer_forms(optimizer).empty())
+      j["optimizer"]["implementation"] =
+          std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a))));
+    j["optimizer"]["state_bytes"] = s.optimizer_state_bytes;
+    j["optimizer"]["unified_memory_bytes"] = s.optimizer_unified_memory_bytes;
+  } else {
+    j["optimizer"] = nullptr;
+  }
   ordered_json phases = ordered_json::array();
   for (const StepPhase& p : s.analysis.phases)
     phases.push_back({{"name", p.name},
@@ -243,9 +259,14 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
     if (m->bytes >= 0) table.add({name, grouped(m->bytes), human_bytes(m->bytes), "at " + m->phase});
   table.add({"parameters", grouped(s.parameter_bytes), human_bytes(s.parameter_bytes),
              grouped(s.parameter_count) + " in " + std::to_string(s.parameter_tensors) + " tensors"});
-  if (a.optimizer == "adamw")
+  if (optimizer_of(a) != StepOptimizer::kNone) {
     table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes),
-               a.first_step ? "AdamW, made in its first step" : "AdamW, alive from the start"});
+               optimizer_label(a) + (a.first_step ? ", made in its first step" : ", alive from the start")});
+    if (s.optimizer_unified_memory_bytes > 0)
+      table.add({"  of them paged", grouped(s.optimizer_unified_memory_bytes),
+                 human_bytes(s.optimizer_unified_memory_bytes),
+                 "in unified memory (cudaMallocManaged), outside the caching allocator: in no device figure"});
+  }
   if (c.composes()) {
     table.add({"peak (composed)", grouped(s.composed_peak.bytes), human_bytes(s.composed_peak.bytes), where(s.composed_peak)});
     for (const ComposedTerm& t : composed_terms(s.composition, s.composed_peak)) {
@@ -302,11 +323,12 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                   "layer whole)",
                   "give none, selective, full, full-reentrant, torchtitan-op, torchtitan-layer:N, or a mode per layer "
                   "kind ('none,moe=full')");
-  add_choice_option(*sub, "--optimizer", a.optimizer, {"adamw", "none"},
-                    "adamw (default: its step and zero_grad(set_to_none=True)) or none");
+  add_choice_option(*sub, "--optimizer", a.optimizer, optimizer_names(),
+                    "adamw (default), sgd (momentum 0.9), adafactor (torch.optim's), adamw8bit or paged-adamw8bit "
+                    "(bitsandbytes'), or none: its step and zero_grad(set_to_none=True)");
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
-                    "AdamW's form as torch.optim runs it: foreach (PyTorch's default on CUDA), fused, or for-loop "
-                    "(foreach=False)");
+                    "the optimizer's form as torch.optim runs it: foreach, fused or for-loop (foreach=False); left "
+                    "out, PyTorch's default on CUDA (foreach; Adafactor's for-loop)");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -366,11 +388,12 @@ Status check_names(const StepArgs& a) {
   // The command line read these by their choice rule; Python's arguments meet the same one here
   // (--recompute's modes per layer kind are read where the step parses them, step/recompute_choice.h).
   CENSUS_TRY(parse_choice("--schedule", {"1f1b", "gpipe", "interleaved"}, a.schedule));
-  CENSUS_TRY(parse_choice("--optimizer", {"adamw", "none"}, a.optimizer));
+  CENSUS_TRY(parse_choice("--optimizer", optimizer_names(), a.optimizer));
   if (!a.optimizer_impl.empty()) {
     CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
     if (a.optimizer == "none")
       return refuse("--optimizer-impl with --optimizer none", "there is no optimizer to run in a form; drop --optimizer-impl");
+    CENSUS_TRY(check_optimizer(optimizer_of(a), optimizer_impl_of(a)));
   }
   if (a.first_step && a.optimizer == "none")
     return refuse("--first-step with --optimizer none",
@@ -439,7 +462,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.recompute = recompute->all;
   o.recompute_by_kind = recompute->by_kind;
   o.recompute_every_nth_layer = recompute->every_nth_layer;
-  o.optimizer = a.optimizer == "adamw" ? StepOptimizer::kAdamW : StepOptimizer::kNone;
+  o.optimizer = optimizer_of(a);
   o.optimizer_impl = optimizer_impl_of(a);
   o.first_step = a.first_step;
   o.tensor_parallel = a.tp;
@@ -530,8 +553,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << " micro-batch" << (a.micro_batches > 1 ? "es" : "") << ", PP " << a.pp << " ("
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
-         << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << a.optimizer
-         << (a.optimizer == "adamw" ? " (" + std::string(nn::optimizer_impl_name(optimizer_impl_of(a))) + ")" : "")
+         << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
          << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;

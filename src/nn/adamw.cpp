@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ops/ops.h"
+
 namespace census::nn {
 
 namespace {
@@ -10,97 +12,51 @@ constexpr double kLr = 1e-4, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kWeightD
 
 }  // namespace
 
-std::string_view optimizer_impl_name(OptimizerImpl impl) {
-  switch (impl) {
-    case OptimizerImpl::kForEach: return "foreach";
-    case OptimizerImpl::kFused: return "fused";
-    case OptimizerImpl::kForLoop: return "for-loop";
-  }
-  return "?";
-}
-
 void AdamW::make_state(size_t i) {
   const Tensor& p = params_[i];
-  State& state = states_[i];
   if (impl_ == OptimizerImpl::kFused) {
-    state.step = ops::zeros(Dims{}, DType::kFloat32);  // on the parameter's device
-    hooks_.on_state(state.step);
+    add_state(i, ops::zeros(Dims{}, DType::kFloat32));  // on the parameter's device
   } else {
-    state.step = ops::scalar_tensor_fresh();
-    hooks_.on_state(state.step);
-    hooks_.on_host(state.step);
+    Tensor step = ops::scalar_tensor_fresh();
+    add_state(i, step);
+    on_host(step);
   }
-  state.exp_avg = ops::zeros_like(p);
-  hooks_.on_state(state.exp_avg);
-  state.exp_avg_sq = ops::zeros_like(p);
-  hooks_.on_state(state.exp_avg_sq);
-}
-
-void AdamW::make_states() {
-  NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (!states_[i].made()) make_state(i);
-}
-
-std::vector<Tensor> AdamW::drop_states_without_grad() {
-  std::vector<Tensor> dropped;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    State& state = states_[i];
-    if (!state.made() || params_[i].impl()->grad) continue;
-    dropped.push_back(std::move(state.step));
-    dropped.push_back(std::move(state.exp_avg));
-    dropped.push_back(std::move(state.exp_avg_sq));
-    state = State();
-  }
-  return dropped;
+  add_state(i, ops::zeros_like(p));  // exp_avg
+  add_state(i, ops::zeros_like(p));  // exp_avg_sq
 }
 
 void AdamW::single_tensor_update(size_t i, Tensor& denom) {
   Tensor param = params_[i];
-  State& state = states_[i];
-  const Tensor grad(param.impl()->grad);
-  ops::add_(state.step, 1.0);
+  const Tensor g = grad(i);
+  Tensor& step = state(i, kStep);
+  Tensor& exp_avg = state(i, kExpAvg);
+  Tensor& exp_avg_sq = state(i, kExpAvgSq);
+  ops::add_(step, 1.0);
   ops::mul_(param, 1.0 - kLr * kWeightDecay);
-  ops::lerp_(state.exp_avg, grad, 1.0 - kBeta1);
-  ops::addcmul_(ops::mul_(state.exp_avg_sq, kBeta2), grad, grad, 1.0 - kBeta2);
+  ops::lerp_(exp_avg, g, 1.0 - kBeta1);
+  ops::addcmul_(ops::mul_(exp_avg_sq, kBeta2), g, g, 1.0 - kBeta2);
   // step_t.item(): the bias corrections are Python floats of it (values never change a byte).
-  ops::item(state.step);
+  ops::item(step);
   const double bias_correction1 = 1.0 - kBeta1;
   const double bias_correction2_sqrt = std::sqrt(1.0 - kBeta2);
   Tensor next;
   {
-    Tensor root = ops::sqrt(state.exp_avg_sq);
+    Tensor root = ops::sqrt(exp_avg_sq);
     next = ops::div_number(root, bias_correction2_sqrt);
   }
   ops::add_(next, kEps);
   denom = std::move(next);  // the previous parameter's denom dies here, after the new one exists
-  ops::addcdiv_(param, state.exp_avg, denom, -kLr / bias_correction1);
+  ops::addcdiv_(param, exp_avg, denom, -kLr / bias_correction1);
 }
 
-std::vector<std::vector<size_t>> AdamW::groups_with_grad() const {
-  std::vector<std::vector<size_t>> groups;
-  std::vector<DType> dtypes;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].impl()->grad) continue;
-    size_t g = 0;
-    while (g < dtypes.size() && dtypes[g] != params_[i].dtype()) ++g;
-    if (g == dtypes.size()) {
-      dtypes.push_back(params_[i].dtype());
-      groups.emplace_back();
-    }
-    groups[g].push_back(i);
-  }
-  return groups;
-}
-
-AdamW::Lists AdamW::lists(const std::vector<size_t>& group) const {
+AdamW::Lists AdamW::lists(const std::vector<size_t>& group) {
   Lists l;
   for (size_t i : group) {
     l.params.push_back(params_[i]);
-    l.grads.push_back(Tensor(params_[i].impl()->grad));
-    l.exp_avgs.push_back(states_[i].exp_avg);
-    l.exp_avg_sqs.push_back(states_[i].exp_avg_sq);
-    l.steps.push_back(states_[i].step);
+    l.grads.push_back(grad(i));
+    l.exp_avgs.push_back(state(i, kExpAvg));
+    l.exp_avg_sqs.push_back(state(i, kExpAvgSq));
+    l.steps.push_back(state(i, kStep));
   }
   return l;
 }
@@ -110,7 +66,7 @@ void AdamW::multi_tensor_update(const std::vector<size_t>& group, std::vector<Te
   {
     // The steps are on the host: torch.tensor(1.0, device="cpu") once for the list.
     const Tensor one = ops::scalar_tensor_fresh();
-    hooks_.on_host(one);
+    on_host(one);
     ops::foreach_add_(steps, one);
   }
   ops::foreach_mul_(params, 1.0 - kLr * kWeightDecay);
@@ -138,12 +94,12 @@ void AdamW::fused_update(const std::vector<size_t>& group) {
 void AdamW::step() {
   NoGradGuard no_grad;  // step() runs under torch.no_grad
   for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].impl()->grad && !states_[i].made()) make_state(i);
+    if (has_grad(i) && !made(i)) make_state(i);
   switch (impl_) {
     case OptimizerImpl::kForLoop: {
       Tensor denom;
       for (size_t i = 0; i < params_.size(); ++i)
-        if (params_[i].impl()->grad) single_tensor_update(i, denom);
+        if (has_grad(i)) single_tensor_update(i, denom);
       break;
     }
     case OptimizerImpl::kForEach: {
@@ -155,17 +111,6 @@ void AdamW::step() {
       for (const std::vector<size_t>& group : groups_with_grad()) fused_update(group);
       break;
   }
-}
-
-void AdamW::zero_grad() {
-  for (const Tensor& p : params_) p.impl()->grad.reset();
-}
-
-int64_t AdamW::state_bytes() const {
-  int64_t total = 0;
-  for (const State& s : states_)
-    if (s.made()) total += s.step.storage()->nbytes + s.exp_avg.storage()->nbytes + s.exp_avg_sq.storage()->nbytes;
-  return total;
 }
 
 }  // namespace census::nn

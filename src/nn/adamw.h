@@ -32,75 +32,37 @@
 //   _fused_adam, for each group by (device, dtype):
 //     _foreach_add_(steps, 1); _fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps): in place
 //
-// The steady state (every step after the first) begins with the states step 1 made: make_states()
-// makes them before the step's forward, as they stand then; the update finds them and makes none.
+// The steady state (every step after the first) begins with the states step 1 made
+// (nn/optimizer.h): the update finds them and makes none.
 #pragma once
 
-#include <cstdint>
-#include <functional>
-#include <string_view>
 #include <vector>
 
-#include "nn/module.h"
-#include "ops/ops.h"
+#include "nn/optimizer.h"
 
 namespace census::nn {
 
-enum class OptimizerImpl : uint8_t { kForEach, kFused, kForLoop };
-
-// "foreach", "fused", "for-loop": --optimizer-impl's words.
-std::string_view optimizer_impl_name(OptimizerImpl impl);
-
-class AdamW {
+class AdamW final : public Optimizer {
  public:
-  // What the optimizer tells its caller of the tensors it makes: each state as it is made, and each
-  // tensor a CUDA run keeps on the host (the step counts of the for-loop and foreach forms, the
-  // foreach form's scalar one).
-  struct Hooks {
-    std::function<void(const Tensor&)> on_state;
-    std::function<void(const Tensor&)> on_host;
-  };
-
   AdamW(std::vector<Tensor> params, OptimizerImpl impl, Hooks hooks)
-      : params_(std::move(params)), impl_(impl), hooks_(std::move(hooks)), states_(params_.size()) {}
+      : Optimizer(std::move(params), std::move(hooks)), impl_(impl) {}
 
-  // The states of every parameter, as the step before this one left them (the steady state): made as
-  // _init_group makes them.
-  void make_states();
-  // The states of the parameters that have no gradient now: a step gives them none (_init_group skips
-  // a parameter without one), so a steady step never had them. Dropped, and returned for the caller
-  // to take back from its count.
-  std::vector<Tensor> drop_states_without_grad();
-  // step(): _init_group (the states of parameters with a gradient that have none), then the update.
-  void step();
-  void zero_grad();
-  // Bytes of every state tensor held.
-  int64_t state_bytes() const;
+  void step() override;
 
  private:
-  struct State {
-    Tensor step;
-    Tensor exp_avg;
-    Tensor exp_avg_sq;
-    bool made() const { return exp_avg.defined(); }
-  };
-  void make_state(size_t i);
+  // Each parameter's states, in the order _init_group makes them.
+  enum Slot : size_t { kStep, kExpAvg, kExpAvgSq };
+  void make_state(size_t i) override;
   void single_tensor_update(size_t i, Tensor& denom);
-  // The parameters with a gradient, in order, grouped by dtype as _group_tensors_by_device_and_dtype
-  // groups them (one device).
-  std::vector<std::vector<size_t>> groups_with_grad() const;
   // A group's lists, as _init_group hands them to the update: each parameter, its gradient, its states.
   struct Lists {
     std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
   };
-  Lists lists(const std::vector<size_t>& group) const;
+  Lists lists(const std::vector<size_t>& group);
   void multi_tensor_update(const std::vector<size_t>& group, std::vector<Tensor>& exp_avg_sq_sqrt);
   void fused_update(const std::vector<size_t>& group);
 
-  std::vector<Tensor> params_;
   OptimizerImpl impl_;
-  Hooks hooks_;
-  std::vector<State> states_;  // by parameter
 };
 
 }  // namespace census::nn

@@ -51,8 +51,10 @@ Tensor zeros(const Dims& sizes, DType dtype) {
   return out;
 }
 
-Tensor zeros_like(const Tensor& self) {
-  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
+Tensor zeros_like(const Tensor& self) { return zeros_like(self, self.dtype()); }
+
+Tensor zeros_like(const Tensor& self, DType dtype) {
+  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), dtype);
   dispatch<1, 1>(Op::kZerosLike, {self}, {out});
   return out;
 }

@@ -94,6 +94,12 @@ enum class Op : uint8_t {
   kForeachAddInplaceTensor, kForeachAddInplaceScalar, kForeachMulInplaceScalar, kForeachLerpInplaceScalar,
   kForeachAddcmulInplaceScalar, kForeachSqrt, kForeachDivInplaceScalarList, kForeachAddcdivInplaceScalarList,
   kFusedAdamwInplace,
+  // The other optimizers (nn/sgd.h, nn/adafactor.h, nn/adamw8bit.h): their norms and in-place updates,
+  // their list forms, and bitsandbytes' update kernels
+  kLinalgVectorNorm, kPowInplaceScalar, kRsqrtInplace, kForeachAddInplaceList, kForeachMulInplaceList,
+  kForeachMulInplaceScalarList, kForeachMulList, kForeachDivInplaceList, kForeachLerpInplaceScalarList,
+  kForeachClampMinInplaceScalar, kForeachRsqrtInplace, kFusedSgdInplace, kBnbOptimizerUpdate32bit,
+  kBnbOptimizerUpdate8bitBlockwise,
   // DeepSeek-V4 (ops/compressed_attention.cpp): its compressors' and indexer's masks and index
   // bookkeeping, the router's sqrt(softplus) (sqrt itself is AdamW's row above)
   kGeTensor, kNewFull,

@@ -156,6 +156,7 @@ Tensor cross_entropy(const Tensor& self, const Tensor& target);
 Tensor ones(const Dims& sizes, DType dtype);
 Tensor zeros(const Dims& sizes, DType dtype);
 Tensor zeros_like(const Tensor& self);  // keeps self's layout, as preserve_format does
+Tensor zeros_like(const Tensor& self, DType dtype);
 Tensor eye(int64_t n, DType dtype);
 Tensor new_empty_strided(const Tensor& self, const Dims& sizes, const Dims& strides);
 // Elementwise.
@@ -317,6 +318,32 @@ void foreach_addcdiv_(std::span<Tensor> self, std::span<const Tensor> tensor1, s
 // one kernel, in place.
 void fused_adamw_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> exp_avgs,
                   std::span<Tensor> exp_avg_sqs, std::span<Tensor> steps);
+
+// --- The other optimizers (nn/sgd.h, nn/adafactor.h, nn/adamw8bit.h), under no_grad: no node ---
+// torch.linalg.vector_norm(self) (self.norm(2)): a 0-d tensor of self's dtype; along one dim, keepdim.
+Tensor linalg_vector_norm(const Tensor& self);
+Tensor linalg_vector_norm(const Tensor& self, int64_t dim, bool keepdim);
+Tensor& pow_(Tensor& self, double exponent);  // pow_.Scalar (square_ is pow_(2))
+Tensor& rsqrt_(Tensor& self);
+Tensor& clamp_min_(Tensor& self, double min);  // clamp_(min=): clamp_.default
+Tensor& div_number_(Tensor& self, double other);  // div_.Tensor with a wrapped number
+void foreach_add_(std::span<Tensor> self, std::span<const Tensor> other);   // _foreach_add_.List (alpha)
+void foreach_mul_(std::span<Tensor> self, std::span<const Tensor> other);   // _foreach_mul_.List
+void foreach_mul_(std::span<Tensor> self, std::span<const double> other);   // _foreach_mul_.ScalarList
+void foreach_div_(std::span<Tensor> self, std::span<const Tensor> other);   // _foreach_div_.List
+void foreach_lerp_(std::span<Tensor> self, std::span<const Tensor> end, std::span<const double> weight);
+void foreach_clamp_min_(std::span<Tensor> self, double min);                // _foreach_clamp_min_.Scalar
+void foreach_rsqrt_(std::span<Tensor> self);
+// _foreach_mul.List: a new tensor each, of self's.
+std::vector<Tensor> foreach_mul(std::span<const Tensor> self, std::span<const Tensor> other);
+// torch._fused_sgd_(params, grads, momentum_buffers): SGD's update of every list in one kernel, in place.
+void fused_sgd_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> momentum_buffers);
+// bitsandbytes' update kernels, in place on the parameter and its states, allocating nothing (their
+// register_fake): optimizer_update_32bit (a parameter under min_8bit_size) and
+// optimizer_update_8bit_blockwise. `reads`: the gradient, then the quantile maps and block maxima.
+void bnb_optimizer_update_32bit(Tensor& param, const Tensor& grad, Tensor& state1, Tensor& state2);
+void bnb_optimizer_update_8bit_blockwise(Tensor& param, const Tensor& grad, Tensor& state1, Tensor& state2,
+                                         std::span<const Tensor> maps_and_maxima);
 
 // --- DeepSeek-V4 (ops/compressed_attention.cpp) ---
 // self >= other, broadcast: bool.

@@ -1,6 +1,7 @@
-// The ops of an optimizer step and of the loss's scaling by the micro-batch count: AdamW's update in
-// its three forms (nn/adamw.h), in place on tensors autograd does not track, plus the few that
-// allocate (sqrt and the foreach list of them, the division by a Python number, the fp32 step scalar).
+// The ops of an optimizer step and of the loss's scaling by the micro-batch count: the optimizers'
+// updates in their forms (nn/adamw.h, nn/sgd.h, nn/adafactor.h, nn/adamw8bit.h), in place on tensors
+// autograd does not track, plus the few that allocate (sqrt and the foreach list of them, the norms, the
+// division by a Python number, the fp32 step scalar).
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -130,6 +131,87 @@ void fused_adamw_(std::span<Tensor> params, std::span<const Tensor> grads, std::
   written.insert(written.end(), exp_avg_sqs.begin(), exp_avg_sqs.end());
   written.insert(written.end(), steps.begin(), steps.end());
   dispatch(Op::kFusedAdamwInplace, inputs, written);
+}
+
+namespace {
+
+// A reduction's result: self's sizes less `dim` (kept as 1 with keepdim), or 0-d with no dim.
+Dims norm_sizes(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  Dims sizes;
+  if (!dim) return sizes;
+  const int64_t d = *dim < 0 ? *dim + self.dim() : *dim;
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    if (i != d) sizes.push_back(self.size(i));
+    else if (keepdim) sizes.push_back(1);
+  }
+  return sizes;
+}
+
+}  // namespace
+
+Tensor linalg_vector_norm(const Tensor& self) {
+  Tensor out = alloc(norm_sizes(self, std::nullopt, false), self.dtype());
+  dispatch<1, 1>(Op::kLinalgVectorNorm, {self}, {out});
+  return out;
+}
+Tensor linalg_vector_norm(const Tensor& self, int64_t dim, bool keepdim) {
+  Tensor out = alloc(norm_sizes(self, dim, keepdim), self.dtype());
+  dispatch<1, 1>(Op::kLinalgVectorNorm, {self}, {out});
+  return out;
+}
+Tensor& pow_(Tensor& self, double /*exponent*/) { return in_place<1>(Op::kPowInplaceScalar, self, {self}); }
+Tensor& rsqrt_(Tensor& self) { return in_place<1>(Op::kRsqrtInplace, self, {self}); }
+Tensor& clamp_min_(Tensor& self, double /*min*/) { return in_place<1>(Op::kClampInplace, self, {self}); }
+Tensor& div_number_(Tensor& self, double /*other*/) { return in_place<1>(Op::kDivInplace, self, {self}); }
+
+void foreach_add_(std::span<Tensor> self, std::span<const Tensor> other) {
+  foreach_in_place(Op::kForeachAddInplaceList, self, {other});
+}
+void foreach_mul_(std::span<Tensor> self, std::span<const Tensor> other) {
+  foreach_in_place(Op::kForeachMulInplaceList, self, {other});
+}
+void foreach_mul_(std::span<Tensor> self, std::span<const double> /*other*/) {
+  foreach_in_place(Op::kForeachMulInplaceScalarList, self, {});
+}
+void foreach_div_(std::span<Tensor> self, std::span<const Tensor> other) {
+  foreach_in_place(Op::kForeachDivInplaceList, self, {other});
+}
+void foreach_lerp_(std::span<Tensor> self, std::span<const Tensor> end, std::span<const double> /*weight*/) {
+  foreach_in_place(Op::kForeachLerpInplaceScalarList, self, {end});
+}
+void foreach_clamp_min_(std::span<Tensor> self, double /*min*/) {
+  foreach_in_place(Op::kForeachClampMinInplaceScalar, self, {});
+}
+void foreach_rsqrt_(std::span<Tensor> self) { foreach_in_place(Op::kForeachRsqrtInplace, self, {}); }
+
+std::vector<Tensor> foreach_mul(std::span<const Tensor> self, std::span<const Tensor> other) {
+  std::vector<Tensor> inputs(self.begin(), self.end());
+  inputs.insert(inputs.end(), other.begin(), other.end());
+  std::vector<Tensor> out;
+  out.reserve(self.size());
+  for (const Tensor& t : self) out.push_back(internal::alloc_like(t, t.dtype()));
+  dispatch(Op::kForeachMulList, inputs, out);
+  return out;
+}
+
+void fused_sgd_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> momentum_buffers) {
+  std::vector<Tensor> inputs(params.begin(), params.end());
+  inputs.insert(inputs.end(), grads.begin(), grads.end());
+  inputs.insert(inputs.end(), momentum_buffers.begin(), momentum_buffers.end());
+  std::vector<Tensor> written(params.begin(), params.end());
+  written.insert(written.end(), momentum_buffers.begin(), momentum_buffers.end());
+  dispatch(Op::kFusedSgdInplace, inputs, written);
+}
+
+void bnb_optimizer_update_32bit(Tensor& param, const Tensor& grad, Tensor& state1, Tensor& state2) {
+  dispatch<4, 3>(Op::kBnbOptimizerUpdate32bit, {grad, param, state1, state2}, {param, state1, state2});
+}
+void bnb_optimizer_update_8bit_blockwise(Tensor& param, const Tensor& grad, Tensor& state1, Tensor& state2,
+                                         std::span<const Tensor> maps_and_maxima) {
+  std::vector<Tensor> inputs{grad, param, state1, state2};
+  inputs.insert(inputs.end(), maps_and_maxima.begin(), maps_and_maxima.end());
+  const std::array<Tensor, 3> written{param, state1, state2};
+  dispatch(Op::kBnbOptimizerUpdate8bitBlockwise, inputs, written);
 }
 
 }  // namespace census::ops

@@ -79,7 +79,7 @@ void StepBytes::track(const Tensor& tensor, std::string_view op, int64_t bytes) 
   if (bytes == 0) return;
   const int32_t id = slot(storage.id);
   StorageInfo& s = storages_[static_cast<size_t>(id)];
-  if (s.live_bytes != 0) return;
+  if (s.live_bytes != 0 || s.excluded) return;
   s.live_bytes = bytes;
   s.op = op;
   s.phase = static_cast<int32_t>(phases_.size()) - 1;
@@ -103,6 +103,10 @@ void StepBytes::resize(const Tensor& tensor, int64_t bytes, std::string_view op)
 
 void StepBytes::note_off_device(const Tensor& tensor) {
   storages_[static_cast<size_t>(slot(tensor.storage_id()))].off_device = true;
+}
+
+void StepBytes::exclude(const Tensor& tensor) {
+  storages_[static_cast<size_t>(slot(tensor.storage_id()))].excluded = true;
 }
 
 void StepBytes::retract(const Tensor& tensor) {

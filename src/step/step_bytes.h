@@ -170,6 +170,9 @@ class StepBytes final : public Observer {
   // `tensor` lives on the host in a CUDA run (AdamW's step counts): counted here as the step oracle
   // counts it, and left out of what the device's allocator sees (step/step_alloc.h).
   void note_off_device(const Tensor& tensor);
+  // `tensor`'s storage is never the step's: memory outside PyTorch's allocators (PagedAdamW8bit's
+  // unified memory), which no op that reads or writes it makes count.
+  void exclude(const Tensor& tensor);
   // The stream the storages made from now on are allocated on (StepStream::kCompute until set).
   void set_stream(StepStream stream) { stream_ = stream; }
   StepStream stream() const { return stream_; }
@@ -230,6 +233,7 @@ class StepBytes final : public Observer {
     std::string_view op;
     int32_t phase = 0;
     bool off_device = false;
+    bool excluded = false;  // exclude(): never tracked
     StepStream stream = StepStream::kCompute;
   };
   // A run of the log: events the engine's storages made (stored in events_ from `from`), or a replay

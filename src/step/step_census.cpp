@@ -11,7 +11,6 @@
 #include "autograd/engine.h"
 #include "census/stack_census.h"
 #include "models/causal_lm.h"
-#include "nn/adamw.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -265,16 +264,30 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                       std::string("cannot cut the model before layer ") + std::to_string(boundary) + ": " + why +
                           "; run it without a pipeline");
   }
-  // AdamW's list forms over DTensor's plan on the rank alone (FSDP2 makes every parameter a DTensor).
-  if (o.optimizer == StepOptimizer::kAdamW && o.optimizer_impl != nn::OptimizerImpl::kForLoop &&
+  CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
+  const nn::OptimizerImpl impl = optimizer_impl_or_default(o.optimizer, o.optimizer_impl);
+  const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
+  if (o.optimizer != StepOptimizer::kNone && !optimizer_states_shard_with_parameters(o.optimizer)) {
+    const std::string flag = "--optimizer " + std::string(optimizer_name(o.optimizer));
+    if (o.composition.zero > 0)
+      return refuse(flag + " with --zero " + std::to_string(o.composition.zero),
+                    "ZeRO shards a flat buffer of the parameters, which has none of the rows, columns or blocks this "
+                    "optimizer lays its states out by; this is not priced yet: drop --zero, or use adamw or sgd");
+    if (dtensors)
+      return refuse(flag + (o.fsdp.shards > 1 ? " with --fsdp" : " with DTensor's plan (--sequence-parallel or --loss-parallel)"),
+                    "its states on DTensor shards are not priced yet; use adamw or sgd, or drop the option");
+  }
+  // The list forms over DTensor's plan on the rank alone (FSDP2 makes every parameter a DTensor).
+  if (optimizer_states_shard_with_parameters(o.optimizer) && impl != nn::OptimizerImpl::kForLoop &&
       (o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1 && o.fsdp.shards <= 1) {
-    const std::string flag = "--optimizer-impl " + std::string(nn::optimizer_impl_name(o.optimizer_impl)) + " with " +
+    const std::string flag = "--optimizer-impl " + std::string(nn::optimizer_impl_name(impl)) + " with " +
                              (o.sequence_parallel ? "--sequence-parallel" : "--loss-parallel");
     if (const std::string p = plain_parameter_under_plan(config, o); !p.empty())
-      return refuse(flag, "torch.optim's AdamW puts the rank's DTensor parameters and the plain ones DTensor's plan "
+      return refuse(flag, "torch.optim's " + std::string(o.optimizer == StepOptimizer::kSGD ? "SGD" : "AdamW") +
+                          " puts the rank's DTensor parameters and the plain ones DTensor's plan "
                           "leaves whole (" + p + ") in one list, which PyTorch refuses (\"got mixed torch.Tensor and "
                           "DTensor\"); give --optimizer-impl for-loop, or --fsdp, which makes every parameter a DTensor");
-    if (o.optimizer_impl == nn::OptimizerImpl::kFused)
+    if (impl == nn::OptimizerImpl::kFused)
       return refuse(flag, "the fused kernel's DTensor dispatch first redistributes each gradient whose placement is not "
                           "its parameter's (the norms' partial sums under sequence parallelism all-reduced, the "
                           "replicated embedding gradient's rows copied), which census step does not price; give "
@@ -584,21 +597,20 @@ StepCensus StepRunner::run() {
   }
   // The optimizer's states live on after its step, as torch.optim's do. In the steady state (the
   // default) the previous step made them: they are here from the start.
-  std::optional<nn::AdamW> adamw;
-  if (o_.optimizer == StepOptimizer::kAdamW) {
-    // A state is counted from the op that makes it; the steady step's, made by the step before, from
-    // its start, as the step's other inputs (the oracle's "input").
-    nn::AdamW::Hooks hooks{[this](const Tensor& state) {
-                             bytes_.track(state);
-                             bytes_.note(state, StepCategory::kOptimizerStates);
-                           },
-                           [this](const Tensor& host) { bytes_.note_off_device(host); }};
-    adamw.emplace(params_, o_.optimizer_impl, std::move(hooks));
-    if (!o_.first_step) {
-      session_.set_muted(true);  // made before this step: no op of it
-      adamw->make_states();
-      session_.set_muted(false);
-    }
+  // A state is counted from the op that makes it; the steady step's, made by the step before, from
+  // its start, as the step's other inputs (the oracle's "input").
+  nn::Optimizer::Hooks hooks{[this](const Tensor& state) {
+                               bytes_.track(state);
+                               bytes_.note(state, StepCategory::kOptimizerStates);
+                             },
+                             [this](const Tensor& host) { bytes_.note_off_device(host); },
+                             [this](const Tensor& unified) { bytes_.exclude(unified); }};
+  const std::unique_ptr<nn::Optimizer> optimizer =
+      make_optimizer(o_.optimizer, o_.optimizer_impl, params_, std::move(hooks));
+  if (optimizer && !o_.first_step) {
+    session_.set_muted(true);  // made before this step: no op of it
+    optimizer->make_states();
+    session_.set_muted(false);
   }
 
   const int64_t v = o_.virtual_stages;
@@ -655,14 +667,15 @@ StepCensus StepRunner::run() {
     if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
     first_backward = false;
   }
-  if (adamw) {
+  if (optimizer) {
     // A parameter the backward gave no gradient never had states: step 1's _init_group skipped it.
-    for (const Tensor& state : adamw->drop_states_without_grad()) bytes_.retract(state);
+    for (const Tensor& state : optimizer->drop_states_without_grad()) bytes_.retract(state);
     bytes_.mark_phase("optimizer_step");
-    adamw->step();
-    result.optimizer_state_bytes = adamw->state_bytes();
+    optimizer->step();
+    result.optimizer_state_bytes = optimizer->state_bytes();
+    result.optimizer_unified_memory_bytes = optimizer->unified_memory_bytes();
     bytes_.mark_phase("zero_grad");
-    adamw->zero_grad();
+    optimizer->zero_grad();
   }
   bytes_.mark_phase("end");
   if (bytes_.too_large()) {  // its sums mean nothing: census_step refuses it
@@ -682,7 +695,7 @@ StepCensus StepRunner::run() {
   }
   if (plain) result.analysis = bytes_.analyse({}, o_.peak_holders);
   // Where the step starts with the optimizer's states made, the allocator starts after a first step.
-  const bool steady_state = adamw.has_value() && !o_.first_step;
+  const bool steady_state = optimizer != nullptr && !o_.first_step;
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
   if (o_.also_composed_only) {
     // the step's own composition and allocator: not asked

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "step/step_alloc.h"
+#include "step/optimizer_choice.h"
 #include "step/pipeline_split.h"
 #include "step/recompute_choice.h"
 #include "step/step_bytes.h"
@@ -46,7 +47,6 @@
 #include "step/fsdp.h"
 #include "step/tensor_parallel.h"
 #include "models/config.h"
-#include "nn/adamw.h"
 #include "util/result.h"
 
 namespace census {
@@ -64,7 +64,6 @@ inline constexpr int64_t kLargestMicroBatchSize = int64_t{1} << 16;
 inline constexpr int64_t kLargestDegree = int64_t{1} << 20;
 
 enum class PipelineSchedule : uint8_t { k1F1B, kGPipe, kInterleaved };
-enum class StepOptimizer : uint8_t { kNone, kAdamW };
 
 struct StepOptions {
   int64_t seq_length = 4096;
@@ -81,9 +80,9 @@ struct StepOptions {
   // torchtitan-layer:N: every N-th decoder layer of the stage (counted from 1) under full checkpointing,
   // the rest under none; 0: off (step/recompute_choice.h).
   int64_t recompute_every_nth_layer = 0;
-  StepOptimizer optimizer = StepOptimizer::kNone;
-  // The optimizer's form (nn/adamw.h): foreach, PyTorch's default on CUDA, fused, or the for-loop.
-  nn::OptimizerImpl optimizer_impl = nn::OptimizerImpl::kForEach;
+  StepOptimizer optimizer = StepOptimizer::kNone;  // step/optimizer_choice.h
+  // The optimizer's form (foreach, fused, for-loop); empty: the one PyTorch runs on CUDA by default.
+  std::optional<nn::OptimizerImpl> optimizer_impl;
   // The step a run is judged by is its second and every later one (the default): the optimizer's states,
   // made by the first step, alive from the start, and the gradients as zero_grad(set_to_none=True) left
   // them (none). first_step: the first, whose optimizer makes its states inside its step.
@@ -143,6 +142,9 @@ struct StepCensus {
   int64_t parameter_bytes = 0;
   int64_t buffer_bytes = 0;
   int64_t optimizer_state_bytes = 0;        // 0 without an optimizer
+  // Of those, the states held in unified memory outside the caching allocator (PagedAdamW8bit's paged
+  // states): in no device figure.
+  int64_t optimizer_unified_memory_bytes = 0;
   int64_t gradient_bytes_after_first_backward = 0;
   int64_t gradient_bytes_after_last_backward = 0;
   int64_t gradient_bytes_at_end = 0;

@@ -105,7 +105,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{"--pp", "3"}, {"--pp", "2", "--stage", "2"}, {"--stage", "-2"},
         {"--schedule", "zigzag"}, {"--schedule", "interleaved"}, {"--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2", "--micro-batches", "3"},
-        {"--pp", "4", "--schedule", "interleaved", "--virtual-stages", "2"}, {"--virtual-stages", "2"}, {"--recompute", "some"}, {"--optimizer", "sgd"},
+        {"--pp", "4", "--schedule", "interleaved", "--virtual-stages", "2"}, {"--virtual-stages", "2"}, {"--recompute", "some"}, {"--optimizer", "lion"},
         {"--zero", "4"}, {"--zero", "2"}, {"--dp", "0"}, {"--cp", "3"}, {"--cp", "0"}, {"--ep", "2"}, {"--tp", "3"},
         {"--micro-batches", "0"}, {"--seq-length", "0"}, {"--master-weights", "fp8"}, {"--grad-dtype", "fp16"},
         {"--cuda-context", "-1"}, {"--format", "yaml"},
@@ -119,7 +119,10 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--tp", "2", "--loss-parallel", "--cp", "2"},
         // the optimizer's form and the first step, where there is no optimizer, or no such form
         {"--optimizer-impl", "adam8bit"}, {"--optimizer-impl", ""}, {"--optimizer", "none", "--first-step"},
-        {"--optimizer", "none", "--optimizer-impl", "fused"}}) {
+        {"--optimizer", "none", "--optimizer-impl", "fused"}, {"--optimizer", "adafactor", "--optimizer-impl", "fused"},
+        {"--optimizer", "adamw8bit", "--optimizer-impl", "foreach"},
+        // an optimizer whose states are laid out by rows, columns or blocks, on flat or DTensor shards
+        {"--optimizer", "adafactor", "--dp", "2", "--zero", "1"}, {"--optimizer", "paged-adamw8bit", "--fsdp", "--dp", "2"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);

@@ -49,6 +49,26 @@ def test_the_steady_state_is_the_steady_oracles():
     assert [p["peak_bytes"] for p in step["phases"]] == [p["peak_bytes"] for p in oracle["phases"]]
 
 
+@pytest.mark.parametrize("kind,optimizer,impl", [("single_sgd_fused_steady", "sgd", "fused"),
+                                                ("single_adafactor_steady", "adafactor", None),
+                                                ("single_adamw8bit_first", "adamw8bit", None)])
+def test_other_optimizers_are_the_steady_oracles(kind, optimizer, impl):
+    with open(os.path.join(STEP_CASES, "steady", "llama_toy_L4_s128_" + kind + ".json"), encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, optimizer=optimizer, optimizer_impl=impl,
+                              first_step=kind.endswith("_first"))
+    assert step["optimizer"]["name"] == optimizer
+    assert step["optimizer"]["state_bytes"] == oracle["optimizer"]["state_bytes"]
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["optimizer_step_peak"]["bytes"] == oracle["optimizer_step_peak"]["bytes"]
+
+
+def test_a_form_the_optimizer_does_not_have_is_refused():
+    oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
+    with pytest.raises(ValueError, match="optimizer_impl fused with optimizer adafactor"):
+        census.census_step(oracle["config"], seq_length=128, optimizer="adafactor", optimizer_impl="fused")
+
+
 def test_composed_terms_and_overheads():
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
     step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, dp=4, zero=1, cuda_context=1000)

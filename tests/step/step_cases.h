@@ -45,14 +45,20 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   }
   // The steady-state oracle's (tests/data/step/steady/): step 2 (`*_steady`) or step 1 (`*_first`), of the
-  // AdamW form the kind names.
+  // optimizer and form the kind names ("single_sgd_foreach_steady"; no form word: the for-loop).
   const bool steady = kind.ends_with("_steady"), first = kind.ends_with("_first");
   if (steady || first) {
-    o.optimizer = StepOptimizer::kAdamW;
+    const std::string words = "_" + kind;
+    for (const char* name : {"adamw8bit", "adafactor", "sgd", "adamw"})
+      if (words.find("_" + std::string(name) + "_") != std::string::npos) {
+        o.optimizer = *optimizer_named(name);
+        break;
+      }
     o.first_step = first;
-    o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
-                       : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused
-                                                                  : nn::OptimizerImpl::kForLoop;
+    if (!optimizer_forms(o.optimizer).empty())
+      o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
+                         : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused
+                                                                    : nn::OptimizerImpl::kForLoop;
   }
   if (kind == "sac_selective") o.recompute = Recompute::kSelective;
   if (kind == "ac_full") o.recompute = Recompute::kFull;

@@ -1,0 +1,142 @@
+// The optimizers other than AdamW (step/optimizer_choice.h), each number derived here by hand on the
+// Llama toy of the steady-state oracle's cases (tests/data/step/steady/, where every case of these
+// optimizers is compared whole by step_steady_oracle_test.cpp): torch.optim's SGD and Adafactor in their
+// forms, bitsandbytes' AdamW8bit and PagedAdamW8bit.
+//
+// The toy: hidden 256, intermediate 512, vocabulary 4,096, 4 layers of 8 query and 2 key-value heads of
+// 32. Its 39 bf16 parameters, in order: the embedding [4096, 256]; per layer q [256, 256], k and v
+// [64, 256], o [256, 256], gate and up [512, 256], down [256, 512] and two norms [256]; the final norm
+// [256]; the head [4096, 256]. 4,327,680 elements, P = 8,655,360 B; its rotary buffers 128 B.
+#include <gtest/gtest.h>
+
+#include "models/registry.h"
+#include "step/step_census.h"
+#include "step_cases.h"
+
+namespace census {
+namespace {
+
+constexpr int64_t kP = 8'655'360, kBuffers = 128;
+
+ModelConfig llama_toy() {
+  auto config =
+      read_config(testing::step_case("llama_toy_L4_s128_single_adamw_steady", "step/steady").at("config"));
+  if (!config) throw std::runtime_error(config.refusal().message());
+  return config.take();
+}
+
+StepOptions stepping(StepOptimizer optimizer, std::optional<nn::OptimizerImpl> impl = std::nullopt,
+                     bool first_step = false) {
+  StepOptions o;
+  o.seq_length = 128;
+  o.optimizer = optimizer;
+  o.optimizer_impl = impl;
+  o.first_step = first_step;
+  return o;
+}
+
+StepCensus run(const StepOptions& o) { return testing::step_or_throw(llama_toy(), o); }
+
+// SGD with momentum keeps one buffer a parameter, its gradient's size: P. No form makes anything else in
+// its step, so the optimizer step's peak is what it starts from: parameters, gradients, buffers and the
+// momentum, 3 P + 128. Step 1 makes the buffers in its step (the for-loop's and foreach's
+// grad.detach().clone(), the fused form's empty_like) and reaches the same moment.
+TEST(StepOptimizers, SgdHoldsOneMomentumBufferAParameter) {
+  for (nn::OptimizerImpl impl : {nn::OptimizerImpl::kForLoop, nn::OptimizerImpl::kForEach, nn::OptimizerImpl::kFused}) {
+    SCOPED_TRACE(std::string(nn::optimizer_impl_name(impl)));
+    const StepCensus steady = run(stepping(StepOptimizer::kSGD, impl));
+    EXPECT_EQ(steady.optimizer_state_bytes, kP);
+    EXPECT_EQ(steady.analysis.phases[0].live_at_end, 2 * kP + kBuffers);
+    EXPECT_EQ(steady.optimizer_step_peak.bytes, 3 * kP + kBuffers);  // 25,966,208
+    const StepCensus first = run(stepping(StepOptimizer::kSGD, impl, /*first_step=*/true));
+    EXPECT_EQ(first.analysis.phases[0].live_at_end, kP + kBuffers);
+    EXPECT_EQ(first.optimizer_step_peak.bytes, 3 * kP + kBuffers);
+  }
+  // Left out, the form is PyTorch's default on CUDA, foreach: the same answer as naming it.
+  const StepCensus plain = run(stepping(StepOptimizer::kSGD));
+  const StepCensus foreach = run(stepping(StepOptimizer::kSGD, nn::OptimizerImpl::kForEach));
+  EXPECT_EQ(plain.analysis.peak.bytes, foreach.analysis.peak.bytes);
+  EXPECT_EQ(plain.analysis.peak.op, foreach.analysis.peak.op);
+}
+
+// Adafactor's states: a 4 B host step count a parameter; a matrix [out, in] keeps a row and a column
+// variance, (out + in) bf16 elements; a vector its own size.
+//   per layer  q 256 + 256, k and v 64 + 256, o 256 + 256, gate and up 512 + 256, down 256 + 512:
+//              3,968 elements, 7,936 B; 4 layers 31,744 B
+//   embedding and head  2 x (4,096 + 256) x 2 B = 17,408 B;  9 vectors of 256: 4,608 B
+//   39 step counts: 156 B                                   total 53,916 B
+constexpr int64_t kAdafactorStates = 31'744 + 17'408 + 4'608 + 156;
+
+TEST(StepOptimizers, AdafactorKeepsARowAndAColumnAMatrix) {
+  const StepCensus s = run(stepping(StepOptimizer::kAdafactor));
+  EXPECT_EQ(s.optimizer_state_bytes, kAdafactorStates);
+  EXPECT_EQ(s.analysis.phases[0].live_at_end, kP + kAdafactorStates + kBuffers);
+}
+
+// The for-loop's names outlive their iteration: the embedding's update [4096, 256], 2,097,152 B, is alive
+// until layer 0's q_proj binds its own, after q_proj's var_estimate = row_var @ col_var [256, 256]
+// (131,072 B), its row and column means ([256, 1] and [1, 256], 512 B each) and row_var.mean (2 B) are
+// made: the step's most. The foreach form holds every matrix's var_estimate in one list (the group's
+// 30 matrices, 8,650,752 B) while the vectors' group makes its grads squared (9 x 512 B): P.
+TEST(StepOptimizers, AdafactorsUpdateOutlivesItsParameter) {
+  const int64_t start = 2 * kP + kAdafactorStates + kBuffers;  // 17,364,764
+  const StepCensus loop = run(stepping(StepOptimizer::kAdafactor, nn::OptimizerImpl::kForLoop));
+  EXPECT_EQ(loop.optimizer_step_peak.bytes, start + 2'097'152 + 131'072 + 512 + 512 + 2);  // 19,594,014
+  const StepCensus foreach = run(stepping(StepOptimizer::kAdafactor, nn::OptimizerImpl::kForEach));
+  EXPECT_EQ(foreach.optimizer_step_peak.bytes, start + 8'650'752 + 9 * 512);
+  EXPECT_EQ(foreach.optimizer_step_peak.bytes, start + kP);
+  EXPECT_EQ(foreach.analysis.peak.op, "aten._foreach_mul.List");
+}
+
+// bitsandbytes' AdamW8bit: a parameter of 4,096 elements or more keeps two uint8 states of its size and two
+// fp32 block maxima a 256-element block; a smaller one two fp32 states; the two quantile maps, fp32 [256],
+// once. The 30 matrices: 2 x 4,325,376 + 2 x 4 x 16,896 = 8,785,920 B; the 9 vectors: 9 x 2 x 4 x 256 =
+// 18,432 B; the maps 2,048 B. Its kernel allocates nothing: the step's most is where it starts.
+constexpr int64_t kEightBitStates = 2 * 4'325'376 + 8 * 16'896 + 18'432 + 2'048;  // 8,806,400
+
+TEST(StepOptimizers, AdamW8bitKeepsAByteAnElementAndABlockMaximum) {
+  const StepCensus s = run(stepping(StepOptimizer::kAdamW8bit));
+  EXPECT_EQ(s.optimizer_state_bytes, kEightBitStates);
+  EXPECT_EQ(s.optimizer_unified_memory_bytes, 0);
+  EXPECT_EQ(s.optimizer_step_peak.bytes, 2 * kP + kEightBitStates + kBuffers);  // 26,117,248
+}
+
+// PagedAdamW8bit pages the uint8 states of a parameter of 100,000 elements or more: the embedding and head
+// (1,048,576 elements each) and the 12 gate, up and down projections (131,072 each), 2 x 3,670,016 B in
+// unified memory, outside every device figure. The device keeps the rest: 1,466,368 B.
+TEST(StepOptimizers, PagedAdamW8bitLeavesItsLargeStatesOutOfTheDevice) {
+  constexpr int64_t kPaged = 2 * (2 * 1'048'576 + 12 * 131'072);  // 7,340,032
+  const StepCensus s = run(stepping(StepOptimizer::kPagedAdamW8bit));
+  EXPECT_EQ(s.optimizer_state_bytes, kEightBitStates);
+  EXPECT_EQ(s.optimizer_unified_memory_bytes, kPaged);
+  EXPECT_EQ(s.analysis.phases[0].live_at_end, kP + kEightBitStates - kPaged + kBuffers);
+  EXPECT_EQ(s.optimizer_step_peak.bytes, 2 * kP + kEightBitStates - kPaged + kBuffers);
+}
+
+// What the implementations refuse, or what is not priced yet: one line naming the options.
+TEST(StepOptimizers, AFormAnOptimizerDoesNotHaveIsRefusedByName) {
+  const ModelConfig config = llama_toy();
+  auto refusal = [&](StepOptions o) {
+    const Status status = check_step_options(config, o);
+    return status.ok() ? std::string("accepted") : status.refusal().message();
+  };
+  EXPECT_EQ(refusal(stepping(StepOptimizer::kAdafactor, nn::OptimizerImpl::kFused)),
+            "--optimizer-impl fused with --optimizer adafactor: it has no such form; give for-loop or foreach");
+  EXPECT_EQ(refusal(stepping(StepOptimizer::kAdamW8bit, nn::OptimizerImpl::kForEach)),
+            "--optimizer-impl foreach with --optimizer adamw8bit: it runs one kernel a parameter and has no forms; "
+            "drop --optimizer-impl");
+  StepOptions zero = stepping(StepOptimizer::kAdafactor);
+  zero.composition.data_parallel = 8;
+  zero.composition.zero = 1;
+  EXPECT_EQ(refusal(zero).substr(0, 33), "--optimizer adafactor with --zero");
+  StepOptions fsdp = stepping(StepOptimizer::kPagedAdamW8bit);
+  fsdp.fsdp.shards = 8;
+  EXPECT_EQ(refusal(fsdp).substr(0, 43), "--optimizer paged-adamw8bit with --fsdp: it");
+  StepOptions sgd_zero = stepping(StepOptimizer::kSGD);
+  sgd_zero.composition.data_parallel = 8;
+  sgd_zero.composition.zero = 1;
+  EXPECT_EQ(refusal(sgd_zero), "accepted");
+}
+
+}  // namespace
+}  // namespace census

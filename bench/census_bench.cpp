@@ -211,19 +211,25 @@ void BM_StepSteadyState(benchmark::State& state) {
 BENCHMARK(BM_StepSteadyState)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 // Each optimizer's steady step (step/optimizer_choice.h): `census step llama-3.1-8b --micro-batches 4
-// --optimizer NAME` at 4096 tokens in its default form: its states made at the setup, its update op by op.
-void BM_StepOptimizer(benchmark::State& state, census::StepOptimizer optimizer) {
+// --optimizer NAME` at 4096 tokens in its default form: its states made at the setup, its update op by op;
+// and AdamW in the backward (one micro-batch, an optimizer a parameter).
+void BM_StepOptimizer(benchmark::State& state, census::StepOptimizer optimizer, bool in_backward) {
   const census::ModelConfig config = shipped("llama-3.1-8b");
   census::StepOptions options;
   options.seq_length = 4096;
-  options.micro_batches = 4;
+  options.micro_batches = in_backward ? 1 : 4;
   options.optimizer = optimizer;
+  options.optimizer_in_backward = in_backward;
   for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
 }
-BENCHMARK_CAPTURE(BM_StepOptimizer, sgd, census::StepOptimizer::kSGD)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepOptimizer, adafactor, census::StepOptimizer::kAdafactor)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepOptimizer, adamw8bit, census::StepOptimizer::kAdamW8bit)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepOptimizer, paged_adamw8bit, census::StepOptimizer::kPagedAdamW8bit)
+BENCHMARK_CAPTURE(BM_StepOptimizer, sgd, census::StepOptimizer::kSGD, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, adafactor, census::StepOptimizer::kAdafactor, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, adamw8bit, census::StepOptimizer::kAdamW8bit, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, paged_adamw8bit, census::StepOptimizer::kPagedAdamW8bit, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, torchao_adamw4bit, census::StepOptimizer::kTorchaoAdamW4bit, false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, adamw_in_backward, census::StepOptimizer::kAdamW, true)
     ->Unit(benchmark::kMillisecond);
 
 // Flagship MoE steps, the whole rank through each family's own causal LM:

@@ -55,10 +55,13 @@ def optimizer_options(kind):
     oracle's kinds record the second step (`*_steady`) or, trimmed from its step 1, the first (`*_first`), of
     the optimizer and form the kind names (`single_sgd_foreach_steady`; no form word: the for-loop)."""
     if kind.endswith("_steady") or kind.endswith("_first"):
-        name = next(n for n in ("adamw8bit", "adafactor", "sgd", "adamw") if f"_{n}_" in f"_{kind}")
+        name = next(n for n in ("torchao_adamw8bit", "torchao_adamw4bit", "adamw8bit", "adafactor", "sgd", "adamw")
+                    if f"_{n}_" in f"_{kind}").replace("_", "-")
         args = ["--optimizer", name]
-        if name != "adamw8bit":
+        if name in ("adamw", "sgd", "adafactor"):
             args += ["--optimizer-impl", "foreach" if "_foreach" in kind else "fused" if "_fused" in kind else "for-loop"]
+        if "_in_bwd" in kind:
+            args += ["--optimizer-in-backward"]
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]

@@ -446,7 +446,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 loss_as_layer: bool = False, expert_tp: int = 0, allocator: bool = False, alloc_conf: str = "",
                 gpu_memory: Any = None, fsdp: bool = False, reshard_after_forward: str = "default",
                 sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
-                optimizer_impl: Any = None, first_step: bool = False) -> Dict[str, Any]:
+                optimizer_impl: Any = None, first_step: bool = False,
+                optimizer_in_backward: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -455,7 +456,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s step (``adamw``, ``sgd``,
     ``adafactor``, ``adamw8bit``, ``paged-adamw8bit`` or ``none``; docs/step.md) in the form *optimizer_impl*
     names (``foreach``, ``fused``, ``for-loop``; when None, PyTorch's default on CUDA: foreach, Adafactor's
-    for-loop). The step is the steady state, every step from the second on, with the
+    for-loop); with *optimizer_in_backward*, one optimizer a parameter stepped in its post-accumulate-grad hook,
+    as torchtune's optimizer_in_bwd runs it. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -497,7 +499,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _integer("expert_tp", expert_tp), allocator, alloc_conf, memory, _switch("fsdp", fsdp),
                         _text("reshard_after_forward", reshard_after_forward),
                         _switch("sequence_parallel", sequence_parallel), _switch("loss_parallel", loss_parallel),
-                        _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step))
+                        _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step),
+                        _switch("optimizer_in_backward", optimizer_in_backward))
     return json.loads(text)
 
 

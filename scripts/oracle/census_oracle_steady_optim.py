@@ -16,6 +16,7 @@ is rebound for the case), and records the same JSON layout:
   fp32 [256] each, shared by every parameter. On the CPU fakes that copy is a no-op, so the stand-in makes it:
   at the first ``init_state`` each map is replaced by a fake fp32 [256] on the device, as CUDA's copy is.
 """
+import collections
 import os
 import sys
 from typing import Any, Dict, Sequence, Tuple
@@ -37,6 +38,12 @@ OPTIM_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adafactor_foreach_steady": dict(m=1, batch=1, optimizer="adafactor", foreach=True),
     "single_adamw8bit_steady": dict(m=1, batch=1, optimizer="adamw8bit"),
     "accum_m4_sgd_foreach_steady": dict(m=S.ACCUM_M, batch=1, optimizer="sgd", foreach=True),
+    "single_torchao_adamw8bit_steady": dict(m=1, batch=1, optimizer="torchao-adamw8bit"),
+    "single_torchao_adamw4bit_steady": dict(m=1, batch=1, optimizer="torchao-adamw4bit"),
+    "single_adamw_in_bwd_steady": dict(m=1, batch=1, optimizer="adamw", foreach=False, in_bwd=True),
+    "single_adamw_foreach_in_bwd_steady": dict(m=1, batch=1, optimizer="adamw", foreach=True, in_bwd=True),
+    "single_adamw_fused_in_bwd_steady": dict(m=1, batch=1, optimizer="adamw", fused=True, in_bwd=True),
+    "single_adamw8bit_in_bwd_steady": dict(m=1, batch=1, optimizer="adamw8bit", in_bwd=True),
     "accum_m4_adafactor_steady": dict(m=S.ACCUM_M, batch=1, optimizer="adafactor", foreach=False),
 }
 CURRENT: Dict[str, Any] = {}
@@ -47,8 +54,113 @@ class HostStep(int):
     dtype = "python int (host)"
 
 
+class TorchaoStandIn:
+    """torchao's AdamW8bit / AdamW4bit: its step() as written, its states as its _new_buffer makes them, the
+    torch.compile'd single_param_adam stood in by a fused kernel that writes in place and allocates nothing
+    (the compiled kernel does not run in the chroot, and its eager form's fp32 copies are not what it
+    allocates). `state` shows each quantized state by its tensors (codes, scale, qmap)."""
+
+    def __init__(self, params: Sequence[Any], name: str) -> None:
+        sys.path.insert(0, "/opt/ao")
+        import torchao.optim as ao  # pylint: disable=import-outside-toplevel
+        import torchao.optim.adam as ao_adam  # pylint: disable=import-outside-toplevel
+        from torchao.optim import subclass_4bit, subclass_8bit  # pylint: disable=import-outside-toplevel
+        with torch._subclasses.fake_tensor.unset_fake_temporarily():  # pylint: disable=protected-access
+            for module in (subclass_8bit, subclass_4bit):  # .tolist() of real tensors, cached
+                module.get_qmap_signed()
+                module.get_qmap_unsigned()
+            self.inner = (ao.AdamW8bit if name.endswith("8bit") else ao.AdamW4bit)(params)
+
+        def compile_stand_in(fn: Any, **kwargs: Any) -> Any:
+            del fn, kwargs
+            return lambda *args: None
+
+        ao_adam.torch = _TorchWithCompile(compile_stand_in)
+        self.param_groups = self.inner.param_groups
+
+    @property
+    def state(self) -> Dict[Any, Any]:
+        states: Dict[Any, Any] = collections.defaultdict(dict)
+        for p, st in self.inner.state.items():
+            flat = {}
+            for key, value in st.items():
+                inner = [a for a in ("codes", "scale", "qmap") if hasattr(value, a)]
+                if inner:
+                    flat.update({f"{key}.{a}": getattr(value, a) for a in inner})
+                else:
+                    flat[key] = value
+            states[p] = flat
+        return states
+
+    def step(self) -> None:
+        self.inner.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.inner.zero_grad(set_to_none=set_to_none)
+
+
+class _TorchWithCompile:
+    """torch, as torchao.optim.adam sees it, with torch.compile replaced."""
+
+    def __init__(self, compile_fn: Any) -> None:
+        self.compile = compile_fn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+
+class InBackward:
+    """torchtune's optim_dict run in the backward: the step's optimizer.step() and zero_grad() do nothing."""
+
+    def __init__(self, optimizers: Dict[Any, Any]) -> None:
+        self.optimizers = optimizers
+        self.param_groups = next(iter(optimizers.values())).param_groups
+
+    @property
+    def state(self) -> Dict[Any, Any]:
+        states: Dict[Any, Any] = collections.defaultdict(dict)
+        states.update({p: o.state[p] for p, o in self.optimizers.items() if p in o.state})
+        return states
+
+    def step(self) -> None:
+        pass
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        del set_to_none
+
+
 def make_optimizer(params: Sequence[Any], foreach: bool, fused: bool) -> Tuple[Any, str]:
+    if CURRENT.get("in_bwd"):
+        optim_dict = {p: make_one_optimizer([p], foreach, fused)[0] for p in params}
+
+        def optim_step(param: Any) -> None:
+            live = CURRENT["step"].live
+            live.scalar_value = CURRENT["steps_started"]  # step.item(), as the step oracle answers it
+            optim_dict[param].step()
+            optim_dict[param].zero_grad()
+            live.scalar_value = 0
+
+        def register() -> None:
+            # after the step oracle's own post-accumulate-grad hook (it reads .grad), as each step starts
+            for handle in CURRENT.get("handles", []):
+                handle.remove()
+            CURRENT["handles"] = [p.register_post_accumulate_grad_hook(optim_step) for p in params if p.requires_grad]
+
+        CURRENT["register"] = register
+        return InBackward(optim_dict), "torchtune register_optim_in_bwd_hooks: " + make_one_optimizer(
+            [], foreach, fused, describe=True)[1]
+    return make_one_optimizer(params, foreach, fused)
+
+
+def make_one_optimizer(params: Sequence[Any], foreach: bool, fused: bool, describe: bool = False) -> Tuple[Any, str]:
     name = CURRENT["optimizer"]
+    if describe:
+        return None, f"{name}(foreach={foreach}, fused={fused}) a parameter"
+    if name == "adamw":
+        if fused:
+            return torch.optim.AdamW(params, lr=1e-4, fused=True), "torch.optim.AdamW(lr=1e-4, fused=True)"
+        return (torch.optim.AdamW(params, lr=1e-4, foreach=foreach, fused=False),
+                f"torch.optim.AdamW(lr=1e-4, foreach={foreach})")
     if name == "sgd":
         if fused:
             return torch.optim.SGD(params, lr=1e-3, momentum=0.9, fused=True), "torch.optim.SGD(lr=1e-3, momentum=0.9, fused=True)"
@@ -56,6 +168,10 @@ def make_optimizer(params: Sequence[Any], foreach: bool, fused: bool) -> Tuple[A
                 f"torch.optim.SGD(lr=1e-3, momentum=0.9, foreach={foreach})")
     if name == "adafactor":
         return torch.optim.Adafactor(params, foreach=foreach), f"torch.optim.Adafactor(foreach={foreach})"
+    if name.startswith("torchao-"):
+        return TorchaoStandIn(params, name), (f"torchao.optim.{'AdamW8bit' if name.endswith('8bit') else 'AdamW4bit'}"
+                                              "() (36027d8): its states as it makes them; its torch.compile'd "
+                                              "single_param_adam stood in by a kernel that allocates nothing")
     if name == "adamw8bit":
         import bitsandbytes as bnb  # pylint: disable=import-outside-toplevel
         with torch._subclasses.fake_tensor.unset_fake_temporarily():  # pylint: disable=protected-access
@@ -91,6 +207,19 @@ def optimizer_config(case: Dict[str, Any]) -> Dict[str, Any]:
 
 
 _run_ext = E.run_steady_case_ext
+_step_start = S.Step.start
+
+
+def step_start(self: Any) -> None:
+    """The step oracle's Step.start, then (optimizer in the backward) its hooks after the step's own."""
+    _step_start(self)
+    CURRENT["step"] = self
+    CURRENT["steps_started"] = CURRENT.get("steps_started", 0) + 1
+    if "register" in CURRENT:
+        CURRENT["register"]()
+
+
+S.Step.start = step_start
 
 
 def run_steady_case_optim(group: Dict[str, Any], case: Dict[str, Any], sets: Any, kernels: Any) -> Dict[str, Any]:

@@ -45,6 +45,10 @@ void accumulate_grad(const AccumulateGrad& node, GradList& grads) {
     Tensor existing(variable.grad);
     ops::add_(existing, grad);
   }
+  // Post-accumulate-grad hooks run once .grad holds the sum, before the node returns: the incoming
+  // gradient is still the engine's input then.
+  if (const auto& hook = Session::current().post_accumulate_grad_hook(); hook && variable.storage->is_parameter)
+    hook(variable);
 }
 
 }  // namespace census

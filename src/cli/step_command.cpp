@@ -84,11 +84,13 @@ std::optional<nn::OptimizerImpl> optimizer_impl_of(const StepArgs& a) {
   return std::nullopt;
 }
 
-// The optimizer as the answer names it: "adamw (foreach)", "adamw8bit", "none".
+// The optimizer as the answer names it: "adamw (foreach)", "adamw8bit in the backward", "none".
 std::string optimizer_label(const StepArgs& a) {
   const StepOptimizer optimizer = optimizer_of(a);
-  if (optimizer_forms(optimizer).empty()) return a.optimizer;
-  return a.optimizer + " (" + std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a)))) + ")";
+  std::string label = a.optimizer;
+  if (!optimizer_forms(optimizer).empty())
+    label += " (" + std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a)))) + ")";
+  return a.optimizer_in_backward ? label + " in the backward" : label;
 }
 
 // Which step is priced: "steady" (the second and every later one, the default) or "first". A step
@@ -187,6 +189,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
     if (!optimizer_forms(optimizer).empty())
       j["optimizer"]["implementation"] =
           std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a))));
+    j["optimizer"]["in_backward"] = a.optimizer_in_backward;
     j["optimizer"]["state_bytes"] = s.optimizer_state_bytes;
     j["optimizer"]["unified_memory_bytes"] = s.optimizer_unified_memory_bytes;
   } else {
@@ -325,10 +328,14 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                   "kind ('none,moe=full')");
   add_choice_option(*sub, "--optimizer", a.optimizer, optimizer_names(),
                     "adamw (default), sgd (momentum 0.9), adafactor (torch.optim's), adamw8bit or paged-adamw8bit "
-                    "(bitsandbytes'), or none: its step and zero_grad(set_to_none=True)");
+                    "(bitsandbytes'), torchao-adamw8bit or torchao-adamw4bit (torchao's), or none: its step and "
+                    "zero_grad(set_to_none=True)");
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
                     "the optimizer's form as torch.optim runs it: foreach, fused or for-loop (foreach=False); left "
                     "out, PyTorch's default on CUDA (foreach; Adafactor's for-loop)");
+  sub->add_flag("--optimizer-in-backward", a.optimizer_in_backward,
+                "torchtune's optimizer_in_bwd: one optimizer a parameter, stepped and its gradient freed in the "
+                "parameter's post-accumulate-grad hook, inside the backward (one micro-batch)");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -463,6 +470,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.recompute_by_kind = recompute->by_kind;
   o.recompute_every_nth_layer = recompute->every_nth_layer;
   o.optimizer = optimizer_of(a);
+  o.optimizer_in_backward = a.optimizer_in_backward;
   o.optimizer_impl = optimizer_impl_of(a);
   o.first_step = a.first_step;
   o.tensor_parallel = a.tp;

@@ -31,7 +31,8 @@ struct StepArgs {
   bool loss_as_layer = false;
   std::string recompute = "none";  // a mode, or a mode per layer kind (step/recompute_choice.h)
   std::string optimizer = "adamw";
-  std::string optimizer_impl;  // foreach, fused, for-loop; empty: PyTorch's default on CUDA (foreach)
+  std::string optimizer_impl;  // foreach, fused, for-loop; empty: the optimizer's default on CUDA
+  bool optimizer_in_backward = false;  // torchtune's optimizer_in_bwd
   bool first_step = false;     // the first step, whose optimizer makes its states; else the steady state
   int64_t tp = 1;
   int64_t dp = 1;

@@ -30,6 +30,17 @@ std::vector<Tensor> Optimizer::drop_states_without_grad() {
   return dropped;
 }
 
+std::vector<Tensor> Optimizer::drop_states() {
+  std::vector<Tensor> dropped;
+  for (std::vector<Tensor>& states : states_) {
+    for (Tensor& t : states) dropped.push_back(std::move(t));
+    states.clear();
+  }
+  for (Tensor& t : shared_states_) dropped.push_back(std::move(t));
+  shared_states_.clear();
+  return dropped;
+}
+
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.impl()->grad.reset();
 }

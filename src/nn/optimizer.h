@@ -46,6 +46,9 @@ class Optimizer {
   // The states of the parameters that have no gradient now: a step gives them none, so a steady step
   // never had them. Dropped, and returned for the caller to take back from its count.
   std::vector<Tensor> drop_states_without_grad();
+  // Every state, dropped and returned (an optimizer in the backward whose parameter no gradient reached:
+  // its step never ran, so it never had them).
+  std::vector<Tensor> drop_states();
   // step(): the states of parameters with a gradient that have none, then the update.
   virtual void step() = 0;
   void zero_grad();

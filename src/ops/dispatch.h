@@ -12,6 +12,7 @@
 
 #include <cassert>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -171,6 +172,11 @@ class Session : public StorageListener, public SavedTensorHooks {
   void dispatch(const OpCall& call);
   void notify_save(const Tensor& tensor);
   void notify_parameter_grad(const Tensor& grad);
+  // A hook every parameter's .grad runs once accumulated (register_post_accumulate_grad_hook on each,
+  // autograd/accumulate.h), inside the backward; empty: none.
+  using PostAccumulateGradHook = std::function<void(const TensorImpl& parameter)>;
+  void set_post_accumulate_grad_hook(PostAccumulateGradHook hook) { post_accumulate_grad_hook_ = std::move(hook); }
+  const PostAccumulateGradHook& post_accumulate_grad_hook() const { return post_accumulate_grad_hook_; }
   void enter_module(ModuleFrame frame);
   void leave_module();
 
@@ -197,6 +203,7 @@ class Session : public StorageListener, public SavedTensorHooks {
  private:
   static constinit thread_local Session* g_current;  // inline current(): every op asks
   std::vector<Observer*> observers_;  // all, in the order added
+  PostAccumulateGradHook post_accumulate_grad_hook_;
   std::vector<Observer*> op_observers_;
   std::vector<Observer*> free_observers_;
   std::vector<Observer*> save_observers_;

@@ -294,6 +294,8 @@ Tensor randn(const Dims& sizes, DType dtype, bool requires_grad = false);
 Tensor div_number(const Tensor& self, double other);
 // torch.tensor(0.0): a 0-d fp32 tensor, lift_fresh as a dispatch mode sees it.
 Tensor scalar_tensor_fresh();
+// torch.tensor(a list of numbers): a new tensor of `sizes`, lift_fresh of itself.
+Tensor tensor_fresh(const Dims& sizes, DType dtype);
 // sqrt: its node keeps the result (DeepSeek-V4's sqrt(softplus) router scores).
 Tensor sqrt(const Tensor& self);
 // In place, on tensors autograd does not track (the optimizer runs under no_grad).

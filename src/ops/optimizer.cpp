@@ -58,6 +58,12 @@ Tensor scalar_tensor_fresh() {
   return out;
 }
 
+Tensor tensor_fresh(const Dims& sizes, DType dtype) {
+  Tensor out = alloc(sizes, dtype);
+  dispatch<1, 1>(Op::kLiftFresh, {out}, {out});
+  return out;
+}
+
 Tensor sqrt(const Tensor& self) {
   auto node = make_node<SqrtBackward0>({&self});
   Tensor out = internal::alloc_like(self, self.dtype());

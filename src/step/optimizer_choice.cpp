@@ -6,6 +6,7 @@
 #include "nn/adamw.h"
 #include "nn/adamw8bit.h"
 #include "nn/sgd.h"
+#include "nn/torchao_adamw.h"
 
 namespace census {
 
@@ -20,6 +21,8 @@ constexpr Named kNames[] = {{StepOptimizer::kAdamW, "adamw"},
                             {StepOptimizer::kAdafactor, "adafactor"},
                             {StepOptimizer::kAdamW8bit, "adamw8bit"},
                             {StepOptimizer::kPagedAdamW8bit, "paged-adamw8bit"},
+                            {StepOptimizer::kTorchaoAdamW8bit, "torchao-adamw8bit"},
+                            {StepOptimizer::kTorchaoAdamW4bit, "torchao-adamw4bit"},
                             {StepOptimizer::kNone, "none"}};
 
 }  // namespace
@@ -53,6 +56,8 @@ std::vector<nn::OptimizerImpl> optimizer_forms(StepOptimizer optimizer) {
     case StepOptimizer::kAdafactor: return {OptimizerImpl::kForLoop, OptimizerImpl::kForEach};
     case StepOptimizer::kAdamW8bit:
     case StepOptimizer::kPagedAdamW8bit:
+    case StepOptimizer::kTorchaoAdamW8bit:
+    case StepOptimizer::kTorchaoAdamW4bit:
     case StepOptimizer::kNone: return {};
   }
   return {};
@@ -95,6 +100,10 @@ std::unique_ptr<nn::Optimizer> make_optimizer(StepOptimizer optimizer, std::opti
     case StepOptimizer::kAdamW8bit: return std::make_unique<nn::AdamW8bit>(std::move(params), false, std::move(hooks));
     case StepOptimizer::kPagedAdamW8bit:
       return std::make_unique<nn::AdamW8bit>(std::move(params), true, std::move(hooks));
+    case StepOptimizer::kTorchaoAdamW8bit:
+      return std::make_unique<nn::TorchaoAdamW>(std::move(params), 8, std::move(hooks));
+    case StepOptimizer::kTorchaoAdamW4bit:
+      return std::make_unique<nn::TorchaoAdamW>(std::move(params), 4, std::move(hooks));
     case StepOptimizer::kNone: return nullptr;
   }
   return nullptr;

@@ -7,6 +7,8 @@
 //                     itself), foreach
 //   adamw8bit         bitsandbytes' AdamW8bit (nn/adamw8bit.h): one kernel, no forms
 //   paged-adamw8bit   bitsandbytes' PagedAdamW8bit: the same, its large states in unified memory
+//   torchao-adamw8bit, torchao-adamw4bit   torchao's AdamW8bit and AdamW4bit (nn/torchao_adamw.h): their
+//                     compiled update stood in for by a kernel that allocates nothing; no forms
 //   none              no optimizer step
 // Every other combination is refused by name (check_optimizer).
 #pragma once
@@ -23,7 +25,9 @@
 
 namespace census {
 
-enum class StepOptimizer : uint8_t { kNone, kAdamW, kSGD, kAdafactor, kAdamW8bit, kPagedAdamW8bit };
+enum class StepOptimizer : uint8_t {
+  kNone, kAdamW, kSGD, kAdafactor, kAdamW8bit, kPagedAdamW8bit, kTorchaoAdamW8bit, kTorchaoAdamW4bit,
+};
 
 // --optimizer's words, in the order the help lists them.
 const std::vector<std::string>& optimizer_names();

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
@@ -265,6 +266,20 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                           "; run it without a pipeline");
   }
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
+  if (o.optimizer_in_backward) {
+    if (o.optimizer == StepOptimizer::kNone)
+      return refuse("--optimizer-in-backward with --optimizer none", "there is no optimizer to step in the backward; "
+                                                                      "drop --optimizer-in-backward");
+    if (o.micro_batches * o.virtual_stages > 1)
+      return refuse("--optimizer-in-backward with --micro-batches " + std::to_string(o.micro_batches) +
+                        (o.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(o.virtual_stages) : ""),
+                    "each gradient is stepped and freed as soon as it is made, so there is none to accumulate "
+                    "(torchtune refuses gradient accumulation with optimizer_in_bwd); give one micro-batch");
+    if (o.composition.zero > 0 || o.fsdp.shards > 1 || (o.tensor_parallel > 1 && (o.sequence_parallel || o.loss_parallel)))
+      return refuse(std::string("--optimizer-in-backward with ") +
+                        (o.composition.zero > 0 ? "--zero" : o.fsdp.shards > 1 ? "--fsdp" : "DTensor's plan"),
+                    "one optimizer a parameter on sharded or DTensor parameters is not priced yet; drop one of them");
+  }
   const nn::OptimizerImpl impl = optimizer_impl_or_default(o.optimizer, o.optimizer_impl);
   const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
   if (o.optimizer != StepOptimizer::kNone && !optimizer_states_shard_with_parameters(o.optimizer)) {
@@ -605,11 +620,36 @@ StepCensus StepRunner::run() {
                              },
                              [this](const Tensor& host) { bytes_.note_off_device(host); },
                              [this](const Tensor& unified) { bytes_.exclude(unified); }};
-  const std::unique_ptr<nn::Optimizer> optimizer =
-      make_optimizer(o_.optimizer, o_.optimizer_impl, params_, std::move(hooks));
-  if (optimizer && !o_.first_step) {
+  // One optimizer over the rank's parameters, stepped after the passes; or, in the backward, one a
+  // parameter, each stepped by its parameter's post-accumulate-grad hook.
+  std::vector<std::unique_ptr<nn::Optimizer>> optimizers;
+  std::unordered_map<const TensorImpl*, size_t> stepped_by;
+  std::vector<bool> stepped;
+  if (o_.optimizer != StepOptimizer::kNone && o_.optimizer_in_backward) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      optimizers.push_back(make_optimizer(o_.optimizer, o_.optimizer_impl, {params_[i]}, hooks));
+      stepped_by[params_[i].impl()] = i;
+    }
+    stepped.assign(params_.size(), false);
+    session_.set_post_accumulate_grad_hook([&](const TensorImpl& parameter) {
+      const auto it = stepped_by.find(&parameter);
+      if (it == stepped_by.end()) return;
+      NoGradGuard no_grad;  // hooks run under the backward's no_grad
+      bytes_.note(Tensor(parameter.grad), StepCategory::kGradients);  // .grad, until the step frees it
+      optimizers[it->second]->step();
+      optimizers[it->second]->zero_grad();
+      stepped[it->second] = true;
+    });
+  } else if (o_.optimizer != StepOptimizer::kNone) {
+    optimizers.push_back(make_optimizer(o_.optimizer, o_.optimizer_impl, params_, hooks));
+  }
+  struct HookReset {
+    Session& session;
+    ~HookReset() { session.set_post_accumulate_grad_hook(nullptr); }
+  } hook_reset{session_};
+  if (!o_.first_step) {
     session_.set_muted(true);  // made before this step: no op of it
-    optimizer->make_states();
+    for (const std::unique_ptr<nn::Optimizer>& optimizer : optimizers) optimizer->make_states();
     session_.set_muted(false);
   }
 
@@ -667,15 +707,22 @@ StepCensus StepRunner::run() {
     if (first_backward) result.gradient_bytes_after_first_backward = result.gradient_bytes_after_last_backward;
     first_backward = false;
   }
-  if (optimizer) {
-    // A parameter the backward gave no gradient never had states: step 1's _init_group skipped it.
-    for (const Tensor& state : optimizer->drop_states_without_grad()) bytes_.retract(state);
-    bytes_.mark_phase("optimizer_step");
-    optimizer->step();
-    result.optimizer_state_bytes = optimizer->state_bytes();
-    result.optimizer_unified_memory_bytes = optimizer->unified_memory_bytes();
+  if (!optimizers.empty()) {
+    // A parameter the backward gave no gradient never had states: step 1's _init_group skipped it (in
+    // the backward, its hook never ran).
+    for (size_t i = 0; i < stepped.size(); ++i)
+      if (!stepped[i])
+        for (const Tensor& state : optimizers[i]->drop_states()) bytes_.retract(state);
+    if (stepped.empty())
+      for (const Tensor& state : optimizers.front()->drop_states_without_grad()) bytes_.retract(state);
+    bytes_.mark_phase("optimizer_step");  // in the backward, each parameter's step has run: none here
+    if (stepped.empty()) optimizers.front()->step();
+    for (const std::unique_ptr<nn::Optimizer>& optimizer : optimizers) {
+      result.optimizer_state_bytes += optimizer->state_bytes();
+      result.optimizer_unified_memory_bytes += optimizer->unified_memory_bytes();
+    }
     bytes_.mark_phase("zero_grad");
-    optimizer->zero_grad();
+    for (const std::unique_ptr<nn::Optimizer>& optimizer : optimizers) optimizer->zero_grad();
   }
   bytes_.mark_phase("end");
   if (bytes_.too_large()) {  // its sums mean nothing: census_step refuses it
@@ -695,7 +742,7 @@ StepCensus StepRunner::run() {
   }
   if (plain) result.analysis = bytes_.analyse({}, o_.peak_holders);
   // Where the step starts with the optimizer's states made, the allocator starts after a first step.
-  const bool steady_state = optimizer != nullptr && !o_.first_step;
+  const bool steady_state = !optimizers.empty() && !o_.first_step;
   result.largest_layer_parameter_bytes = largest_layer_bytes_;
   if (o_.also_composed_only) {
     // the step's own composition and allocator: not asked

@@ -83,6 +83,10 @@ struct StepOptions {
   StepOptimizer optimizer = StepOptimizer::kNone;  // step/optimizer_choice.h
   // The optimizer's form (foreach, fused, for-loop); empty: the one PyTorch runs on CUDA by default.
   std::optional<nn::OptimizerImpl> optimizer_impl;
+  // torchtune's optimizer_in_bwd (training/memory.py's register_optim_in_bwd_hooks): one optimizer a
+  // parameter, stepped and zero_grad()-ed in the parameter's post-accumulate-grad hook, inside the
+  // backward, so a gradient lives from its accumulation to its step and no longer. One micro-batch.
+  bool optimizer_in_backward = false;
   // The step a run is judged by is its second and every later one (the default): the optimizer's states,
   // made by the first step, alive from the start, and the gradients as zero_grad(set_to_none=True) left
   // them (none). first_step: the first, whose optimizer makes its states inside its step.

@@ -121,6 +121,8 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--optimizer-impl", "adam8bit"}, {"--optimizer-impl", ""}, {"--optimizer", "none", "--first-step"},
         {"--optimizer", "none", "--optimizer-impl", "fused"}, {"--optimizer", "adafactor", "--optimizer-impl", "fused"},
         {"--optimizer", "adamw8bit", "--optimizer-impl", "foreach"},
+        // the optimizer in the backward with no optimizer, or with gradients to accumulate
+        {"--optimizer", "none", "--optimizer-in-backward"}, {"--optimizer-in-backward", "--micro-batches", "2"},
         // an optimizer whose states are laid out by rows, columns or blocks, on flat or DTensor shards
         {"--optimizer", "adafactor", "--dp", "2", "--zero", "1"}, {"--optimizer", "paged-adamw8bit", "--fsdp", "--dp", "2"}}) {
     std::vector<std::string> args = {"step", toy};

@@ -63,6 +63,18 @@ def test_other_optimizers_are_the_steady_oracles(kind, optimizer, impl):
     assert step["optimizer_step_peak"]["bytes"] == oracle["optimizer_step_peak"]["bytes"]
 
 
+def test_the_optimizer_in_the_backward_is_the_steady_oracles():
+    with open(os.path.join(STEP_CASES, "steady", "qwen3_moe_toy_L4_s128_single_adamw8bit_in_bwd_steady.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, optimizer="adamw8bit", optimizer_in_backward=True)
+    assert step["optimizer"]["in_backward"] is True
+    assert step["optimizer"]["state_bytes"] == oracle["optimizer"]["state_bytes"]
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    with pytest.raises(ValueError, match="optimizer_in_backward with micro_batches 2"):
+        census.census_step(oracle["config"], seq_length=128, micro_batches=2, optimizer_in_backward=True)
+
+
 def test_a_form_the_optimizer_does_not_have_is_refused():
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
     with pytest.raises(ValueError, match="optimizer_impl fused with optimizer adafactor"):

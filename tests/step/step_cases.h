@@ -49,12 +49,14 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
   const bool steady = kind.ends_with("_steady"), first = kind.ends_with("_first");
   if (steady || first) {
     const std::string words = "_" + kind;
-    for (const char* name : {"adamw8bit", "adafactor", "sgd", "adamw"})
-      if (words.find("_" + std::string(name) + "_") != std::string::npos) {
+    for (std::string name : {"torchao_adamw8bit", "torchao_adamw4bit", "adamw8bit", "adafactor", "sgd", "adamw"})
+      if (words.find("_" + name + "_") != std::string::npos) {
+        std::replace(name.begin(), name.end(), '_', '-');
         o.optimizer = *optimizer_named(name);
         break;
       }
     o.first_step = first;
+    o.optimizer_in_backward = kind.find("_in_bwd") != std::string::npos;
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
                          : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused

@@ -1,7 +1,8 @@
 // The optimizers other than AdamW (step/optimizer_choice.h), each number derived here by hand on the
 // Llama toy of the steady-state oracle's cases (tests/data/step/steady/, where every case of these
 // optimizers is compared whole by step_steady_oracle_test.cpp): torch.optim's SGD and Adafactor in their
-// forms, bitsandbytes' AdamW8bit and PagedAdamW8bit.
+// forms, bitsandbytes' AdamW8bit and PagedAdamW8bit, torchao's AdamW8bit and AdamW4bit, and torchtune's
+// optimizer in the backward.
 //
 // The toy: hidden 256, intermediate 512, vocabulary 4,096, 4 layers of 8 query and 2 key-value heads of
 // 32. Its 39 bf16 parameters, in order: the embedding [4096, 256]; per layer q [256, 256], k and v
@@ -113,6 +114,44 @@ TEST(StepOptimizers, PagedAdamW8bitLeavesItsLargeStatesOutOfTheDevice) {
   EXPECT_EQ(s.optimizer_step_peak.bytes, 2 * kP + kEightBitStates - kPaged + kBuffers);
 }
 
+// torchao's AdamW8bit and AdamW4bit quantize a moment of a parameter of 4,096 elements or more that the
+// block divides (all 30 matrices here), each with a qmap of its own, and keep a smaller one in the
+// parameter's dtype; the step count is a host fp32 scalar.
+//   8-bit: codes 2 x 4,325,376 B; scales 2 x 16,896 x 4 B; qmaps 30 x 2 x 1,024 B
+//   4-bit: codes 2 x 2,162,688 B; scales 2 x 33,792 x 4 B; qmaps 30 x 2 x 64 B
+//   both:  9 vectors x 2 x 512 B (bf16 zeros_like); 39 x 4 B of steps
+// Their compiled update is stood in for by a kernel that allocates nothing (nn/torchao_adamw.h).
+TEST(StepOptimizers, TorchaoQuantizesEachMomentWithAMapOfItsOwn) {
+  constexpr int64_t kPlain = 9 * 2 * 512 + 39 * 4;
+  constexpr int64_t kEight = 2 * 4'325'376 + 2 * 16'896 * 4 + 30 * 2 * 1'024 + kPlain;  // 8,856,732
+  constexpr int64_t kFour = 2 * 2'162'688 + 2 * 33'792 * 4 + 30 * 2 * 64 + kPlain;       // 4,608,924
+  const StepCensus eight = run(stepping(StepOptimizer::kTorchaoAdamW8bit));
+  EXPECT_EQ(eight.optimizer_state_bytes, kEight);
+  EXPECT_EQ(eight.optimizer_step_peak.bytes, 2 * kP + kEight + kBuffers);
+  const StepCensus four = run(stepping(StepOptimizer::kTorchaoAdamW4bit));
+  EXPECT_EQ(four.optimizer_state_bytes, kFour);
+  EXPECT_EQ(four.optimizer_step_peak.bytes, 2 * kP + kFour + kBuffers);
+}
+
+// torchtune's optimizer in the backward: each parameter's AdamW steps in its post-accumulate-grad hook and
+// frees its gradient there, so no moment holds every gradient. The for-loop AdamW's step peaks at
+// P + P + S + its head's sqrt and quotient (38,816,540, above); in the backward the step's most is the
+// backward's first op, before any gradient exists: the plain step's backward peak, 37,915,940. Nothing is
+// left for the optimizer step: parameters, states and buffers.
+TEST(StepOptimizers, InTheBackwardNoMomentHoldsEveryGradient) {
+  constexpr int64_t kAdamWStates = 2 * kP + 39 * 4;
+  const StepOptions plain = stepping(StepOptimizer::kAdamW, nn::OptimizerImpl::kForLoop);
+  StepOptions in_backward = plain;
+  in_backward.optimizer_in_backward = true;
+  const StepCensus step = run(plain), hooked = run(in_backward);
+  EXPECT_EQ(step.analysis.peak.bytes, 2 * kP + kAdamWStates + kBuffers + 2 * 2'097'152 + 512);
+  EXPECT_EQ(hooked.analysis.peak.bytes, step.backward_peak.bytes);
+  EXPECT_EQ(hooked.analysis.peak.split.gradients(), 0);
+  EXPECT_EQ(hooked.optimizer_step_peak.bytes, kP + kAdamWStates + kBuffers);
+  EXPECT_EQ(hooked.optimizer_state_bytes, kAdamWStates);
+  EXPECT_EQ(hooked.gradient_bytes_at_end, 0);
+}
+
 // What the implementations refuse, or what is not priced yet: one line naming the options.
 TEST(StepOptimizers, AFormAnOptimizerDoesNotHaveIsRefusedByName) {
   const ModelConfig config = llama_toy();
@@ -132,6 +171,10 @@ TEST(StepOptimizers, AFormAnOptimizerDoesNotHaveIsRefusedByName) {
   StepOptions fsdp = stepping(StepOptimizer::kPagedAdamW8bit);
   fsdp.fsdp.shards = 8;
   EXPECT_EQ(refusal(fsdp).substr(0, 43), "--optimizer paged-adamw8bit with --fsdp: it");
+  StepOptions accumulating = stepping(StepOptimizer::kAdamW);
+  accumulating.optimizer_in_backward = true;
+  accumulating.micro_batches = 4;
+  EXPECT_EQ(refusal(accumulating).substr(0, 56), "--optimizer-in-backward with --micro-batches 4: each gra");
   StepOptions sgd_zero = stepping(StepOptimizer::kSGD);
   sgd_zero.composition.data_parallel = 8;
   sgd_zero.composition.zero = 1;

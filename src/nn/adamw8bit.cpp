@@ -26,12 +26,10 @@ void AdamW8bit::make_state(size_t i) {
     add_state_buffer(i, DType::kFloat32);
     return;
   }
-  if (quantile_maps_.empty()) {
-    // name2qmap["dynamic"].to(p.device), then "udynamic": CUDA's copy of each host map (a fresh fp32 [256]).
-    for (int map = 0; map < 2; ++map) {
-      quantile_maps_.push_back(ops::empty(Dims{kQuantileMapSize}, DType::kFloat32));
-      add_shared_state(quantile_maps_.back());
-    }
+  if (shared_states().empty()) {
+    // name2qmap["dynamic"].to(p.device), then "udynamic": CUDA's copy of each host map (a fresh fp32 [256]),
+    // on the device from the first 8-bit state on.
+    for (int map = 0; map < 2; ++map) add_shared_state(ops::empty(Dims{kQuantileMapSize}, DType::kFloat32));
   }
   add_state_buffer(i, DType::kUInt8);
   add_state_buffer(i, DType::kUInt8);
@@ -48,7 +46,7 @@ void AdamW8bit::step() {
     Tensor param = params_[i];
     const Tensor g = grad(i);
     if (eight_bit(i)) {
-      const std::array<Tensor, 4> maps_and_maxima{quantile_maps_[0], quantile_maps_[1], state(i, kAbsmax1),
+      const std::array<Tensor, 4> maps_and_maxima{shared_states()[0], shared_states()[1], state(i, kAbsmax1),
                                                   state(i, kAbsmax2)};
       ops::bnb_optimizer_update_8bit_blockwise(param, g, state(i, kState1), state(i, kState2), maps_and_maxima);
     } else {

@@ -44,7 +44,6 @@ class AdamW8bit final : public Optimizer {
   void add_state_buffer(size_t i, DType dtype);
 
   bool paged_;
-  std::vector<Tensor> quantile_maps_;  // on the device from the first 8-bit state on
 };
 
 }  // namespace census::nn

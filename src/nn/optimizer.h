@@ -71,8 +71,9 @@ class Optimizer {
   // unified_memory_bytes, and told through Hooks::on_unified, not on_state: the device's memory never
   // holds it.
   void add_unified_state(size_t i, Tensor t);
-  // A state every parameter shares (bitsandbytes' quantile maps), counted once.
+  // A state every parameter shares (bitsandbytes' quantile maps), counted once; those made, in order.
   void add_shared_state(Tensor t);
+  const std::vector<Tensor>& shared_states() const { return shared_states_; }
   void on_host(const Tensor& t) const { hooks_.on_host(t); }
   // The parameters with a gradient, in order, grouped by dtype as _group_tensors_by_device_and_dtype
   // groups them (one device).

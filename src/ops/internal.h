@@ -34,6 +34,8 @@ inline Tensor alloc_like(const Tensor& like, DType dtype) {
 // The layout of an elementwise result: that of the first full-size dense input, else row-major.
 Dims elementwise_strides(const Dims& sizes, std::initializer_list<const Tensor*> inputs);
 Dims broadcast_sizes(const Dims& a, const Dims& b);
+// A reduction's result: `sizes` less `dims` (each kept as 1 with keepdim).
+Dims reduced_sizes(const Dims& sizes, const std::vector<int>& dims, bool keepdim);
 // ATen's computeStride: the strides of a view of `sizes` onto a tensor, if a view can express it.
 std::optional<Dims> view_strides(const Tensor& self, const Dims& sizes);
 

@@ -342,7 +342,7 @@ std::vector<Tensor> foreach_mul(std::span<const Tensor> self, std::span<const Te
 void fused_sgd_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> momentum_buffers);
 // bitsandbytes' update kernels, in place on the parameter and its states, allocating nothing (their
 // register_fake): optimizer_update_32bit (a parameter under min_8bit_size) and
-// optimizer_update_8bit_blockwise. `reads`: the gradient, then the quantile maps and block maxima.
+// optimizer_update_8bit_blockwise, which also reads the two quantile maps and the two block maxima.
 void bnb_optimizer_update_32bit(Tensor& param, const Tensor& grad, Tensor& state1, Tensor& state2);
 void bnb_optimizer_update_8bit_blockwise(Tensor& param, const Tensor& grad, Tensor& state1, Tensor& state2,
                                          std::span<const Tensor> maps_and_maxima);

@@ -52,11 +52,7 @@ Tensor div_number(const Tensor& self, double /*other*/) {
   return out;
 }
 
-Tensor scalar_tensor_fresh() {
-  Tensor out = alloc(Dims{}, DType::kFloat32);
-  dispatch<1, 1>(Op::kLiftFresh, {out}, {out});
-  return out;
-}
+Tensor scalar_tensor_fresh() { return tensor_fresh(Dims{}, DType::kFloat32); }
 
 Tensor tensor_fresh(const Dims& sizes, DType dtype) {
   Tensor out = alloc(sizes, dtype);
@@ -139,29 +135,13 @@ void fused_adamw_(std::span<Tensor> params, std::span<const Tensor> grads, std::
   dispatch(Op::kFusedAdamwInplace, inputs, written);
 }
 
-namespace {
-
-// A reduction's result: self's sizes less `dim` (kept as 1 with keepdim), or 0-d with no dim.
-Dims norm_sizes(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-  Dims sizes;
-  if (!dim) return sizes;
-  const int64_t d = *dim < 0 ? *dim + self.dim() : *dim;
-  for (int64_t i = 0; i < self.dim(); ++i) {
-    if (i != d) sizes.push_back(self.size(i));
-    else if (keepdim) sizes.push_back(1);
-  }
-  return sizes;
-}
-
-}  // namespace
-
 Tensor linalg_vector_norm(const Tensor& self) {
-  Tensor out = alloc(norm_sizes(self, std::nullopt, false), self.dtype());
+  Tensor out = alloc(Dims{}, self.dtype());
   dispatch<1, 1>(Op::kLinalgVectorNorm, {self}, {out});
   return out;
 }
 Tensor linalg_vector_norm(const Tensor& self, int64_t dim, bool keepdim) {
-  Tensor out = alloc(norm_sizes(self, dim, keepdim), self.dtype());
+  Tensor out = alloc(internal::reduced_sizes(self.sizes(), {wrap_dim(dim, self.dim())}, keepdim), self.dtype());
   dispatch<1, 1>(Op::kLinalgVectorNorm, {self}, {out});
   return out;
 }

@@ -7,6 +7,7 @@
 namespace census::ops {
 using internal::alloc;
 using internal::dispatch;
+using internal::reduced_sizes;
 
 namespace {
 
@@ -54,6 +55,10 @@ class SumBackward1 final : public Node {
   bool keepdim_;
 };
 
+}  // namespace
+
+namespace internal {
+
 Dims reduced_sizes(const Dims& sizes, const std::vector<int>& dims, bool keepdim) {
   Dims out;
   for (int i = 0; i < sizes.size(); ++i) {
@@ -64,7 +69,7 @@ Dims reduced_sizes(const Dims& sizes, const std::vector<int>& dims, bool keepdim
   return out;
 }
 
-}  // namespace
+}  // namespace internal
 
 Tensor mean(const Tensor& self, int64_t dim, bool keepdim) {
   const int d = wrap_dim(dim, self.dim());

@@ -266,6 +266,13 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                           "; run it without a pipeline");
   }
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
+  const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
+  // The composed fp32 master weights are AdamW's: an fp32 copy and two fp32 moments, 12 B a parameter,
+  // three times its bf16 moments (step/step_compose.h). Another optimizer's states do not scale so.
+  if (o.composition.fp32_master_weights && o.optimizer != StepOptimizer::kAdamW && o.optimizer != StepOptimizer::kNone)
+    return refuse("--master-weights fp32 with --optimizer " + std::string(optimizer_name(o.optimizer)),
+                  "the composed fp32 master weights and moments are AdamW's (12 B a parameter); this optimizer's "
+                  "fp32 states are not priced yet: drop --master-weights, or use adamw");
   if (o.optimizer_in_backward) {
     if (o.optimizer == StepOptimizer::kNone)
       return refuse("--optimizer-in-backward with --optimizer none", "there is no optimizer to step in the backward; "
@@ -275,13 +282,12 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                         (o.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(o.virtual_stages) : ""),
                     "each gradient is stepped and freed as soon as it is made, so there is none to accumulate "
                     "(torchtune refuses gradient accumulation with optimizer_in_bwd); give one micro-batch");
-    if (o.composition.zero > 0 || o.fsdp.shards > 1 || (o.tensor_parallel > 1 && (o.sequence_parallel || o.loss_parallel)))
+    if (o.composition.zero > 0 || dtensors)
       return refuse(std::string("--optimizer-in-backward with ") +
                         (o.composition.zero > 0 ? "--zero" : o.fsdp.shards > 1 ? "--fsdp" : "DTensor's plan"),
                     "one optimizer a parameter on sharded or DTensor parameters is not priced yet; drop one of them");
   }
   const nn::OptimizerImpl impl = optimizer_impl_or_default(o.optimizer, o.optimizer_impl);
-  const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
   if (o.optimizer != StepOptimizer::kNone && !optimizer_states_shard_with_parameters(o.optimizer)) {
     const std::string flag = "--optimizer " + std::string(optimizer_name(o.optimizer));
     if (o.composition.zero > 0)
@@ -710,13 +716,14 @@ StepCensus StepRunner::run() {
   if (!optimizers.empty()) {
     // A parameter the backward gave no gradient never had states: step 1's _init_group skipped it (in
     // the backward, its hook never ran).
+    const bool in_backward = !stepped.empty();
     for (size_t i = 0; i < stepped.size(); ++i)
       if (!stepped[i])
         for (const Tensor& state : optimizers[i]->drop_states()) bytes_.retract(state);
-    if (stepped.empty())
+    if (!in_backward)
       for (const Tensor& state : optimizers.front()->drop_states_without_grad()) bytes_.retract(state);
     bytes_.mark_phase("optimizer_step");  // in the backward, each parameter's step has run: none here
-    if (stepped.empty()) optimizers.front()->step();
+    if (!in_backward) optimizers.front()->step();
     for (const std::unique_ptr<nn::Optimizer>& optimizer : optimizers) {
       result.optimizer_state_bytes += optimizer->state_bytes();
       result.optimizer_unified_memory_bytes += optimizer->unified_memory_bytes();

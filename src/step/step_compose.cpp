@@ -39,7 +39,7 @@ std::vector<ComposedTerm> composed_terms(const StepComposition& c, const StepMom
   if (c.fp32_gradients) g += " x 2 (fp32 main_grad: 4 B per parameter)";
   if (c.zero >= 2) g += " / " + d + " (ZeRO-2: gradients sharded over DP)";
   terms.push_back({"gradients", g, composed.split.gradients()});
-  std::string o = "simulated (AdamW: bf16 exp_avg + exp_avg_sq, 4 B step per tensor)";
+  std::string o = "simulated (the optimizer's states, as it makes them)";
   if (c.fp32_master_weights) o += " x 3 (fp32 master weights + fp32 moments: 12 B per parameter)";
   if (c.zero >= 1) o += " / " + d + " (ZeRO-1: optimizer states sharded over DP)";
   terms.push_back({"optimizer_states", o, composed.split.optimizer_states()});

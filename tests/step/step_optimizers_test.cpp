@@ -175,6 +175,9 @@ TEST(StepOptimizers, AFormAnOptimizerDoesNotHaveIsRefusedByName) {
   accumulating.optimizer_in_backward = true;
   accumulating.micro_batches = 4;
   EXPECT_EQ(refusal(accumulating).substr(0, 56), "--optimizer-in-backward with --micro-batches 4: each gra");
+  StepOptions masters = stepping(StepOptimizer::kSGD);
+  masters.composition.fp32_master_weights = true;
+  EXPECT_EQ(refusal(masters).substr(0, 45), "--master-weights fp32 with --optimizer sgd: t");
   StepOptions sgd_zero = stepping(StepOptimizer::kSGD);
   sgd_zero.composition.data_parallel = 8;
   sgd_zero.composition.zero = 1;

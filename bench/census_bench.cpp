@@ -232,6 +232,20 @@ BENCHMARK_CAPTURE(BM_StepOptimizer, torchao_adamw4bit, census::StepOptimizer::kT
 BENCHMARK_CAPTURE(BM_StepOptimizer, adamw_in_backward, census::StepOptimizer::kAdamW, true)
     ->Unit(benchmark::kMillisecond);
 
+// Each loss (nn/loss.h): `census step gemma-2-9b --seq-length 8192 --recompute full --loss NAME`, its
+// 256,000-token vocabulary the loss's most: the whole logits, or TRL's 32 checkpointed chunks.
+void BM_StepLoss(benchmark::State& state, census::nn::CausalLMLoss loss) {
+  const census::ModelConfig config = shipped("gemma-2-9b");
+  census::StepOptions options;
+  options.seq_length = 8192;
+  options.recompute = census::Recompute::kFull;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.loss = loss;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepLoss, hf, census::nn::CausalLMLoss::kForCausalLM)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, trl_chunked_nll, census::nn::CausalLMLoss::kTrlChunkedNll)->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

@@ -62,6 +62,8 @@ def optimizer_options(kind):
             args += ["--optimizer-impl", "foreach" if "_foreach" in kind else "fused" if "_fused" in kind else "for-loop"]
         if "_in_bwd" in kind:
             args += ["--optimizer-in-backward"]
+        if "_trl_chunked_nll" in kind:
+            args += ["--loss", "trl-chunked-nll"]
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]

@@ -15,7 +15,7 @@
   const FIRST = {
     step: ["--seq-length", "--micro-batch-size", "--micro-batches", "--tp", "--cp", "--ep", "--pp", "--dp",
            "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
-           "--first-step"],
+           "--first-step", "--loss"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
            "--gpus-per-node", "--top"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
@@ -237,6 +237,8 @@
       ? "The first step: " + optimizer + " makes its states inside its optimizer step."
       : "The steady state, every step from the second on: " + optimizer + "'s states, made by the first, alive from the start.",
       "note"));
+    if (worst.loss === "trl-chunked-nll")
+      out.push(paragraph("The loss: TRL's chunked loss, no logits; each chunk of 256 tokens checkpointed, with an fp32 copy of the head.", "note"));
     out.push(section("Every stage",
       table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
         stages.map((s) => [s.stage.index, s.stage.layers[0] + "-" + (s.stage.layers[1] - 1), {bytes: peakOf(s).bytes},

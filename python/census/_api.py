@@ -447,7 +447,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 gpu_memory: Any = None, fsdp: bool = False, reshard_after_forward: str = "default",
                 sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
                 optimizer_impl: Any = None, first_step: bool = False,
-                optimizer_in_backward: bool = False) -> Dict[str, Any]:
+                optimizer_in_backward: bool = False, loss: str = "hf") -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -457,7 +457,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     ``adafactor``, ``adamw8bit``, ``paged-adamw8bit`` or ``none``; docs/step.md) in the form *optimizer_impl*
     names (``foreach``, ``fused``, ``for-loop``; when None, PyTorch's default on CUDA: foreach, Adafactor's
     for-loop); with *optimizer_in_backward*, one optimizer a parameter stepped in its post-accumulate-grad hook,
-    as torchtune's optimizer_in_bwd runs it. The step is the steady state, every step from the second on, with the
+    as torchtune's optimizer_in_bwd runs it. *loss* is the trainer's loss from the last hidden state: ``hf``
+    (Transformers' own on the whole logits) or ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
+    256 tokens). The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -500,7 +502,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _text("reshard_after_forward", reshard_after_forward),
                         _switch("sequence_parallel", sequence_parallel), _switch("loss_parallel", loss_parallel),
                         _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step),
-                        _switch("optimizer_in_backward", optimizer_in_backward))
+                        _switch("optimizer_in_backward", optimizer_in_backward), _text("loss", loss))
     return json.loads(text)
 
 

@@ -88,7 +88,7 @@ void CheckpointFrame::release_cycle() {
   session_ = nullptr;
   // Moved out before they go: letting go of them can free the last holder, and with it this frame.
   std::function<void()> recompute = std::move(recompute_fn);
-  Tensor kept_input = std::move(input);
+  std::vector<Tensor> kept_inputs = std::move(inputs);
   recompute_fn = nullptr;
 }
 
@@ -117,19 +117,28 @@ void CheckpointFrame::stop_recomputation() {
 
 namespace {
 
-Tensor run_checkpointed(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input, bool selective,
-                        std::vector<CachedOutput>* cached_log,
-                        SelectivePolicy::Kind kind = SelectivePolicy::Kind::kHyperParallel) {
+std::vector<Tensor> run_checkpointed(const RegionForward& forward, const std::vector<Tensor>& inputs, bool selective,
+                                     std::vector<CachedOutput>* cached_log,
+                                     SelectivePolicy::Kind kind = SelectivePolicy::Kind::kHyperParallel) {
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
-  // _NoopSaveInputs: the region's input is saved outside the region's hooks.
-  Session::current().notify_save(input);
-  frame->input = input;
+  // _NoopSaveInputs: the region's inputs are saved outside the region's hooks.
+  for (const Tensor& input : inputs) Session::current().notify_save(input);
+  frame->inputs = inputs;
   frame->cached_log = cached_log;
   frame->selective = selective;
   frame->policy = SelectivePolicy(kind);
   CheckpointFrame* raw = frame.get();
-  frame->recompute_fn = [raw, forward] { forward(raw->input); };
-  return raw->run([&] { return forward(input); });
+  frame->recompute_fn = [raw, forward] { forward(raw->inputs); };
+  return raw->run([&] { return forward(inputs); });
+}
+
+Tensor run_checkpointed(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input, bool selective,
+                        std::vector<CachedOutput>* cached_log,
+                        SelectivePolicy::Kind kind = SelectivePolicy::Kind::kHyperParallel) {
+  const RegionForward region = [forward](const std::vector<Tensor>& inputs) {  // kept by the frame's recompute
+    return std::vector<Tensor>{forward(inputs[0])};
+  };
+  return run_checkpointed(region, std::vector<Tensor>{input}, selective, cached_log, kind)[0];
 }
 
 }  // namespace
@@ -141,6 +150,10 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Ten
 
 Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {
   return run_checkpointed(forward, input, /*selective=*/false, nullptr);
+}
+
+std::vector<Tensor> checkpoint_full(const RegionForward& forward, const std::vector<Tensor>& inputs) {
+  return run_checkpointed(forward, inputs, /*selective=*/false, nullptr);
 }
 
 Tensor checkpoint_torchtitan_op(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input) {

@@ -91,7 +91,7 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, publ
   auto run(Forward&& forward) -> decltype(forward());
 
   std::function<void()> recompute_fn;  // re-runs the region's forward, its output dropped
-  Tensor input;                        // kept by _NoopSaveInputs until the frame dies
+  std::vector<Tensor> inputs;          // kept by _NoopSaveInputs until the frame dies
   std::vector<CachedOutput>* cached_log = nullptr;
   // False under full checkpointing (no policy): nothing is cached, every save is recomputed.
   bool selective = true;
@@ -124,6 +124,12 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& forward, const Ten
 // Run `forward(input)` as a checkpointed region with no policy (torch.utils.checkpoint.checkpoint with
 // use_reentrant=False and no context_fn): every tensor the region saves is recomputed in the backward.
 Tensor checkpoint_full(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);
+
+// The same over several inputs and outputs: checkpoint(fn, *inputs, use_reentrant=False), every tensor
+// input kept by _NoopSaveInputs, in order (TRL's chunked loss: a chunk of hidden states, the head's
+// weight, the chunk's labels).
+using RegionForward = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+std::vector<Tensor> checkpoint_full(const RegionForward& forward, const std::vector<Tensor>& inputs);
 
 // Run `forward(input)` under torchtitan's per-op policy (SelectivePolicy::Kind::kTorchtitanOp).
 Tensor checkpoint_torchtitan_op(const std::function<Tensor(const Tensor&)>& forward, const Tensor& input);

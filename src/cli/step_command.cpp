@@ -166,6 +166,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   const StepCensus& s = run.step;
   ordered_json j;
   j["step"] = step_name(a);
+  j["loss"] = a.loss;
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
@@ -336,6 +337,10 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_flag("--optimizer-in-backward", a.optimizer_in_backward,
                 "torchtune's optimizer_in_bwd: one optimizer a parameter, stepped and its gradient freed in the "
                 "parameter's post-accumulate-grad hook, inside the backward (one micro-batch)");
+  add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
+                    "the loss from the last hidden state: hf (Transformers' ForCausalLMLoss on the whole logits, "
+                    "the default) or trl-chunked-nll (TRL's SFT default: no logits, checkpointed chunks of 256 "
+                    "tokens, each with an fp32 copy of the head)");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -396,6 +401,7 @@ Status check_names(const StepArgs& a) {
   // (--recompute's modes per layer kind are read where the step parses them, step/recompute_choice.h).
   CENSUS_TRY(parse_choice("--schedule", {"1f1b", "gpipe", "interleaved"}, a.schedule));
   CENSUS_TRY(parse_choice("--optimizer", optimizer_names(), a.optimizer));
+  CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), a.loss));
   if (!a.optimizer_impl.empty()) {
     CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
     if (a.optimizer == "none")
@@ -473,6 +479,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.optimizer_in_backward = a.optimizer_in_backward;
   o.optimizer_impl = optimizer_impl_of(a);
   o.first_step = a.first_step;
+  o.loss = nn::causal_lm_loss_named(a.loss).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
   o.sequence_parallel = a.sequence_parallel;
   o.loss_parallel = a.loss_parallel;
@@ -562,7 +569,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
-         << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
+         << (a.loss != "hf" ? ", loss " + a.loss : "") << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "nn/loss.h"
+#include "nn/trl_chunked_loss.h"
 #include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
@@ -161,10 +162,22 @@ Tensor CausalLM::causal_lm_loss(Tensor hidden_states, const Tensor& labels) cons
   return loss_function(logits_, labels);  // logits_ goes on return, once the loss is made
 }
 
-CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& labels) const {
+CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& labels, nn::CausalLMLoss loss) const {
   // *ForCausalLM.forward's frame holds the model's last hidden state until it returns: where the head
   // keeps another tensor (the all-gathered one under sequence parallelism), it goes only then.
   Output out;
+  if (loss == nn::CausalLMLoss::kTrlChunkedNll) {
+    // TRL reads the config's logit_scale (none of these families has one) and final_logit_softcapping;
+    // the head's weight is the embedding's where tied. A family's other transforms of its logits
+    // (Granite's logits_scaling, Falcon-H1's lm_head_multiplier) are not TRL's, and do not run.
+    const Tensor& weight = lm_head ? lm_head->weight() : embed_tokens->weight();
+    nn::TrlChunkedLoss chunked = nn::trl_chunked_cross_entropy_loss(hidden_states, weight, labels, /*logit_scale=*/1.0,
+                                                                    config_.final_logit_softcapping);
+    out.loss = std::move(chunked.loss);
+    out.counts = {std::move(chunked.num_correct_tokens), std::move(chunked.entropy_sum),
+                  std::move(chunked.num_valid_tokens)};
+    return out;
+  }
   out.logits = logits(hidden_states);
   out.loss = loss_function(out.logits, labels);
   return out;

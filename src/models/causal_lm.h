@@ -29,6 +29,7 @@
 #include "models/config.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
+#include "nn/loss.h"
 
 namespace census {
 
@@ -93,11 +94,15 @@ class CausalLM {
   // The same, with the logits handed back alive: the model's output object (loss and logits) as the
   // caller holds it until it drops it, so that what runs as the model returns (FSDP2's post-forward)
   // runs before the logits go.
+  // Under TRL's chunked loss (`loss`), the forward TRL patches in: no logits; the output holds the
+  // loss's counts instead (nn/trl_chunked_loss.h), from the head's weight as the model holds it.
   struct Output {
     Tensor loss;
     Tensor logits;
+    std::vector<Tensor> counts;  // TRL's num_correct_tokens, entropy_sum, num_valid_tokens
   };
-  Output causal_lm_output(Tensor hidden_states, const Tensor& labels) const;
+  Output causal_lm_output(Tensor hidden_states, const Tensor& labels,
+                          nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM) const;
 
   // The chunk's parameters in the order model.parameters() lists them: the embedding, the layers, the
   // final norm, the model's other modules, the head (each storage once: a tied head adds none).

@@ -7,6 +7,22 @@
 
 namespace census::nn {
 
+const std::vector<std::string>& causal_lm_loss_names() {
+  static const std::vector<std::string> names{"hf", "trl-chunked-nll"};
+  return names;
+}
+
+std::string_view causal_lm_loss_name(CausalLMLoss loss) {
+  return causal_lm_loss_names()[static_cast<size_t>(loss)];
+}
+
+std::optional<CausalLMLoss> causal_lm_loss_named(std::string_view name) {
+  const std::vector<std::string>& names = causal_lm_loss_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<CausalLMLoss>(i);
+  return std::nullopt;
+}
+
 Tensor for_causal_lm_loss(Tensor logits, const Tensor& labels, int64_t vocab_size) {
   Tensor upcast = ops::to(logits, DType::kFloat32);
   logits = Tensor();

@@ -8,9 +8,24 @@
 //     log_softmax saves its (S, V) fp32 result; nll_loss saves it again, the target and total_weight
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "tensor/tensor.h"
 
 namespace census::nn {
+
+// The loss a trainer computes from the model's last hidden state, as `census step --loss` names it:
+//   hf                Transformers' ForCausalLMLoss on the whole logits (the model's own forward)
+//   trl-chunked-nll   TRL's SFT default: no logits, the loss in checkpointed chunks of 256 tokens
+//                     (nn/trl_chunked_loss.h)
+enum class CausalLMLoss : uint8_t { kForCausalLM, kTrlChunkedNll };
+const std::vector<std::string>& causal_lm_loss_names();  // in the order the help lists them
+std::string_view causal_lm_loss_name(CausalLMLoss loss);
+std::optional<CausalLMLoss> causal_lm_loss_named(std::string_view name);
 
 // `logits` is taken by value and dropped once cast, as the loss function holds the only reference.
 Tensor for_causal_lm_loss(Tensor logits, const Tensor& labels, int64_t vocab_size);

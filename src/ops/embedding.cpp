@@ -57,7 +57,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 
 Tensor sum(const Tensor& self) {
   auto node = make_node<SumBackward0>({&self}, self.sizes());
-  Tensor out = alloc(Dims{}, self.dtype());
+  // A sum of booleans or integers is int64, as ATen promotes it.
+  Tensor out = alloc(Dims{}, is_floating(self.dtype()) ? self.dtype() : DType::kInt64);
   dispatch<1, 1>(Op::kSum, {self}, {out});
   set_history(out, node);
   return out;

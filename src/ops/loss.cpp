@@ -1,5 +1,8 @@
-// The loss's ops: log_softmax and nll_loss (what F.cross_entropy decomposes into), and the pad of the
-// labels Transformers' causal-LM loss shifts them with.
+// The loss's ops: log_softmax and nll_loss (what F.cross_entropy decomposes into), the pad of the
+// labels Transformers' causal-LM loss shifts them with, and the comparisons, sort and argmax TRL's
+// chunked loss runs on its labels and logits (none of which autograd tracks).
+#include <cassert>
+
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -79,5 +82,47 @@ Tensor nll_loss(const Tensor& self, const Tensor& target) {
 }
 
 Tensor cross_entropy(const Tensor& self, const Tensor& target) { return nll_loss(log_softmax(self, 1), target); }
+
+Tensor ne(const Tensor& self, double /*other*/) {
+  Tensor out = alloc(self.sizes(), DType::kBool);
+  dispatch<1, 1>(Op::kNeScalar, {self}, {out});
+  return out;
+}
+
+Tensor eq(const Tensor& self, const Tensor& other) {
+  Tensor out = alloc(internal::broadcast_sizes(self.sizes(), other.sizes()), DType::kBool);
+  dispatch<2, 1>(Op::kEqTensor, {self, other}, {out});
+  return out;
+}
+
+Tensor bitwise_and(const Tensor& self, const Tensor& other) {
+  Tensor out = alloc(internal::broadcast_sizes(self.sizes(), other.sizes()), promote(self.dtype(), other.dtype()));
+  dispatch<2, 1>(Op::kBitwiseAndTensor, {self, other}, {out});
+  return out;
+}
+
+Tensor argmax(const Tensor& self, int64_t dim) {
+  Dims sizes = self.sizes();
+  sizes.erase(wrap_dim(dim, self.dim()));
+  Tensor out = alloc(sizes, DType::kInt64);
+  dispatch<1, 1>(Op::kArgmax, {self}, {out});
+  return out;
+}
+
+Tensor ceil(const Tensor& self) {
+  assert(!self.requires_grad());
+  Tensor out = internal::alloc_like(self, self.dtype());
+  dispatch<1, 1>(Op::kCeil, {self}, {out});
+  return out;
+}
+
+Tensor argsort_stable(const Tensor& self) {
+  // argsort(stable=True) is sort(stable=True)'s indices: the sorted values are made, and go at once.
+  assert(!self.requires_grad());
+  Tensor values = alloc(self.sizes(), self.dtype());
+  Tensor indices = alloc(self.sizes(), DType::kInt64);
+  dispatch<1, 2>(Op::kSortStable, {self}, {values, indices});
+  return indices;
+}
 
 }  // namespace census::ops

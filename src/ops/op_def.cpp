@@ -199,6 +199,12 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kWhereScalarOther, "aten.where.ScalarOther", OpKind::kCompute},
     {Op::kToDevice, "aten.to.device", OpKind::kCompute},
     {Op::kToDtype, "aten.to.dtype", OpKind::kCompute},
+    // TRL's chunked loss
+    {Op::kSortStable, "aten.sort.stable", OpKind::kCompute},
+    {Op::kArgmax, "aten.argmax.default", OpKind::kCompute},
+    {Op::kEqTensor, "aten.eq.Tensor", OpKind::kCompute},
+    {Op::kBitwiseAndTensor, "aten.bitwise_and.Tensor", OpKind::kCompute},
+    {Op::kCeil, "aten.ceil.default", OpKind::kCompute},
 }};
 
 constexpr bool catalogue_in_order() {

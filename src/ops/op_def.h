@@ -108,6 +108,8 @@ enum class Op : uint8_t {
   // DTensor's local ops under tensor parallelism (ops/vocab_parallel.cpp): a vocabulary-sharded
   // embedding's mask and loss_parallel's log-softmax and NLL on the rank's vocabulary shard
   kOrTensor, kAmax, kLog, kNeScalar, kWhereScalarOther, kToDevice, kToDtype,
+  // TRL's chunked loss (nn/trl_chunked_loss.h): its token sort, its accuracy and the count it pads
+  kSortStable, kArgmax, kEqTensor, kBitwiseAndTensor, kCeil,
   kCount,
 };
 

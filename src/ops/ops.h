@@ -150,6 +150,14 @@ Tensor log_softmax(const Tensor& self, int64_t dim);
 Tensor nll_loss(const Tensor& self, const Tensor& target);
 // F.cross_entropy with class-index targets: log_softmax then nll_loss, as ATen decomposes it.
 Tensor cross_entropy(const Tensor& self, const Tensor& target);
+// On tensors autograd does not track (labels, masks, argmax's indices): no node.
+Tensor ne(const Tensor& self, double other);                 // bool
+Tensor eq(const Tensor& self, const Tensor& other);          // bool
+Tensor bitwise_and(const Tensor& self, const Tensor& other);  // bool & bool: bool
+Tensor argmax(const Tensor& self, int64_t dim);              // int64, dim reduced
+Tensor ceil(const Tensor& self);
+// self.argsort(stable=True) (either direction): int64 indices.
+Tensor argsort_stable(const Tensor& self);
 
 // --- Gated delta net (Qwen3-Next and Qwen3.5 linear attention) ---
 // Factories: no node.

@@ -46,7 +46,8 @@ Tensor& in_place(Op op, Tensor& self, const std::array<Tensor, N>& inputs) {
 
 Tensor div_number(const Tensor& self, double /*other*/) {
   auto node = make_node<DivNumberBackward0>({&self});
-  Tensor out = internal::alloc_like(self, self.dtype());
+  // True division: an integer tensor's quotient is float32, the default dtype.
+  Tensor out = internal::alloc_like(self, is_floating(self.dtype()) ? self.dtype() : DType::kFloat32);
   dispatch<1, 1>(Op::kDivTensor, {self}, {out});
   set_history(out, node);
   return out;

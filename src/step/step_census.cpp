@@ -266,6 +266,18 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                           "; run it without a pipeline");
   }
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
+  if (o.loss == nn::CausalLMLoss::kTrlChunkedNll) {
+    // TRL gathers a DTensor head with full_tensor() and shifts labels itself only where nothing shards
+    // the sequence; neither path is priced yet.
+    const char* with = o.tensor_parallel > 1 ? "--tp"
+                       : o.fsdp.shards > 1  ? "--fsdp"
+                       : o.composition.zero == 3 ? "--zero 3"
+                       : o.context_parallel > 1  ? "--cp"
+                                                 : nullptr;
+    if (with != nullptr)
+      return refuse(std::string("--loss trl-chunked-nll with ") + with,
+                    "TRL's chunked loss over a sharded head or sequence is not priced yet; drop one of them");
+  }
   const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
   // The composed fp32 master weights are AdamW's: an fp32 copy and two fp32 moments, 12 B a parameter,
   // three times its bf16 moments (step/step_compose.h). Another optimizer's states do not scale so.
@@ -537,7 +549,7 @@ Held StepRunner::forward(size_t chunk) {
   }
   // The causal LM's logits and loss; the output object (loss and logits) returned, then dropped with its
   // logits; the loss kept, scaled by 1/M.
-  CausalLM::Output out = model.causal_lm_output(std::move(hidden_states), labels);
+  CausalLM::Output out = model.causal_lm_output(std::move(hidden_states), labels, o_.loss);
   if (fsdp_) {  // the root's forward ends as the model returns, before the output object is dropped
     fsdp_->root_post_forward(chunk);
     out.loss = fsdp_->root_output(chunk, out.loss);

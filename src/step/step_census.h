@@ -47,6 +47,7 @@
 #include "step/fsdp.h"
 #include "step/tensor_parallel.h"
 #include "models/config.h"
+#include "nn/loss.h"
 #include "util/result.h"
 
 namespace census {
@@ -87,6 +88,9 @@ struct StepOptions {
   // parameter, stepped and zero_grad()-ed in the parameter's post-accumulate-grad hook, inside the
   // backward, so a gradient lives from its accumulation to its step and no longer. One micro-batch.
   bool optimizer_in_backward = false;
+  // The loss the trainer computes from the last hidden state (nn/loss.h): Transformers' own, or TRL's
+  // chunked loss, which replaces the model's head and loss.
+  nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM;
   // The step a run is judged by is its second and every later one (the default): the optimizer's states,
   // made by the first step, alive from the start, and the gradients as zero_grad(set_to_none=True) left
   // them (none). first_step: the first, whose optimizer makes its states inside its step.

@@ -1,7 +1,8 @@
 // File: dtype.h
 // The element types a census meets: bf16 activations and parameters, fp32 islands (norm upcasts,
 // softmax statistics, the loss), integer indices and boolean masks; complex64 for Llama 4's rotary,
-// which multiplies queries and keys as complex numbers; uint8 for 8-bit optimizer states.
+// which multiplies queries and keys as complex numbers; uint8 for 8-bit optimizer states; int8 for the
+// mask TRL's chunked loss sorts its tokens by.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +10,13 @@
 
 namespace census {
 
-enum class DType : uint8_t { kBool, kInt32, kInt64, kBFloat16, kFloat32, kComplex64, kUInt8 };
+enum class DType : uint8_t { kBool, kInt32, kInt64, kBFloat16, kFloat32, kComplex64, kUInt8, kInt8 };
 
 constexpr int64_t element_size(DType dtype) {
   switch (dtype) {
     case DType::kBool: return 1;
     case DType::kUInt8: return 1;
+    case DType::kInt8: return 1;
     case DType::kBFloat16: return 2;
     case DType::kInt32: return 4;
     case DType::kFloat32: return 4;
@@ -33,6 +35,7 @@ constexpr std::string_view dtype_name(DType dtype) {
     case DType::kInt64: return "int64";
     case DType::kComplex64: return "complex64";
     case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
   }
   return "?";
 }

@@ -124,7 +124,10 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         // the optimizer in the backward with no optimizer, or with gradients to accumulate
         {"--optimizer", "none", "--optimizer-in-backward"}, {"--optimizer-in-backward", "--micro-batches", "2"},
         // an optimizer whose states are laid out by rows, columns or blocks, on flat or DTensor shards
-        {"--optimizer", "adafactor", "--dp", "2", "--zero", "1"}, {"--optimizer", "sgd", "--master-weights", "fp32"}, {"--optimizer", "paged-adamw8bit", "--fsdp", "--dp", "2"}}) {
+        {"--optimizer", "adafactor", "--dp", "2", "--zero", "1"}, {"--optimizer", "sgd", "--master-weights", "fp32"}, {"--optimizer", "paged-adamw8bit", "--fsdp", "--dp", "2"},
+        // a loss of no such name; TRL's chunked loss over a sharded head or sequence
+        {"--loss", "chunked"}, {"--loss", "trl-chunked-nll", "--tp", "2"}, {"--loss", "trl-chunked-nll", "--fsdp", "--dp", "2"},
+        {"--loss", "trl-chunked-nll", "--dp", "2", "--zero", "3"}, {"--loss", "trl-chunked-nll", "--cp", "2"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);

@@ -1,0 +1,84 @@
+// The trainer's loss (nn/loss.h), each number derived here by hand on the Llama toy of the steady-state
+// oracle's cases (tests/data/step/steady/, where every case of TRL's chunked loss is compared whole by
+// step_steady_oracle_test.cpp): Transformers' ForCausalLMLoss on the whole logits, and TRL's chunked
+// loss (nn/trl_chunked_loss.h), which makes no logits and computes the loss in checkpointed chunks of
+// 256 tokens.
+//
+// The toy: hidden H = 256, vocabulary V = 4,096, 4 layers; P = 8,655,360 B of bf16 parameters. One
+// sequence of S = 600 tokens, so T = S - 1 = 599 tokens are scored by TRL, in three chunks: 256, 256
+// and 87. No optimizer: the step is the forward and the backward.
+#include <gtest/gtest.h>
+
+#include "models/registry.h"
+#include "step/step_census.h"
+#include "step_cases.h"
+
+namespace census {
+namespace {
+
+constexpr int64_t kS = 600, kT = kS - 1, kH = 256, kV = 4'096, kChunk = 256;
+
+ModelConfig llama_toy() {
+  auto config =
+      read_config(testing::step_case("llama_toy_L4_s600_single_adamw_trl_chunked_nll_steady", "step/steady").at("config"));
+  if (!config) throw std::runtime_error(config.refusal().message());
+  return config.take();
+}
+
+StepCensus run(nn::CausalLMLoss loss) {
+  StepOptions o;
+  o.seq_length = kS;
+  o.optimizer = StepOptimizer::kNone;
+  o.loss = loss;
+  return testing::step_or_throw(llama_toy(), o);
+}
+
+// What each loss leaves saved at the forward's end, beside the layers' own saves (the same in both):
+//   hf    log_softmax's fp32 (S, V) result, which nll_loss saves too    600 x 4,096 x 4 = 9,830,400
+//         the labels padded by one, which the shifted view keeps        601 x 8         =     4,808
+//         nll_loss's total_weight                                                        =         4
+//         the head's input, the final norm's (S, H) bf16, kept by mm    600 x 256 x 2   =   307,200
+//                                                                                           10,142,412
+//   TRL   the hidden states gathered into (T, H) bf16, which each chunk's checkpoint keeps
+//                                                                        599 x 256 x 2   =   306,688
+//         the sort's int64 order, kept by IndexBackward0                 599 x 8         =     4,792
+//         the labels gathered, kept by the chunks' checkpoints           599 x 8         =     4,792
+//         the valid count, kept by loss / n_valid's DivBackward0                         =         8
+//                                                                                              316,280
+// Both keep their loss (4 B). Nothing of a chunk's forward is saved: its (256, V) fp32 logits, log-
+// probabilities and their entropy terms are made and freed chunk by chunk.
+TEST(StepLosses, TrlChunkedLossSavesTheGatheredHiddenStatesInsteadOfTheLogits) {
+  const StepCensus hf = run(nn::CausalLMLoss::kForCausalLM);
+  const StepCensus trl = run(nn::CausalLMLoss::kTrlChunkedNll);
+  const int64_t hf_saves = kS * kV * 4 + (kS + 1) * 8 + 4 + kS * kH * 2;
+  const int64_t trl_saves = kT * kH * 2 + kT * 8 + kT * 8 + 8;
+  ASSERT_EQ(hf.analysis.phases[1].name, "F0");
+  EXPECT_EQ(hf.analysis.phases[1].live_at_end - trl.analysis.phases[1].live_at_end, hf_saves - trl_saves);  // 9,826,132
+}
+
+// The backward's most under TRL's loss is in the recompute of the second chunk of 256 tokens it runs (the
+// engine runs the last chunk, of 87, first), at its row sums of the entropy, over what the backward
+// started from:
+//   the fp32 copy of the head, which mm's backward keeps          4,096 x 256 x 4   = 4,194,304
+//   the chunk's fp32 hidden states, which it keeps too            256 x 256 x 4     =   262,144
+//   the head's bf16 gradient, from the first chunk's backward     4,096 x 256 x 2   = 2,097,152
+//   the chunk's fp32 (256, V) logits, log-probabilities (kept by log_softmax), their exp (kept by exp)
+//   and the exp's product with them                           4 x 256 x 4,096 x 4  = 16,777,216
+//   the gathered hidden states' gradient, every chunk's added into one (T, H) bf16   =   306,688
+//   the row sums (256) fp32 1,024; the chunk's mask (256) bool 256                   =     1,280
+//   the accuracy, the chunk's loss and nll_loss's total weight; the root gradient and
+//   DivBackward0's, 0-d fp32 each                                                    =        20
+// less the valid count DivBackward0 let go of                                        =        -8
+TEST(StepLosses, TrlChunkedLossBackwardHoldsOneChunkAndAnFp32CopyOfTheHead) {
+  const StepCensus trl = run(nn::CausalLMLoss::kTrlChunkedNll);
+  const int64_t fp32_head = kV * kH * 4, bf16_head = kV * kH * 2;
+  const int64_t chunk_rows = kChunk * kV * 4;
+  const int64_t expected = fp32_head + kChunk * kH * 4 + bf16_head + 4 * chunk_rows + kT * kH * 2 + kChunk * 4 +
+                           kChunk + 5 * 4 - 8;
+  EXPECT_EQ(trl.backward_peak.phase, "B0");
+  EXPECT_EQ(trl.backward_peak.op, "aten.sum.dim_IntList");
+  EXPECT_EQ(trl.backward_peak.bytes - trl.analysis.phases[2].live_at_start, expected);  // 23,638,796
+}
+
+}  // namespace
+}  // namespace census

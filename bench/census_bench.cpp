@@ -229,6 +229,7 @@ BENCHMARK_CAPTURE(BM_StepOptimizer, paged_adamw8bit, census::StepOptimizer::kPag
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepOptimizer, torchao_adamw4bit, census::StepOptimizer::kTorchaoAdamW4bit, false)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOptimizer, muon, census::StepOptimizer::kMuon, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepOptimizer, adamw_in_backward, census::StepOptimizer::kAdamW, true)
     ->Unit(benchmark::kMillisecond);
 

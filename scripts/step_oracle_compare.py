@@ -55,7 +55,7 @@ def optimizer_options(kind):
     oracle's kinds record the second step (`*_steady`) or, trimmed from its step 1, the first (`*_first`), of
     the optimizer and form the kind names (`single_sgd_foreach_steady`; no form word: the for-loop)."""
     if kind.endswith("_steady") or kind.endswith("_first"):
-        name = next(n for n in ("torchao_adamw8bit", "torchao_adamw4bit", "adamw8bit", "adafactor", "sgd", "adamw")
+        name = next(n for n in ("torchao_adamw8bit", "torchao_adamw4bit", "adamw8bit", "adafactor", "sgd", "muon", "adamw")
                     if f"_{n}_" in f"_{kind}").replace("_", "-")
         args = ["--optimizer", name]
         if name in ("adamw", "sgd", "adafactor"):

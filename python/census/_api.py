@@ -454,7 +454,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     *micro_batches* micro-batches of *micro_batch_size* sequences of *seq_length* tokens under *schedule* (``1f1b``, ``gpipe``, or
     ``interleaved`` over *virtual_stages* model chunks a stage), every
     layer under *recompute* (``none``, ``selective``, ``full``), then *optimizer*'s step (``adamw``, ``sgd``,
-    ``adafactor``, ``adamw8bit``, ``paged-adamw8bit`` or ``none``; docs/step.md) in the form *optimizer_impl*
+    ``adafactor``, ``adamw8bit``, ``paged-adamw8bit``, ``torchao-adamw8bit``, ``torchao-adamw4bit``, ``muon`` or
+    ``none``; docs/step.md) in the form *optimizer_impl*
     names (``foreach``, ``fused``, ``for-loop``; when None, PyTorch's default on CUDA: foreach, Adafactor's
     for-loop); with *optimizer_in_backward*, one optimizer a parameter stepped in its post-accumulate-grad hook,
     as torchtune's optimizer_in_bwd runs it. *loss* is the trainer's loss from the last hidden state: ``hf``

@@ -9,6 +9,8 @@ is rebound for the case), and records the same JSON layout:
   ``foreach=True`` (``_multi_tensor_sgd``) and ``fused=True`` (``_fused_sgd``);
 * ``adafactor``: ``torch.optim.Adafactor(params)`` (lr 1e-2, its defaults) as ``foreach=False`` (its default:
   ``_single_tensor_adafactor``) and ``foreach=True`` (``_multi_tensor_adafactor``);
+* ``muon``: ``torch.optim.Muon()`` (its defaults) over the model's 2-D weights but its embeddings' and its head's,
+  then ``torch.optim.AdamW(lr=1e-4, foreach=True)`` over the rest, stepped in that order (``MuonWithAdamW``);
 * ``adamw8bit``: bitsandbytes' ``AdamW8bit(params)`` (lr 1e-3, weight decay 1e-2, blocks of 256, parameters
   under 4,096 elements with fp32 states), from its sources (commit 95f9af3), on its fake kernels. Its two
   quantile maps are built at construction, on the host, outside the fake mode (``create_dynamic_map`` reads
@@ -45,6 +47,8 @@ OPTIM_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_fused_in_bwd_steady": dict(m=1, batch=1, optimizer="adamw", fused=True, in_bwd=True),
     "single_adamw8bit_in_bwd_steady": dict(m=1, batch=1, optimizer="adamw8bit", in_bwd=True),
     "accum_m4_adafactor_steady": dict(m=S.ACCUM_M, batch=1, optimizer="adafactor", foreach=False),
+    "single_muon_steady": dict(m=1, batch=1, optimizer="muon"),
+    "accum_m4_muon_steady": dict(m=S.ACCUM_M, batch=1, optimizer="muon"),
 }
 CURRENT: Dict[str, Any] = {}
 
@@ -109,6 +113,39 @@ class _TorchWithCompile:
         return getattr(torch, name)
 
 
+class MuonWithAdamW:
+    """torch.optim.Muon() (its defaults: lr 1e-3, weight decay 0.1, momentum 0.95, Nesterov, 5 Newton-Schulz
+    steps) over the model's 2-D weights but its embeddings' and its head's, and torch.optim.AdamW(lr=1e-4,
+    foreach=True) over the rest (the embeddings, the head, the norms' and other vectors, 3-D experts), as
+    torchtitan pairs them; stepped and zero_grad()-ed in that order."""
+
+    def __init__(self, params: Sequence[Any], model: Any) -> None:
+        embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+        head = model.get_output_embeddings()
+        if head is not None:
+            embeddings.add(id(head.weight))
+        matrices = [p for p in params if p.ndim == 2 and id(p) not in embeddings]
+        rest = [p for p in params if not (p.ndim == 2 and id(p) not in embeddings)]
+        self.muon = torch.optim.Muon(matrices)
+        self.adamw = torch.optim.AdamW(rest, lr=1e-4, foreach=True)
+        self.param_groups = self.muon.param_groups
+
+    @property
+    def state(self) -> Dict[Any, Any]:
+        states: Dict[Any, Any] = collections.defaultdict(dict)
+        for optimizer in (self.muon, self.adamw):
+            states.update(optimizer.state)
+        return states
+
+    def step(self) -> None:
+        self.muon.step()
+        self.adamw.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.muon.zero_grad(set_to_none=set_to_none)
+        self.adamw.zero_grad(set_to_none=set_to_none)
+
+
 class InBackward:
     """torchtune's optim_dict run in the backward: the step's optimizer.step() and zero_grad() do nothing."""
 
@@ -168,6 +205,10 @@ def make_one_optimizer(params: Sequence[Any], foreach: bool, fused: bool, descri
                 f"torch.optim.SGD(lr=1e-3, momentum=0.9, foreach={foreach})")
     if name == "adafactor":
         return torch.optim.Adafactor(params, foreach=foreach), f"torch.optim.Adafactor(foreach={foreach})"
+    if name == "muon":
+        return MuonWithAdamW(params, CURRENT["model"]), ("torch.optim.Muon() over the 2-D weights but the embeddings' "
+                                                         "and the head's, then torch.optim.AdamW(lr=1e-4, foreach=True) "
+                                                         "over the rest")
     if name.startswith("torchao-"):
         return TorchaoStandIn(params, name), (f"torchao.optim.{'AdamW8bit' if name.endswith('8bit') else 'AdamW4bit'}"
                                               "() (36027d8): its states as it makes them; its torch.compile'd "
@@ -208,6 +249,17 @@ def optimizer_config(case: Dict[str, Any]) -> Dict[str, Any]:
 
 _run_ext = E.run_steady_case_ext
 _step_start = S.Step.start
+_build_model = S.build_model
+
+
+def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) -> Any:
+    """The step oracle's build_model; the model kept for the optimizer that sorts its parameters by module."""
+    model, config, notes = _build_model(family, config_kwargs, device)
+    CURRENT["model"] = model
+    return model, config, notes
+
+
+S.build_model = build_model
 
 
 def step_start(self: Any) -> None:
@@ -236,6 +288,7 @@ E.KINDS = dict(SD.KINDS, **OPTIM_KINDS)
 E.EXT_FAMILIES = {k: E.FAMILIES for k in OPTIM_KINDS}
 E.EXT_FAMILIES["accum_m4_sgd_foreach_steady"] = ("llama", "qwen3_moe")
 E.EXT_FAMILIES["accum_m4_adafactor_steady"] = ("llama", "qwen3_moe")
+E.EXT_FAMILIES["accum_m4_muon_steady"] = ("llama", "qwen3_moe")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_optim"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

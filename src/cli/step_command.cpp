@@ -329,8 +329,8 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                   "kind ('none,moe=full')");
   add_choice_option(*sub, "--optimizer", a.optimizer, optimizer_names(),
                     "adamw (default), sgd (momentum 0.9), adafactor (torch.optim's), adamw8bit or paged-adamw8bit "
-                    "(bitsandbytes'), torchao-adamw8bit or torchao-adamw4bit (torchao's), or none: its step and "
-                    "zero_grad(set_to_none=True)");
+                    "(bitsandbytes'), torchao-adamw8bit or torchao-adamw4bit (torchao's), muon (torch.optim.Muon on "
+                    "the 2-D weights, AdamW on the rest), or none: its step and zero_grad(set_to_none=True)");
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
                     "the optimizer's form as torch.optim runs it: foreach, fused or for-loop (foreach=False); left "
                     "out, PyTorch's default on CUDA (foreach; Adafactor's for-loop)");

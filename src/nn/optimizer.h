@@ -5,7 +5,9 @@
 //
 // An optimizer makes a parameter's states lazily, in the first step() that finds it with a gradient
 // (torch.optim's _init_group; bitsandbytes' init_state). The steady state (every step after the first)
-// begins with them: make_states() makes them before the step's forward, as they stand then.
+// begins with them: make_states() makes them before the step's forward, as they stand then. An
+// optimizer that steps some of its parameters with another (Muon, beside AdamW) extends what holds
+// states (the virtual members below) to that one too.
 #pragma once
 
 #include <cstdint>
@@ -42,21 +44,21 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // The states of every parameter, as the step before this one left them (the steady state).
-  void make_states();
+  virtual void make_states();
   // The states of the parameters that have no gradient now: a step gives them none, so a steady step
   // never had them. Dropped, and returned for the caller to take back from its count.
-  std::vector<Tensor> drop_states_without_grad();
+  virtual std::vector<Tensor> drop_states_without_grad();
   // Every state, dropped and returned (an optimizer in the backward whose parameter no gradient reached:
   // its step never ran, so it never had them).
-  std::vector<Tensor> drop_states();
+  virtual std::vector<Tensor> drop_states();
   // step(): the states of parameters with a gradient that have none, then the update.
   virtual void step() = 0;
-  void zero_grad();
+  virtual void zero_grad();
   // Bytes of every state tensor held, each storage once (a state several parameters share counts once).
-  int64_t state_bytes() const;
+  virtual int64_t state_bytes() const;
   // Of those, the bytes outside PyTorch's caching allocator (PagedAdamW8bit's unified memory), which
   // the hooks were never told of.
-  int64_t unified_memory_bytes() const;
+  virtual int64_t unified_memory_bytes() const;
 
  protected:
   // Make parameter i's states, in its optimizer's order, each through add_state.

@@ -205,6 +205,8 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kEqTensor, "aten.eq.Tensor", OpKind::kCompute},
     {Op::kBitwiseAndTensor, "aten.bitwise_and.Tensor", OpKind::kCompute},
     {Op::kCeil, "aten.ceil.default", OpKind::kCompute},
+    // Muon's update
+    {Op::kLerpScalar, "aten.lerp.Scalar", OpKind::kCompute},
 }};
 
 constexpr bool catalogue_in_order() {

@@ -110,6 +110,8 @@ enum class Op : uint8_t {
   kOrTensor, kAmax, kLog, kNeScalar, kWhereScalarOther, kToDevice, kToDtype,
   // TRL's chunked loss (nn/trl_chunked_loss.h): its token sort, its accuracy and the count it pads
   kSortStable, kArgmax, kEqTensor, kBitwiseAndTensor, kCeil,
+  // Muon's update (nn/muon.h): the Nesterov momentum, out of place
+  kLerpScalar,
   kCount,
 };
 

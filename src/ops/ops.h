@@ -310,6 +310,7 @@ Tensor sqrt(const Tensor& self);
 Tensor& add_(Tensor& self, double other);                  // add_.Tensor with a wrapped number
 Tensor& mul_(Tensor& self, double other);                  // mul_.Tensor with a wrapped number
 Tensor& lerp_(Tensor& self, const Tensor& end, double weight);
+Tensor lerp(const Tensor& self, const Tensor& end, double weight);  // out of place, self's layout
 Tensor& addcmul_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
 Tensor& addcdiv_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value);
 // torch._foreach_*: one op over whole lists (AdamW's foreach form), in place where named with a _; the

@@ -2,6 +2,8 @@
 // updates in their forms (nn/adamw.h, nn/sgd.h, nn/adafactor.h, nn/adamw8bit.h), in place on tensors
 // autograd does not track, plus the few that allocate (sqrt and the foreach list of them, the norms, the
 // division by a Python number, the fp32 step scalar).
+#include <cassert>
+
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -74,6 +76,12 @@ Tensor& add_(Tensor& self, double /*other*/) { return in_place<1>(Op::kAddInplac
 Tensor& mul_(Tensor& self, double /*other*/) { return in_place<1>(Op::kMulInplace, self, {self}); }
 Tensor& lerp_(Tensor& self, const Tensor& end, double /*weight*/) {
   return in_place<2>(Op::kLerpInplace, self, {self, end});
+}
+Tensor lerp(const Tensor& self, const Tensor& end, double /*weight*/) {
+  assert(!self.requires_grad() && !end.requires_grad());
+  Tensor out = internal::alloc_like(self, self.dtype());
+  dispatch<2, 1>(Op::kLerpScalar, {self, end}, {out});
+  return out;
 }
 Tensor& addcmul_(Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double /*value*/) {
   return in_place<3>(Op::kAddcmulInplace, self, {self, tensor1, tensor2});

@@ -5,6 +5,7 @@
 #include "nn/adafactor.h"
 #include "nn/adamw.h"
 #include "nn/adamw8bit.h"
+#include "nn/muon.h"
 #include "nn/sgd.h"
 #include "nn/torchao_adamw.h"
 
@@ -23,6 +24,7 @@ constexpr Named kNames[] = {{StepOptimizer::kAdamW, "adamw"},
                             {StepOptimizer::kPagedAdamW8bit, "paged-adamw8bit"},
                             {StepOptimizer::kTorchaoAdamW8bit, "torchao-adamw8bit"},
                             {StepOptimizer::kTorchaoAdamW4bit, "torchao-adamw4bit"},
+                            {StepOptimizer::kMuon, "muon"},
                             {StepOptimizer::kNone, "none"}};
 
 }  // namespace
@@ -58,6 +60,7 @@ std::vector<nn::OptimizerImpl> optimizer_forms(StepOptimizer optimizer) {
     case StepOptimizer::kPagedAdamW8bit:
     case StepOptimizer::kTorchaoAdamW8bit:
     case StepOptimizer::kTorchaoAdamW4bit:
+    case StepOptimizer::kMuon:
     case StepOptimizer::kNone: return {};
   }
   return {};
@@ -104,6 +107,11 @@ std::unique_ptr<nn::Optimizer> make_optimizer(StepOptimizer optimizer, std::opti
       return std::make_unique<nn::TorchaoAdamW>(std::move(params), 8, std::move(hooks));
     case StepOptimizer::kTorchaoAdamW4bit:
       return std::make_unique<nn::TorchaoAdamW>(std::move(params), 4, std::move(hooks));
+    case StepOptimizer::kMuon: {
+      std::vector<Tensor> matrices, others;
+      for (Tensor& p : params) (nn::Muon::steps(p) ? matrices : others).push_back(std::move(p));
+      return std::make_unique<nn::Muon>(std::move(matrices), std::move(others), std::move(hooks));
+    }
     case StepOptimizer::kNone: return nullptr;
   }
   return nullptr;

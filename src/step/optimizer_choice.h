@@ -9,6 +9,8 @@
 //   paged-adamw8bit   bitsandbytes' PagedAdamW8bit: the same, its large states in unified memory
 //   torchao-adamw8bit, torchao-adamw4bit   torchao's AdamW8bit and AdamW4bit (nn/torchao_adamw.h): their
 //                     compiled update stood in for by a kernel that allocates nothing; no forms
+//   muon              torch.optim.Muon over the 2-D weights, torch.optim.AdamW (foreach) over the rest
+//                     (nn/muon.h); no forms
 //   none              no optimizer step
 // Every other combination is refused by name (check_optimizer).
 #pragma once
@@ -26,7 +28,7 @@
 namespace census {
 
 enum class StepOptimizer : uint8_t {
-  kNone, kAdamW, kSGD, kAdafactor, kAdamW8bit, kPagedAdamW8bit, kTorchaoAdamW8bit, kTorchaoAdamW4bit,
+  kNone, kAdamW, kSGD, kAdafactor, kAdamW8bit, kPagedAdamW8bit, kTorchaoAdamW8bit, kTorchaoAdamW4bit, kMuon,
 };
 
 // --optimizer's words, in the order the help lists them.

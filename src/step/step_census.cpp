@@ -289,6 +289,10 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     if (o.optimizer == StepOptimizer::kNone)
       return refuse("--optimizer-in-backward with --optimizer none", "there is no optimizer to step in the backward; "
                                                                       "drop --optimizer-in-backward");
+    if (o.optimizer == StepOptimizer::kMuon)
+      return refuse("--optimizer-in-backward with --optimizer muon",
+                    "Muon and the AdamW beside it step as one pair of optimizers, not one a parameter; drop "
+                    "--optimizer-in-backward");
     if (o.micro_batches * o.virtual_stages > 1)
       return refuse("--optimizer-in-backward with --micro-batches " + std::to_string(o.micro_batches) +
                         (o.virtual_stages > 1 ? " x --virtual-stages " + std::to_string(o.virtual_stages) : ""),

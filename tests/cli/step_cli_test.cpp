@@ -126,6 +126,8 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         // an optimizer whose states are laid out by rows, columns or blocks, on flat or DTensor shards
         {"--optimizer", "adafactor", "--dp", "2", "--zero", "1"}, {"--optimizer", "sgd", "--master-weights", "fp32"}, {"--optimizer", "paged-adamw8bit", "--fsdp", "--dp", "2"},
         // a loss of no such name; TRL's chunked loss over a sharded head or sequence
+        {"--optimizer", "muon", "--optimizer-in-backward"}, {"--optimizer", "muon", "--optimizer-impl", "foreach"},
+        {"--optimizer", "muon", "--fsdp", "--dp", "2"},
         {"--loss", "chunked"}, {"--loss", "trl-chunked-nll", "--tp", "2"}, {"--loss", "trl-chunked-nll", "--fsdp", "--dp", "2"},
         {"--loss", "trl-chunked-nll", "--dp", "2", "--zero", "3"}, {"--loss", "trl-chunked-nll", "--cp", "2"}}) {
     std::vector<std::string> args = {"step", toy};

@@ -49,7 +49,7 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
   const bool steady = kind.ends_with("_steady"), first = kind.ends_with("_first");
   if (steady || first) {
     const std::string words = "_" + kind;
-    for (std::string name : {"torchao_adamw8bit", "torchao_adamw4bit", "adamw8bit", "adafactor", "sgd", "adamw"})
+    for (std::string name : {"torchao_adamw8bit", "torchao_adamw4bit", "adamw8bit", "adafactor", "sgd", "muon", "adamw"})
       if (words.find("_" + name + "_") != std::string::npos) {
         std::replace(name.begin(), name.end(), '_', '-');
         o.optimizer = *optimizer_named(name);

@@ -1,8 +1,8 @@
 // The optimizers other than AdamW (step/optimizer_choice.h), each number derived here by hand on the
 // Llama toy of the steady-state oracle's cases (tests/data/step/steady/, where every case of these
 // optimizers is compared whole by step_steady_oracle_test.cpp): torch.optim's SGD and Adafactor in their
-// forms, bitsandbytes' AdamW8bit and PagedAdamW8bit, torchao's AdamW8bit and AdamW4bit, and torchtune's
-// optimizer in the backward.
+// forms, bitsandbytes' AdamW8bit and PagedAdamW8bit, torchao's AdamW8bit and AdamW4bit, Muon beside
+// AdamW, and torchtune's optimizer in the backward.
 //
 // The toy: hidden 256, intermediate 512, vocabulary 4,096, 4 layers of 8 query and 2 key-value heads of
 // 32. Its 39 bf16 parameters, in order: the embedding [4096, 256]; per layer q [256, 256], k and v
@@ -153,6 +153,41 @@ TEST(StepOptimizers, InTheBackwardNoMomentHoldsEveryGradient) {
 }
 
 // What the implementations refuse, or what is not priced yet: one line naming the options.
+// Muon steps the 2-D weights of the layers, 7 a layer (q, k, v, o, gate, up, down: 557,056 elements),
+// with one bf16 momentum buffer each; AdamW the embedding, the head and the 9 vectors (2,099,456 elements)
+// with two bf16 moments and a 4 B host step count each:
+//   Muon   4 x 557,056 x 2 B                        4,456,448
+//   AdamW  2 x 2,099,456 x 2 B + 11 x 4 B           8,397,868       12,854,316 B in all
+// Its step's most is AdamW's foreach sqrt of the moments it steps, one list of their size (4,198,912 B),
+// beside the parameters, their gradients, the states and the rotary's buffers.
+constexpr int64_t kMuonStates = 4 * 557'056 * 2 + 2 * 2'099'456 * 2 + 11 * 4;
+
+TEST(StepOptimizers, MuonStepsTheLayersMatricesAndAdamWTheRest) {
+  const StepCensus s = run(stepping(StepOptimizer::kMuon));
+  EXPECT_EQ(s.optimizer_state_bytes, kMuonStates);
+  EXPECT_EQ(s.analysis.phases[0].live_at_end, kP + kMuonStates + kBuffers);
+  EXPECT_EQ(s.optimizer_step_peak.bytes, 2 * kP + kMuonStates + kBuffers + 2'099'456 * 2);  // 34,364,076
+}
+
+// With a vocabulary of 256 the embedding and the head are 256 x 256, and Muon's Newton-Schulz iteration
+// holds the step's most. For gate and up [512, 256] (X is their transpose, m = 256 rows by n = 512) and
+// down [256, 512] alike, from the second of its 5 iterations, as X = addmm(X, gram_update, X) makes the
+// new X: the update grad.lerp(buf) made (262,144 B), this iteration's gram and gram_update [256, 256]
+// (131,072 B each), the previous X and the new one (262,144 B each): 1,048,576 B.
+//   parameters  (2 x 65,536 + 4 x (557,056 + 512) + 256) x 2 B = 4,723,200 B, and as many of gradients
+//   states      4,456,448 (Muon) + 2 x (131,072 + 2,304) x 2 B + 44 (AdamW) = 4,989,996 B
+TEST(StepOptimizers, MuonsNewtonSchulzIterationHoldsFourMatricesOfTheUpdatesSize) {
+  ModelConfig config = llama_toy();
+  config.vocab_size = 256;
+  const StepCensus s = testing::step_or_throw(config, stepping(StepOptimizer::kMuon));
+  const int64_t params = (2 * 65'536 + 4 * (557'056 + 512) + 256) * 2;
+  const int64_t states = 4'456'448 + 2 * (131'072 + 2'304) * 2 + 44;
+  ASSERT_EQ(s.parameter_bytes, params);
+  EXPECT_EQ(s.optimizer_state_bytes, states);
+  EXPECT_EQ(s.optimizer_step_peak.bytes, 2 * params + states + kBuffers + 1'048'576);  // 15,485,100
+  EXPECT_EQ(s.optimizer_step_peak.op, "aten.addmm.default");
+}
+
 TEST(StepOptimizers, AFormAnOptimizerDoesNotHaveIsRefusedByName) {
   const ModelConfig config = llama_toy();
   auto refusal = [&](StepOptions o) {

@@ -234,7 +234,8 @@ BENCHMARK_CAPTURE(BM_StepOptimizer, adamw_in_backward, census::StepOptimizer::kA
     ->Unit(benchmark::kMillisecond);
 
 // Each loss (nn/loss.h): `census step gemma-2-9b --seq-length 8192 --recompute full --loss NAME`, its
-// 256,000-token vocabulary the loss's most: the whole logits, or TRL's 32 checkpointed chunks.
+// 256,000-token vocabulary the loss's most: the whole logits, TRL's 32 checkpointed chunks, or Liger's
+// fused chunks.
 void BM_StepLoss(benchmark::State& state, census::nn::CausalLMLoss loss) {
   const census::ModelConfig config = shipped("gemma-2-9b");
   census::StepOptions options;
@@ -246,6 +247,7 @@ void BM_StepLoss(benchmark::State& state, census::nn::CausalLMLoss loss) {
 }
 BENCHMARK_CAPTURE(BM_StepLoss, hf, census::nn::CausalLMLoss::kForCausalLM)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepLoss, trl_chunked_nll, census::nn::CausalLMLoss::kTrlChunkedNll)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, liger_flce, census::nn::CausalLMLoss::kLigerFlce)->Unit(benchmark::kMillisecond);
 
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,

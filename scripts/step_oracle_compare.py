@@ -64,6 +64,8 @@ def optimizer_options(kind):
             args += ["--optimizer-in-backward"]
         if "_trl_chunked_nll" in kind:
             args += ["--loss", "trl-chunked-nll"]
+        if "_liger_flce" in kind:
+            args += ["--loss", "liger-flce"]
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]

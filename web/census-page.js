@@ -239,6 +239,8 @@
       "note"));
     if (worst.loss === "trl-chunked-nll")
       out.push(paragraph("The loss: TRL's chunked loss, no logits; each chunk of 256 tokens checkpointed, with an fp32 copy of the head.", "note"));
+    if (worst.loss === "liger-flce")
+      out.push(paragraph("The loss: Liger's fused linear cross-entropy, no logits; the head's and the hidden states' gradients made in the forward and held to the backward.", "note"));
     out.push(section("Every stage",
       table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
         stages.map((s) => [s.stage.index, s.stage.layers[0] + "-" + (s.stage.layers[1] - 1), {bytes: peakOf(s).bytes},

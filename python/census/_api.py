@@ -459,8 +459,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     names (``foreach``, ``fused``, ``for-loop``; when None, PyTorch's default on CUDA: foreach, Adafactor's
     for-loop); with *optimizer_in_backward*, one optimizer a parameter stepped in its post-accumulate-grad hook,
     as torchtune's optimizer_in_bwd runs it. *loss* is the trainer's loss from the last hidden state: ``hf``
-    (Transformers' own on the whole logits) or ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
-    256 tokens). The step is the steady state, every step from the second on, with the
+    (Transformers' own on the whole logits), ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
+    256 tokens) or ``liger-flce`` (Liger's fused linear cross-entropy). The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per

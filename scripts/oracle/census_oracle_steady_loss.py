@@ -14,6 +14,17 @@ as the kind's trainer replaces it, and records the same JSON layout, with ``loss
   ``if n_valid_tensor == 0`` reads 0 (every label is a token), and ``range(0, n_padded, chunk_size)`` reads its
   tensor bound as the valid count rounded up to a whole chunk (every label valid: ``B * (S - 1)``), through the
   step oracle's scalar-read answer, so both reads are counted as any other.
+* ``liger-flce``: Liger's fused linear cross-entropy as its model patch runs it (linkedin/Liger-Kernel ead96b6,
+  ``/opt/liger/src/liger_kernel``, ``git archive ead96b6 src/liger_kernel``): the model's forward is Liger's
+  ``lce_forward`` on its training path (the backbone, ``hidden_states[:, slice(-0, None), :]``,
+  ``lce_maybe_trainable_lm_head``), and ``LigerForCausalLMLoss``, ``fixed_fused_linear_cross_entropy``,
+  ``liger_fused_linear_cross_entropy``, ``LigerFusedLinearCrossEntropyFunction`` and its forward and backward
+  run from their source files. Triton does not run here: its two kernels are stood in for by calls that keep
+  their contract (``liger_cross_entropy_kernel`` writes the loss slice and the logits' gradient in place,
+  ``element_mul_kernel`` scales in place; neither allocates), ``triton.cdiv`` and ``triton.next_power_of_2``
+  are the integer functions they are, ``total_n_non_ignore``'s ``.item()`` is a counted scalar read, and the
+  backward's ``torch.equal(grad_output, torch.tensor(1.0))`` makes its 0-d tensor as written and is answered
+  without a kernel (true for one micro-batch, false for more: the loss's gradient is 1 or 1 / M).
 """
 import ast
 import contextlib
@@ -38,7 +49,13 @@ TRL_SOURCE = "/opt/trl/trl/trainer"
 TRL_COMMIT = "f2cd577"
 CHUNK = 256  # _CHUNKED_LM_HEAD_CHUNK_SIZE
 
+LIGER_SOURCE = "/opt/liger/src/liger_kernel"
+LIGER_COMMIT = "ead96b6"
+
 LOSS_KINDS: Dict[str, Dict[str, Any]] = {
+    "single_adamw_liger_flce_steady": dict(m=1, batch=1, foreach=False, loss="liger-flce"),
+    "single_b2_adamw_liger_flce_steady": dict(m=1, batch=S.B2, foreach=False, loss="liger-flce"),
+    "accum_m4_adamw_liger_flce_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="liger-flce"),
     "single_adamw_trl_chunked_nll_steady": dict(m=1, batch=1, foreach=False, loss="trl-chunked-nll"),
     "single_b2_adamw_trl_chunked_nll_steady": dict(m=1, batch=S.B2, foreach=False, loss="trl-chunked-nll"),
     "accum_m4_adamw_trl_chunked_nll_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="trl-chunked-nll"),
@@ -111,11 +128,98 @@ def load_trl() -> Dict[str, Any]:
     return namespace
 
 
+class _KernelStandIn:
+    """A Triton kernel launched as kernel[grid](...): writes in place, allocates nothing."""
+
+    def __getitem__(self, grid: Any) -> Any:
+        del grid
+        return lambda *args, **kwargs: None
+
+
+class _Triton:
+    """What the FLCE file reads of triton: two integer helpers."""
+
+    @staticmethod
+    def cdiv(a: int, b: int) -> int:
+        return (a + b - 1) // b
+
+    @staticmethod
+    def next_power_of_2(n: int) -> int:
+        return 1 << (n - 1).bit_length() if n > 0 else 1
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """torch.equal on the fakes, answered without a kernel: the loss's gradient is 1 for one micro-batch,
+    1 / M for more (CUDA's equal compares on the device and reads one bool; nothing of it is tracked)."""
+    del a, b
+    return CURRENT.get("m", 1) == 1
+
+
+class _TorchWithEqual:
+    """torch, as Liger's FLCE backward sees it, with torch.equal stood in for."""
+
+    def __getattr__(self, name: str) -> Any:
+        return _equal if name == "equal" else getattr(torch, name)
+
+
+def _source_without_imports(path: str, keep: set) -> Any:
+    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+    body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))
+            and (not keep or getattr(n, "name", None) in keep
+                 or (isinstance(n, ast.Assign) and any(getattr(t, "id", None) in keep for t in n.targets)))]
+    return compile(ast.Module(body=body, type_ignores=[]), path, "exec")
+
+
+def load_liger() -> Dict[str, Any]:
+    """Liger's FLCE path, executed from its source files with the stand-ins above."""
+    import typing  # pylint: disable=import-outside-toplevel
+    from packaging.version import Version  # pylint: disable=import-outside-toplevel
+    ns: Dict[str, Any] = {
+        "torch": torch, "nn": torch.nn, "triton": _Triton, "Version": Version, "inspect": inspect,
+        "dataclass": dataclasses.dataclass, "Optional": typing.Optional, "Tuple": typing.Tuple,
+        "liger_cross_entropy_kernel": _KernelStandIn(), "element_mul_kernel": _KernelStandIn(),
+        "amp_custom_fwd": lambda fn: fn, "amp_custom_bwd": lambda fn: fn, "is_hip": lambda: False,
+        "infer_device": lambda: "cuda", "PEFT_AVAILABLE": False, "FullyShardedDataParallel": type("NoFsdp", (), {}),
+        "__name__": "liger_kernel_stand_in"}
+    flce = dict(ns, torch=_TorchWithEqual())  # the backward's torch.equal; every other name is torch's
+    exec(_source_without_imports(os.path.join(LIGER_SOURCE, "ops/fused_linear_cross_entropy.py"), set()), flce)  # pylint: disable=exec-used
+    ns["LigerFusedLinearCrossEntropyFunction"] = flce["LigerFusedLinearCrossEntropyFunction"]
+    functional = types.SimpleNamespace()
+    exec(_source_without_imports(os.path.join(LIGER_SOURCE, "transformers/functional.py"),  # pylint: disable=exec-used
+                                 {"CrossEntropyOutput", "liger_fused_linear_cross_entropy"}), ns)
+    functional.liger_fused_linear_cross_entropy = ns["liger_fused_linear_cross_entropy"]
+    ns["F"] = functional
+    exec(_source_without_imports(os.path.join(LIGER_SOURCE, "transformers/model/loss_utils.py"),  # pylint: disable=exec-used
+                                 {"unpack_cross_entropy_result", "fixed_fused_linear_cross_entropy",
+                                  "LigerForCausalLMLoss"}), ns)
+    exec(_source_without_imports(os.path.join(LIGER_SOURCE, "transformers/model/llama.py"),  # pylint: disable=exec-used
+                                 {"lce_maybe_trainable_lm_head", "_liger_for_causal_lm_loss"}), ns)
+    return ns
+
+
+def liger_forward(self: Any, input_ids: Any = None, labels: Any = None, **kwargs: Any) -> Any:
+    """lce_forward's training path (skip_logits: training with labels), its tensor ops as Liger writes them."""
+    liger = CURRENT["liger"]
+    outputs = self.model(input_ids=input_ids, **kwargs)
+    hidden_states = outputs[0]
+    slice_indices = slice(-0, None)
+    kept_hidden_states = hidden_states[:, slice_indices, :]
+    result = liger["lce_maybe_trainable_lm_head"](self, hidden_states=kept_hidden_states,
+                                                  hidden_size=self.config.hidden_size, labels=labels,
+                                                  shift_labels=None)
+    loss, _, _, _ = liger["unpack_cross_entropy_result"](result)
+    return types.SimpleNamespace(loss=loss, logits=None)
+
+
 _build_model = S.build_model
 
 
 def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) -> Any:
     model, config, notes = _build_model(family, config_kwargs, device)
+    if CURRENT.get("loss") == "liger-flce":
+        CURRENT["liger"] = load_liger()
+        model.forward = types.MethodType(liger_forward, model)
+        notes["loss"] = f"liger {LIGER_COMMIT} lce_forward's training path and its fused linear cross-entropy"
     if CURRENT.get("loss") == "trl-chunked-nll":
         load_trl()["_patch_chunked_ce_lm_head"](model, CHUNK)
         notes["loss"] = (f"trl {TRL_COMMIT} _patch_chunked_ce_lm_head(model, {CHUNK}): the backbone, then "
@@ -140,8 +244,11 @@ def run_steady_case_loss(group: Dict[str, Any], case: Dict[str, Any], sets: Any,
     CURRENT.clear()
     CURRENT.update(case)
     result = _run_ext(group, case, sets, kernels)
-    result["loss"] = {"name": case.get("loss"), "trl_commit": TRL_COMMIT, "chunk_size": CHUNK,
-                      "chunks": CURRENT.get("chunks"), "n_padded": CURRENT.get("n_padded")}
+    if case.get("loss") == "liger-flce":
+        result["loss"] = {"name": case.get("loss"), "liger_commit": LIGER_COMMIT}
+    else:
+        result["loss"] = {"name": case.get("loss"), "trl_commit": TRL_COMMIT, "chunk_size": CHUNK,
+                          "chunks": CURRENT.get("chunks"), "n_padded": CURRENT.get("n_padded")}
     return result
 
 
@@ -151,6 +258,9 @@ E.KINDS = dict(SD.KINDS, **LOSS_KINDS)
 E.EXT_FAMILIES = {k: E.FAMILIES for k in LOSS_KINDS}
 E.EXT_FAMILIES["single_b2_adamw_trl_chunked_nll_steady"] = ("llama", "qwen3_moe")
 E.EXT_FAMILIES["accum_m4_adamw_trl_chunked_nll_steady"] = ("llama", "qwen3_moe")
+E.EXT_FAMILIES["single_adamw_liger_flce_steady"] = ("llama", "qwen3", "qwen3_moe", "mixtral", "gemma3", "gpt_oss", "qwen3_next")
+E.EXT_FAMILIES["single_b2_adamw_liger_flce_steady"] = ("llama", "qwen3_moe")
+E.EXT_FAMILIES["accum_m4_adamw_liger_flce_steady"] = ("llama", "qwen3_moe")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_loss"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

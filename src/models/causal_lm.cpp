@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "nn/loss.h"
+#include "nn/liger_fused_linear_cross_entropy.h"
 #include "nn/trl_chunked_loss.h"
 #include "nn/tensor_parallel.h"
 #include "ops/ops.h"
@@ -166,6 +167,11 @@ CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& 
   // *ForCausalLM.forward's frame holds the model's last hidden state until it returns: where the head
   // keeps another tensor (the all-gathered one under sequence parallelism), it goes only then.
   Output out;
+  if (loss == nn::CausalLMLoss::kLigerFlce) {
+    // lce_forward's hidden_states[:, slice(-0, None), :] is the whole tensor, which Python hands on as it is.
+    out.loss = nn::liger_for_causal_lm_loss(hidden_states, lm_head ? lm_head->weight() : embed_tokens->weight(), labels);
+    return out;
+  }
   if (loss == nn::CausalLMLoss::kTrlChunkedNll) {
     // TRL reads the config's logit_scale (none of these families has one) and final_logit_softcapping;
     // the head's weight is the embedding's where tied. A family's other transforms of its logits

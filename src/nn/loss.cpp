@@ -8,7 +8,7 @@
 namespace census::nn {
 
 const std::vector<std::string>& causal_lm_loss_names() {
-  static const std::vector<std::string> names{"hf", "trl-chunked-nll"};
+  static const std::vector<std::string> names{"hf", "trl-chunked-nll", "liger-flce"};
   return names;
 }
 

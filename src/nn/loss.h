@@ -22,7 +22,9 @@ namespace census::nn {
 //   hf                Transformers' ForCausalLMLoss on the whole logits (the model's own forward)
 //   trl-chunked-nll   TRL's SFT default: no logits, the loss in checkpointed chunks of 256 tokens
 //                     (nn/trl_chunked_loss.h)
-enum class CausalLMLoss : uint8_t { kForCausalLM, kTrlChunkedNll };
+//   liger-flce        Liger's fused linear cross-entropy: no logits, both gradients made in the forward
+//                     (nn/liger_fused_linear_cross_entropy.h)
+enum class CausalLMLoss : uint8_t { kForCausalLM, kTrlChunkedNll, kLigerFlce };
 const std::vector<std::string>& causal_lm_loss_names();  // in the order the help lists them
 std::string_view causal_lm_loss_name(CausalLMLoss loss);
 std::optional<CausalLMLoss> causal_lm_loss_named(std::string_view name);

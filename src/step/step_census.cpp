@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "census/stack_census.h"
 #include "models/causal_lm.h"
+#include "nn/liger_fused_linear_cross_entropy.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -266,17 +267,22 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                           "; run it without a pipeline");
   }
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
-  if (o.loss == nn::CausalLMLoss::kTrlChunkedNll) {
-    // TRL gathers a DTensor head with full_tensor() and shifts labels itself only where nothing shards
-    // the sequence; neither path is priced yet.
+  if (o.loss == nn::CausalLMLoss::kLigerFlce && !nn::liger_patches(config.model_type))
+    return refuse("--loss liger-flce on " + config.model_type,
+                  "Liger has no patch for this model type (MODEL_TYPE_TO_APPLY_LIGER_FN); give --loss hf or "
+                  "trl-chunked-nll");
+  if (o.loss != nn::CausalLMLoss::kForCausalLM) {
+    // TRL gathers a DTensor head with full_tensor(), Liger reads the head's weight under FSDP1's
+    // forward redirection, and both shift the labels themselves only where nothing shards the
+    // sequence; none of these paths is priced yet.
     const char* with = o.tensor_parallel > 1 ? "--tp"
                        : o.fsdp.shards > 1  ? "--fsdp"
                        : o.composition.zero == 3 ? "--zero 3"
                        : o.context_parallel > 1  ? "--cp"
                                                  : nullptr;
     if (with != nullptr)
-      return refuse(std::string("--loss trl-chunked-nll with ") + with,
-                    "TRL's chunked loss over a sharded head or sequence is not priced yet; drop one of them");
+      return refuse("--loss " + std::string(nn::causal_lm_loss_name(o.loss)) + " with " + with,
+                    "the loss over a sharded head or sequence is not priced yet; drop one of them");
   }
   const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
   // The composed fp32 master weights are AdamW's: an fp32 copy and two fp32 moments, 12 B a parameter,

@@ -129,7 +129,8 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--optimizer", "muon", "--optimizer-in-backward"}, {"--optimizer", "muon", "--optimizer-impl", "foreach"},
         {"--optimizer", "muon", "--fsdp", "--dp", "2"},
         {"--loss", "chunked"}, {"--loss", "trl-chunked-nll", "--tp", "2"}, {"--loss", "trl-chunked-nll", "--fsdp", "--dp", "2"},
-        {"--loss", "trl-chunked-nll", "--dp", "2", "--zero", "3"}, {"--loss", "trl-chunked-nll", "--cp", "2"}}) {
+        {"--loss", "trl-chunked-nll", "--dp", "2", "--zero", "3"}, {"--loss", "trl-chunked-nll", "--cp", "2"},
+        {"--loss", "liger-flce", "--tp", "2"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);

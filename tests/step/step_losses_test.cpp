@@ -1,8 +1,9 @@
 // The trainer's loss (nn/loss.h), each number derived here by hand on the Llama toy of the steady-state
 // oracle's cases (tests/data/step/steady/, where every case of TRL's chunked loss is compared whole by
-// step_steady_oracle_test.cpp): Transformers' ForCausalLMLoss on the whole logits, and TRL's chunked
-// loss (nn/trl_chunked_loss.h), which makes no logits and computes the loss in checkpointed chunks of
-// 256 tokens.
+// step_steady_oracle_test.cpp): Transformers' ForCausalLMLoss on the whole logits, TRL's chunked loss
+// (nn/trl_chunked_loss.h), which makes no logits and computes the loss in checkpointed chunks of 256
+// tokens, and Liger's fused linear cross-entropy (nn/liger_fused_linear_cross_entropy.h), which makes
+// both gradients in the forward.
 //
 // The toy: hidden H = 256, vocabulary V = 4,096, 4 layers; P = 8,655,360 B of bf16 parameters. One
 // sequence of S = 600 tokens, so T = S - 1 = 599 tokens are scored by TRL, in three chunks: 256, 256
@@ -78,6 +79,35 @@ TEST(StepLosses, TrlChunkedLossBackwardHoldsOneChunkAndAnFp32CopyOfTheHead) {
   EXPECT_EQ(trl.backward_peak.phase, "B0");
   EXPECT_EQ(trl.backward_peak.op, "aten.sum.dim_IntList");
   EXPECT_EQ(trl.backward_peak.bytes - trl.analysis.phases[2].live_at_start, expected);  // 23,638,796
+}
+
+// Liger keeps only the gradients its forward made: the hidden states' (S, H) bf16 and the head's (V, H)
+// bf16, 307,200 + 2,097,152 = 2,404,352 B, where the whole logits' loss keeps 10,142,412 B (above).
+TEST(StepLosses, LigerKeepsTheGradientsItsForwardMade) {
+  const StepCensus hf = run(nn::CausalLMLoss::kForCausalLM);
+  const StepCensus liger = run(nn::CausalLMLoss::kLigerFlce);
+  const int64_t hf_saves = kS * kV * 4 + (kS + 1) * 8 + 4 + kS * kH * 2;
+  const int64_t liger_saves = kS * kH * 2 + kV * kH * 2;
+  EXPECT_EQ(hf.analysis.phases[1].live_at_end - liger.analysis.phases[1].live_at_end, hf_saves - liger_saves);  // 7,738,060
+}
+
+// Liger's chunks: cdiv(V, H) = 16, so chunk_size = next_power_of_2(cdiv(600, 16) = 38) = 64 tokens. The
+// forward's most is the first chunk's fp32 copy of its head gradient's product, over what the forward
+// ends with (the two gradients and the loss, 4 B):
+//   the last hidden state (S, H) bf16, which the model's frame holds through the loss   307,200
+//   the labels (S) int64, which nothing saves: the step's forward lets go of them          4,800
+//   the padded labels (S + 1) int64, of which the shifted ones are a view                  4,808
+//   loss_1d (S) fp32 and target_mask (S) bool                                              3,000
+//   the chunk's logits (64, V) bf16                                                       524,288
+//   mm(grad_logits_chunk.t(), _input_chunk) (V, H) bf16 and its .float() copy       6,291,456
+// less the loss, not made yet                                                                   -4
+TEST(StepLosses, LigerForwardHoldsAChunksLogitsAndTwoCopiesOfTheHeadsGradient) {
+  const StepCensus liger = run(nn::CausalLMLoss::kLigerFlce);
+  const int64_t chunk = 64;
+  const int64_t expected = kS * kH * 2 + kS * 8 + (kS + 1) * 8 + kS * 4 + kS + chunk * kV * 2 + kV * kH * (2 + 4) - 4;
+  EXPECT_EQ(liger.forward_peak.phase, "F0");
+  EXPECT_EQ(liger.analysis.phases[1].peak.op, "aten._to_copy.default");
+  EXPECT_EQ(liger.forward_peak.bytes - liger.analysis.phases[1].live_at_end, expected);  // 7,135,548
 }
 
 }  // namespace

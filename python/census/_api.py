@@ -513,7 +513,7 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
                 nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
                 calibration: str = "", reserved: bool = False, alloc_conf: str = "", optimizer_impl: Any = None,
-                first_step: bool = False) -> Dict[str, Any]:
+                first_step: bool = False, loss: str = "hf") -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -531,7 +531,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
 
     Layouts fit and rank on the steady state (every step from the second on, AdamW's states alive from
     the start) with AdamW in the form *optimizer_impl* names (``foreach`` when None, ``fused``,
-    ``for-loop``); *first_step* fits them on the first step instead.
+    ``for-loop``); *first_step* fits them on the first step instead. *loss* is
+    the trainer's loss, as ``census_step`` takes it (``hf``, ``trl-chunked-nll``, ``liger-flce``).
     """
     if not isinstance(reserved, bool):
         raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")
@@ -565,5 +566,5 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
                         overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
                         _text("calibration", calibration), reserved, alloc_conf, _optimizer_impl(optimizer_impl),
-                        _switch("first_step", first_step))
+                        _switch("first_step", first_step), _text("loss", loss))
     return json.loads(text)

@@ -67,6 +67,7 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   if (o.run.optimizer_impl != nn::OptimizerImpl::kForEach)
     a.insert(a.end(), {"--optimizer-impl", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))});
   if (o.run.first_step) a.push_back("--first-step");
+  if (o.run.loss != nn::CausalLMLoss::kForCausalLM) a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(o.run.loss))});
   if (l.fsdp) a.push_back("--fsdp");  // FSDP2, its dtypes from --master-weights (layout_step_options)
   if (l.sp) a.insert(a.end(), {"--sequence-parallel", "--loss-parallel"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
@@ -165,6 +166,8 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
                                                             : nn::OptimizerImpl::kForEach;
   }
   o.run.first_step = a.first_step;
+  CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), a.loss));
+  o.run.loss = nn::causal_lm_loss_named(a.loss).value_or(nn::CausalLMLoss::kForCausalLM);
   if (!a.overlap.empty()) {
     auto overlaps = parse_overlaps(a.overlap);
     CENSUS_TRY(overlaps);
@@ -237,6 +240,7 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"global_batch", batch_of(o)},
       {"step", o.run.first_step ? "first" : "steady"},
       {"optimizer", {{"name", "adamw"}, {"implementation", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))}}},
+      {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))},
       {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
                   {"peak_tflops", o.device.peak_tflops}, {"hbm_gbs", o.device.hbm_gbs},
                   {"link_gbs", o.device.link_gbs}, {"nic_gbs", o.device.nic_gbs}, {"source", o.device.source},
@@ -280,7 +284,8 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
       << " (" << human_bytes(static_cast<double>(o.gpu_memory)) << " each, " << o.run.gpus_per_node << " a node), "
       << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, AdamW ("
       << nn::optimizer_impl_name(o.run.optimizer_impl) << "), master weights " << a.master_weights << ", grads "
-      << a.grad_dtype << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)") << '\n';
+      << a.grad_dtype << (o.run.loss != nn::CausalLMLoss::kForCausalLM ? ", loss " + a.loss : "")
+      << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)") << '\n';
   if (!o.layout) {
     out << "layouts: TP x CP x PP x DP = " << o.run.gpus << ", TP inside a node (--gpus-per-node " << o.run.gpus_per_node
         << "), CP dividing the " << o.run.seq_length << " tokens; ";
@@ -454,6 +459,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   add_choice_option(*sub, "--grad-dtype", a.grad_dtype, {"bf16", "fp32"}, "bf16 (default) or fp32, as census step takes it");
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
                     "AdamW's form, as census step takes it (default foreach, PyTorch's on CUDA)");
+  add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
+                    "the trainer's loss, as census step takes it: hf (default), trl-chunked-nll or liger-flce (laid out "
+                    "without TP, CP, ZeRO-3 or FSDP2, which census step refuses beside them)");
   sub->add_flag("--first-step", a.first_step,
                 "fit and rank on the first step (default: the steady state, step 2 and later, the optimizer's states "
                 "alive from the start)");

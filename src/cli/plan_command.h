@@ -35,6 +35,7 @@ struct PlanArgs {
   std::string grad_dtype = "bf16";
   std::string optimizer_impl;  // AdamW's form, as census step takes it; empty: foreach
   bool first_step = false;     // fit and rank on the first step; else the steady state
+  std::string loss = "hf";     // the trainer's loss, as census step takes it (nn/loss.h)
   int64_t cuda_context = 0, nccl_buffers = 0, fragmentation = 0;
   std::string format = "table";
   bool explain = false;

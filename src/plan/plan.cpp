@@ -193,7 +193,13 @@ class Planner {
     return r;
   }
   int64_t overheads() const { return o_.cuda_context + o_.nccl_buffers + o_.fragmentation; }
-  std::vector<int> zeros_of(int64_t dp_cp) const { return dp_cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}; }
+  // ZeRO 0 to 3 over DP x CP > 1; no ZeRO-3 beside a loss that reads the head's weight itself (TRL's,
+  // Liger's), which census step refuses.
+  std::vector<int> zeros_of(int64_t dp_cp) const {
+    if (dp_cp <= 1) return {0};
+    if (run_.loss != nn::CausalLMLoss::kForCausalLM) return {0, 1, 2};
+    return {0, 1, 2, 3};
+  }
   // The layout's step's composition (step/step_compose.h) at ZeRO stage `zero`, with the user's overheads.
   StepComposition composition(const Layout& l, int zero) const {
     StepComposition c = layout_step_options(l, run_, 0).composition;
@@ -309,6 +315,8 @@ void Planner::enumerate(PlanResult& result) {
               if (!why.empty()) {
               } else if (run_.seq_length % cp != 0) {
                 why = "CP does not divide the sequence length";
+              } else if (cp > 1 && run_.loss != nn::CausalLMLoss::kForCausalLM) {
+                why = "CP beside --loss " + std::string(nn::causal_lm_loss_name(run_.loss)) + " (census step refuses it)";
               } else if (ep > 1 && c_.moe.num_experts % ep != 0) {
                 why = "EP does not divide the experts";
               } else if (((etp == 1 ? tp : 1) * dp * cp) % ep != 0) {

@@ -58,6 +58,7 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
   o.optimizer = StepOptimizer::kAdamW;
   o.optimizer_impl = run.optimizer_impl;
   o.first_step = run.first_step;
+  o.loss = run.loss;
   o.tensor_parallel = l.tp;
   o.sequence_parallel = o.loss_parallel = l.sp;
   o.context_parallel = l.cp;
@@ -80,6 +81,8 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
 
 std::string tensor_parallel_rule(const ModelConfig& c, const RunShape& run, int64_t tp) {
   if (tp > run.gpus_per_node) return "TP spans nodes (TP stays inside a node of " + std::to_string(run.gpus_per_node) + ")";
+  if (tp > 1 && run.loss != nn::CausalLMLoss::kForCausalLM)
+    return "TP beside --loss " + std::string(nn::causal_lm_loss_name(run.loss)) + " (census step refuses it)";
   return tp_refusal(c, tp);
 }
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "models/config.h"
+#include "nn/loss.h"
 #include "step/step_census.h"
 #include "util/result.h"
 
@@ -79,6 +80,9 @@ struct RunShape {
   // state, every step from the second on, by default.
   nn::OptimizerImpl optimizer_impl = nn::OptimizerImpl::kForEach;
   bool first_step = false;
+  // The trainer's loss (census plan's --loss, nn/loss.h): TRL's and Liger's are laid out only where
+  // census step takes them (no TP, CP, ZeRO-3 or FSDP2 beside them).
+  nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM;
 };
 
 // The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole

@@ -187,6 +187,9 @@ int64_t MemoryBound::head_backward(const Layout& l) {
   // cannot run alone, has its head bounded by nothing.
   const int64_t layers = c_.num_hidden_layers;
   if (stacked_ || (c_.family->pipeline_refusal != nullptr && c_.family->pipeline_refusal(c_, layers) != nullptr)) return 0;
+  // TRL's and Liger's losses hold less than the whole logits' and are not measured here: bounded by
+  // nothing, which stays a lower bound.
+  if (run_.loss != nn::CausalLMLoss::kForCausalLM) return 0;
   const int64_t tokens = run_.seq_length / l.cp;
   auto [it, made] = head_backward_.try_emplace({tokens, l.micro_batch_size}, 0);
   if (made) it->second = head_backward_bytes(c_, tokens, l.micro_batch_size);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
@@ -232,6 +233,46 @@ TEST(PlanCli, LayoutsEqualCensusStep) {
   EXPECT_GT(ep, 0);
   EXPECT_GT(both, 0);
   expect_layouts_are_steps(toy(true), all);
+}
+
+// TRL's and Liger's losses: laid out only where census step takes them (no TP, CP, ZeRO-3 or FSDP2), each
+// layout what census step answers with the same --loss (its step_args name it), and on the Llama toy at
+// 600 tokens none above the whole logits' layout of the same shape, whose fp32 (S, V) log-probabilities
+// they never make, and some below it (where the optimizer's step is not the most).
+TEST(PlanCli, LossesLayOutWhatCensusStepTakes) {
+  std::map<std::string, int64_t> hf_peaks;
+  for (const std::string loss : {"hf", "trl-chunked-nll", "liger-flce"}) {
+    int64_t below = 0;
+    SCOPED_TRACE(loss);
+    const nlohmann::json planned = plan(toy(), {"--gpus", "2", "--gpus-per-node", "2", "--gpu-memory", "1TiB",
+                                                "--top", "100", "--loss", loss}, "600");
+    EXPECT_EQ(planned["loss"], loss);
+    for (const auto& l : planned["layouts"]) {
+      // The layout's shape, whichever stage is its most loaded (the whole logits' is the last's).
+      nlohmann::json args = l["step_args"];
+      for (size_t i = 0; i + 1 < args.size(); ++i)
+        if (args[i] == "--stage") args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+      const std::string shape = args.dump();
+      if (loss == "hf") {
+        hf_peaks[shape] = l["peak_bytes"].get<int64_t>();
+        continue;
+      }
+      EXPECT_EQ(l["tp"], 1) << shape;
+      EXPECT_EQ(l["cp"], 1) << shape;
+      EXPECT_LT(l["zero"], 3) << shape;
+      EXPECT_FALSE(l["fsdp"].get<bool>()) << shape;
+      std::string hf_shape = shape;
+      const std::string flag = ",\"--loss\",\"" + loss + "\"";
+      ASSERT_NE(hf_shape.find(flag), std::string::npos) << shape;
+      hf_shape.erase(hf_shape.find(flag), flag.size());
+      ASSERT_TRUE(hf_peaks.contains(hf_shape)) << hf_shape;
+      EXPECT_LE(l["peak_bytes"].get<int64_t>(), hf_peaks[hf_shape]) << shape;
+      below += l["peak_bytes"].get<int64_t>() < hf_peaks[hf_shape] ? 1 : 0;
+    }
+    if (loss == "hf") continue;
+    EXPECT_GT(below, 0);
+    expect_layouts_are_steps(toy(), planned);
+  }
 }
 
 // A shipped model at a memory that rejects some layouts by their bound, some after simulating stage 0.

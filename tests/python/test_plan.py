@@ -19,10 +19,10 @@ def _step_kwargs(step_args):
              "--grad-dtype": "grad_dtype", "--cuda-context": "cuda_context", "--nccl-buffers": "nccl_buffers",
              "--fragmentation": "fragmentation", "--micro-batch-size": "micro_batch_size",
              "--first-stage-layers": "first_stage_layers", "--last-stage-layers": "last_stage_layers",
-             "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp"}
+             "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp", "--loss": "loss"}
     switches = {"--embedding-as-layer": "embedding_as_layer", "--loss-as-layer": "loss_as_layer", "--fsdp": "fsdp",
                 "--sequence-parallel": "sequence_parallel", "--loss-parallel": "loss_parallel"}
-    text = {"schedule", "recompute", "master_weights", "grad_dtype"}
+    text = {"schedule", "recompute", "master_weights", "grad_dtype", "loss"}
     kwargs = {}
     args = list(step_args)
     while args:
@@ -43,6 +43,18 @@ def test_every_layout_is_census_steps():
         step = census.census_step(TOY, **_step_kwargs(layout["step_args"]))
         assert step["total_bytes"] == layout["peak_bytes"]
         assert layout["headroom_bytes"] == 2 ** 40 - layout["peak_bytes"]
+
+
+def test_a_plan_with_trls_loss_lays_out_census_steps_with_it():
+    plan = census.census_plan(TOY, gpus=2, gpu_memory="1TiB", seq_length=600, device="h100", top=4,
+                              loss="trl-chunked-nll")
+    assert plan["loss"] == "trl-chunked-nll"
+    assert plan["layouts"]
+    for layout in plan["layouts"]:
+        assert layout["tp"] == 1 and layout["cp"] == 1
+        step = census.census_step(TOY, **_step_kwargs(layout["step_args"]))
+        assert step["loss"] == "trl-chunked-nll"
+        assert step["total_bytes"] == layout["peak_bytes"]
 
 
 MOE = dict(TOY, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256)

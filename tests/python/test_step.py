@@ -75,6 +75,19 @@ def test_the_optimizer_in_the_backward_is_the_steady_oracles():
         census.census_step(oracle["config"], seq_length=128, micro_batches=2, optimizer_in_backward=True)
 
 
+@pytest.mark.parametrize("kind,loss", [("single_adamw_trl_chunked_nll_steady", "trl-chunked-nll"),
+                                       ("single_adamw_liger_flce_steady", "liger-flce")])
+def test_the_losses_are_the_steady_oracles(kind, loss):
+    with open(os.path.join(STEP_CASES, "steady", "llama_toy_L4_s600_" + kind + ".json"), encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=600, optimizer_impl="for-loop", loss=loss)
+    assert step["loss"] == loss
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["forward_peak"]["bytes"] == oracle["forward_peak"]["bytes"]
+    with pytest.raises(ValueError, match="loss " + loss + " with tp"):
+        census.census_step(oracle["config"], seq_length=600, tp=2, loss=loss)
+
+
 def test_a_form_the_optimizer_does_not_have_is_refused():
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
     with pytest.raises(ValueError, match="optimizer_impl fused with optimizer adafactor"):

@@ -309,6 +309,11 @@ struct Family {
   // gate and experts): census step runs DTensor's plan on it (--sequence-parallel, --loss-parallel,
   // step/tensor_parallel.h). Other families' attention or mixers have modules of their own.
   bool names_llama_tp_plan = false;
+  // Liger patches the model type (MODEL_TYPE_TO_APPLY_LIGER_FN at linkedin/Liger-Kernel ead96b6) with no
+  // transform of the logits its fused loss would leave out: --loss liger-flce runs on it
+  // (nn/liger_fused_linear_cross_entropy.h). Falcon-H1's patch is left out, whose lm_head_multiplier the
+  // fused loss would have to apply.
+  bool liger_patches = false;
 };
 
 // Defines a family's registry entry in its own file:

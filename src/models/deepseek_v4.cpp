@@ -330,6 +330,7 @@ CENSUS_FAMILY(kDeepseekV4Family) = {
     .stack_layers_alike_by_kind = true,
     .build_causal_lm = build_deepseek_v4_causal_lm,
     .pipeline_refusal = pipeline_refusal,
+    .liger_patches = true,
 };
 
 namespace {

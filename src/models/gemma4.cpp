@@ -502,6 +502,7 @@ CENSUS_FAMILY(kGemma4TextFamily) = {
     .pipeline_refusal = pipeline_refusal,
     .ties_word_embeddings = true,
     .composite_ties_word_embeddings = true,
+    .liger_patches = true,
 };
 
 namespace {

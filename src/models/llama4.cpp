@@ -348,7 +348,7 @@ Status read_llama4_moe_layers(const ConfigReader& r, ModelConfig& c) {
 
 }  // namespace
 
-CENSUS_FAMILY(kLlama4TextFamily) = {"llama4_text", read_llama4_text, build_llama4_text_layer, build_llama4_final_norm};
+CENSUS_FAMILY(kLlama4TextFamily) = {.model_type = "llama4_text", .read = read_llama4_text, .build_layer = build_llama4_text_layer, .build_final_norm = build_llama4_final_norm, .liger_patches = true};
 
 namespace {
 

@@ -132,6 +132,7 @@ CENSUS_FAMILY(kOlmo3Family) = {
     .build_layer = build_olmo3_layer,
     .build_final_norm = build_olmo3_final_norm,
     .rotary_per_layer_type = true,
+    .liger_patches = true,
 };
 
 namespace {

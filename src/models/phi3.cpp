@@ -102,7 +102,7 @@ std::unique_ptr<DecoderLayer> build_phi3_layer(const ModelConfig& config, int64_
 
 }  // namespace
 
-CENSUS_FAMILY(kPhi3Family) = {"phi3", read_phi3, build_phi3_layer, build_llama_final_norm};
+CENSUS_FAMILY(kPhi3Family) = {.model_type = "phi3", .read = read_phi3, .build_layer = build_phi3_layer, .build_final_norm = build_llama_final_norm, .liger_patches = true};
 
 namespace {
 

@@ -18,6 +18,7 @@ CENSUS_FAMILY(kQwen3_5MoeTextFamily) = {
     .build_layer = build_qwen3_5_layer,
     .build_final_norm = build_qwen3_next_final_norm,
     .build_causal_lm = build_multi_grid_rotary_causal_lm,
+    .liger_patches = true,
 };
 
 namespace {

@@ -218,7 +218,7 @@ std::unique_ptr<DecoderLayer> build_qwen3_next_layer(const ModelConfig& config, 
 
 }  // namespace
 
-CENSUS_FAMILY(kQwen3NextFamily) = {"qwen3_next", read_qwen3_next, build_qwen3_next_layer, build_qwen3_next_final_norm};
+CENSUS_FAMILY(kQwen3NextFamily) = {.model_type = "qwen3_next", .read = read_qwen3_next, .build_layer = build_qwen3_next_layer, .build_final_norm = build_qwen3_next_final_norm, .liger_patches = true};
 
 namespace {
 

@@ -52,6 +52,7 @@ CENSUS_FAMILY(kQwen3VlTextFamily) = {
     .build_layer = build_qwen3_vl_text_layer,
     .build_final_norm = build_llama_final_norm,
     .build_causal_lm = build_multi_grid_rotary_causal_lm,
+    .liger_patches = true,
 };
 
 namespace {

@@ -38,6 +38,7 @@ CENSUS_FAMILY(kQwen3VlMoeTextFamily) = {
     .build_final_norm = build_llama_final_norm,
     .build_causal_lm = build_multi_grid_rotary_causal_lm,
     .ties_word_embeddings = true,
+    .liger_patches = true,
 };
 
 namespace {

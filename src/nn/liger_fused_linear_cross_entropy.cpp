@@ -1,9 +1,7 @@
 #include "nn/liger_fused_linear_cross_entropy.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
-#include <string_view>
 
 #include "ops/embedding.h"
 #include "ops/internal.h"
@@ -99,16 +97,6 @@ Tensor liger_for_causal_lm_loss(const Tensor& hidden_states, const Tensor& lm_he
   const int64_t width = hidden_states.size(-1);
   const Tensor flat = ops::view(hidden_states, Dims{hidden_states.numel() / width, width});
   return fused_linear_cross_entropy(flat, lm_head_weight, ops::view(shift_labels, Dims{shift_labels.numel()}));
-}
-
-bool liger_patches(const std::string& model_type) {
-  // MODEL_TYPE_TO_APPLY_LIGER_FN's text models among Census's families; Falcon-H1's patch is left out,
-  // whose lm_head_multiplier the fused loss would have to apply.
-  static constexpr std::array<std::string_view, 21> kPatched{
-      "deepseek_v4", "gemma", "gemma2", "gemma3_text", "gemma4_text", "gpt_oss", "llama", "llama4_text",
-      "mistral", "mixtral", "olmo3", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text",
-      "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text", "smollm3", "phi3"};
-  return std::find(kPatched.begin(), kPatched.end(), model_type) != kPatched.end();
 }
 
 }  // namespace census::nn

@@ -22,17 +22,11 @@
 // the very tensor the forward made.
 #pragma once
 
-#include <string>
-
 #include "tensor/tensor.h"
 
 namespace census::nn {
 
 // LigerForCausalLMLoss(hidden_states (B, S, H), lm_head_weight (V, H), labels (B, S)): the loss, a 0-d fp32.
 Tensor liger_for_causal_lm_loss(const Tensor& hidden_states, const Tensor& lm_head_weight, const Tensor& labels);
-
-// Whether Liger patches the model type (MODEL_TYPE_TO_APPLY_LIGER_FN at ead96b6), with no transform of the
-// logits its fused loss leaves out.
-bool liger_patches(const std::string& model_type);
 
 }  // namespace census::nn

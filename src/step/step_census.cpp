@@ -12,7 +12,6 @@
 #include "autograd/engine.h"
 #include "census/stack_census.h"
 #include "models/causal_lm.h"
-#include "nn/liger_fused_linear_cross_entropy.h"
 #include "ops/ops.h"
 
 namespace census {
@@ -267,7 +266,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                           "; run it without a pipeline");
   }
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
-  if (o.loss == nn::CausalLMLoss::kLigerFlce && !nn::liger_patches(config.model_type))
+  if (o.loss == nn::CausalLMLoss::kLigerFlce && !config.family->liger_patches)
     return refuse("--loss liger-flce on " + config.model_type,
                   "Liger has no patch for this model type (MODEL_TYPE_TO_APPLY_LIGER_FN); give --loss hf or "
                   "trl-chunked-nll");

@@ -140,6 +140,15 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
   }
 }
 
+// Liger's fused loss on a model type Liger does not patch (Family::liger_patches): refused by name.
+TEST(StepCli, LigersLossOnAModelLigerDoesNotPatchIsRefused) {
+  const CliRun run = census({"step", "deepseek-v3", "--loss", "liger-flce"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_TRUE(run.out.empty());
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_NE(run.err.find("deepseek_v3"), std::string::npos) << run.err;
+}
+
 // FSDP2 or DTensor's plan beside expert parallelism (an all-to-all dispatch, not simulated): refused by
 // name, one line, exit code 2; each alone runs.
 TEST(StepCli, ParallelCombinationsTheOracleDoesNotRunAreRefused) {

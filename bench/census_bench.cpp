@@ -233,11 +233,12 @@ BENCHMARK_CAPTURE(BM_StepOptimizer, muon, census::StepOptimizer::kMuon, false)->
 BENCHMARK_CAPTURE(BM_StepOptimizer, adamw_in_backward, census::StepOptimizer::kAdamW, true)
     ->Unit(benchmark::kMillisecond);
 
-// Each loss (nn/loss.h): `census step gemma-2-9b --seq-length 8192 --recompute full --loss NAME`, its
-// 256,000-token vocabulary the loss's most: the whole logits, TRL's 32 checkpointed chunks, or Liger's
-// fused chunks.
-void BM_StepLoss(benchmark::State& state, census::nn::CausalLMLoss loss) {
-  const census::ModelConfig config = shipped("gemma-2-9b");
+// Each loss (nn/loss.h): `census step MODEL --seq-length 8192 --recompute full --loss NAME`. On Gemma-2-9B
+// its 256,000-token vocabulary is the loss's most: the whole logits, TRL's 32 checkpointed chunks, or
+// Liger's fused chunks. torchtune's losses run the bare head, which Gemma 2's softcapping refuses: they
+// run on Llama-3.1-8B, beside hf there.
+void BM_StepLoss(benchmark::State& state, census::nn::CausalLMLoss loss, const char* model) {
+  const census::ModelConfig config = shipped(model);
   census::StepOptions options;
   options.seq_length = 8192;
   options.recompute = census::Recompute::kFull;
@@ -245,9 +246,16 @@ void BM_StepLoss(benchmark::State& state, census::nn::CausalLMLoss loss) {
   options.loss = loss;
   for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
 }
-BENCHMARK_CAPTURE(BM_StepLoss, hf, census::nn::CausalLMLoss::kForCausalLM)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepLoss, trl_chunked_nll, census::nn::CausalLMLoss::kTrlChunkedNll)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepLoss, liger_flce, census::nn::CausalLMLoss::kLigerFlce)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, hf, census::nn::CausalLMLoss::kForCausalLM, "gemma-2-9b")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, trl_chunked_nll, census::nn::CausalLMLoss::kTrlChunkedNll, "gemma-2-9b")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, liger_flce, census::nn::CausalLMLoss::kLigerFlce, "gemma-2-9b")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, hf_llama, census::nn::CausalLMLoss::kForCausalLM, "llama-3.1-8b")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, torchtune_chunked, census::nn::CausalLMLoss::kTorchtuneChunked, "llama-3.1-8b")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLoss, torchtune_linear, census::nn::CausalLMLoss::kTorchtuneLinear, "llama-3.1-8b")
+    ->Unit(benchmark::kMillisecond);
 
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,

@@ -66,6 +66,9 @@ def optimizer_options(kind):
             args += ["--loss", "trl-chunked-nll"]
         if "_liger_flce" in kind:
             args += ["--loss", "liger-flce"]
+        for loss in ("torchtune-chunked", "torchtune-linear"):
+            if "_" + loss.replace("-", "_") in kind:
+                args += ["--loss", loss]
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]

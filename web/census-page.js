@@ -241,6 +241,10 @@
       out.push(paragraph("The loss: TRL's chunked loss, no logits; each chunk of 256 tokens checkpointed, with an fp32 copy of the head.", "note"));
     if (worst.loss === "liger-flce")
       out.push(paragraph("The loss: Liger's fused linear cross-entropy, no logits; the head's and the hidden states' gradients made in the forward and held to the backward.", "note"));
+    if (worst.loss === "torchtune-chunked")
+      out.push(paragraph("The loss: torchtune's chunked cross-entropy, the logits in 8 chunks each upcast alone; in eager mode every chunk's log-probabilities are still saved.", "note"));
+    if (worst.loss === "torchtune-linear")
+      out.push(paragraph("The loss: torchtune's linear cross-entropy, the head run in the loss in 8 chunks on the tokens alone; in eager mode every chunk's log-probabilities are still saved.", "note"));
     out.push(section("Every stage",
       table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
         stages.map((s) => [s.stage.index, s.stage.layers[0] + "-" + (s.stage.layers[1] - 1), {bytes: peakOf(s).bytes},

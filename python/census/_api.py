@@ -460,7 +460,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     for-loop); with *optimizer_in_backward*, one optimizer a parameter stepped in its post-accumulate-grad hook,
     as torchtune's optimizer_in_bwd runs it. *loss* is the trainer's loss from the last hidden state: ``hf``
     (Transformers' own on the whole logits), ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
-    256 tokens) or ``liger-flce`` (Liger's fused linear cross-entropy). The step is the steady state, every step from the second on, with the
+    256 tokens), ``liger-flce`` (Liger's fused linear cross-entropy), ``torchtune-chunked`` or
+    ``torchtune-linear`` (torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss). The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -532,7 +533,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     Layouts fit and rank on the steady state (every step from the second on, AdamW's states alive from
     the start) with AdamW in the form *optimizer_impl* names (``foreach`` when None, ``fused``,
     ``for-loop``); *first_step* fits them on the first step instead. *loss* is
-    the trainer's loss, as ``census_step`` takes it (``hf``, ``trl-chunked-nll``, ``liger-flce``).
+    the trainer's loss, as ``census_step`` takes it (``hf``, ``trl-chunked-nll``, ``liger-flce``,
+    ``torchtune-chunked``, ``torchtune-linear``).
     """
     if not isinstance(reserved, bool):
         raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")

@@ -25,6 +25,20 @@ as the kind's trainer replaces it, and records the same JSON layout, with ``loss
   are the integer functions they are, ``total_n_non_ignore``'s ``.item()`` is a counted scalar read, and the
   backward's ``torch.equal(grad_output, torch.tensor(1.0))`` makes its 0-d tensor as written and is answered
   without a kernel (true for one micro-batch, false for more: the loss's gradient is 1 or 1 / M).
+* ``torchtune-chunked`` and ``torchtune-linear``: torchtune's two SFT losses (pytorch/torchtune bd2a0fc,
+  ``/opt/torchtune/torchtune/modules/loss``, ``git archive bd2a0fc torchtune/modules/loss``), their classes
+  executed from their source files, on the Transformers model as torchtune's recipe drives its own decoder
+  (``recipes/full_finetune_single_device.py``'s ``_loss_step``: the model's output goes to the loss, then
+  ``del outputs``). The labels are torchtune's, already shifted by its dataset (``_sft.py``: the last of each
+  row is ``ignore_index``), so ``B * (S - 1)`` of them are tokens.
+  * ``CEWithChunkedOutputLoss`` (8 chunks): the model's forward ends as ``TransformerDecoder.chunked_output``
+    does, ``[self.output(chunk) for chunk in h.tensor_split(8, dim=1)]`` with the head for ``self.output``;
+    the normed hidden state goes as the forward returns, and the list lives through the loss.
+    ``@deprecated`` (a warning on construction) is stood in for by the class itself.
+  * ``LinearCrossEntropyLoss`` (8 chunks, ``mask_ignored_tokens=True``): ``set_model_output`` skips the head
+    and hands it to the loss; the model's output is the normed hidden state. ``torch.where(cond)`` has a
+    data-dependent size the fake tensors cannot give: it is stood in for by what ATen's ``nonzero_numpy``
+    makes, an ``(n, cond.dim())`` int64 tensor unbound along dim 1, with ``n`` the token count above.
 """
 import ast
 import contextlib
@@ -52,7 +66,16 @@ CHUNK = 256  # _CHUNKED_LM_HEAD_CHUNK_SIZE
 LIGER_SOURCE = "/opt/liger/src/liger_kernel"
 LIGER_COMMIT = "ead96b6"
 
+TORCHTUNE_SOURCE = "/opt/torchtune/torchtune/modules/loss"
+TORCHTUNE_COMMIT = "bd2a0fc"
+
 LOSS_KINDS: Dict[str, Dict[str, Any]] = {
+    "single_adamw_torchtune_chunked_steady": dict(m=1, batch=1, foreach=False, loss="torchtune-chunked"),
+    "single_b2_adamw_torchtune_chunked_steady": dict(m=1, batch=S.B2, foreach=False, loss="torchtune-chunked"),
+    "accum_m4_adamw_torchtune_chunked_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="torchtune-chunked"),
+    "single_adamw_torchtune_linear_steady": dict(m=1, batch=1, foreach=False, loss="torchtune-linear"),
+    "single_b2_adamw_torchtune_linear_steady": dict(m=1, batch=S.B2, foreach=False, loss="torchtune-linear"),
+    "accum_m4_adamw_torchtune_linear_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="torchtune-linear"),
     "single_adamw_liger_flce_steady": dict(m=1, batch=1, foreach=False, loss="liger-flce"),
     "single_b2_adamw_liger_flce_steady": dict(m=1, batch=S.B2, foreach=False, loss="liger-flce"),
     "accum_m4_adamw_liger_flce_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="liger-flce"),
@@ -211,6 +234,61 @@ def liger_forward(self: Any, input_ids: Any = None, labels: Any = None, **kwargs
     return types.SimpleNamespace(loss=loss, logits=None)
 
 
+class _TorchWithWhere:
+    """torch, as torchtune's LinearCrossEntropyLoss sees it, with the one-argument torch.where stood in for."""
+
+    def __getattr__(self, name: str) -> Any:
+        return _where if name == "where" else getattr(torch, name)
+
+
+def _where(condition: Any, *rest: Any) -> Any:
+    """torch.where(condition): ATen's nonzero_numpy, nonzero() unbound along dim 1, with the told count."""
+    if rest:
+        return torch.where(condition, *rest)
+    found = torch.empty((CURRENT["tokens"], condition.dim()), dtype=torch.int64, device=condition.device)
+    return found.unbind(1)
+
+
+def load_torchtune() -> Dict[str, Any]:
+    """torchtune's SFTLoss and its two SFT losses, executed from their source files."""
+    import abc  # pylint: disable=import-outside-toplevel
+    import logging  # pylint: disable=import-outside-toplevel
+    import typing  # pylint: disable=import-outside-toplevel
+    from torch.distributed.tensor import DTensor, Shard  # pylint: disable=import-outside-toplevel
+    from torch.distributed.tensor.parallel import ColwiseParallel  # pylint: disable=import-outside-toplevel
+    ns: Dict[str, Any] = {
+        "torch": torch, "nn": torch.nn, "F": torch.nn.functional, "ABC": abc.ABC, "abstractmethod": abc.abstractmethod,
+        "Any": typing.Any, "Optional": typing.Optional, "DTensor": DTensor, "Shard": Shard,
+        "ColwiseParallel": ColwiseParallel, "deprecated": lambda msg="": (lambda cls: cls),
+        "log": logging.getLogger("torchtune"), "__name__": "torchtune_stand_in"}
+    exec(_source_without_imports(os.path.join(TORCHTUNE_SOURCE, "loss_types.py"), {"SFTLoss"}), ns)  # pylint: disable=exec-used
+    exec(_source_without_imports(os.path.join(TORCHTUNE_SOURCE, "ce_chunked_output_loss.py"),  # pylint: disable=exec-used
+                                 {"CEWithChunkedOutputLoss"}), ns)
+    linear = dict(ns, torch=_TorchWithWhere())
+    exec(_source_without_imports(os.path.join(TORCHTUNE_SOURCE, "cross_entropy_loss.py"),  # pylint: disable=exec-used
+                                 {"LinearCrossEntropyLoss"}), linear)
+    ns["LinearCrossEntropyLoss"] = linear["LinearCrossEntropyLoss"]
+    return ns
+
+
+def torchtune_forward(self: Any, input_ids: Any = None, labels: Any = None, **kwargs: Any) -> Any:
+    """The recipe's _loss_step on the Transformers model: its output (the head's chunks, or the normed hidden
+    state where the loss holds the head), the loss, then ``del outputs``."""
+    loss_fn = CURRENT["torchtune_loss"]
+    hidden = self.model(input_ids=input_ids, **kwargs)[0]
+    if CURRENT["loss"] == "torchtune-chunked":
+        # TransformerDecoder.chunked_output; h is the forward's local, gone as it returns
+        outputs = [self.lm_head(chunk) for chunk in hidden.tensor_split(loss_fn.num_output_chunks, dim=1)]
+        del hidden
+    else:
+        outputs = hidden
+        del hidden
+    CURRENT["tokens"] = labels.shape[0] * (labels.shape[1] - 1)
+    loss = loss_fn(outputs, labels)
+    del outputs
+    return types.SimpleNamespace(loss=loss, logits=None)
+
+
 _build_model = S.build_model
 
 
@@ -220,6 +298,17 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
         CURRENT["liger"] = load_liger()
         model.forward = types.MethodType(liger_forward, model)
         notes["loss"] = f"liger {LIGER_COMMIT} lce_forward's training path and its fused linear cross-entropy"
+    if CURRENT.get("loss") in ("torchtune-chunked", "torchtune-linear"):
+        tt = load_torchtune()
+        if CURRENT["loss"] == "torchtune-chunked":
+            CURRENT["torchtune_loss"] = tt["CEWithChunkedOutputLoss"]()
+        else:
+            CURRENT["torchtune_loss"] = tt["LinearCrossEntropyLoss"]()
+            CURRENT["torchtune_loss"].linear_projection = model.lm_head  # set_model_output: model.output
+        model.forward = types.MethodType(torchtune_forward, model)
+        notes["loss"] = (f"torchtune {TORCHTUNE_COMMIT} {type(CURRENT['torchtune_loss']).__name__}"
+                         f"(num_output_chunks={CURRENT['torchtune_loss'].num_output_chunks}) as its recipe's "
+                         "_loss_step runs it")
     if CURRENT.get("loss") == "trl-chunked-nll":
         load_trl()["_patch_chunked_ce_lm_head"](model, CHUNK)
         notes["loss"] = (f"trl {TRL_COMMIT} _patch_chunked_ce_lm_head(model, {CHUNK}): the backbone, then "
@@ -246,6 +335,9 @@ def run_steady_case_loss(group: Dict[str, Any], case: Dict[str, Any], sets: Any,
     result = _run_ext(group, case, sets, kernels)
     if case.get("loss") == "liger-flce":
         result["loss"] = {"name": case.get("loss"), "liger_commit": LIGER_COMMIT}
+    elif case.get("loss", "").startswith("torchtune"):
+        result["loss"] = {"name": case.get("loss"), "torchtune_commit": TORCHTUNE_COMMIT, "num_output_chunks": 8,
+                          "tokens": CURRENT.get("tokens")}
     else:
         result["loss"] = {"name": case.get("loss"), "trl_commit": TRL_COMMIT, "chunk_size": CHUNK,
                           "chunks": CURRENT.get("chunks"), "n_padded": CURRENT.get("n_padded")}
@@ -261,6 +353,9 @@ E.EXT_FAMILIES["accum_m4_adamw_trl_chunked_nll_steady"] = ("llama", "qwen3_moe")
 E.EXT_FAMILIES["single_adamw_liger_flce_steady"] = ("llama", "qwen3", "qwen3_moe", "mixtral", "gemma3", "gpt_oss", "qwen3_next")
 E.EXT_FAMILIES["single_b2_adamw_liger_flce_steady"] = ("llama", "qwen3_moe")
 E.EXT_FAMILIES["accum_m4_adamw_liger_flce_steady"] = ("llama", "qwen3_moe")
+for _k in LOSS_KINDS:
+    if "torchtune" in _k and "single_adamw" not in _k:
+        E.EXT_FAMILIES[_k] = ("llama", "qwen3_moe")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_loss"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

@@ -460,7 +460,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
                     "AdamW's form, as census step takes it (default foreach, PyTorch's on CUDA)");
   add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
-                    "the trainer's loss, as census step takes it: hf (default), trl-chunked-nll or liger-flce (laid out "
+                    "the trainer's loss, as census step takes it: hf (default), trl-chunked-nll, liger-flce, "
+                    "torchtune-chunked or torchtune-linear (laid out "
                     "without TP, CP, ZeRO-3 or FSDP2, which census step refuses beside them)");
   sub->add_flag("--first-step", a.first_step,
                 "fit and rank on the first step (default: the steady state, step 2 and later, the optimizer's states "

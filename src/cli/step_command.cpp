@@ -340,8 +340,10 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
                     "the loss from the last hidden state: hf (Transformers' ForCausalLMLoss on the whole logits, "
                     "the default), trl-chunked-nll (TRL's SFT default: no logits, checkpointed chunks of 256 "
-                    "tokens, each with an fp32 copy of the head) or liger-flce (Liger's fused linear cross-entropy: "
-                    "no logits, both gradients made in the forward)");
+                    "tokens, each with an fp32 copy of the head), liger-flce (Liger's fused linear cross-entropy: "
+                    "no logits, both gradients made in the forward), torchtune-chunked (torchtune's "
+                    "CEWithChunkedOutputLoss: the logits in 8 chunks, each upcast alone) or torchtune-linear "
+                    "(torchtune's LinearCrossEntropyLoss: the head run in the loss on the tokens alone)");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");

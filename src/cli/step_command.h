@@ -33,7 +33,7 @@ struct StepArgs {
   std::string optimizer = "adamw";
   std::string optimizer_impl;  // foreach, fused, for-loop; empty: the optimizer's default on CUDA
   bool optimizer_in_backward = false;  // torchtune's optimizer_in_bwd
-  std::string loss = "hf";     // hf, trl-chunked-nll (nn/loss.h)
+  std::string loss = "hf";     // hf, trl-chunked-nll, ... (nn/loss.h)
   bool first_step = false;     // the first step, whose optimizer makes its states; else the steady state
   int64_t tp = 1;
   int64_t dp = 1;

@@ -4,6 +4,7 @@
 
 #include "nn/loss.h"
 #include "nn/liger_fused_linear_cross_entropy.h"
+#include "nn/torchtune_loss.h"
 #include "nn/trl_chunked_loss.h"
 #include "nn/tensor_parallel.h"
 #include "ops/ops.h"
@@ -184,9 +185,22 @@ CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& 
                   std::move(chunked.num_valid_tokens)};
     return out;
   }
+  if (loss == nn::CausalLMLoss::kTorchtuneChunked || loss == nn::CausalLMLoss::kTorchtuneLinear) {
+    const nn::OutputProjection output = [this](const Tensor& x) { return output_projection(x); };
+    out.loss = loss == nn::CausalLMLoss::kTorchtuneChunked
+                   ? nn::torchtune_chunked_output_loss(std::move(hidden_states), output, labels)
+                   : nn::torchtune_linear_cross_entropy_loss(hidden_states, output, labels);
+    return out;
+  }
   out.logits = logits(hidden_states);
   out.loss = loss_function(out.logits, labels);
   return out;
+}
+
+Tensor CausalLM::output_projection(const Tensor& x) const {
+  if (lm_head) return lm_head->forward(x);
+  ModuleScope scope("lm_head", ModuleKind::kOther);  // tied: lm_head's forward over the embedding's weight
+  return ops::linear(x, embed_tokens->weight(), Tensor());
 }
 
 Tensor CausalLM::embed(const Tensor& input_ids) const { return embed_tokens->forward(input_ids); }
@@ -205,10 +219,7 @@ Tensor CausalLM::final_norm(const Tensor& hidden_states) const { return norm->fo
 
 Tensor CausalLM::logits(const Tensor& hidden_states) const {
   // logits = self.lm_head(hidden_states[:, slice_indices, :]), slice_indices = slice(-0, None): all.
-  const Tensor kept = ops::slice(hidden_states, 1, 0, hidden_states.size(1));
-  if (lm_head) return lm_head->forward(kept);
-  ModuleScope scope("lm_head", ModuleKind::kOther);  // tied: lm_head's forward over the embedding's weight
-  return ops::linear(kept, embed_tokens->weight(), Tensor());
+  return output_projection(ops::slice(hidden_states, 1, 0, hidden_states.size(1)));
 }
 
 Tensor CausalLM::loss_function(Tensor logits, const Tensor& labels) const {

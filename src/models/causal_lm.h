@@ -129,6 +129,9 @@ class CausalLM {
   virtual Tensor final_norm(const Tensor& hidden_states) const;
   // *ForCausalLM.forward's logits of the last hidden state: lm_head(hidden_states[:, -0:, :]).
   virtual Tensor logits(const Tensor& hidden_states) const;
+  // The head alone, lm_head(x) (the embedding's weight where tied), without a family's transform of its
+  // logits: what a loss that holds the head runs.
+  Tensor output_projection(const Tensor& x) const;
   // The loss function (ForCausalLMLoss) on the logits, which it takes and drops once cast.
   virtual Tensor loss_function(Tensor logits, const Tensor& labels) const;
 

@@ -8,7 +8,8 @@
 namespace census::nn {
 
 const std::vector<std::string>& causal_lm_loss_names() {
-  static const std::vector<std::string> names{"hf", "trl-chunked-nll", "liger-flce"};
+  static const std::vector<std::string> names{"hf", "trl-chunked-nll", "liger-flce", "torchtune-chunked",
+                                                "torchtune-linear"};
   return names;
 }
 

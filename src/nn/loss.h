@@ -24,7 +24,10 @@ namespace census::nn {
 //                     (nn/trl_chunked_loss.h)
 //   liger-flce        Liger's fused linear cross-entropy: no logits, both gradients made in the forward
 //                     (nn/liger_fused_linear_cross_entropy.h)
-enum class CausalLMLoss : uint8_t { kForCausalLM, kTrlChunkedNll, kLigerFlce };
+//   torchtune-chunked torchtune's CEWithChunkedOutputLoss: the logits in 8 chunks, each upcast on its own
+//   torchtune-linear  torchtune's LinearCrossEntropyLoss: the head run in the loss, on the tokens alone
+//                     (both nn/torchtune_loss.h)
+enum class CausalLMLoss : uint8_t { kForCausalLM, kTrlChunkedNll, kLigerFlce, kTorchtuneChunked, kTorchtuneLinear };
 const std::vector<std::string>& causal_lm_loss_names();  // in the order the help lists them
 std::string_view causal_lm_loss_name(CausalLMLoss loss);
 std::optional<CausalLMLoss> causal_lm_loss_named(std::string_view name);

@@ -102,6 +102,7 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kPermute, "aten.permute.default", OpKind::kView},
     {Op::kIndexAddInplace, "aten.index_add_.default", OpKind::kInPlace},
     {Op::kIndexSelect, "aten.index_select.default", OpKind::kCompute},
+    {Op::kIndexAdd, "aten.index_add.default", OpKind::kCompute},
     // Gated delta net
     {Op::kBmm, "aten.bmm.default", OpKind::kMatmul, SacClass::kAlwaysSave, FlopsRule::kMatmul},
     {Op::kConvolution, "aten.convolution.default", OpKind::kCompute, SacClass::kAlwaysSave},

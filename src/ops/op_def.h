@@ -68,6 +68,7 @@ enum class Op : uint8_t {
   kSplit, kSplitWithSizes, kGroupedMm, kSub, kNewEmpty, kNewEmptyStrided,
   kClamp, kGtScalar, kLtScalar, kLogicalAndInplace, kWhere, kScalarTensor,
   kAminmax, kLocalScalarDense, kNonzero, kEqScalar, kSelect, kSelectBackward, kUnbind, kPermute, kIndexAddInplace, kIndexSelect,
+  kIndexAdd,
   // Gated delta net: the linear-attention layers of Qwen3-Next and Qwen3.5 (their eager rule's ops,
   // the causal depthwise conv, the factories they take)
   kBmm, kConvolution, kConvolutionBackward, kExp, kTril, kTriu, kFlip, kSoftplus, kSoftplusBackward, kOnes, kEye,

@@ -135,7 +135,10 @@ Tensor select(const Tensor& self, int64_t dim, int64_t index);
 std::vector<Tensor> unbind(const Tensor& self, int64_t dim);
 // self.index_add_(dim, index, source) along dim 0; its node keeps the index.
 Tensor& index_add_(Tensor& self, const Tensor& index, const Tensor& source);
-Tensor index_select(const Tensor& self, const Tensor& index);  // along dim 0
+// self.index_select(0, index); its node keeps the index, and its backward is grad.new_zeros(self's
+// sizes).index_add(0, index, grad), out of place (Note [Subclass-like under fake tensors], ops/routing.cpp).
+Tensor index_select(const Tensor& self, const Tensor& index);
+Tensor index_add(const Tensor& self, const Tensor& index, const Tensor& source);  // along dim 0, out of place
 // _grouped_mm(self (S, K), mat2 (E, K, N), offs (E) int32) -> (S, N); the backward of 2-d by 2-d
 // (E, M, N) gives the weight's gradient.
 Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs);
@@ -146,7 +149,8 @@ Tensor ones_like(const Tensor& self);
 Tensor constant_pad(const Tensor& self, int64_t left, int64_t right);
 // log_softmax over `dim`: _log_softmax, which saves its result.
 Tensor log_softmax(const Tensor& self, int64_t dim);
-// nll_loss with mean reduction: nll_loss_forward, which saves self, target and total_weight.
+// nll_loss, mean or sum reduction alike (the same kernels, the same saves): nll_loss_forward, which saves
+// self, target and total_weight.
 Tensor nll_loss(const Tensor& self, const Tensor& target);
 // F.cross_entropy with class-index targets: log_softmax then nll_loss, as ATen decomposes it.
 Tensor cross_entropy(const Tensor& self, const Tensor& target);
@@ -182,6 +186,9 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask);  // masked_fill.Scal
 // torch.split(self, [a, b, ...], dim): views with one SplitWithSizesBackward0 node.
 std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& split_sizes, int64_t dim);
 std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim);  // split.Tensor
+// self.tensor_split(sections, dim): `sections` slices, the first size % sections of them one longer. ATen
+// composes it of slice(), so each part is a view with a SliceBackward0 node of its own.
+std::vector<Tensor> tensor_split(const Tensor& self, int64_t sections, int64_t dim);
 // split(self, split_size, dim): parts of split_size (the last may be shorter), one SplitBackward0 node.
 std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim);
 // repeat_interleave(self, repeats, dim) as ATen composes it: unsqueeze, expand, contiguous clone, flatten.

@@ -31,6 +31,23 @@ class SelectBackward0 final : public Node {
   int64_t index_;
 };
 
+// index_select(Tensor self, int dim, Tensor index)
+//   self: index_select_backward_symint(grad, self.sym_sizes(), dim, index)   -> saves index
+// = grad.new_zeros(sizes).index_add(dim, index, grad) (Note [Subclass-like under fake tensors],
+// ops/routing.cpp): the zeros go once the sum is made.
+class IndexSelectBackward0 final : public Node {
+ public:
+  IndexSelectBackward0(uint64_t seq, Dims self_sizes) : Node("IndexSelectBackward0", seq), self_sizes_(self_sizes) {}
+  GradList apply(GradList& grads) override {
+    const Tensor index = index_.unpack();
+    return {index_add(new_zeros(grads[0], self_sizes_), index, grads[0])};
+  }
+  SavedVariable index_{this};
+
+ private:
+  Dims self_sizes_;
+};
+
 // index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha)
 //   self: grad
 //   source: maybe_multiply(grad.index_select(dim, index).expand_as(source), alpha)
@@ -186,11 +203,20 @@ Tensor& index_add_(Tensor& self, const Tensor& index, const Tensor& source) {
   return self;
 }
 
+Tensor index_add(const Tensor& self, const Tensor& index, const Tensor& source) {
+  Tensor out = alloc(self.sizes(), self.dtype());
+  dispatch<3, 1>(Op::kIndexAdd, {self, index, source}, {out});
+  return out;
+}
+
 Tensor index_select(const Tensor& self, const Tensor& index) {
+  auto node = make_node<IndexSelectBackward0>({&self}, self.sizes());
+  if (node) node->index_.save(index);
   Dims sizes = self.sizes();
   sizes[0] = index.size(0);
   Tensor out = alloc(sizes, self.dtype());
   dispatch<2, 1>(Op::kIndexSelect, {self, index}, {out});
+  set_history(out, node);
   return out;
 }
 

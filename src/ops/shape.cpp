@@ -347,6 +347,18 @@ std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
   return split_views(Op::kSplit, "SplitBackward0", self, split_sizes, d);
 }
 
+std::vector<Tensor> tensor_split(const Tensor& self, int64_t sections, int64_t dim) {
+  const int d = wrap_dim(dim, self.dim());
+  const int64_t size = self.size(d);
+  std::vector<Tensor> parts;
+  for (int64_t part = 0, start = 0; part < sections; ++part) {
+    const int64_t length = size / sections + (part < size % sections ? 1 : 0);
+    parts.push_back(slice(self, d, start, start + length));
+    start += length;
+  }
+  return parts;
+}
+
 std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) {
   const int d = wrap_dim(dim, self.dim());
   const int64_t size = self.size(d);

@@ -270,10 +270,15 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--loss liger-flce on " + config.model_type,
                   "Liger has no patch for this model type (MODEL_TYPE_TO_APPLY_LIGER_FN); give --loss hf or "
                   "trl-chunked-nll");
+  if ((o.loss == nn::CausalLMLoss::kTorchtuneChunked || o.loss == nn::CausalLMLoss::kTorchtuneLinear) &&
+      (config.final_logit_softcapping != 0 || config.lm_head_multiplier != 1.0 || config.logits_scaling != 1.0))
+    return refuse("--loss " + std::string(nn::causal_lm_loss_name(o.loss)) + " on " + config.model_type,
+                  "torchtune's loss runs the bare head, without this model's transform of its logits (softcapping "
+                  "or scaling), which would train another model; give --loss hf or trl-chunked-nll");
   if (o.loss != nn::CausalLMLoss::kForCausalLM) {
     // TRL gathers a DTensor head with full_tensor(), Liger reads the head's weight under FSDP1's
-    // forward redirection, and both shift the labels themselves only where nothing shards the
-    // sequence; none of these paths is priced yet.
+    // forward redirection, torchtune redistributes the hidden states to Shard(-1), and each shifts the
+    // labels only where nothing shards the sequence; none of these paths is priced yet.
     const char* with = o.tensor_parallel > 1 ? "--tp"
                        : o.fsdp.shards > 1  ? "--fsdp"
                        : o.composition.zero == 3 ? "--zero 3"

@@ -130,7 +130,8 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--optimizer", "muon", "--fsdp", "--dp", "2"},
         {"--loss", "chunked"}, {"--loss", "trl-chunked-nll", "--tp", "2"}, {"--loss", "trl-chunked-nll", "--fsdp", "--dp", "2"},
         {"--loss", "trl-chunked-nll", "--dp", "2", "--zero", "3"}, {"--loss", "trl-chunked-nll", "--cp", "2"},
-        {"--loss", "liger-flce", "--tp", "2"}}) {
+        {"--loss", "liger-flce", "--tp", "2"}, {"--loss", "torchtune-chunked", "--cp", "2"},
+        {"--loss", "torchtune-linear", "--fsdp", "--dp", "2"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);
@@ -147,6 +148,18 @@ TEST(StepCli, LigersLossOnAModelLigerDoesNotPatchIsRefused) {
   EXPECT_TRUE(run.out.empty());
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
   EXPECT_NE(run.err.find("deepseek_v3"), std::string::npos) << run.err;
+}
+
+// torchtune's losses run the bare head (model.output): on a model that transforms its logits (Gemma 2's
+// softcapping) they would train another model, and are refused by name.
+TEST(StepCli, TorchtunesLossOnAModelThatTransformsItsLogitsIsRefused) {
+  for (const char* loss : {"torchtune-chunked", "torchtune-linear"}) {
+    const CliRun run = census({"step", "gemma-2-9b", "--loss", loss});
+    EXPECT_EQ(run.code, 2);
+    EXPECT_TRUE(run.out.empty());
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_NE(run.err.find("on gemma2"), std::string::npos) << run.err;
+  }
 }
 
 // FSDP2 or DTensor's plan beside expert parallelism (an all-to-all dispatch, not simulated): refused by

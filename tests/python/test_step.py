@@ -76,7 +76,9 @@ def test_the_optimizer_in_the_backward_is_the_steady_oracles():
 
 
 @pytest.mark.parametrize("kind,loss", [("single_adamw_trl_chunked_nll_steady", "trl-chunked-nll"),
-                                       ("single_adamw_liger_flce_steady", "liger-flce")])
+                                       ("single_adamw_liger_flce_steady", "liger-flce"),
+                                       ("single_adamw_torchtune_chunked_steady", "torchtune-chunked"),
+                                       ("single_adamw_torchtune_linear_steady", "torchtune-linear")])
 def test_the_losses_are_the_steady_oracles(kind, loss):
     with open(os.path.join(STEP_CASES, "steady", "llama_toy_L4_s600_" + kind + ".json"), encoding="utf-8") as handle:
         oracle = json.load(handle)

@@ -59,6 +59,8 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     o.optimizer_in_backward = kind.find("_in_bwd") != std::string::npos;
     if (kind.find("_trl_chunked_nll") != std::string::npos) o.loss = nn::CausalLMLoss::kTrlChunkedNll;
     if (kind.find("_liger_flce") != std::string::npos) o.loss = nn::CausalLMLoss::kLigerFlce;
+    if (kind.find("_torchtune_chunked") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneChunked;
+    if (kind.find("_torchtune_linear") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneLinear;
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
                          : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused

@@ -2,8 +2,8 @@
 // oracle's cases (tests/data/step/steady/, where every case of TRL's chunked loss is compared whole by
 // step_steady_oracle_test.cpp): Transformers' ForCausalLMLoss on the whole logits, TRL's chunked loss
 // (nn/trl_chunked_loss.h), which makes no logits and computes the loss in checkpointed chunks of 256
-// tokens, and Liger's fused linear cross-entropy (nn/liger_fused_linear_cross_entropy.h), which makes
-// both gradients in the forward.
+// tokens, Liger's fused linear cross-entropy (nn/liger_fused_linear_cross_entropy.h), which makes
+// both gradients in the forward, and torchtune's two losses (nn/torchtune_loss.h).
 //
 // The toy: hidden H = 256, vocabulary V = 4,096, 4 layers; P = 8,655,360 B of bf16 parameters. One
 // sequence of S = 600 tokens, so T = S - 1 = 599 tokens are scored by TRL, in three chunks: 256, 256
@@ -108,6 +108,52 @@ TEST(StepLosses, LigerForwardHoldsAChunksLogitsAndTwoCopiesOfTheHeadsGradient) {
   EXPECT_EQ(liger.forward_peak.phase, "F0");
   EXPECT_EQ(liger.analysis.phases[1].peak.op, "aten._to_copy.default");
   EXPECT_EQ(liger.forward_peak.bytes - liger.analysis.phases[1].live_at_end, expected);  // 7,135,548
+}
+
+// torchtune's chunked loss (nn/torchtune_loss.h) saves, in eager mode, what the whole logits' loss saves:
+// each chunk's log_softmax keeps its fp32 result, and the eight make the whole (S, V). Its labels are
+// torchtune's, shifted already, so nothing is padded; what differs is small:
+//   hf         the labels padded by one (S + 1) int64, one total_weight              4,808 + 4
+//   torchtune  the labels themselves (S) int64, of which each chunk's are a view     4,800
+//              eight total_weights, one a chunk                                     8 x 4 = 32
+//              the valid count (int64), kept by total_loss / total_elements                8
+// so torchtune's forward ends 28 B above hf's.
+TEST(StepLosses, TorchtuneChunkedLossSavesTheWholeLogProbabilitiesInEagerMode) {
+  const StepCensus hf = run(nn::CausalLMLoss::kForCausalLM);
+  const StepCensus chunked = run(nn::CausalLMLoss::kTorchtuneChunked);
+  const int64_t hf_small = (kS + 1) * 8 + 4;
+  const int64_t chunked_small = kS * 8 + 8 * 4 + 8;
+  EXPECT_EQ(chunked.analysis.phases[1].live_at_end - hf.analysis.phases[1].live_at_end, chunked_small - hf_small);
+}
+
+// What it does save is the transient: its forward's most is at the last chunk's nll_loss, over what the
+// forward ends with:
+//   the eight chunks' bf16 logits, which the model's output list holds through the loss   600 x 4,096 x 2
+//   the last chunk's fp32 copy, 75 = 600 / 8 tokens, F.cross_entropy's argument until it returns
+//                                                                                          75 x 4,096 x 4
+//   the running total beside the chunk's loss, where the forward ends with their quotient alone     4
+// = 6,144,004 B, where the whole logits' loss holds an fp32 copy of all of them (9,830,400 B) instead.
+TEST(StepLosses, TorchtuneChunkedLossUpcastsOneChunkAtATime) {
+  const StepCensus chunked = run(nn::CausalLMLoss::kTorchtuneChunked);
+  const int64_t expected = kS * kV * 2 + kS / 8 * kV * 4 + 4;
+  EXPECT_EQ(chunked.analysis.phases[1].peak.op, "aten.nll_loss_forward.default");
+  EXPECT_EQ(chunked.forward_peak.bytes - chunked.analysis.phases[1].live_at_end, expected);
+}
+
+// torchtune's linear loss gathers the T = S - 1 tokens whose labels are not ignore_index (torchtune's
+// dataset ignores each row's last) and runs the head on them chunk by chunk. It saves:
+//   each chunk's fp32 log-probabilities, T rows in all                 599 x 4,096 x 4 = 9,814,016
+//   the gathered (T, H) bf16 hidden states, which the chunks' mm keep  599 x 256 x 2   =   306,688
+//   the gathered labels (T) int64, the chunks' nll_loss targets        599 x 8         =     4,792
+//   the index, nonzero's (T, 1) int64, kept by IndexSelectBackward0   599 x 8         =     4,792
+//   eight total_weights                                                8 x 4           =        32
+// while hf keeps 10,142,408 B besides its loss (the first test): 12,092 B more.
+TEST(StepLosses, TorchtuneLinearLossSavesTheGatheredTokensOnly) {
+  const StepCensus hf = run(nn::CausalLMLoss::kForCausalLM);
+  const StepCensus linear = run(nn::CausalLMLoss::kTorchtuneLinear);
+  const int64_t hf_saves = kS * kV * 4 + (kS + 1) * 8 + 4 + kS * kH * 2;
+  const int64_t linear_saves = kT * kV * 4 + kT * kH * 2 + kT * 8 + kT * 8 + 8 * 4;
+  EXPECT_EQ(hf.analysis.phases[1].live_at_end - linear.analysis.phases[1].live_at_end, hf_saves - linear_saves);
 }
 
 }  // namespace

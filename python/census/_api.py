@@ -514,7 +514,7 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
                 nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
                 calibration: str = "", reserved: bool = False, alloc_conf: str = "", optimizer_impl: Any = None,
-                first_step: bool = False, loss: str = "hf") -> Dict[str, Any]:
+                first_step: bool = False, loss: str = "hf", optimizer: str = "adamw") -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -530,9 +530,10 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     caching allocator simulated over it under *alloc_conf* (``PYTORCH_CUDA_ALLOC_CONF`` as you set it); a
     layout's ``peak_bytes`` is then its reserved peak and ``"memory"`` says ``"reserved"``.
 
-    Layouts fit and rank on the steady state (every step from the second on, AdamW's states alive from
-    the start) with AdamW in the form *optimizer_impl* names (``foreach`` when None, ``fused``,
-    ``for-loop``); *first_step* fits them on the first step instead. *loss* is
+    Layouts fit and rank on the steady state (every step from the second on, the optimizer's states alive
+    from the start) with *optimizer* (as ``census_step`` takes it, but ``muon``; AdamW by default) in the
+    form *optimizer_impl* names (the optimizer's default when None, ``fused``, ``for-loop``);
+    *first_step* fits them on the first step instead. *loss* is
     the trainer's loss, as ``census_step`` takes it (``hf``, ``trl-chunked-nll``, ``liger-flce``,
     ``torchtune-chunked``, ``torchtune-linear``).
     """
@@ -568,5 +569,5 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
                         overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
                         _text("calibration", calibration), reserved, alloc_conf, _optimizer_impl(optimizer_impl),
-                        _switch("first_step", first_step), _text("loss", loss))
+                        _switch("first_step", first_step), _text("loss", loss), _text("optimizer", optimizer))
     return json.loads(text)

@@ -34,6 +34,20 @@ std::string seconds_text(double s) {
   return buffer;
 }
 
+// The optimizer as the header names it, "AdamW (foreach)" or "adamw8bit", and as the JSON does.
+std::string optimizer_label(const RunShape& run) {
+  if (run.optimizer == StepOptimizer::kAdamW) return "AdamW (" + std::string(nn::optimizer_impl_name(run.optimizer_impl)) + ")";
+  std::string label = "optimizer " + std::string(optimizer_name(run.optimizer));
+  if (!optimizer_forms(run.optimizer).empty()) label += " (" + std::string(nn::optimizer_impl_name(run.optimizer_impl)) + ")";
+  return label;
+}
+
+ordered_json optimizer_json(const RunShape& run) {
+  ordered_json j = {{"name", std::string(optimizer_name(run.optimizer))}};
+  if (!optimizer_forms(run.optimizer).empty()) j["implementation"] = std::string(nn::optimizer_impl_name(run.optimizer_impl));
+  return j;
+}
+
 // The schedule and the split: "interleaved V4 e+l" (the embedding and loss counted as layers), "1f1b
 // F3 L2" (the first and last stages' layers).
 std::string schedule_cell(const Layout& l) {
@@ -64,7 +78,8 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   a.insert(a.end(), {"--recompute", recompute_text(l.recompute), "--tp", std::to_string(l.tp), "--dp", std::to_string(l.dp),
                      "--zero", std::to_string(l.zero), "--master-weights", o.time.fp32_master_weights ? "fp32" : "bf16",
                      "--grad-dtype", o.time.fp32_gradients ? "fp32" : "bf16"});
-  if (o.run.optimizer_impl != nn::OptimizerImpl::kForEach)
+  if (o.run.optimizer != StepOptimizer::kAdamW) a.insert(a.end(), {"--optimizer", std::string(optimizer_name(o.run.optimizer))});
+  if (!optimizer_forms(o.run.optimizer).empty() && o.run.optimizer_impl != default_optimizer_impl(o.run.optimizer))
     a.insert(a.end(), {"--optimizer-impl", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))});
   if (o.run.first_step) a.push_back("--first-step");
   if (o.run.loss != nn::CausalLMLoss::kForCausalLM) a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(o.run.loss))});
@@ -159,11 +174,18 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
   CENSUS_TRY(parse_choice("--grad-dtype", {"bf16", "fp32"}, a.grad_dtype));
   o.time.fp32_master_weights = a.master_weights == "fp32";
   o.time.fp32_gradients = a.grad_dtype == "fp32";
+  CENSUS_TRY(parse_choice("--optimizer", optimizer_names(), a.optimizer));
+  o.run.optimizer = optimizer_named(a.optimizer).value_or(StepOptimizer::kAdamW);
+  if (o.run.optimizer == StepOptimizer::kMuon)
+    return refuse("--optimizer muon", "the time model has no Newton-Schulz matmuls of Muon's to rank layouts by yet; "
+                                      "plan with adamw, and price Muon's step with census step");
+  o.run.optimizer_impl = default_optimizer_impl(o.run.optimizer);
   if (!a.optimizer_impl.empty()) {
     CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
     o.run.optimizer_impl = a.optimizer_impl == "fused"      ? nn::OptimizerImpl::kFused
                            : a.optimizer_impl == "for-loop" ? nn::OptimizerImpl::kForLoop
                                                             : nn::OptimizerImpl::kForEach;
+    CENSUS_TRY(check_optimizer(o.run.optimizer, o.run.optimizer_impl));
   }
   o.run.first_step = a.first_step;
   CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), a.loss));
@@ -239,7 +261,7 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"seq_length", o.run.seq_length},
       {"global_batch", batch_of(o)},
       {"step", o.run.first_step ? "first" : "steady"},
-      {"optimizer", {{"name", "adamw"}, {"implementation", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))}}},
+      {"optimizer", optimizer_json(o.run)},
       {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))},
       {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
                   {"peak_tflops", o.device.peak_tflops}, {"hbm_gbs", o.device.hbm_gbs},
@@ -282,8 +304,8 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
   out << a.model << ": plan on " << o.run.gpus << " x " << o.device.name
       << (a.device.empty() && o.device.name == kDefaultDevice ? " (the default device; --device names another)" : "")
       << " (" << human_bytes(static_cast<double>(o.gpu_memory)) << " each, " << o.run.gpus_per_node << " a node), "
-      << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, AdamW ("
-      << nn::optimizer_impl_name(o.run.optimizer_impl) << "), master weights " << a.master_weights << ", grads "
+      << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, "
+      << optimizer_label(o.run) << ", master weights " << a.master_weights << ", grads "
       << a.grad_dtype << (o.run.loss != nn::CausalLMLoss::kForCausalLM ? ", loss " + a.loss : "")
       << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)") << '\n';
   if (!o.layout) {
@@ -297,7 +319,10 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
     out << "1F1B and interleaved, uneven stages where the layers need them; b dividing the per-rank batch, M = "
         << batch_of(o) << " / (DP x b); recompute per layer" << (p.kinds >= 2 && p.kinds <= 3 ? " kind" : "") << "; ";
     // The modes census step runs beside one another (step_census.cpp refuses the rest).
-    if (o.reserved)
+    if (o.run.optimizer != StepOptimizer::kNone && !optimizer_states_shard_with_parameters(o.run.optimizer))
+      out << "no ZeRO, FSDP2 or SP beside " << optimizer_name(o.run.optimizer)
+          << " (census step does not shard its states); TP without SP\n";
+    else if (o.reserved)
       out << "ZeRO 0-3, TP without SP (census step runs neither FSDP2 nor DTensor's plan under --reserved's allocator)\n";
     else
       out << "ZeRO 0-3, or FSDP2 over DP" << (o.time.fp32_gradients ? " (not beside --grad-dtype fp32)" : "")
@@ -457,8 +482,13 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   add_choice_option(*sub, "--master-weights", a.master_weights, {"bf16", "fp32"},
                     "bf16 (default) or fp32, as census step takes it");
   add_choice_option(*sub, "--grad-dtype", a.grad_dtype, {"bf16", "fp32"}, "bf16 (default) or fp32, as census step takes it");
+  add_choice_option(*sub, "--optimizer", a.optimizer, optimizer_names(),
+                    "the optimizer, as census step takes it (default adamw; muon is refused: the time model has no "
+                    "Newton-Schulz matmuls of its own yet), laid out without ZeRO, FSDP2 or sequence parallelism "
+                    "where census step refuses them beside it");
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
-                    "AdamW's form, as census step takes it (default foreach, PyTorch's on CUDA)");
+                    "the optimizer's form, as census step takes it (default: the optimizer's own on CUDA, foreach; "
+                    "Adafactor's for-loop)");
   add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
                     "the trainer's loss, as census step takes it: hf (default), trl-chunked-nll, liger-flce, "
                     "torchtune-chunked or torchtune-linear (laid out "

@@ -33,7 +33,8 @@ struct PlanArgs {
   int64_t top = 5;
   std::string master_weights = "bf16";
   std::string grad_dtype = "bf16";
-  std::string optimizer_impl;  // AdamW's form, as census step takes it; empty: foreach
+  std::string optimizer = "adamw";  // the optimizer, as census step takes it (step/optimizer_choice.h)
+  std::string optimizer_impl;  // its form, as census step takes it; empty: the optimizer's default
   bool first_step = false;     // fit and rank on the first step; else the steady state
   std::string loss = "hf";     // the trainer's loss, as census step takes it (nn/loss.h)
   int64_t cuda_context = 0, nccl_buffers = 0, fragmentation = 0;

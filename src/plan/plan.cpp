@@ -194,9 +194,11 @@ class Planner {
   }
   int64_t overheads() const { return o_.cuda_context + o_.nccl_buffers + o_.fragmentation; }
   // ZeRO 0 to 3 over DP x CP > 1; no ZeRO-3 beside a loss that reads the head's weight itself (TRL's,
-  // Liger's), which census step refuses.
+  // Liger's, torchtune's), and none beside an optimizer whose states ZeRO's flat shards do not hold
+  // (laid out by rows, columns or blocks), which census step refuses.
   std::vector<int> zeros_of(int64_t dp_cp) const {
     if (dp_cp <= 1) return {0};
+    if (run_.optimizer != StepOptimizer::kNone && !optimizer_states_shard_with_parameters(run_.optimizer)) return {0};
     if (run_.loss != nn::CausalLMLoss::kForCausalLM) return {0, 1, 2};
     return {0, 1, 2, 3};
   }

@@ -55,8 +55,8 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
   o.recompute = l.recompute.all;
   o.recompute_by_kind = l.recompute.by_kind;
   o.recompute_every_nth_layer = l.recompute.every_nth_layer;
-  o.optimizer = StepOptimizer::kAdamW;
-  o.optimizer_impl = run.optimizer_impl;
+  o.optimizer = run.optimizer;
+  if (!optimizer_forms(run.optimizer).empty()) o.optimizer_impl = run.optimizer_impl;
   o.first_step = run.first_step;
   o.loss = run.loss;
   o.tensor_parallel = l.tp;

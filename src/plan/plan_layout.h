@@ -76,8 +76,10 @@ struct RunShape {
   bool fp32_master_weights = false;
   bool fp32_gradients = false;
   bool allocator = false;
-  // AdamW's form, and which step is priced (census plan's --optimizer-impl and --first-step): the steady
+  // The optimizer, its form (where it has forms: step/optimizer_choice.h), and which step is priced
+  // (census plan's --optimizer, --optimizer-impl and --first-step): AdamW's foreach form and the steady
   // state, every step from the second on, by default.
+  StepOptimizer optimizer = StepOptimizer::kAdamW;
   nn::OptimizerImpl optimizer_impl = nn::OptimizerImpl::kForEach;
   bool first_step = false;
   // The trainer's loss (census plan's --loss, nn/loss.h): TRL's and Liger's are laid out only where

@@ -70,6 +70,32 @@ int64_t trained(const ChunkParameters& held, bool experts_trained) {
   return held.all - (experts_trained ? 0 : held.experts) - held.untrained;
 }
 
+// Note [Other optimizers' states in the bounds]
+// What the bounds count for a trained parameter's states (beside AdamW's own, which both bounds take
+// exactly) is the least each optimizer keeps of it on the device, whatever its size and shape:
+//   sgd                 its momentum buffer, in the parameter's dtype: 2 B
+//   adamw8bit, torchao-adamw8bit   two 8-bit states: 2 B (a small parameter's are wider: fp32 or bf16)
+//   torchao-adamw4bit   two 4-bit states: 1 B (likewise)
+//   muon                Muon's bf16 momentum on the 2-D weights, AdamW's two moments on the rest: 2 B
+//   paged-adamw8bit     0: its large states live in unified memory, outside the device's figures
+//   adafactor           0: its factored states hold a row and a column, not an element a parameter
+// Their blocks' maxima, the small parameters' wider states and each optimizer's own temporaries are
+// left out, so both bounds stay below the step the layout simulates.
+int64_t least_state_bytes(StepOptimizer optimizer) {
+  switch (optimizer) {
+    case StepOptimizer::kSGD:
+    case StepOptimizer::kAdamW8bit:
+    case StepOptimizer::kTorchaoAdamW8bit:
+    case StepOptimizer::kMuon: return 2;
+    case StepOptimizer::kTorchaoAdamW4bit: return 1;
+    case StepOptimizer::kAdamW:  // counted as AdamW's own
+    case StepOptimizer::kPagedAdamW8bit:
+    case StepOptimizer::kAdafactor:
+    case StepOptimizer::kNone: return 0;
+  }
+  return 0;
+}
+
 }  // namespace
 
 // Note [AdamW's temporaries in the states' bound]
@@ -90,7 +116,10 @@ int64_t trained(const ChunkParameters& held, bool experts_trained) {
 // reject them unsimulated.
 int64_t MemoryBound::states(const Layout& l, const std::vector<ChunkParameters>& chunk_params) const {
   const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
-  const int64_t grad_size = fp32_gradients_ ? 4 : 2, state_size = fp32_master_weights_ ? 12 : 4;
+  const bool adamw = run_.optimizer == StepOptimizer::kAdamW;
+  // Note [Other optimizers' states in the bounds]
+  const int64_t grad_size = fp32_gradients_ ? 4 : 2;
+  const int64_t state_size = adamw ? (fp32_master_weights_ ? 12 : 4) : least_state_bytes(run_.optimizer);
   auto share = [&](int64_t bytes, bool sharded) { return sharded ? bytes / dp_cp : bytes; };
   constexpr int64_t kMargin = 1 << 20;  // each storage's share is rounded down on its own
   // Note [Experts' gradients in the states' bound]
@@ -105,7 +134,8 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<ChunkParameters>&
     const int64_t with_grads = trained(held, experts_trained);
     const bool holds_table = r == 0 || r == l.pp - 1;  // the embedding's stage, the head's
     int64_t temporaries = 0;
-    switch (run_.optimizer_impl) {
+    // Another optimizer's temporaries are left out (Note [Other optimizers' states in the bounds]).
+    switch (adamw ? run_.optimizer_impl : nn::OptimizerImpl::kFused) {
       case nn::OptimizerImpl::kForLoop: temporaries = holds_table ? table_temporaries : 0; break;
       case nn::OptimizerImpl::kForEach: temporaries = share(temporary_size * with_grads, zero >= 1); break;
       case nn::OptimizerImpl::kFused: break;
@@ -320,7 +350,10 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<ChunkParamet
   // moments of the fp32 shards, which the walk counts at 2 B a parameter). Each storage's share is rounded
   // down on its own, hence the margin where they are sharded.
   const bool states_sharded = l.fsdp || l.zero >= 1;
-  const int64_t steady_state_size = l.fsdp ? (fp32_master_weights_ ? 8 : 4) : (fp32_master_weights_ ? 12 : 4);
+  // Note [Other optimizers' states in the bounds]
+  const int64_t steady_state_size = run_.optimizer != StepOptimizer::kAdamW ? least_state_bytes(run_.optimizer)
+                                    : l.fsdp                                ? (fp32_master_weights_ ? 8 : 4)
+                                                                            : (fp32_master_weights_ ? 12 : 4);
   auto states_of = [&](int64_t r) -> int64_t {
     if (run_.first_step) return 0;
     const int64_t bytes = steady_state_size * trained(held_by_stage(chunk_params, l.pp, r), experts_trained);

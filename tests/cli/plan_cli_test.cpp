@@ -452,6 +452,10 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--device", "h100", "--global-batch", "100000000"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--gpus-per-node", "0"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--master-weights", "fp8"},
+           // an optimizer of no such name; Muon, which the time model cannot rank yet; a form it lacks
+           {"plan", t, "--gpus", "8", "--device", "h100", "--optimizer", "adam"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--optimizer", "muon"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--optimizer", "adamw8bit", "--optimizer-impl", "fused"},
            // 5 devices, 4 sequences: DP 5 does not divide them, TP 5 the heads, CP 5 the 4096 tokens, and
            // no split of the 4 layers gives 5 stages a layer or more.
            {"plan", t, "--gpus", "5", "--device", "h100", "--global-batch", "4"},

@@ -141,6 +141,29 @@ TEST(PlanSearch, EveryLayoutOfTheToysIsCensusStep) {
   }
 }
 
+// Another optimizer than AdamW (census plan --optimizer): every layout of the Llama toy on 2 devices is
+// census step with that optimizer, its bound (Note [Other optimizers' states in the bounds]) at most its
+// peak; ZeRO, FSDP2 and SP laid out only beside the optimizers whose states census step shards.
+TEST(PlanSearch, EveryLayoutWithAnotherOptimizerIsCensusStep) {
+  const std::string config = toy(false, false);
+  for (const std::string optimizer : {"sgd", "adafactor", "adamw8bit", "paged-adamw8bit", "torchao-adamw4bit", "none"}) {
+    SCOPED_TRACE(optimizer);
+    const nlohmann::json all = run_json({"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "128",
+                                         "--global-batch", "4", "--gpu-memory", "1TiB", "--top", "100000",
+                                         "--optimizer", optimizer});
+    EXPECT_EQ(all["optimizer"]["name"], optimizer);
+    expect_one_truth(config, all);
+    const bool shards = optimizer == "sgd" || optimizer == "none";
+    bool sharded = false;
+    for (const auto& l : all["layouts"]) {
+      sharded = sharded || l["zero"].get<int>() > 0 || l["fsdp"].get<bool>() || l["sequence_parallel"].get<bool>();
+      const nlohmann::json& args = l["step_args"];
+      EXPECT_EQ(std::find(args.begin(), args.end(), optimizer) != args.end(), true) << args.dump();
+    }
+    EXPECT_EQ(sharded, shards);
+  }
+}
+
 // Models with layers that cannot run alone, timed and bounded through the model's forward: the step
 // oracle's DeepSeek-V4 toy (every layer) and Gemma 4 toy (its KV-shared layers), every layout on 2 devices, 4 sequences a step; and a tight
 // memory, where the search rejects by its bounds.

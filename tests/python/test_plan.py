@@ -19,10 +19,11 @@ def _step_kwargs(step_args):
              "--grad-dtype": "grad_dtype", "--cuda-context": "cuda_context", "--nccl-buffers": "nccl_buffers",
              "--fragmentation": "fragmentation", "--micro-batch-size": "micro_batch_size",
              "--first-stage-layers": "first_stage_layers", "--last-stage-layers": "last_stage_layers",
-             "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp", "--loss": "loss"}
+             "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp", "--loss": "loss", "--optimizer": "optimizer",
+             "--optimizer-impl": "optimizer_impl"}
     switches = {"--embedding-as-layer": "embedding_as_layer", "--loss-as-layer": "loss_as_layer", "--fsdp": "fsdp",
                 "--sequence-parallel": "sequence_parallel", "--loss-parallel": "loss_parallel"}
-    text = {"schedule", "recompute", "master_weights", "grad_dtype", "loss"}
+    text = {"schedule", "recompute", "master_weights", "grad_dtype", "loss", "optimizer", "optimizer_impl"}
     kwargs = {}
     args = list(step_args)
     while args:
@@ -55,6 +56,20 @@ def test_a_plan_with_trls_loss_lays_out_census_steps_with_it():
         step = census.census_step(TOY, **_step_kwargs(layout["step_args"]))
         assert step["loss"] == "trl-chunked-nll"
         assert step["total_bytes"] == layout["peak_bytes"]
+
+
+def test_a_plan_with_an_8bit_optimizer_lays_out_census_steps_with_it():
+    plan = census.census_plan(TOY, gpus=2, gpu_memory="1TiB", seq_length=128, device="h100", top=4,
+                              optimizer="adamw8bit")
+    assert plan["optimizer"] == {"name": "adamw8bit"}
+    assert plan["layouts"]
+    for layout in plan["layouts"]:
+        assert layout["zero"] == 0 and not layout["fsdp"]
+        step = census.census_step(TOY, **_step_kwargs(layout["step_args"]))
+        assert step["optimizer"]["name"] == "adamw8bit"
+        assert step["total_bytes"] == layout["peak_bytes"]
+    with pytest.raises(ValueError, match="optimizer muon"):
+        census.census_plan(TOY, gpus=2, gpu_memory="1TiB", device="h100", optimizer="muon")
 
 
 MOE = dict(TOY, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256)

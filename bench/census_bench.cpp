@@ -319,9 +319,13 @@ BENCHMARK(BM_StepAllocatorPipelineStage)->Args({0, 0})->Args({1, 0})->Args({0, 7
 // that passed the divisibility rules, and stage steps simulated). Target (issue: any supported model on up
 // to 16,384 GPUs under a second): Llama-3.1-70B on 64 H100s, Qwen3-235B-A22B on 256, DeepSeek-V3 on
 // 2,048 at 15,360 sequences a step.
-void BM_Plan(benchmark::State& state, const char* model, int64_t gpus, int64_t global_batch) {
+void BM_Plan(benchmark::State& state, const char* model, int64_t gpus, int64_t global_batch, bool search = false) {
   const census::ModelConfig config = shipped(model);
   census::PlanOptions options;
+  if (search) {  // --search loss,optimizer
+    options.search_losses = census::searched_losses();
+    options.search_optimizers = census::searched_optimizers();
+  }
   options.run.gpus = gpus;
   options.run.seq_length = 4096;
   options.run.global_batch = global_batch;
@@ -348,5 +352,10 @@ BENCHMARK_CAPTURE(BM_Plan, deepseek_v4_flash_256_h100, "deepseek-v4-flash", 256,
 BENCHMARK_CAPTURE(BM_Plan, qwen3_next_80b_a3b_16384_h100, "qwen3-next-80b-a3b", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Plan, deepseek_v4_flash_16384_h100, "deepseek-v4-flash", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Plan, kimi_k2_16384_h100, "kimi-k2-instruct", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
+// --search loss,optimizer: 25 combinations, the later ones cut to what beats the top found so far.
+BENCHMARK_CAPTURE(BM_Plan, llama_3_1_70b_64_h100_search, "llama-3.1-70b", 64, 64, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Plan, qwen3_235b_a22b_256_h100_search, "qwen3-235b-a22b", 256, 256, true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

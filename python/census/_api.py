@@ -514,7 +514,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
                 nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
                 calibration: str = "", reserved: bool = False, alloc_conf: str = "", optimizer_impl: Any = None,
-                first_step: bool = False, loss: str = "hf", optimizer: str = "adamw") -> Dict[str, Any]:
+                first_step: bool = False, loss: str = "hf", optimizer: str = "adamw",
+                search: str = "") -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -533,7 +534,9 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     Layouts fit and rank on the steady state (every step from the second on, the optimizer's states alive
     from the start) with *optimizer* (as ``census_step`` takes it, but ``muon``; AdamW by default) in the
     form *optimizer_impl* names (the optimizer's default when None, ``fused``, ``for-loop``);
-    *first_step* fits them on the first step instead. *loss* is
+    *first_step* fits them on the first step instead. *search* (``"loss"``, ``"optimizer"`` or
+    ``"loss,optimizer"``) searches those beside the layouts, as ``census plan --search`` does; each layout
+    then names its own ``"optimizer"`` and ``"loss"``. *loss* is
     the trainer's loss, as ``census_step`` takes it (``hf``, ``trl-chunked-nll``, ``liger-flce``,
     ``torchtune-chunked``, ``torchtune-linear``).
     """
@@ -569,5 +572,6 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
                         overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
                         _text("calibration", calibration), reserved, alloc_conf, _optimizer_impl(optimizer_impl),
-                        _switch("first_step", first_step), _text("loss", loss), _text("optimizer", optimizer))
+                        _switch("first_step", first_step), _text("loss", loss), _text("optimizer", optimizer),
+                        _text("search", search))
     return json.loads(text)

@@ -48,6 +48,14 @@ ordered_json optimizer_json(const RunShape& run) {
   return j;
 }
 
+// --search's choices by name (an empty list: not searched).
+template <typename Choice>
+ordered_json search_names(const std::vector<Choice>& choices, std::string_view (*name)(Choice)) {
+  ordered_json names = ordered_json::array();
+  for (const Choice choice : choices) names.push_back(std::string(name(choice)));
+  return names;
+}
+
 // The schedule and the split: "interleaved V4 e+l" (the embedding and loss counted as layers), "1f1b
 // F3 L2" (the first and last stages' layers).
 std::string schedule_cell(const Layout& l) {
@@ -78,11 +86,12 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   a.insert(a.end(), {"--recompute", recompute_text(l.recompute), "--tp", std::to_string(l.tp), "--dp", std::to_string(l.dp),
                      "--zero", std::to_string(l.zero), "--master-weights", o.time.fp32_master_weights ? "fp32" : "bf16",
                      "--grad-dtype", o.time.fp32_gradients ? "fp32" : "bf16"});
-  if (o.run.optimizer != StepOptimizer::kAdamW) a.insert(a.end(), {"--optimizer", std::string(optimizer_name(o.run.optimizer))});
-  if (!optimizer_forms(o.run.optimizer).empty() && o.run.optimizer_impl != default_optimizer_impl(o.run.optimizer))
+  // The layout's own optimizer and loss: the run's, or the combination --search planned it with.
+  if (r.optimizer != StepOptimizer::kAdamW) a.insert(a.end(), {"--optimizer", std::string(optimizer_name(r.optimizer))});
+  if (!optimizer_forms(r.optimizer).empty() && o.run.optimizer_impl != default_optimizer_impl(r.optimizer))
     a.insert(a.end(), {"--optimizer-impl", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))});
   if (o.run.first_step) a.push_back("--first-step");
-  if (o.run.loss != nn::CausalLMLoss::kForCausalLM) a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(o.run.loss))});
+  if (r.loss != nn::CausalLMLoss::kForCausalLM) a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(r.loss))});
   if (l.fsdp) a.push_back("--fsdp");  // FSDP2, its dtypes from --master-weights (layout_step_options)
   if (l.sp) a.insert(a.end(), {"--sequence-parallel", "--loss-parallel"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
@@ -114,6 +123,7 @@ ordered_json layout_json(const LayoutResult& r, const PlanOptions& o) {
           {"micro_batch_size", l.micro_batch_size}, {"micro_batches", l.micro_batches},
           {"recompute", recompute_text(l.recompute)}, {"zero", l.zero}, {"fsdp", l.fsdp},
           {"sequence_parallel", l.sp}, {"loss_parallel", l.sp},
+          {"optimizer", std::string(optimizer_name(r.optimizer))}, {"loss", std::string(nn::causal_lm_loss_name(r.loss))},
           {"fits", r.simulated && r.peak_bytes <= o.gpu_memory},
           {"peak_bytes", r.peak_bytes}, {"headroom_bytes", o.gpu_memory - r.peak_bytes}, {"worst_stage", r.worst_stage},
           {"memory_lower_bound_bytes", r.memory_bound_bytes},
@@ -190,6 +200,20 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
   o.run.first_step = a.first_step;
   CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), a.loss));
   o.run.loss = nn::causal_lm_loss_named(a.loss).value_or(nn::CausalLMLoss::kForCausalLM);
+  if (!a.search.empty()) {
+    for (size_t start = 0; start <= a.search.size();) {
+      const size_t comma = std::min(a.search.find(',', start), a.search.size());
+      const std::string item = a.search.substr(start, comma - start);
+      if (item == "loss" && o.search_losses.empty()) {
+        o.search_losses = searched_losses();
+      } else if (item == "optimizer" && o.search_optimizers.empty()) {
+        o.search_optimizers = searched_optimizers();
+      } else {
+        return refuse("--search " + a.search, "searches loss, optimizer, or both (\"loss,optimizer\"), each once");
+      }
+      start = comma + 1;
+    }
+  }
   if (!a.overlap.empty()) {
     auto overlaps = parse_overlaps(a.overlap);
     CENSUS_TRY(overlaps);
@@ -263,6 +287,8 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"step", o.run.first_step ? "first" : "steady"},
       {"optimizer", optimizer_json(o.run)},
       {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))},
+      {"search", {{"losses", search_names(o.search_losses, nn::causal_lm_loss_name)},
+                  {"optimizers", search_names(o.search_optimizers, optimizer_name)}}},
       {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
                   {"peak_tflops", o.device.peak_tflops}, {"hbm_gbs", o.device.hbm_gbs},
                   {"link_gbs", o.device.link_gbs}, {"nic_gbs", o.device.nic_gbs}, {"source", o.device.source},
@@ -307,7 +333,8 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
       << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, "
       << optimizer_label(o.run) << ", master weights " << a.master_weights << ", grads "
       << a.grad_dtype << (o.run.loss != nn::CausalLMLoss::kForCausalLM ? ", loss " + a.loss : "")
-      << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)") << '\n';
+      << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)")
+      << (a.search.empty() ? "" : "; searching " + a.search + " beside the layouts (each layout names its own)") << '\n';
   if (!o.layout) {
     out << "layouts: TP x CP x PP x DP = " << o.run.gpus << ", TP inside a node (--gpus-per-node " << o.run.gpus_per_node
         << "), CP dividing the " << o.run.seq_length << " tokens; ";
@@ -411,8 +438,12 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
   std::vector<const LayoutResult*> rows;
   if (r.named) rows.push_back(&*r.named);
   for (const LayoutResult& l : r.top) rows.push_back(&l);
-  Table t({"#", "TP", "CP", "EP", "PP", "DP", "schedule", "b", "M", "recompute", "ZeRO", "peak", "headroom", "stage",
-           "step (est.)", "compute", "comm", "bubble"});
+  // Under --search each layout says which optimizer and loss it was planned with.
+  const bool searched = !o.search_losses.empty() || !o.search_optimizers.empty();
+  std::vector<std::string> columns = {"#", "TP", "CP", "EP", "PP", "DP", "schedule", "b", "M", "recompute", "ZeRO"};
+  if (searched) columns.insert(columns.end(), {"optimizer", "loss"});
+  columns.insert(columns.end(), {"peak", "headroom", "stage", "step (est.)", "compute", "comm", "bubble"});
+  Table t(columns);
   for (size_t i = 0; i < rows.size(); ++i) {
     const LayoutResult& l = *rows[i];
     double compute = 0, comm = 0, bubble = 0;
@@ -421,13 +452,17 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
       else if (term.name == "pipeline_bubble") bubble += term.seconds;
       else compute += term.seconds;
     }
-    t.add({r.named ? "-" : std::to_string(i + 1), tensor_parallel_name(l.layout), std::to_string(l.layout.cp),
-           std::to_string(l.layout.ep) + (l.layout.etp == 1 && l.layout.tp > 1 ? " (whole)" : ""),
-           std::to_string(l.layout.pp), std::to_string(l.layout.dp), schedule_cell(l.layout),
-           std::to_string(l.layout.micro_batch_size), std::to_string(l.layout.micro_batches), recompute_text(l.layout.recompute),
-           l.layout.fsdp ? "FSDP" : std::to_string(l.layout.zero), human_bytes(static_cast<double>(l.peak_bytes)),
-           human_bytes(static_cast<double>(o.gpu_memory - l.peak_bytes)), std::to_string(l.worst_stage),
-           seconds_text(l.time.seconds), seconds_text(compute), seconds_text(comm), seconds_text(bubble)});
+    std::vector<std::string> row = {
+        r.named ? "-" : std::to_string(i + 1), tensor_parallel_name(l.layout), std::to_string(l.layout.cp),
+        std::to_string(l.layout.ep) + (l.layout.etp == 1 && l.layout.tp > 1 ? " (whole)" : ""),
+        std::to_string(l.layout.pp), std::to_string(l.layout.dp), schedule_cell(l.layout),
+        std::to_string(l.layout.micro_batch_size), std::to_string(l.layout.micro_batches), recompute_text(l.layout.recompute),
+        l.layout.fsdp ? "FSDP" : std::to_string(l.layout.zero)};
+    if (searched) row.insert(row.end(), {std::string(optimizer_name(l.optimizer)), std::string(nn::causal_lm_loss_name(l.loss))});
+    row.insert(row.end(), {human_bytes(static_cast<double>(l.peak_bytes)),
+                           human_bytes(static_cast<double>(o.gpu_memory - l.peak_bytes)), std::to_string(l.worst_stage),
+                           seconds_text(l.time.seconds), seconds_text(compute), seconds_text(comm), seconds_text(bubble)});
+    t.add(row);
   }
   t.print(out);
   if (r.named) {
@@ -489,6 +524,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   add_choice_option(*sub, "--optimizer-impl", a.optimizer_impl, {"foreach", "fused", "for-loop"},
                     "the optimizer's form, as census step takes it (default: the optimizer's own on CUDA, foreach; "
                     "Adafactor's for-loop)");
+  add_text_option(*sub, "--search", a.search,
+                  "what the plan searches beside the layouts: loss (every --loss census step takes on the model), "
+                  "optimizer (adamw and the optimizers that run its update on 8-bit, paged or 4-bit states), or "
+                  "loss,optimizer; each searched replaces --loss or --optimizer",
+                  "give loss, optimizer or loss,optimizer, or leave the option out");
   add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
                     "the trainer's loss, as census step takes it: hf (default), trl-chunked-nll, liger-flce, "
                     "torchtune-chunked or torchtune-linear (laid out "

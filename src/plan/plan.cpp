@@ -4,6 +4,7 @@
 #include "util/parallel.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <queue>
 #include <set>
@@ -13,6 +14,8 @@ namespace census {
 
 Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
   const RunShape& run = o.run;
+  if (o.layout && (!o.search_losses.empty() || !o.search_optimizers.empty()))
+    return refuse("--search with --layout", "a named layout is priced as one run; give --loss and --optimizer instead");
   if (run.gpus < 1) return refuse("--gpus", std::to_string(run.gpus) + " is not a number of devices; give 1 or more");
   if (run.gpus > kLargestDegree)
     return refuse("--gpus", std::to_string(run.gpus) + " is more devices than a run has; give at most " +
@@ -133,10 +136,18 @@ struct Simulation {
   std::vector<std::optional<std::vector<StepMoment>>> stages;  // [stage][zero index]
 };
 
+// What one plan of a --search needs to find (Note [The search over losses and optimizers]): only the
+// layouts faster than `faster_than` (the slowest of the --top found so far by the others), and the
+// smallest peak only where the others found nothing that fits.
+struct SearchCut {
+  double faster_than = std::numeric_limits<double>::infinity();
+  bool smallest = true;
+};
+
 class Planner {
  public:
-  Planner(const ModelConfig& config, const PlanOptions& options)
-      : c_(config), o_(options), run_(options.run), time_(config, options.run, options.device, options.time),
+  Planner(const ModelConfig& config, const PlanOptions& options, SearchCut cut = {})
+      : c_(config), o_(options), run_(options.run), cut_(cut), time_(config, options.run, options.device, options.time),
         memory_(config, options.run, options.time.fp32_master_weights, options.time.fp32_gradients,
                 options.cuda_context + options.nccl_buffers + options.fragmentation),
         recomputes_(recompute_choices(config)) {}
@@ -230,6 +241,7 @@ class Planner {
   const ModelConfig& c_;
   const PlanOptions& o_;
   RunShape run_;
+  SearchCut cut_;
   TimeModel time_;
   MemoryBound memory_;
   std::vector<RecomputeChoice> recomputes_;
@@ -493,6 +505,7 @@ Result<PlanResult> Planner::run() {
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> line(std::greater<>(), std::move(floors));
   auto next_fastest = [&]() -> std::optional<size_t> {
     while (!line.empty()) {
+      if (std::get<0>(line.top()) >= cut_.faster_than) return std::nullopt;  // the rest: not evaluated
       const auto [seconds, kind, i] = line.top();
       line.pop();
       if (kind == kWhole) return i;
@@ -578,7 +591,7 @@ Result<PlanResult> Planner::run() {
     counts_.not_evaluated += kind == kShape || kind == kFloor ? variants_of(shapes_[i]) : 1;
   }
   counts_.not_evaluated += static_cast<int64_t>(ahead.size());
-  if (result.top.empty()) {
+  if (result.top.empty() && cut_.smallest) {
     // Nothing fits: the smallest peak of any layout, its lower bound ruling out those that cannot be it.
     // Each bound whole: the smallest peak's search stops at the first bound past it. A candidate bounded
     // short of its layers' backwards is bounded again from its states' bound.
@@ -640,12 +653,102 @@ RunShape plan_run(const PlanOptions& o) {
   return run;
 }
 
+const std::vector<nn::CausalLMLoss>& searched_losses() {
+  static const std::vector<nn::CausalLMLoss> losses{nn::CausalLMLoss::kForCausalLM, nn::CausalLMLoss::kTrlChunkedNll,
+                                                    nn::CausalLMLoss::kLigerFlce, nn::CausalLMLoss::kTorchtuneChunked,
+                                                    nn::CausalLMLoss::kTorchtuneLinear};
+  return losses;
+}
+
+const std::vector<StepOptimizer>& searched_optimizers() {
+  static const std::vector<StepOptimizer> optimizers{StepOptimizer::kAdamW, StepOptimizer::kAdamW8bit,
+                                                     StepOptimizer::kPagedAdamW8bit, StepOptimizer::kTorchaoAdamW8bit,
+                                                     StepOptimizer::kTorchaoAdamW4bit};
+  return optimizers;
+}
+
+namespace {
+
+// One plan of the run as given (its loss and optimizer), each result told which it ran.
+Result<PlanResult> plan_one(const ModelConfig& config, PlanOptions o, SearchCut cut = {}) {
+  Planner planner(config, o, cut);
+  auto result = planner.run();
+  CENSUS_TRY(result);
+  PlanResult r = result.take();
+  auto tag = [&](LayoutResult& l) { l.optimizer = o.run.optimizer, l.loss = o.run.loss; };
+  for (LayoutResult& l : r.top) tag(l);
+  if (r.smallest) tag(*r.smallest);
+  if (r.named) tag(*r.named);
+  return r;
+}
+
+// Whether census step takes the loss and the optimizer on the model at all (one device, no mode beside
+// them): Liger's loss on a model type it does not patch, torchtune's on transformed logits, are not.
+bool step_takes_run(const ModelConfig& config, const RunShape& run) {
+  return check_step_options(config, layout_step_options(Layout{}, run, 0)).ok();
+}
+
+}  // namespace
+
 Result<PlanResult> census_plan(const ModelConfig& config, const PlanOptions& options) {
   CENSUS_TRY(check_plan_options(config, options));
   PlanOptions o = options;
   o.run = plan_run(options);
-  Planner planner(config, o);
-  return planner.run();
+  if (o.search_losses.empty() && o.search_optimizers.empty()) return plan_one(config, o);
+  // Note [The search over losses and optimizers]
+  // Each combination is a plan of its own (its pruning rules and bounds are its own); their layouts
+  // that fit are ranked together by the estimate, equals in the order searched_losses and
+  // searched_optimizers list them (hf and AdamW first); the counts add up; where none fits, the
+  // smallest peak of any. Once --top layouts fit, a later combination's plan looks only for layouts
+  // faster than the slowest of them: its line is taken best first, and what is left when its fastest
+  // entry (a lower bound of all the rest) is no faster is not evaluated. Only where nothing of the
+  // earlier combinations fits does a plan look for its smallest peak. The result is the one plan of
+  // every combination's layouts would print.
+  const std::vector<nn::CausalLMLoss> losses = o.search_losses.empty() ? std::vector{o.run.loss} : o.search_losses;
+  const std::vector<StepOptimizer> optimizers =
+      o.search_optimizers.empty() ? std::vector{o.run.optimizer} : o.search_optimizers;
+  PlanResult merged;
+  std::map<std::string, int64_t> pruned;
+  bool any = false;
+  for (const nn::CausalLMLoss loss : losses) {
+    for (const StepOptimizer optimizer : optimizers) {
+      PlanOptions each = o;
+      each.run.loss = loss;
+      each.run.optimizer = optimizer;
+      if (optimizer_forms(optimizer).empty()) each.run.optimizer_impl = default_optimizer_impl(optimizer);
+      if (!step_takes_run(config, each.run)) continue;
+      SearchCut cut;
+      if (static_cast<int64_t>(merged.top.size()) >= o.top) cut.faster_than = merged.top[static_cast<size_t>(o.top) - 1].time.seconds;
+      cut.smallest = merged.top.empty();
+      auto result = plan_one(config, each, cut);
+      CENSUS_TRY(result);
+      PlanResult r = result.take();
+      any = true;
+      merged.budget_bytes = r.budget_bytes;
+      for (LayoutResult& l : r.top) merged.top.push_back(std::move(l));
+      std::stable_sort(merged.top.begin(), merged.top.end(),
+                       [](const LayoutResult& a, const LayoutResult& b) { return a.time.seconds < b.time.seconds; });
+      if (r.smallest && (!merged.smallest || r.smallest->peak_bytes < merged.smallest->peak_bytes))
+        merged.smallest = std::move(r.smallest);
+      for (const auto& [rule, count] : r.pruned_by_rule) pruned[rule] += count;
+      PlanCounts& c = merged.counts;
+      c.tried += r.counts.tried, c.pruned_divisibility += r.counts.pruned_divisibility;
+      c.estimated += r.counts.estimated, c.rejected_memory_bound += r.counts.rejected_memory_bound;
+      c.rejected_memory_simulated += r.counts.rejected_memory_simulated, c.fit += r.counts.fit;
+      c.not_evaluated += r.counts.not_evaluated, c.simulations += r.counts.simulations;
+      c.stage_runs += r.counts.stage_runs;
+    }
+  }
+  if (!any) return refuse("--search", "census step takes none of the searched losses and optimizers on this model");
+  // The layouts past the top count were fits the others outranked: not evaluated, as in one plan.
+  if (static_cast<int64_t>(merged.top.size()) > o.top) {
+    merged.counts.not_evaluated += static_cast<int64_t>(merged.top.size()) - o.top;
+    merged.counts.fit -= static_cast<int64_t>(merged.top.size()) - o.top;
+    merged.top.resize(static_cast<size_t>(o.top));
+  }
+  if (!merged.top.empty()) merged.smallest.reset();
+  merged.pruned_by_rule.assign(pruned.begin(), pruned.end());
+  return merged;
 }
 
 }  // namespace census

@@ -69,10 +69,24 @@ struct PlanOptions {
   bool reserved = false;
   alloc::AllocConf alloc_conf;
   std::optional<Layout> layout;  // --layout: this one alone
+  // --search: the losses and the optimizers searched beside the layouts (empty: the run's own). Each
+  // combination census step takes on the model is planned; the layouts of all are ranked together.
+  std::vector<nn::CausalLMLoss> search_losses;
+  std::vector<StepOptimizer> search_optimizers;
 };
+
+// What `census plan --search loss,optimizer` tries: every loss (each computes the same cross-entropy,
+// in its own chunks and kernels), and AdamW with the optimizers that run AdamW's update on other
+// states (8-bit, paged, 4-bit); not SGD, Adafactor or Muon, which train another way.
+const std::vector<nn::CausalLMLoss>& searched_losses();
+const std::vector<StepOptimizer>& searched_optimizers();
 
 struct LayoutResult {
   Layout layout;
+  // The optimizer and the loss its step runs: the run's, or under --search the combination it was
+  // planned with.
+  StepOptimizer optimizer = StepOptimizer::kAdamW;
+  nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM;
   TimeEstimate time;               // complete for every layout reported
   // Parameters, gradients and optimizer states at the ZeRO shares with the overheads; once stage 0 is
   // simulated, at least its total.

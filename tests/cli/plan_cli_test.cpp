@@ -456,6 +456,10 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--device", "h100", "--optimizer", "adam"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--optimizer", "muon"},
            {"plan", t, "--gpus", "8", "--device", "h100", "--optimizer", "adamw8bit", "--optimizer-impl", "fused"},
+           // a search of no such thing, of one thing twice, beside a named layout
+           {"plan", t, "--gpus", "8", "--device", "h100", "--search", "schedule"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--search", "loss,loss"},
+           {"plan", t, "--gpus", "8", "--device", "h100", "--search", "loss", "--layout", "tp=8"},
            // 5 devices, 4 sequences: DP 5 does not divide them, TP 5 the heads, CP 5 the 4096 tokens, and
            // no split of the 4 layers gives 5 stages a layer or more.
            {"plan", t, "--gpus", "5", "--device", "h100", "--global-batch", "4"},

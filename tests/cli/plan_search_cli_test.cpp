@@ -164,6 +164,40 @@ TEST(PlanSearch, EveryLayoutWithAnotherOptimizerIsCensusStep) {
   }
 }
 
+// census plan --search loss,optimizer (Note [The search over losses and optimizers]): its layouts are the
+// fastest of every combination's own plan (each run alone with --loss and --optimizer and room for all),
+// equals in the order the combinations are searched, at a memory where some combinations fit fewer
+// layouts than others; each layout is census step with its own loss and optimizer.
+TEST(PlanSearch, SearchingLossesAndOptimizersRanksEveryCombinationsLayouts) {
+  const std::string config = toy(false, false);
+  const std::vector<std::string> common = {"plan", config, "--gpus", "2", "--gpus-per-node", "2", "--seq-length", "600",
+                                           "--global-batch", "4", "--gpu-memory", "60MiB"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_json(args);
+  };
+  struct Row {
+    double seconds;
+    std::string args;
+  };
+  std::vector<Row> every;
+  for (const std::string loss : {"hf", "trl-chunked-nll", "liger-flce", "torchtune-chunked", "torchtune-linear"})
+    for (const std::string optimizer : {"adamw", "adamw8bit", "paged-adamw8bit", "torchao-adamw8bit", "torchao-adamw4bit"}) {
+      const nlohmann::json alone = with({"--loss", loss, "--optimizer", optimizer, "--top", "100000"});
+      for (const auto& l : alone["layouts"]) every.push_back({l["step_seconds_estimate"].get<double>(), l["step_args"].dump()});
+    }
+  std::stable_sort(every.begin(), every.end(), [](const Row& a, const Row& b) { return a.seconds < b.seconds; });
+  const size_t top = 12;
+  ASSERT_GT(every.size(), top);
+  const nlohmann::json searched = with({"--search", "loss,optimizer", "--top", std::to_string(top)});
+  EXPECT_EQ(searched["search"]["losses"].size(), 5u);
+  EXPECT_EQ(searched["search"]["optimizers"].size(), 5u);
+  ASSERT_EQ(searched["layouts"].size(), top);
+  for (size_t i = 0; i < top; ++i) EXPECT_EQ(searched["layouts"][i]["step_args"].dump(), every[i].args) << i;
+  expect_one_truth(config, searched);
+}
+
 // Models with layers that cannot run alone, timed and bounded through the model's forward: the step
 // oracle's DeepSeek-V4 toy (every layer) and Gemma 4 toy (its KV-shared layers), every layout on 2 devices, 4 sequences a step; and a tight
 // memory, where the search rejects by its bounds.

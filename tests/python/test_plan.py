@@ -72,6 +72,20 @@ def test_a_plan_with_an_8bit_optimizer_lays_out_census_steps_with_it():
         census.census_plan(TOY, gpus=2, gpu_memory="1TiB", device="h100", optimizer="muon")
 
 
+def test_a_searched_plan_names_each_layouts_loss_and_optimizer():
+    plan = census.census_plan(TOY, gpus=2, gpu_memory="60MiB", seq_length=600, global_batch=4, device="h100", top=4,
+                              search="loss,optimizer")
+    assert plan["search"]["losses"][0] == "hf" and plan["search"]["optimizers"][0] == "adamw"
+    assert plan["layouts"]
+    for layout in plan["layouts"]:
+        step = census.census_step(TOY, **_step_kwargs(layout["step_args"]))
+        assert step["loss"] == layout["loss"]
+        assert step["optimizer"]["name"] == layout["optimizer"]
+        assert step["total_bytes"] == layout["peak_bytes"]
+    with pytest.raises(ValueError, match="search schedule"):
+        census.census_plan(TOY, gpus=2, gpu_memory="1TiB", device="h100", search="schedule")
+
+
 MOE = dict(TOY, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256)
 
 

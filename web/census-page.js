@@ -17,7 +17,7 @@
            "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
            "--first-step", "--loss"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
-           "--gpus-per-node", "--top"],
+           "--gpus-per-node", "--top", "--optimizer", "--loss", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
   };
   const PASTED_PATH = "config.json";  // where a pasted config is written, as the command line names it
@@ -277,10 +277,11 @@
     return out;
   }
 
-  function layoutRow(rank, l) {
+  // Under --search each layout names the optimizer and the loss it was planned with.
+  function layoutRow(rank, l, searched) {
     return [rank, l.tp, l.cp, l.ep, l.pp, l.dp, l.schedule + (l.schedule === "interleaved" ? " V" + l.virtual_stages : ""),
-            l.micro_batches, l.recompute, l.zero, {bytes: l.peak_bytes}, {bytes: l.headroom_bytes}, l.worst_stage,
-            {seconds: l.step_seconds_estimate}];
+            l.micro_batches, l.recompute, l.zero, ...(searched ? [l.optimizer, l.loss] : []),
+            {bytes: l.peak_bytes}, {bytes: l.headroom_bytes}, l.worst_stage, {seconds: l.step_seconds_estimate}];
   }
 
   function renderPlan(plan, jsonText) {
@@ -291,9 +292,11 @@
                   paragraph("tried " + c.tried + " layouts: " + c.pruned_by_divisibility + " pruned by divisibility, " +
                             c.rejected_for_memory + " rejected for memory, " + c.fit + " fit, " + c.not_evaluated +
                             " not evaluated; " + c.simulations + " steps simulated (" + c.stage_runs + " stage runs)", "note")];
-    const header = ["#", "TP", "CP", "EP", "PP", "DP", "schedule", "M", "recompute", "ZeRO", "peak", "headroom", "stage", "step (est.)"];
+    const searched = plan.search.losses.length > 0 || plan.search.optimizers.length > 0;
+    const header = ["#", "TP", "CP", "EP", "PP", "DP", "schedule", "M", "recompute", "ZeRO", ...(searched ? ["optimizer", "loss"] : []),
+                    "peak", "headroom", "stage", "step (est.)"];
     if (plan.layouts.length) {
-      const t = table("plan-layouts", header, plan.layouts.map((l, i) => layoutRow(i + 1, l)));
+      const t = table("plan-layouts", header, plan.layouts.map((l, i) => layoutRow(i + 1, l, searched)));
       const commands = document.createElement("ol");
       commands.className = "commands";
       plan.layouts.forEach((l) => { const li = document.createElement("li"); li.textContent = shellLine(["step", plan.model, ...l.step_args]); commands.append(li); });
@@ -302,7 +305,7 @@
       const s = plan.nothing_fits;
       out.push(section("Nothing fits", ...head,
         paragraph("the smallest memory that would fit is " + grouped(s.smallest_memory_bytes) + " B (" + binary(s.smallest_memory_bytes) + ")"),
-        table("plan-smallest", header, [layoutRow("smallest", s.layout)]),
+        table("plan-smallest", header, [layoutRow("smallest", s.layout, searched)]),
         paragraph("check: " + shellLine(["step", plan.model, ...s.layout.step_args]), "note")));
     }
     out.push(section("Which layouts fit", charts("plan", jsonText)));

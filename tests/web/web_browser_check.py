@@ -287,18 +287,26 @@ def main():
                     browser.evaluate(FILL % json.dumps(choice))
                     print(f"step {name}, again: {browser.evaluate(READ)['ms']:.1f} ms in the page")
 
-            plan_options = [("--gpus", "16"), ("--device", "h100"), ("--seq-length", "8192")]
-            browser.evaluate(FILL % json.dumps({"source": "shipped", "config": "llama-3.1-8b", "command": "plan",
-                                                "options": plan_options}))
-            page = browser.evaluate(READ)
-            code, out, err = native(args.census, ["plan", "llama-3.1-8b", *[x for o in plan_options for x in o],
-                                                  "--format", "json"])
-            wrong = plan_mismatches(page, json.loads(out)) if code == 0 else [f"census refused: {err}"]
-            failures += [f"plan: {w}" for w in wrong]
-            if not page["charts"].get("plan-memory"):
-                failures.append("plan: the page drew no plan-memory chart")
-            print(f"plan: {len(page['tables'].get('plan-layouts', []))} layouts, "
-                  f"{'equal to' if not wrong else 'DIFFERENT from'} census plan --format json; {page['ms']:.1f} ms in the page")
+            # A plan, and one that searches the loss and the optimizer beside the layouts (two columns more).
+            for plan_options in ([("--gpus", "16"), ("--device", "h100"), ("--seq-length", "8192")],
+                                 [("--gpus", "2"), ("--device", "h100"), ("--gpu-memory", "40GiB"), ("--seq-length", "8192"),
+                                  ("--search", "loss,optimizer")]):
+                browser.evaluate(FILL % json.dumps({"source": "shipped", "config": "llama-3.1-8b", "command": "plan",
+                                                    "options": plan_options}))
+                page = browser.evaluate(READ)
+                code, out, err = native(args.census, ["plan", "llama-3.1-8b", *[x for o in plan_options for x in o],
+                                                      "--format", "json"])
+                wrong = plan_mismatches(page, json.loads(out)) if code == 0 else [f"census refused: {err}"]
+                if code == 0 and json.loads(out)["search"]["losses"]:
+                    for i, (row, layout) in enumerate(zip(page["tables"].get("plan-layouts", []), json.loads(out)["layouts"])):
+                        for key in ("optimizer", "loss"):
+                            if row.get(key) != layout[key]:
+                                wrong.append(f"layout {i + 1} {key}: page {row.get(key)}, census {layout[key]}")
+                failures += [f"plan: {w}" for w in wrong]
+                if not page["charts"].get("plan-memory"):
+                    failures.append("plan: the page drew no plan-memory chart")
+                print(f"plan: {len(page['tables'].get('plan-layouts', []))} layouts, "
+                      f"{'equal to' if not wrong else 'DIFFERENT from'} census plan --format json; {page['ms']:.1f} ms in the page")
 
             # A config the command line refuses: its one line, and nothing drawn.
             bad = '{"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 0}'

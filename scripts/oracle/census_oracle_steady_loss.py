@@ -69,19 +69,11 @@ LIGER_COMMIT = "ead96b6"
 TORCHTUNE_SOURCE = "/opt/torchtune/torchtune/modules/loss"
 TORCHTUNE_COMMIT = "bd2a0fc"
 
+# Each loss's three kinds: one sequence, two, and four micro-batches of one; AdamW as the steady oracle's.
 LOSS_KINDS: Dict[str, Dict[str, Any]] = {
-    "single_adamw_torchtune_chunked_steady": dict(m=1, batch=1, foreach=False, loss="torchtune-chunked"),
-    "single_b2_adamw_torchtune_chunked_steady": dict(m=1, batch=S.B2, foreach=False, loss="torchtune-chunked"),
-    "accum_m4_adamw_torchtune_chunked_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="torchtune-chunked"),
-    "single_adamw_torchtune_linear_steady": dict(m=1, batch=1, foreach=False, loss="torchtune-linear"),
-    "single_b2_adamw_torchtune_linear_steady": dict(m=1, batch=S.B2, foreach=False, loss="torchtune-linear"),
-    "accum_m4_adamw_torchtune_linear_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="torchtune-linear"),
-    "single_adamw_liger_flce_steady": dict(m=1, batch=1, foreach=False, loss="liger-flce"),
-    "single_b2_adamw_liger_flce_steady": dict(m=1, batch=S.B2, foreach=False, loss="liger-flce"),
-    "accum_m4_adamw_liger_flce_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="liger-flce"),
-    "single_adamw_trl_chunked_nll_steady": dict(m=1, batch=1, foreach=False, loss="trl-chunked-nll"),
-    "single_b2_adamw_trl_chunked_nll_steady": dict(m=1, batch=S.B2, foreach=False, loss="trl-chunked-nll"),
-    "accum_m4_adamw_trl_chunked_nll_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, loss="trl-chunked-nll"),
+    f"{shape}_adamw_{loss.replace('-', '_')}_steady": dict(m=m, batch=batch, foreach=False, loss=loss)
+    for loss in ("torchtune-chunked", "torchtune-linear", "liger-flce", "trl-chunked-nll")
+    for shape, m, batch in (("single", 1, 1), ("single_b2", 1, S.B2), ("accum_m4", S.ACCUM_M, 1))
 }
 CURRENT: Dict[str, Any] = {}
 

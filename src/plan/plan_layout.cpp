@@ -79,6 +79,21 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
   return o;
 }
 
+int64_t least_state_bytes(StepOptimizer optimizer) {
+  switch (optimizer) {
+    case StepOptimizer::kAdamW: return 4;
+    case StepOptimizer::kSGD:
+    case StepOptimizer::kAdamW8bit:
+    case StepOptimizer::kPagedAdamW8bit:
+    case StepOptimizer::kTorchaoAdamW8bit:
+    case StepOptimizer::kMuon: return 2;
+    case StepOptimizer::kTorchaoAdamW4bit: return 1;
+    case StepOptimizer::kAdafactor:
+    case StepOptimizer::kNone: return 0;
+  }
+  return 0;
+}
+
 std::string tensor_parallel_rule(const ModelConfig& c, const RunShape& run, int64_t tp) {
   if (tp > run.gpus_per_node) return "TP spans nodes (TP stays inside a node of " + std::to_string(run.gpus_per_node) + ")";
   if (tp > 1 && run.loss != nn::CausalLMLoss::kForCausalLM)

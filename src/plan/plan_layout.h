@@ -99,6 +99,13 @@ std::string sharding_name(const Layout& layout);
 // The tensor-parallel degree as printed: "4", or "4 SP" under sequence parallelism.
 std::string tensor_parallel_name(const Layout& layout);
 
+// The least state bytes `optimizer` keeps for a trained parameter whatever its size and shape, its
+// blocks' maxima, small parameters' wider states and temporaries left out: AdamW's two bf16 moments 4;
+// SGD's momentum, the two 8-bit states (paged or not) and Muon's bf16 momentum 2; the two 4-bit states
+// 1; Adafactor's factored rows and columns, and no optimizer, 0. The bounds and the time model read it
+// (Note [Other optimizers' states in the bounds]).
+int64_t least_state_bytes(StepOptimizer optimizer);
+
 // Why TP `tp` breaks a rule (inside a node, dividing the heads and widths), or empty.
 std::string tensor_parallel_rule(const ModelConfig& config, const RunShape& run, int64_t tp);
 

@@ -72,28 +72,12 @@ int64_t trained(const ChunkParameters& held, bool experts_trained) {
 
 // Note [Other optimizers' states in the bounds]
 // What the bounds count for a trained parameter's states (beside AdamW's own, which both bounds take
-// exactly) is the least each optimizer keeps of it on the device, whatever its size and shape:
-//   sgd                 its momentum buffer, in the parameter's dtype: 2 B
-//   adamw8bit, torchao-adamw8bit   two 8-bit states: 2 B (a small parameter's are wider: fp32 or bf16)
-//   torchao-adamw4bit   two 4-bit states: 1 B (likewise)
-//   muon                Muon's bf16 momentum on the 2-D weights, AdamW's two moments on the rest: 2 B
-//   paged-adamw8bit     0: its large states live in unified memory, outside the device's figures
-//   adafactor           0: its factored states hold a row and a column, not an element a parameter
-// Their blocks' maxima, the small parameters' wider states and each optimizer's own temporaries are
-// left out, so both bounds stay below the step the layout simulates.
-int64_t least_state_bytes(StepOptimizer optimizer) {
-  switch (optimizer) {
-    case StepOptimizer::kSGD:
-    case StepOptimizer::kAdamW8bit:
-    case StepOptimizer::kTorchaoAdamW8bit:
-    case StepOptimizer::kMuon: return 2;
-    case StepOptimizer::kTorchaoAdamW4bit: return 1;
-    case StepOptimizer::kAdamW:  // counted as AdamW's own
-    case StepOptimizer::kPagedAdamW8bit:
-    case StepOptimizer::kAdafactor:
-    case StepOptimizer::kNone: return 0;
-  }
-  return 0;
+// exactly) is the least each optimizer keeps of it on the device (least_state_bytes, plan_layout.h),
+// but nothing of a paged optimizer's, whose large states live in unified memory, outside the device's
+// figures. Their blocks' maxima, the small parameters' wider states and each optimizer's own temporaries
+// are left out, so both bounds stay below the step the layout simulates.
+int64_t device_state_bytes(StepOptimizer optimizer) {
+  return optimizer == StepOptimizer::kPagedAdamW8bit ? 0 : least_state_bytes(optimizer);
 }
 
 }  // namespace
@@ -119,7 +103,7 @@ int64_t MemoryBound::states(const Layout& l, const std::vector<ChunkParameters>&
   const bool adamw = run_.optimizer == StepOptimizer::kAdamW;
   // Note [Other optimizers' states in the bounds]
   const int64_t grad_size = fp32_gradients_ ? 4 : 2;
-  const int64_t state_size = adamw ? (fp32_master_weights_ ? 12 : 4) : least_state_bytes(run_.optimizer);
+  const int64_t state_size = adamw ? (fp32_master_weights_ ? 12 : 4) : device_state_bytes(run_.optimizer);
   auto share = [&](int64_t bytes, bool sharded) { return sharded ? bytes / dp_cp : bytes; };
   constexpr int64_t kMargin = 1 << 20;  // each storage's share is rounded down on its own
   // Note [Experts' gradients in the states' bound]
@@ -351,7 +335,7 @@ int64_t MemoryBound::activations(const Layout& l, const std::vector<ChunkParamet
   // down on its own, hence the margin where they are sharded.
   const bool states_sharded = l.fsdp || l.zero >= 1;
   // Note [Other optimizers' states in the bounds]
-  const int64_t steady_state_size = run_.optimizer != StepOptimizer::kAdamW ? least_state_bytes(run_.optimizer)
+  const int64_t steady_state_size = run_.optimizer != StepOptimizer::kAdamW ? device_state_bytes(run_.optimizer)
                                     : l.fsdp                                ? (fp32_master_weights_ ? 8 : 4)
                                                                             : (fp32_master_weights_ ? 12 : 4);
   auto states_of = [&](int64_t r) -> int64_t {

@@ -478,28 +478,6 @@ void TimeModel::Impl::work(const Layout& l) {
   }
 }
 
-// The state bytes another optimizer than AdamW reads and writes for a parameter in its update: SGD's
-// momentum (2 B), the 8-bit optimizers' two 1-byte states (paged ones paged in where they are not on the
-// device already: counted as on it), the 4-bit one's 1 B, Adafactor's factored rows and columns (next to
-// nothing a parameter), Muon's momentum (2 B; its Newton-Schulz matmuls are not counted: census plan
-// refuses it). Their blocks' maxima and small parameters' wider states are left out.
-namespace {
-double optimizer_state_bytes(StepOptimizer optimizer) {
-  switch (optimizer) {
-    case StepOptimizer::kSGD:
-    case StepOptimizer::kAdamW8bit:
-    case StepOptimizer::kPagedAdamW8bit:
-    case StepOptimizer::kTorchaoAdamW8bit:
-    case StepOptimizer::kMuon: return 2;
-    case StepOptimizer::kTorchaoAdamW4bit: return 1;
-    case StepOptimizer::kAdamW: return 4;
-    case StepOptimizer::kAdafactor:
-    case StepOptimizer::kNone: return 0;
-  }
-  return 0;
-}
-}  // namespace
-
 // Once a step: the gradients' reduction and (ZeRO-1/2) the parameters' gather, on the stage holding the
 // most parameters; then the optimizer's step there. ZeRO-3 and FSDP reduce every pass instead.
 TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) const {
@@ -533,8 +511,12 @@ TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) 
   // moments (8 B), 28 B a parameter in all where ZeRO's fp32 masters move 32.
   const bool own_master = l.fsdp && o.fp32_master_weights;
   const double param_size = own_master ? 4 : kBf16;
-  const double state_size = run.optimizer == StepOptimizer::kAdamW ? (o.fp32_master_weights ? (own_master ? 8 : 12) : 4)
-                                                                   : optimizer_state_bytes(run.optimizer);
+  // Another optimizer reads and writes its states' least bytes (least_state_bytes: a paged one's counted as
+  // on the device, Adafactor's factored ones as nothing; Muon's Newton-Schulz matmuls are not counted, and
+  // census plan refuses it).
+  const double state_size = run.optimizer == StepOptimizer::kAdamW
+                                ? (o.fp32_master_weights ? (own_master ? 8 : 12) : 4)
+                                : static_cast<double>(least_state_bytes(run.optimizer));
   const auto n = static_cast<double>(params);
   const double optimizer_bytes = run.optimizer == StepOptimizer::kNone
                                      ? 0

@@ -10,7 +10,8 @@ own, <case with _first for _steady>.json (kind `..._first`).
 Keeps what tests/step/step_oracle_test.cpp compares: the config as the oracle built it (its fields,
 which carry the family's defaults), the micro-batch size, the schedule, the parameter, gradient and
 optimizer-state bytes, the peak with its phase, op and split, other_peak, each phase's bytes and the
-forward / backward / optimizer-step peaks. A case that records an error (the oracle could not run that
+forward / backward / optimizer-step peaks; a case of the offloading oracle, its record of the pinned host
+memory and of the packs as `host`, as census step reports them. A case that records an error (the oracle could not run that
 kind for that family) keeps its error's first line instead of the numbers.
 """
 import json
@@ -68,6 +69,15 @@ def trimmed(case, folder):
     for key in ("forward_peak", "backward_peak", "optimizer_step_peak"):
         record = case.get(key)
         out[key] = None if record is None else {"bytes": record["bytes"], "phase": record["phase"]}
+    offload = case.get("offload")
+    if offload and offload.get("enabled"):  # the offloading oracle's record of the step (census step's "host")
+        out["host"] = {
+            "pinned_peak_bytes": offload["host_peak_bytes"], "offloaded_bytes": offload["offloaded_bytes"],
+            "brought_back_bytes": offload["brought_back_bytes"],
+            "saves": {"packed": offload["packs"], "offloaded": offload["offloaded"],
+                      "copied_before_offload": offload["offloaded_cloned"] + offload["offloaded_made_contiguous"],
+                      "kept_deduplicated": offload["deduplicated"], "kept_small": offload["kept_small"],
+                      "kept_parameter": offload["kept_parameter"], "brought_back": offload["brought_back"]}}
     return out
 
 
@@ -88,6 +98,8 @@ def first_step_of(case):
     `..._first` in place of `..._steady`, the config, schedule and parameters the two steps share."""
     first = dict(case)
     first.update(case["step1"])
+    if isinstance(case.get("offload"), dict) and "step1" in case["offload"]:
+        first["offload"] = dict(case["offload"], **case["offload"]["step1"])
     first["case"] = case["case"].replace("_steady", "_first")
     first["kind"] = case["kind"].replace("_steady", "_first")
     return first

@@ -69,6 +69,10 @@ def optimizer_options(kind):
         for loss in ("torchtune-chunked", "torchtune-linear"):
             if "_" + loss.replace("-", "_") in kind:
                 args += ["--loss", loss]
+        if "_offload" in kind:
+            args += ["--offload-activations"]
+        if "_ac_full" in kind:
+            args += ["--recompute", "full"]
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]
@@ -130,6 +134,8 @@ def differences(case, got):
         want, have = case.get(key), got.get(key)
         same(key, None if want is None else (want["bytes"], want["phase"]),
              None if have is None else (have["bytes"], have["phase"]))
+    if "host" in case:
+        same("host", case["host"], got.get("host"))
     same("phases", [p["name"] for p in case["phases"]], [p["name"] for p in got["phases"]])
     for want, have in zip(case["phases"], got["phases"]):
         for field in ("live_at_start", "peak_bytes", "live_at_end") + (("peak_op",) if parallel else ()):

@@ -447,7 +447,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 gpu_memory: Any = None, fsdp: bool = False, reshard_after_forward: str = "default",
                 sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
                 optimizer_impl: Any = None, first_step: bool = False,
-                optimizer_in_backward: bool = False, loss: str = "hf") -> Dict[str, Any]:
+                optimizer_in_backward: bool = False, loss: str = "hf",
+                offload_activations: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -461,7 +462,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     as torchtune's optimizer_in_bwd runs it. *loss* is the trainer's loss from the last hidden state: ``hf``
     (Transformers' own on the whole logits), ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
     256 tokens), ``liger-flce`` (Liger's fused linear cross-entropy), ``torchtune-chunked`` or
-    ``torchtune-linear`` (torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss). The step is the steady state, every step from the second on, with the
+    ``torchtune-linear`` (torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss). With
+    *offload_activations*, TRL's activation offloading runs around each micro-batch (``census step
+    --offload-activations``), and ``"host"`` holds the pinned host memory it takes. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -504,7 +507,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _text("reshard_after_forward", reshard_after_forward),
                         _switch("sequence_parallel", sequence_parallel), _switch("loss_parallel", loss_parallel),
                         _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step),
-                        _switch("optimizer_in_backward", optimizer_in_backward), _text("loss", loss))
+                        _switch("optimizer_in_backward", optimizer_in_backward), _text("loss", loss),
+                        _switch("offload_activations", offload_activations))
     return json.loads(text)
 
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/engine.h"
+#include "graph/context.h"
 #include "graph/node.h"
 
 namespace census {
@@ -89,6 +90,7 @@ void CheckpointFrame::release_cycle() {
   // Moved out before they go: letting go of them can free the last holder, and with it this frame.
   std::function<void()> recompute = std::move(recompute_fn);
   std::vector<Tensor> kept_inputs = std::move(inputs);
+  std::vector<PackedInput> packed = std::move(packed_inputs);
   recompute_fn = nullptr;
 }
 
@@ -98,9 +100,26 @@ void CheckpointFrame::recompute() {
   recomputed_.assign(static_cast<size_t>(holders_), Tensor());
   recomputed_count_ = 0;
   phase_ = Phase::kRecompute;
-  GradModeGuard enable_grad(true);  // the recompute runs under enable_grad
-  run([&] { recompute_fn(); });
+  for (const PackedInput& packed : packed_inputs) {
+    // SavedVariable::unpack: the hooks' tensor, as a new variable on the saved one's history, so that
+    // the recompute's graph reaches the forward's (a saved leaf comes back as the hooks kept it).
+    Tensor unpacked = packed.hooks->unpack(packed.slot);
+    if (packed.grad_fn != nullptr) {
+      unpacked = unpacked.detach();
+      set_history(unpacked, packed.grad_fn, packed.output_nr);
+    }
+    inputs[packed.index] = std::move(unpacked);
+  }
+  {
+    GradModeGuard enable_grad(true);  // the recompute runs under enable_grad
+    run([&] { recompute_fn(); });
+  }
   Session::current().set_muted(false);
+  for (PackedInput& packed : packed_inputs) {  // the recompute's args go as it returns
+    inputs[packed.index] = Tensor();
+    packed.hooks->release(packed.slot);
+  }
+  packed_inputs.clear();
   stopped_ = false;
   recomputed_done_ = true;
 }
@@ -121,9 +140,19 @@ std::vector<Tensor> run_checkpointed(const RegionForward& forward, const std::ve
                                      std::vector<CachedOutput>* cached_log,
                                      SelectivePolicy::Kind kind = SelectivePolicy::Kind::kHyperParallel) {
   Ref<CheckpointFrame> frame = arena_shared<CheckpointFrame>();
-  // _NoopSaveInputs: the region's inputs are saved outside the region's hooks.
-  for (const Tensor& input : inputs) Session::current().notify_save(input);
-  frame->inputs = inputs;
+  // _NoopSaveInputs: the region's inputs are saved outside the region's hooks, by those in force: the
+  // session's keep them (and tell its observers); activation offloading's pack them.
+  SavedTensorHooks& outer = GraphContext::current().hooks();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Ref<SavedTensorHooks> hooks;
+    int64_t slot = -1;
+    if (outer.pack(inputs[i], hooks, slot) == SavedTensorHooks::Packed::kHeld) {
+      frame->inputs.emplace_back();
+      frame->packed_inputs.push_back({i, std::move(hooks), slot, inputs[i].grad_fn(), inputs[i].impl()->output_nr});
+    } else {
+      frame->inputs.push_back(inputs[i]);
+    }
+  }
   frame->cached_log = cached_log;
   frame->selective = selective;
   frame->policy = SelectivePolicy(kind);

@@ -92,6 +92,17 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, publ
 
   std::function<void()> recompute_fn;  // re-runs the region's forward, its output dropped
   std::vector<Tensor> inputs;          // kept by _NoopSaveInputs until the frame dies
+  // An input the hooks in force packed instead (activation offloading, autograd/offload_activations.h):
+  // its place in `inputs` stays empty until the recompute unpacks it (ctx.saved_tensors), and is
+  // emptied again once the recompute has run.
+  struct PackedInput {
+    size_t index;
+    Ref<SavedTensorHooks> hooks;
+    int64_t slot;
+    Ref<Node> grad_fn;  // the saved tensor's history, which the unpacked one takes (SavedVariable's grad_fn_)
+    uint32_t output_nr = 0;
+  };
+  std::vector<PackedInput> packed_inputs;
   std::vector<CachedOutput>* cached_log = nullptr;
   // False under full checkpointing (no policy): nothing is cached, every save is recomputed.
   bool selective = true;

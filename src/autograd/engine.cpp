@@ -1,6 +1,7 @@
 #include "autograd/engine.h"
 
 #include <cassert>
+#include <functional>
 #include <queue>
 #include <memory>
 #include <vector>
@@ -71,11 +72,41 @@ void compute_dependencies(Node* root, std::vector<Node*>& stack) {
   }
 }
 
+// The running backward's hooks (a reentrant checkpoint's backward runs inside a node: it has its own).
+struct GraphTask {
+  int64_t id;
+  Node* current = nullptr;
+  std::vector<std::function<void()>> post_hooks;  // on `current`, run once it has
+  std::vector<std::function<void()>> final_callbacks;
+};
+thread_local GraphTask* g_graph_task = nullptr;
+thread_local int64_t g_next_graph_task_id = 0;
+
 }  // namespace
+
+Node* current_autograd_node() { return g_graph_task != nullptr ? g_graph_task->current : nullptr; }
+int64_t current_graph_task_id() { return g_graph_task != nullptr ? g_graph_task->id : -1; }
+
+void register_post_hook(std::function<void()> hook) {
+  assert(g_graph_task != nullptr && g_graph_task->current != nullptr && "a post-hook needs a running node");
+  g_graph_task->post_hooks.push_back(std::move(hook));
+}
+
+void queue_callback(std::function<void()> callback) {
+  assert(g_graph_task != nullptr && "a callback needs a running backward");
+  g_graph_task->final_callbacks.push_back(std::move(callback));
+}
 
 void run_backward(const Tensor& root, const Tensor& grad) {
   assert(root.grad_fn() != nullptr);
   NoGradGuard no_grad;  // backward formulas run with grad mode off (create_graph=False)
+  GraphTask task{g_next_graph_task_id++};
+  GraphTask* const outer = g_graph_task;
+  g_graph_task = &task;
+  struct Restore {
+    GraphTask* outer;
+    ~Restore() { g_graph_task = outer; }
+  } restore{outer};
   std::vector<Node*> scratch;
   scratch.reserve(64);
   compute_dependencies(root.grad_fn().get(), scratch);
@@ -97,9 +128,16 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     // returns.
     GradList inputs = std::move(fn.input_buffer);
     const bool accumulates = fn.is_accumulate_grad();
+    task.current = &fn;
     GradList outputs = accumulates ? GradList() : fn.apply(inputs);
     if (accumulates) accumulate_grad(static_cast<const AccumulateGrad&>(fn), inputs);
     validate_outputs(fn.next_edges(), outputs);
+    if (!task.post_hooks.empty()) {
+      std::vector<std::function<void()>> hooks = std::move(task.post_hooks);
+      task.post_hooks.clear();
+      for (const auto& hook : hooks) hook();
+    }
+    task.current = nullptr;
     inputs.clear();
     fn.release_variables();
     for (size_t i = 0; i < outputs.size() && i < fn.next_edges().size(); ++i) {
@@ -110,6 +148,11 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       if (outputs[i].defined()) accumulate(next->input_buffer[edge.input_nr], std::move(outputs[i]));
       if (--next->pending_dependencies == 0) ready.push(NodeTask{next, next->sequence_nr(), order++});
     }
+  }
+  // exec_post_processing: the queued callbacks, in order (one may queue another).
+  for (size_t i = 0; i < task.final_callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(task.final_callbacks[i]);
+    callback();
   }
 }
 

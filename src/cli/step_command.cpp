@@ -167,6 +167,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   ordered_json j;
   j["step"] = step_name(a);
   j["loss"] = a.loss;
+  j["offload_activations"] = a.offload_activations;
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
@@ -195,6 +196,22 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
     j["optimizer"]["unified_memory_bytes"] = s.optimizer_unified_memory_bytes;
   } else {
     j["optimizer"] = nullptr;
+  }
+  if (s.host) {
+    const OffloadCounts& n = s.offload;
+    j["host"] = {{"pinned_peak_bytes", s.host->peak_bytes},
+                 {"offloaded_bytes", s.host->offloaded_bytes},
+                 {"brought_back_bytes", s.host->brought_back_bytes},
+                 {"saves",
+                  {{"packed", n.packs},
+                   {"offloaded", n.offloaded},
+                   {"copied_before_offload", n.copied_before_offload},
+                   {"kept_deduplicated", n.deduplicated},
+                   {"kept_small", n.kept_small},
+                   {"kept_parameter", n.kept_parameter},
+                   {"brought_back", n.brought_back}}}};
+  } else {
+    j["host"] = nullptr;
   }
   ordered_json phases = ordered_json::array();
   for (const StepPhase& p : s.analysis.phases)
@@ -271,6 +288,11 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
                  human_bytes(s.optimizer_unified_memory_bytes),
                  "in unified memory (cudaMallocManaged), outside the caching allocator: in no device figure"});
   }
+  if (s.host) {
+    table.add({"host (pinned)", grouped(s.host->peak_bytes), human_bytes(s.host->peak_bytes),
+               "activations offloaded: " + grouped(s.offload.offloaded) + " of " + grouped(s.offload.packs) +
+                   " saves, in no device figure"});
+  }
   if (c.composes()) {
     table.add({"peak (composed)", grouped(s.composed_peak.bytes), human_bytes(s.composed_peak.bytes), where(s.composed_peak)});
     for (const ComposedTerm& t : composed_terms(s.composition, s.composed_peak)) {
@@ -344,6 +366,10 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                     "no logits, both gradients made in the forward), torchtune-chunked (torchtune's "
                     "CEWithChunkedOutputLoss: the logits in 8 chunks, each upcast alone) or torchtune-linear "
                     "(torchtune's LinearCrossEntropyLoss: the head run in the loss on the tokens alone)");
+  sub->add_flag("--offload-activations", a.offload_activations,
+                "TRL's activation offloading (SFTConfig.activation_offloading): each saved tensor of 1 KiB or more "
+                "copied to pinned host memory at pack and back at unpack, the five newest kept, the LM head's "
+                "saves kept; the host memory gets its own line");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -482,6 +508,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.optimizer_in_backward = a.optimizer_in_backward;
   o.optimizer_impl = optimizer_impl_of(a);
   o.first_step = a.first_step;
+  o.offload_activations = a.offload_activations;
   o.loss = nn::causal_lm_loss_named(a.loss).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
   o.sequence_parallel = a.sequence_parallel;
@@ -572,7 +599,8 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
-         << (a.loss != "hf" ? ", loss " + a.loss : "") << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
+         << (a.loss != "hf" ? ", loss " + a.loss : "") << (a.offload_activations ? ", activations offloaded" : "")
+         << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "autograd/offload_activations.h"
 #include "nn/loss.h"
 #include "nn/liger_fused_linear_cross_entropy.h"
 #include "nn/torchtune_loss.h"
@@ -198,6 +199,7 @@ CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& 
 }
 
 Tensor CausalLM::output_projection(const Tensor& x) const {
+  const NoOpManager head_saves_kept;  // TRL's forward hooks on lm_head, while activations are offloaded
   if (lm_head) return lm_head->forward(x);
   ModuleScope scope("lm_head", ModuleKind::kOther);  // tied: lm_head's forward over the embedding's weight
   return ops::linear(x, embed_tokens->weight(), Tensor());

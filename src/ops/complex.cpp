@@ -36,6 +36,7 @@ Tensor view_as_complex(const Tensor& self) {
   for (int d = 0; d < strides.size(); ++d) strides[d] /= 2;  // in complex elements
   auto node = make_node<ViewAsComplexBackward0>({&self});
   Tensor out = internal::alias(self, sizes, strides, DType::kComplex64);
+  out.impl()->storage_offset = self.storage_offset() / 2;
   dispatch<1, 1>(Op::kViewAsComplex, {self}, {out});
   set_history(out, node);
   return out;
@@ -49,6 +50,7 @@ Tensor view_as_real(const Tensor& self) {
   strides.insert(self.dim(), 1);
   auto node = make_node<ViewAsRealBackward0>({&self});
   Tensor out = internal::alias(self, sizes, strides, DType::kFloat32);
+  out.impl()->storage_offset = self.storage_offset() * 2;
   dispatch<1, 1>(Op::kViewAsReal, {self}, {out});
   set_history(out, node);
   return out;

@@ -13,6 +13,16 @@ Tensor empty(const Dims& sizes, DType dtype) {
   return out;
 }
 
+Tensor copy_from_host(const Dims& host_sizes, DType dtype, const Dims& sizes, const Dims& strides,
+                      int64_t storage_offset) {
+  Tensor copy = alloc(host_sizes, dtype);
+  dispatch<0, 1>(Op::kToCopy, {}, {copy});
+  if (sizes == host_sizes && strides == copy.strides() && storage_offset == 0) return copy;
+  Tensor view = internal::alias(copy, sizes, strides);
+  view.impl()->storage_offset = storage_offset;
+  return view;
+}
+
 Tensor empty_like(const Tensor& self) {
   Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
   dispatch<1, 1>(Op::kEmptyLike, {self}, {out});

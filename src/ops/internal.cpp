@@ -19,6 +19,7 @@ Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides) {
   impl->strides = strides;
   impl->dtype = base.dtype();
   impl->storage = base.storage();
+  impl->storage_offset = base.storage_offset();
   return Tensor(std::move(impl));
 }
 
@@ -28,6 +29,7 @@ Tensor alias(const Tensor& base, const Dims& sizes, const Dims& strides, DType d
   impl->strides = strides;
   impl->dtype = dtype;
   impl->storage = base.storage();
+  impl->storage_offset = base.storage_offset();
   return Tensor(std::move(impl));
 }
 

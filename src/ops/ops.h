@@ -26,6 +26,11 @@ Tensor new_zeros(const Tensor& self, const Dims& sizes);
 Tensor new_zeros(const Tensor& self, const Dims& sizes, DType dtype);
 Tensor new_empty(const Tensor& self, const Dims& sizes);
 Tensor arange(int64_t end, DType dtype = DType::kInt64);
+// host.to("cuda", non_blocking=True) of a contiguous pinned host tensor of `host_sizes` (no census
+// tensor: the host holds it), then torch.as_strided(copy, sizes, strides, storage_offset) where those
+// differ: a new device tensor, made by _to_copy.
+Tensor copy_from_host(const Dims& host_sizes, DType dtype, const Dims& sizes, const Dims& strides,
+                      int64_t storage_offset);
 
 // --- Elementwise ---
 Tensor to(const Tensor& self, DType dtype);  // _to_copy, or self when the dtype already matches

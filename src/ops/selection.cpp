@@ -174,6 +174,7 @@ Tensor select(const Tensor& self, int64_t dim, int64_t index) {
   sizes.erase(d);
   strides.erase(d);
   Tensor out = alias(self, sizes, strides);
+  out.impl()->storage_offset += index * self.strides()[d];
   dispatch<1, 1>(Op::kSelect, {self}, {out});
   set_history(out, node);
   return out;
@@ -186,7 +187,10 @@ std::vector<Tensor> unbind(const Tensor& self, int64_t dim) {
   sizes.erase(d);
   strides.erase(d);
   std::vector<Tensor> out;
-  for (int64_t i = 0; i < self.sizes()[d]; ++i) out.push_back(alias(self, sizes, strides));
+  for (int64_t i = 0; i < self.sizes()[d]; ++i) {
+    out.push_back(alias(self, sizes, strides));
+    out.back().impl()->storage_offset += i * self.strides()[d];
+  }
   internal::dispatch(Op::kUnbind, std::span<const Tensor>(&self, 1), out);
   for (size_t i = 0; i < out.size(); ++i) set_history(out[i], node, static_cast<uint32_t>(i));
   return out;

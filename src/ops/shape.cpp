@@ -184,7 +184,9 @@ Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_
   Dims sizes = self.sizes(), strides = self.strides();
   sizes[d] = (end - start + step - 1) / step;
   strides[d] *= step;
-  return view_op<SliceBackward0>(Op::kSlice, self, sizes, strides, self.sizes(), d, start, end, step);
+  Tensor out = view_op<SliceBackward0>(Op::kSlice, self, sizes, strides, self.sizes(), d, start, end, step);
+  out.impl()->storage_offset += start * self.strides()[d];
+  return out;
 }
 
 Tensor slice_backward(const Tensor& grad, const Dims& input_sizes, int dim, int64_t start, int64_t end, int64_t step) {
@@ -327,7 +329,12 @@ std::vector<Tensor> split_views(Op op, std::string_view node_name, const Tensor&
   }
   auto node = make_node<SplitBackward>({&self}, node_name, part_sizes, dim, self.dtype());
   std::vector<Tensor> parts;
-  for (const Dims& sizes : part_sizes) parts.push_back(alias(self, sizes, self.strides()));
+  int64_t start = 0;
+  for (const Dims& sizes : part_sizes) {
+    parts.push_back(alias(self, sizes, self.strides()));
+    parts.back().impl()->storage_offset += start * self.strides()[dim];
+    start += sizes[dim];
+  }
   internal::dispatch(op, std::span<const Tensor>(&self, 1), parts);
   for (size_t i = 0; i < parts.size(); ++i) set_history(parts[i], node, static_cast<uint32_t>(i));
   return parts;

@@ -289,6 +289,31 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                     "the loss over a sharded head or sequence is not priced yet; drop one of them");
   }
   const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
+  if (o.offload_activations) {
+    // TRL's context spans one micro-batch's forward and backward; a pipeline's forwards run ahead of
+    // their backwards, and a sharded rank's saves are DTensors' local shards: neither is priced yet.
+    const char* with = o.pipeline_stages > 1        ? "--pp"
+                       : o.tensor_parallel > 1      ? "--tp"
+                       : o.fsdp.shards > 1          ? "--fsdp"
+                       : o.context_parallel > 1     ? "--cp"
+                       : o.expert_parallel > 1      ? "--ep"
+                       : o.composition.zero > 0     ? "--zero"
+                                                    : nullptr;
+    if (with != nullptr)
+      return refuse(std::string("--offload-activations with ") + with,
+                    "offloading is priced on one rank's whole model, one micro-batch's forward and backward at a "
+                    "time; drop one of them");
+    bool reentrant = o.recompute == Recompute::kFullReentrant;
+    for (const auto& [kind, mode] : o.recompute_by_kind) reentrant = reentrant || mode == Recompute::kFullReentrant;
+    if (reentrant)
+      return refuse("--offload-activations with --recompute full-reentrant",
+                    "a reentrant checkpoint re-runs its forward and a backward of its own under the offloading "
+                    "hooks, which is not priced yet; use --recompute full (use_reentrant=False)");
+    if (o.loss == nn::CausalLMLoss::kLigerFlce)
+      return refuse("--offload-activations with --loss liger-flce",
+                    "TRL keeps Liger's modules' saves on the device, and the fused loss's saves are not priced "
+                    "under offloading yet; give another --loss");
+  }
   // The composed fp32 master weights are AdamW's: an fp32 copy and two fp32 moments, 12 B a parameter,
   // three times its bf16 moments (step/step_compose.h). Another optimizer's states do not scale so.
   if (o.composition.fp32_master_weights && o.optimizer != StepOptimizer::kAdamW && o.optimizer != StepOptimizer::kNone)
@@ -480,6 +505,7 @@ class StepRunner {
   std::optional<RecomputedLayers> layers_;  // made once the chunks are known
   Session session_;  // before the models: every tensor of the step dies before it
   StepBytes bytes_;
+  Ref<OffloadActivations> offload_;  // where activations are offloaded; made in the session
   std::vector<ModelChunk> chunks_;
   std::vector<std::unique_ptr<CausalLM>> models_;  // one per chunk, as the stage builds them
   std::optional<Fsdp2> fsdp_;     // FSDP2's units, where the step shards with it
@@ -533,9 +559,11 @@ Held StepRunner::forward(size_t chunk) {
     bytes_.note(labels, StepCategory::kInputs);
   }
   Tensor hidden_states;
+  // The model's argument: the input ids (the first chunk), else the hidden states received, a leaf. The
+  // caller's variable holds the ids until the forward returns (the embedding's save may not: activation
+  // offloading moves it to the host).
+  Tensor input_ids;
   {
-    // The model's argument: the input ids (the first chunk), else the hidden states received, a leaf.
-    Tensor input_ids;
     if (model.chunk().first) {
       input_ids = ops::randint(Dims{batch, seq});
       bytes_.note(input_ids, StepCategory::kInputs);
@@ -625,6 +653,7 @@ StepCensus StepRunner::run() {
   session_.set_fold_alike_iterations(!o_.allocator.has_value());
   build();
   session_.add_observer(&bytes_);
+  if (o_.offload_activations) offload_ = arena_shared<OffloadActivations>();
   StepCensus result;
   result.first_layer = chunks_.front().begin;
   result.end_layer = chunks_.back().end;
@@ -701,11 +730,13 @@ StepCensus StepRunner::run() {
     if (pass.pass == 'F') {
       if (replays_ && rec.has_forward) {
         flight.replay = bytes_.replay(rec.forward);
+        if (offload_) offload_->replayed();
         ++result.passes_replayed;
         continue;
       }
       const bool records = replays_ && ++rec.forwards == 2;
       StepPassLog log = bytes_.begin_pass();
+      if (offload_) offload_->enter();  // TRL's training_step: the context around the micro-batch
       flight.held = forward(static_cast<size_t>(pass.chunk));
       if (!records) continue;
       bytes_.end_pass(log);
@@ -720,6 +751,7 @@ StepCensus StepRunner::run() {
       StepPassLog log = bytes_.begin_pass();
       backward(std::move(*flight.held), static_cast<size_t>(pass.chunk));
       flight.held.reset();
+      if (offload_) offload_->exit();
       if (records) {
         bytes_.end_pass(log);
         rec.backward = log;
@@ -763,6 +795,10 @@ StepCensus StepRunner::run() {
     return result;
   }
   result.gradient_bytes_at_end = gradient_bytes();
+  if (offload_) {
+    result.host = offload_->host();
+    result.offload = offload_->counts();
+  }
   // The further compositions, composed with the step's own options as its own composition is below.
   const int64_t ring_kv = ring_kv_bytes(layer_config_, o_);
   std::vector<StepComposition> also_composed = o_.also_composed;

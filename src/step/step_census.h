@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "step/step_alloc.h"
+#include "autograd/offload_activations.h"
 #include "step/optimizer_choice.h"
 #include "step/pipeline_split.h"
 #include "step/recompute_choice.h"
@@ -95,6 +96,9 @@ struct StepOptions {
   // made by the first step, alive from the start, and the gradients as zero_grad(set_to_none=True) left
   // them (none). first_step: the first, whose optimizer makes its states inside its step.
   bool first_step = false;
+  // TRL's activation offloading (SFTConfig.activation_offloading, autograd/offload_activations.h): the
+  // context entered around each micro-batch's forward, loss and backward, the LM head's saves kept.
+  bool offload_activations = false;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.
@@ -166,6 +170,9 @@ struct StepCensus {
   StepMoment composed_peak;
   StepComposition composition;  // as the step applied it: its gathered sizes set
   int64_t largest_layer_parameter_bytes = 0;
+  // Where activations are offloaded: the pinned host memory they take, and what the packs did.
+  std::optional<HostMemory> host;
+  OffloadCounts offload;
   int64_t passes_replayed = 0;  // passes replayed rather than run through the engine
   // One per StepOptions::also_composed, in its order: the step's peak under that composition (the
   // highest phase peak of the reweighed step, as composed_peak; the simulated peak where it composes

@@ -45,6 +45,7 @@ Tensor Tensor::detach() const {
   impl->strides = impl_->strides;
   impl->dtype = impl_->dtype;
   impl->storage = impl_->storage;
+  impl->storage_offset = impl_->storage_offset;
   return Tensor(std::move(impl));
 }
 

@@ -34,6 +34,9 @@ struct TensorImpl final : RefCounted {
   Dims strides;
   DType dtype = DType::kBFloat16;
   Ref<Storage> storage;
+  // Where the view starts in its storage, in elements of `dtype` (PyTorch's storage_offset()): a slice,
+  // a select or a split past the first part starts further in.
+  int64_t storage_offset = 0;
 
   // Autograd metadata. A leaf that requires grad has `requires_grad` set and, once an op uses it,
   // an AccumulateGrad node; a non-leaf has a grad_fn and the index of the output it is.
@@ -63,6 +66,7 @@ class Tensor {
   // Bytes of this tensor's elements (a view's, not its storage's).
   int64_t nbytes() const { return numel() * element_size(); }
   const Ref<Storage>& storage() const { return impl_->storage; }
+  int64_t storage_offset() const { return impl_->storage_offset; }
   int64_t storage_id() const { return impl_->storage->id; }
   bool is_parameter() const { return impl_->storage->is_parameter; }
 

@@ -61,6 +61,8 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     if (kind.find("_liger_flce") != std::string::npos) o.loss = nn::CausalLMLoss::kLigerFlce;
     if (kind.find("_torchtune_chunked") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneChunked;
     if (kind.find("_torchtune_linear") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneLinear;
+    o.offload_activations = kind.find("_offload") != std::string::npos;
+    if (kind.find("_ac_full") != std::string::npos) o.recompute = Recompute::kFull;
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
                          : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused

@@ -99,6 +99,24 @@ inline void expect_step_case(const StepCensus& step, const nlohmann::json& oracl
   EXPECT_EQ(a.other_peak.phase, other.at("phase").get<std::string>());
   EXPECT_EQ(a.other_peak.op, other.at("op").get<std::string>());
   expect_phases(step, oracle);
+  // The offloading oracle's record: the pinned host memory and what the packs did.
+  if (oracle.contains("host")) {
+    const auto& host = oracle.at("host");
+    ASSERT_TRUE(step.host.has_value());
+    EXPECT_EQ(step.host->peak_bytes, host.at("pinned_peak_bytes").get<int64_t>());
+    EXPECT_EQ(step.host->offloaded_bytes, host.at("offloaded_bytes").get<int64_t>());
+    EXPECT_EQ(step.host->brought_back_bytes, host.at("brought_back_bytes").get<int64_t>());
+    const auto& saves = host.at("saves");
+    EXPECT_EQ(step.offload.packs, saves.at("packed").get<int64_t>());
+    EXPECT_EQ(step.offload.offloaded, saves.at("offloaded").get<int64_t>());
+    EXPECT_EQ(step.offload.copied_before_offload, saves.at("copied_before_offload").get<int64_t>());
+    EXPECT_EQ(step.offload.deduplicated, saves.at("kept_deduplicated").get<int64_t>());
+    EXPECT_EQ(step.offload.kept_small, saves.at("kept_small").get<int64_t>());
+    EXPECT_EQ(step.offload.kept_parameter, saves.at("kept_parameter").get<int64_t>());
+    EXPECT_EQ(step.offload.brought_back, saves.at("brought_back").get<int64_t>());
+  } else {
+    EXPECT_FALSE(step.host.has_value());
+  }
 }
 
 }  // namespace census::testing

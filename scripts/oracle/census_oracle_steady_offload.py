@@ -1,0 +1,594 @@
+#!/usr/bin/env python3
+"""Census steady-state step oracle, OFFLOAD: the steady machinery with TRL's activation offloading.
+
+This file imports ``census_oracle_steady_loss.py`` (beside it, which imports ``census_oracle_steady_ext.py``)
+and edits nothing in either. Its kinds run through the loss oracle's ``run_steady_case_loss`` (and so the
+extended oracle's ``run_steady_case_ext``: AdamW ``foreach=False``, two steps, step 2 recorded, the same JSON
+layout), with TRL's ``OffloadActivations`` around each micro-batch as TRL's ``SFTTrainer`` puts it
+(``with self.maybe_activation_offload_context: return super().training_step(...)``: one micro-batch's forward,
+loss and backward; the optimizer step outside). The manager is made once per case, after the model is built
+and before step 1, by TRL's ``get_act_offloading_ctx_manager(model)`` (so ``model.lm_head`` runs under its
+``NoOpManager``); its state (``curr_autograd_node``, ``curr_graph_id``, ...) lives across micro-batches and
+steps. It is entered after the oracle marks ``F<i>`` and left before the next mark after ``B<i>`` (``F<i+1>``
+or ``optimizer_step``): ``S.Step.mark`` is rebound for that, ``S.Step.start`` to open each step's record.
+
+TRL's source: huggingface/trl f2cd577, ``/opt/trl/trl/models/activation_offloading.py`` (``git archive f2cd577
+trl/models/activation_offloading.py``). Its text is read, one expression edited (below), its top-level imports
+dropped and the module executed in a namespace that names what they imported; ``OffloadActivations``,
+``NoOpManager``, ``_get_unique_tensor_key`` and ``get_act_offloading_ctx_manager`` run as TRL writes them (the
+1 KiB threshold, the Parameter and parameter-storage checks, the storage-key dedup, ``.contiguous()`` /
+``.clone()`` of non-contiguous or offset views as real fake-tensor ops the tracker counts, the stride-0
+branch, the forward stash of 5, ``torch._C._current_autograd_node()``, ``node.register_hook``,
+``torch._C._storage_Use_Count``, ``torch._C._current_graph_task_id()`` and the engine's ``queue_callback``,
+all real torch on CPU). Only what cannot run on CPU fake tensors is stood in for:
+
+* imports: ``accelerate.logging.get_logger`` is ``logging.getLogger`` (accelerate is not installed);
+  ``accelerate.utils.versions.is_torch_version`` compares ``torch.__version__`` with packaging; ``psutil``
+  is an object whose ``virtual_memory().percent`` reads 0.0 (the 60 % warning never fires; nothing else
+  reads it); ``transformers.is_torch_npu_available`` is ``lambda: False``. TRL's own guarded ``from
+  torch.distributed.tensor import DTensor`` runs as written (it imports here; no fake tensor is a DTensor).
+* ``torch`` as TRL's module sees it (:class:`_TorchForOffload`, every other name torch's own, as the loss
+  oracle's ``_TorchWithWhere``): ``torch.accelerator.current_accelerator().type`` reads ``"cuda"`` (this
+  torch reports no accelerator); ``torch.cuda.default_stream()`` / ``torch.cuda.Stream()`` are
+  :class:`_Stream` stand-ins whose ``record_event``, ``wait_event``, ``wait_stream`` and ``synchronize`` do
+  nothing (counted), ``torch.cuda.stream(s)`` is a null context: there are no streams, every op runs in
+  program order, so memory is freed exactly when references drop (a CUDA run can hold a block longer,
+  until its stream's work is done: that delay is not modelled).
+* ``torch.empty_like(x, pin_memory=..., device="cpu")`` and ``torch.empty(n, dtype=..., pin_memory=...,
+  device="cpu")`` (TRL's only two calls, both its pinned host copies) make a :class:`HostCopy`: a Python
+  object with the shape, stride, dtype and byte count a host tensor would have, never a tensor, so the
+  tracker does not count it as device bytes. Its ``copy_`` does nothing (notes the source's device); its
+  ``.to("cuda", non_blocking=True)`` at unpack makes the device tensor with the recorded size and strides
+  through ``aten._to_copy.default`` (a meta tensor of that layout, made with the dispatch modes off, copied
+  to the fake device with them on: the op a real pinned-host to CUDA ``.to`` dispatches). A tally of live
+  host bytes rises at each host copy and falls when the ``HostCopy`` is dropped (TRL drops its tracker entry
+  at unpack), per step its peak and the total copied.
+* ``tensor.record_stream(...)``: a no-op while a case runs (counted); fake tensors raise on it.
+* the device check: TRL's ``activation.device.type not in ["cuda", "xpu", "npu"]`` is edited in the source text
+  to ``_accelerator_type_of(activation) not in [...]``, which reads ``"cuda"`` for a fake tensor (the fakes
+  are the accelerator's tensors; they sit on the cpu device) and the device type otherwise.
+* storage addresses: a fake storage's ``data_ptr()`` is 0 (checked: a warning and 0), which would make
+  every saved tensor at offset k and dtype d one key (all but the first deduplicated) and leave
+  ``update_model_params`` empty (it keeps non-zero pointers). While a case runs, ``UntypedStorage.data_ptr``
+  answers a fake (meta-backed) storage with an address of its own: each live storage, the first time it is
+  asked, gets a block of its bytes rounded up to 512 from a bump allocator (never handed out again), so as on
+  CUDA live storages' ``[data_ptr, data_ptr + nbytes)`` are disjoint, ``data_ptr + storage_offset`` is one key
+  per (storage, offset) and parameters' storages are found; the address goes when the storage goes (its
+  ``_cdata``, ``O._address``, may then be reused). Unlike CUDA's caching allocator, a freed address is never
+  reused, so a stale key (an original whose clone is stashed, freed within the stash's window) cannot be matched
+  by a new storage. Any other storage's ``data_ptr`` is torch's.
+
+Kinds (``OFFLOAD_KINDS``): ``single_adamw_offload_steady``, ``single_b2_adamw_offload_steady``,
+``accum_m4_adamw_offload_steady`` (each micro-batch its own enter / exit), ``single_adamw_offload_ac_full_steady``
+and, without offloading, ``single_adamw_ac_full_steady`` (every decoder layer's ``gradient_checkpointing = True``
+and ``_gradient_checkpointing_func = functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)``,
+as Transformers' ``gradient_checkpointing_enable`` sets it; the oracle's ``O._checkpoints_on("cpu")`` is already
+around the steps), and ``single_adamw_trl_chunked_nll_offload_steady`` (the loss oracle's TRL chunked loss, with
+offloading). Each result has ``offload``: step 2's counts (host peak and total bytes, packs, offloaded,
+deduplicated, kept small / parameter, brought back, served from the forward stash, post-hooks, the ops the
+pack and the unpack allocated on the device, the tracker left after each backward) and step 1's under
+``step1``, with TRL's commit and settings. See README.md beside this file.
+"""
+import ast
+import contextlib
+import functools
+import logging
+import os
+import sys
+import types
+import weakref
+from typing import Any, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import census_oracle_steady_loss as L  # noqa: E402  pylint: disable=wrong-import-position
+
+E = L.E
+S = L.S
+O = E.O
+torch = L.torch
+
+TRL_SOURCE = "/opt/trl/trl/models/activation_offloading.py"
+TRL_COMMIT = L.TRL_COMMIT  # f2cd577, the loss oracle's
+DEVICE_CHECK = 'activation.device.type not in ["cuda", "xpu", "npu"]'
+DEVICE_CHECK_EDIT = '_accelerator_type_of(activation) not in ["cuda", "xpu", "npu"]'
+ALIGN = 512  # CUDA's caching allocator rounds requests up to 512 bytes
+
+OFFLOAD_KINDS: Dict[str, Dict[str, Any]] = {
+    "single_adamw_offload_steady": dict(m=1, batch=1, foreach=False, offload=True),
+    "single_b2_adamw_offload_steady": dict(m=1, batch=S.B2, foreach=False, offload=True),
+    "accum_m4_adamw_offload_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, offload=True),
+    "single_adamw_offload_ac_full_steady": dict(m=1, batch=1, foreach=False, offload=True, ac="full"),
+    "single_adamw_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full"),
+    "single_adamw_trl_chunked_nll_offload_steady": dict(m=1, batch=1, foreach=False, offload=True,
+                                                        loss="trl-chunked-nll"),
+}
+OFFLOAD_FAMILIES = ("llama", "qwen3", "qwen3_moe", "gemma3", "mixtral", "gpt_oss", "deepseek_v3")
+OFF: Dict[str, Any] = {}  # the running case: its manager, TRL's namespace, the step records
+
+
+# ---------------------------------------------------------------------------
+# Stand-ins
+# ---------------------------------------------------------------------------
+
+def _counts() -> Dict[str, int]:
+    return OFF.setdefault("record", {}).setdefault("calls", {})
+
+
+def _count(name: str) -> None:
+    if "record" in OFF:
+        calls = _counts()
+        calls[name] = calls.get(name, 0) + 1
+
+
+class _Event:
+    """A CUDA event stand-in: nothing to wait for."""
+
+    def synchronize(self) -> None:
+        _count("event.synchronize")
+
+
+class _Stream:
+    """A CUDA stream stand-in: every op runs in program order, so there is nothing to order or wait for."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def record_event(self, event: Any = None) -> Any:
+        _count(f"{self.name}.record_event")
+        return event if event is not None else _Event()
+
+    def wait_event(self, event: Any) -> None:
+        del event
+        _count(f"{self.name}.wait_event")
+
+    def wait_stream(self, stream: Any) -> None:
+        del stream
+        _count(f"{self.name}.wait_stream")
+
+    def synchronize(self) -> None:
+        _count(f"{self.name}.synchronize")
+
+
+class _Cuda:
+    """torch.cuda as TRL's module reads it: its streams (stand-ins); any other name is torch.cuda's."""
+
+    @staticmethod
+    def default_stream(device: Any = None) -> _Stream:
+        del device
+        return _Stream("s0")
+
+    @staticmethod
+    def Stream(*args: Any, **kwargs: Any) -> _Stream:  # pylint: disable=invalid-name
+        del args, kwargs
+        return _Stream("s1")
+
+    @staticmethod
+    def stream(stream: Any) -> Any:
+        del stream
+        return contextlib.nullcontext()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch.cuda, name)
+
+
+class _Accelerator:
+    """torch.accelerator: TRL reads current_accelerator().type for its bookkeeping."""
+
+    @staticmethod
+    def current_accelerator(*args: Any, **kwargs: Any) -> Any:
+        del args, kwargs
+        return types.SimpleNamespace(type="cuda")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch.accelerator, name)
+
+
+class HostCopy:
+    """A pinned host tensor stand-in: its layout and bytes; no tensor, so no device bytes are tracked."""
+
+    def __init__(self, shape: Any, stride: Any, dtype: Any, device: Any = None) -> None:
+        self.shape = tuple(shape)
+        self._stride = tuple(stride)
+        self.dtype = dtype
+        self.source_device = device
+        numel = 1
+        for n in self.shape:
+            numel *= n
+        self.nbytes = numel * dtype.itemsize  # no tensor made: nothing dispatched, nothing tracked
+        record = OFF.get("record")
+        self._record = record
+        if record is not None:
+            record["host_copies"] += 1
+            record["offloaded_bytes"] += self.nbytes
+            OFF["host_live"] = OFF.get("host_live", 0) + self.nbytes
+            record["host_peak_bytes"] = max(record["host_peak_bytes"], OFF["host_live"])
+            self._counted = True
+        else:
+            self._counted = False
+
+    def __del__(self) -> None:
+        if getattr(self, "_counted", False):
+            OFF["host_live"] = OFF.get("host_live", 0) - self.nbytes
+
+    def size(self) -> Any:
+        return torch.Size(self.shape)
+
+    def stride(self) -> Any:
+        return self._stride
+
+    def copy_(self, src: Any, non_blocking: bool = False) -> "HostCopy":
+        del non_blocking
+        self.source_device = src.device
+        return self
+
+    def to(self, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        """Back to the accelerator: the fake device tensor, through aten._to_copy.default."""
+        del device, kwargs
+        with torch.utils._python_dispatch._disable_current_modes():  # pylint: disable=protected-access
+            template = torch.empty_strided(self.shape, self._stride, dtype=self.dtype, device="meta")
+        record = OFF.get("record")
+        if record is not None:
+            record["brought_back"] += 1
+            record["brought_back_bytes"] += self.nbytes
+        return template.to(self.source_device or torch.device("cpu"), non_blocking=non_blocking)
+
+
+def _host(device: Any) -> bool:
+    return device is not None and torch.device(device).type == "cpu"
+
+
+class _TorchForOffload:
+    """torch, as TRL's activation_offloading module sees it: streams, accelerator and host copies stood in for."""
+
+    accelerator = _Accelerator()
+    cuda = _Cuda()
+
+    @staticmethod
+    def empty_like(tensor: Any, *args: Any, device: Any = None, pin_memory: bool = False, **kwargs: Any) -> Any:
+        if _host(device) and not args and not kwargs.get("memory_format") and kwargs.get("dtype") is None:
+            _count("empty_like(host)")
+            return HostCopy(tensor.shape, tensor.stride(), tensor.dtype, tensor.device)
+        return torch.empty_like(tensor, *args, device=device, pin_memory=pin_memory, **kwargs)
+
+    @staticmethod
+    def empty(*size: Any, dtype: Any = None, device: Any = None, pin_memory: bool = False, **kwargs: Any) -> Any:
+        if _host(device) and not kwargs:
+            shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+            _count("empty(host)")
+            strides, acc = [], 1
+            for n in reversed(shape):
+                strides.append(acc)
+                acc *= n
+            return HostCopy(shape, tuple(reversed(strides)), dtype or torch.get_default_dtype())
+        return torch.empty(*size, dtype=dtype, device=device, pin_memory=pin_memory, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+
+def _accelerator_type_of(tensor: Any) -> str:
+    """The edited device check: a fake tensor is the accelerator's (it sits on the cpu device)."""
+    return "cuda" if O._is_fake(tensor) else tensor.device.type  # pylint: disable=protected-access
+
+
+class _Psutil:
+    """psutil as TRL reads it: virtual_memory().percent (0.0: the 60 % warning does not fire)."""
+
+    @staticmethod
+    def virtual_memory() -> Any:
+        return types.SimpleNamespace(percent=0.0)
+
+
+def _is_torch_version(operation: str, version: str) -> bool:
+    import operator  # pylint: disable=import-outside-toplevel
+    from packaging.version import Version  # pylint: disable=import-outside-toplevel
+    ops = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq,
+           "!=": operator.ne}
+    return ops[operation](Version(Version(torch.__version__).base_version), Version(version))
+
+
+# -- storage addresses ------------------------------------------------------
+
+_DATA_PTR = torch.UntypedStorage.data_ptr
+_RECORD_STREAM = torch.Tensor.record_stream
+ADDRESSES: Dict[int, int] = {}
+_NEXT = [0x7F0000000000]
+
+
+def _forget(cdata: int) -> None:
+    ADDRESSES.pop(cdata, None)
+
+
+def _data_ptr(self: Any) -> int:
+    """A fake storage's address: one block per live storage, as a CUDA allocation; any other storage: torch's."""
+    if self.device.type != "meta":
+        return _DATA_PTR(self)
+    cdata = self._cdata  # pylint: disable=protected-access
+    address = ADDRESSES.get(cdata)
+    if address is None:
+        address = ADDRESSES[cdata] = _NEXT[0]
+        _NEXT[0] += max(ALIGN, -(-self.nbytes() // ALIGN) * ALIGN)
+        weakref.finalize(self, _forget, cdata)
+        _count("data_ptr(fake storage)")
+    return address
+
+
+def _record_stream(self: Any, stream: Any) -> None:
+    del self, stream
+    _count("record_stream")
+
+
+@contextlib.contextmanager
+def _stand_ins() -> Any:
+    """data_ptr of fake storages and record_stream, while a case runs."""
+    torch.UntypedStorage.data_ptr = _data_ptr
+    torch.Tensor.record_stream = _record_stream
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.data_ptr = _DATA_PTR
+        torch.Tensor.record_stream = _RECORD_STREAM
+        ADDRESSES.clear()
+
+
+# ---------------------------------------------------------------------------
+# TRL's module, executed from its source
+# ---------------------------------------------------------------------------
+
+def load_offloading() -> Dict[str, Any]:
+    """TRL's activation_offloading.py: the device check edited, top-level imports named, the rest run as written."""
+    import transformers  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    from torch.autograd.graph import saved_tensors_hooks  # pylint: disable=import-outside-toplevel
+    text = open(TRL_SOURCE, encoding="utf-8").read()
+    if text.count(DEVICE_CHECK) != 1:
+        raise RuntimeError(f"{TRL_SOURCE}: expected one {DEVICE_CHECK!r}")
+    text = text.replace(DEVICE_CHECK, DEVICE_CHECK_EDIT)
+    tree = ast.parse(text, filename=TRL_SOURCE)
+    dropped = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    namespace: Dict[str, Any] = {
+        "sys": sys, "psutil": _Psutil(), "torch": _TorchForOffload(), "get_logger": logging.getLogger,
+        "is_torch_version": _is_torch_version, "nn": torch.nn, "saved_tensors_hooks": saved_tensors_hooks,
+        "is_torch_npu_available": lambda: False, "_accelerator_type_of": _accelerator_type_of,
+        "__name__": "trl.models.activation_offloading"}
+    exec(compile(ast.Module(body=body, type_ignores=[]), TRL_SOURCE, "exec"), namespace)  # pylint: disable=exec-used
+    namespace["__dropped_imports__"] = dropped
+    return namespace
+
+
+def _step_record() -> Dict[str, Any]:
+    return {"packs": 0, "offloaded": 0, "deduplicated": 0, "kept_small": 0, "kept_parameter": 0,
+            "kept_not_accelerator": 0, "kept_fp8": 0, "offloaded_broadcast": 0, "offloaded_cloned": 0,
+            "offloaded_made_contiguous": 0, "host_copies": 0, "offloaded_bytes": 0,
+            "host_peak_bytes": OFF.get("host_live", 0),
+            "host_bytes_at_start": OFF.get("host_live", 0), "unpacks": 0, "unpacks_offloaded": 0,
+            "brought_back": 0, "brought_back_bytes": 0, "served_from_fwd_stash": 0, "post_hooks_registered": 0,
+            "post_hooks_fired": 0, "pack_allocations_by_op": {}, "unpack_allocations_by_op": {},
+            "deduplicated_by_layer": {}, "tracker_left_after_backward": [], "calls": {}}
+
+
+def _allocations(step: Any, since: int, into: Dict[str, List[int]]) -> None:
+    live = step.live
+    for (_, delta), name in zip(live.events[since:], live.names[since:]):
+        if delta > 0:
+            slot = into.setdefault(name, [0, 0])
+            slot[0] += 1
+            slot[1] += delta
+
+
+def make_manager(model: Any) -> Any:
+    """TRL's get_act_offloading_ctx_manager(model), its pack / unpack observed (counted), not changed."""
+    trl = OFF["trl"]
+    ctx = trl["get_act_offloading_ctx_manager"](model)
+    OFF["settings"] = {"use_pin_memory": ctx.use_pin_memory, "use_streams": ctx.use_streams,
+                       "min_offload_size": ctx.min_tensor_size_bytes, "max_fwd_stash_size": ctx.max_fwd_stash_size,
+                       "accelerator_type": ctx.accelerator_type, "param_storages": len(ctx.param_storages),
+                       "model_parameters": len(list(model.parameters()))}
+    pack, unpack = ctx.pack_hook, ctx.unpack_hook
+    for index, layer in enumerate(S.backbone(model).layers):
+        layer.register_forward_pre_hook(lambda *_, i=index: OFF.__setitem__("layer", i))
+        layer.register_forward_hook(lambda *_: OFF.__setitem__("layer", None))
+
+    def observed_pack(activation: Any) -> Any:
+        record, step = OFF["record"], OFF["step"]
+        record["packs"] += 1
+        num_bytes = activation.element_size() * activation.nelement()
+        broadcast = 0 in activation.stride()
+        clone = activation.storage_offset() != 0
+        contiguous = not activation.is_contiguous()
+        events = len(step.live.events)
+        tensor_id = pack(activation)
+        _allocations(step, events, record["pack_allocations_by_op"])
+        entry = ctx.tracker[tensor_id]
+        # TRL tracks a storage key for an offloaded tensor (while stashed) and for a deduplicated one, no other
+        deduplicated = not entry[1] and tensor_id in ctx._storage_key_by_tensor_id  # pylint: disable=W0212
+        if entry[1]:
+            record["offloaded"] += 1
+            if broadcast:
+                record["offloaded_broadcast"] += 1
+            elif clone:
+                record["offloaded_cloned"] += 1
+            elif contiguous:
+                record["offloaded_made_contiguous"] += 1
+        elif deduplicated:
+            record["deduplicated"] += 1
+            where = "outside_layers" if OFF.get("layer") is None else f"layer_{OFF['layer']}"
+            record["deduplicated_by_layer"][where] = record["deduplicated_by_layer"].get(where, 0) + 1
+        elif _accelerator_type_of(activation) not in ("cuda", "xpu", "npu"):
+            record["kept_not_accelerator"] += 1
+        elif num_bytes < ctx.min_tensor_size_bytes:
+            record["kept_small"] += 1
+        elif type(activation).__name__ in ("Float8TrainingTensor", "ScaledMMConfig", "LinearMMConfig"):
+            record["kept_fp8"] += 1
+        else:
+            record["kept_parameter"] += 1
+        return tensor_id
+
+    def observed_unpack(tensor_id: int) -> Any:
+        record, step = OFF["record"], OFF["step"]
+        record["unpacks"] += 1
+        modified = tensor_id in ctx.tracker and ctx.tracker[tensor_id][1]
+        in_stash = ctx.use_streams and tensor_id in ctx.fwd_stash
+        events = len(step.live.events)
+        node = torch._C._current_autograd_node()  # pylint: disable=protected-access
+        out = unpack(tensor_id)
+        _allocations(step, events, record["unpack_allocations_by_op"])
+        if modified:
+            record["unpacks_offloaded"] += 1
+            record["post_hooks_registered"] += 1
+            if in_stash:
+                record["served_from_fwd_stash"] += 1
+            if node is not None:
+                node.register_hook(_fired)
+        return out
+
+    ctx.pack_hook, ctx.unpack_hook = observed_pack, observed_unpack
+    return ctx
+
+
+def _fired(outputs: Any, inputs: Any) -> None:
+    """Registered after TRL's own post-hook on the same node: counts that the node's post-hooks ran."""
+    del outputs, inputs
+    if "record" in OFF:
+        OFF["record"]["post_hooks_fired"] += 1
+
+
+# ---------------------------------------------------------------------------
+# Hooks rebound on the oracle (nothing in it edited)
+# ---------------------------------------------------------------------------
+
+_build_model = S.build_model  # the loss oracle's (TRL's chunked loss where the kind asks)
+
+
+def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) -> Any:
+    model, config, notes = _build_model(family, config_kwargs, device)
+    case = OFF.get("case") or {}
+    if case.get("ac") == "full":
+        from transformers.modeling_layers import GradientCheckpointingLayer  # pylint: disable=C0415
+        layers = S.backbone(model).layers
+        plain = [type(layer).__name__ for layer in layers if not isinstance(layer, GradientCheckpointingLayer)]
+        if plain:
+            raise TypeError(f"decoder layers {plain} are not GradientCheckpointingLayer: no checkpoint hook")
+        fn = functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
+        for layer in layers:
+            layer.gradient_checkpointing = True
+            layer._gradient_checkpointing_func = fn  # pylint: disable=protected-access
+        notes["activation_checkpointing"] = (
+            f"every decoder layer ({len(layers)}): gradient_checkpointing = True, _gradient_checkpointing_func = "
+            "functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)")
+    if case.get("offload"):
+        OFF["ctx"] = make_manager(model)
+        notes["activation_offloading"] = (
+            f"trl {TRL_COMMIT} get_act_offloading_ctx_manager(model) (OffloadActivations(use_pin_memory=True, "
+            "use_streams=True, min_offload_size=1024, max_fwd_stash_size=5), lm_head under NoOpManager), "
+            "entered around each micro-batch's forward + loss + backward")
+    return model, config, notes
+
+
+S.build_model = build_model
+_step_start = S.Step.start  # the loss oracle's
+_step_mark = S.Step.mark
+
+
+def step_start(self: Any) -> None:
+    if "ctx" in OFF:
+        OFF["step"] = self
+        OFF["record"] = _step_record()
+        OFF.setdefault("steps", []).append(OFF["record"])
+    _step_start(self)
+
+
+def _leave(step: Any) -> None:
+    """The end of a micro-batch's training_step: what TRL's tracker still holds, then __exit__."""
+    ctx = OFF["ctx"]
+    record = OFF["record"]
+    record["tracker_left_after_backward"].append({
+        "micro_batch": OFF.get("micro_batch"), "tracker": len(ctx.tracker),
+        "offloaded_entries": sum(1 for v in ctx.tracker.values() if v[1]),
+        "fwd_stash": len(ctx.fwd_stash), "bwd_tensor_stash": len(ctx.bwd_tensor_stash),
+        "bwd_ev_stash": len(ctx.bwd_ev_stash), "storage_keys": len(ctx.storage_to_tensor_id),
+        "host_live_bytes": OFF.get("host_live", 0),
+        "left": [{"shape": list(v[0].shape), "dtype": str(v[0].dtype).replace("torch.", ""), "offloaded": v[1]}
+                 for v in list(ctx.tracker.values())[:8]]})
+    events = len(step.live.events)
+    ctx.__exit__(None, None, None)
+    _allocations(step, events, record.setdefault("exit_allocations_by_op", {}))
+    OFF["inside"] = False
+
+
+def step_mark(self: Any, name: str) -> None:
+    """Enter TRL's manager after F<i> is marked; leave it before the mark that follows B<i>."""
+    if "ctx" not in OFF:
+        _step_mark(self, name)
+        return
+    if OFF.get("inside") and OFF.get("backward_done"):
+        _leave(self)
+    _step_mark(self, name)
+    OFF["backward_done"] = name.startswith("B")
+    if name.startswith("F"):
+        if OFF.get("inside"):
+            raise RuntimeError(f"{name}: the offload context is still entered")
+        OFF["micro_batch"] = name
+        OFF["ctx"].__enter__()
+        OFF["inside"] = True
+
+
+S.Step.start = step_start
+S.Step.mark = step_mark
+_run_loss = E.run_steady_case_ext  # the loss oracle's run_steady_case_loss
+
+
+def run_steady_case_offload(group: Dict[str, Any], case: Dict[str, Any], sets: Any, kernels: Any) -> Dict[str, Any]:
+    OFF.clear()
+    OFF["case"] = case
+    try:
+        if case.get("offload"):
+            OFF["trl"] = load_offloading()
+        with _stand_ins():
+            result = _run_loss(group, case, sets, kernels)
+        if not case.get("loss"):
+            result.pop("loss", None)  # the model's own loss (Transformers' ForCausalLMLoss), as the steady oracle's
+        steps = OFF.get("steps") or []
+        if case.get("offload"):
+            record: Dict[str, Any] = {"enabled": True, "trl_commit": TRL_COMMIT,
+                                      "source": "trl/models/activation_offloading.py",
+                                      "settings": OFF.get("settings"),
+                                      "dropped_imports": OFF["trl"].get("__dropped_imports__"),
+                                      "device_check_edit": [DEVICE_CHECK, DEVICE_CHECK_EDIT],
+                                      "host_copy_to_device_op": "aten._to_copy.default",
+                                      "recorded_step": 2}
+            if len(steps) >= 2:
+                record.update(steps[1])
+                record["step1"] = steps[0]
+            elif steps:
+                record["step1"] = steps[0]
+            record["host_live_bytes_after_case"] = OFF.get("host_live", 0)
+        else:
+            record = {"enabled": False}
+        if case.get("ac"):
+            record["activation_checkpointing"] = case["ac"]
+        result["offload"] = record
+        return result
+    finally:
+        if OFF.get("inside"):  # an error inside a micro-batch: pop TRL's hooks all the same
+            OFF["ctx"].__exit__(None, None, None)
+        OFF.clear()
+
+
+E.run_steady_case_ext = run_steady_case_offload
+E.KINDS_EXT = OFFLOAD_KINDS
+E.KINDS = dict(E.KINDS, **OFFLOAD_KINDS)
+E.EXT_FAMILIES = {k: OFFLOAD_FAMILIES for k in OFFLOAD_KINDS}
+for _k in ("single_b2_adamw_offload_steady", "accum_m4_adamw_offload_steady",
+           "single_adamw_trl_chunked_nll_offload_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3_moe")
+E.STEADY_SIBLING = {}
+E.EXT = "census_oracle_steady_offload"
+E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    if "--kinds" not in argv and "--worker" not in argv:
+        argv += ["--kinds", ",".join(OFFLOAD_KINDS)]
+    sys.exit(E.main(argv))

@@ -257,6 +257,22 @@ BENCHMARK_CAPTURE(BM_StepLoss, torchtune_chunked, census::nn::CausalLMLoss::kTor
 BENCHMARK_CAPTURE(BM_StepLoss, torchtune_linear, census::nn::CausalLMLoss::kTorchtuneLinear, "llama-3.1-8b")
     ->Unit(benchmark::kMillisecond);
 
+// Activation offloading (autograd/offload_activations.h): `census step llama-3.1-8b --seq-length 8192
+// --recompute R --offload-activations`, every save through the hooks where nothing is checkpointed (1,259
+// packs), the layers' inputs and the loss's under full checkpointing (43); and without it, beside.
+void BM_StepOffload(benchmark::State& state, census::Recompute recompute, bool offload) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 8192;
+  options.recompute = recompute;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.offload_activations = offload;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepOffload, none, census::Recompute::kNone, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOffload, none_offloaded, census::Recompute::kNone, true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOffload, full_offloaded, census::Recompute::kFull, true)->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

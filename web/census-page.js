@@ -15,7 +15,7 @@
   const FIRST = {
     step: ["--seq-length", "--micro-batch-size", "--micro-batches", "--tp", "--cp", "--ep", "--pp", "--dp",
            "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
-           "--first-step", "--loss"],
+           "--first-step", "--loss", "--offload-activations"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
            "--gpus-per-node", "--top", "--optimizer", "--loss", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
@@ -245,6 +245,8 @@
       out.push(paragraph("The loss: torchtune's chunked cross-entropy, the logits in 8 chunks each upcast alone; in eager mode every chunk's log-probabilities are still saved.", "note"));
     if (worst.loss === "torchtune-linear")
       out.push(paragraph("The loss: torchtune's linear cross-entropy, the head run in the loss in 8 chunks on the tokens alone; in eager mode every chunk's log-probabilities are still saved.", "note"));
+    if (worst.host)
+      out.push(paragraph("Activations offloaded as TRL does: each save of 1 KiB or more copied to pinned host memory at pack and back at unpack, the five newest kept on the device, the LM head's saves kept.", "note"));
     out.push(section("Every stage",
       table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
         stages.map((s) => [s.stage.index, s.stage.layers[0] + "-" + (s.stage.layers[1] - 1), {bytes: peakOf(s).bytes},
@@ -262,6 +264,10 @@
         rows.push(["  of them paged", {bytes: worst.optimizer.unified_memory_bytes},
                    "in unified memory (cudaMallocManaged), outside the caching allocator: in no device figure"]);
     }
+    if (worst.host)
+      rows.push(["host (pinned)", {bytes: worst.host.pinned_peak_bytes},
+                 "activations offloaded: " + grouped(worst.host.saves.offloaded) + " of " + grouped(worst.host.saves.packed) +
+                 " saves, in no device figure"]);
     if (worst.composed) {
       rows.push(["peak (composed)", {bytes: worst.composed.peak.bytes}, worst.composed.peak.phase]);
       for (const t of worst.composed.terms) rows.push(["  " + t.name, {bytes: t.bytes}, t.formula]);

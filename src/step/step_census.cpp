@@ -303,12 +303,19 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
       return refuse(std::string("--offload-activations with ") + with,
                     "offloading is priced on one rank's whole model, one micro-batch's forward and backward at a "
                     "time; drop one of them");
-    bool reentrant = o.recompute == Recompute::kFullReentrant;
-    for (const auto& [kind, mode] : o.recompute_by_kind) reentrant = reentrant || mode == Recompute::kFullReentrant;
-    if (reentrant)
+    // Checkpointing composes with it where the oracle has run both: none and full (non-reentrant), and
+    // torchtitan-layer:N, which puts every layer under one of them.
+    Recompute other = o.recompute;
+    for (const auto& [kind, mode] : o.recompute_by_kind)
+      if (mode != Recompute::kNone && mode != Recompute::kFull) other = mode;
+    if (other == Recompute::kFullReentrant)
       return refuse("--offload-activations with --recompute full-reentrant",
                     "a reentrant checkpoint re-runs its forward and a backward of its own under the offloading "
                     "hooks, which is not priced yet; use --recompute full (use_reentrant=False)");
+    if (other != Recompute::kNone && other != Recompute::kFull)
+      return refuse("--offload-activations with --recompute " + recompute_name(other),
+                    "a selective policy's cache beside the offloading is not checked against the oracle yet; use "
+                    "--recompute none, full or torchtitan-layer:N");
     if (o.loss == nn::CausalLMLoss::kLigerFlce)
       return refuse("--offload-activations with --loss liger-flce",
                     "TRL keeps Liger's modules' saves on the device, and the fused loss's saves are not priced "

@@ -90,6 +90,23 @@ def test_the_losses_are_the_steady_oracles(kind, loss):
         census.census_step(oracle["config"], seq_length=600, tp=2, loss=loss)
 
 
+def test_offloading_is_the_steady_oracles():
+    with open(os.path.join(STEP_CASES, "steady", "qwen3_moe_toy_L4_s600_accum_m4_adamw_offload_steady.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=600, micro_batches=4, optimizer_impl="for-loop",
+                              offload_activations=True)
+    assert step["offload_activations"] is True
+    assert step["host"] == oracle["host"]
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["forward_peak"]["bytes"] == oracle["forward_peak"]["bytes"]
+    assert census.census_step(oracle["config"], seq_length=600)["host"] is None
+    with pytest.raises(ValueError, match="offload_activations with pp"):
+        census.census_step(oracle["config"], seq_length=600, pp=2, offload_activations=True)
+    with pytest.raises(ValueError, match="offload_activations"):
+        census.census_step(oracle["config"], seq_length=600, offload_activations="yes")
+
+
 def test_a_form_the_optimizer_does_not_have_is_refused():
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
     with pytest.raises(ValueError, match="optimizer_impl fused with optimizer adafactor"):

@@ -200,6 +200,9 @@ def step_mismatches(page, expected):
     if len(page["tables"].get("step-phases", [])) != len(worst["phases"]):
         wrong.append("the phases drawn are not the worst stage's phases")
     worst_rows = {r[""]: r for r in page["tables"].get("step-worst", [])}
+    if worst.get("host") and number(worst_rows.get("host (pinned)", {"bytes": "-1"})["bytes"]) != \
+            worst["host"]["pinned_peak_bytes"]:
+        wrong.append(f"the host line differs from {worst['host']['pinned_peak_bytes']}")
     if number(worst_rows.get("total", {"bytes": "-1"})["bytes"]) != worst["total_bytes"]:
         wrong.append(f"the worst stage's total differs from {worst['total_bytes']}")
     drawn = [int(float(total)) for _, total in page["charts"].get("step-stages", [])]
@@ -261,6 +264,7 @@ def main():
         ("timed", "llama-3.1-70b", [("--tp", "8"), ("--pp", "8"), ("--micro-batches", "16")]),
         ("first step", "qwen3-8b", [("--seq-length", "2048"), ("--first-step", None), ("--optimizer-impl", "fused")]),
         ("TRL's loss", "gemma-2-9b", [("--seq-length", "2048"), ("--recompute", "full"), ("--loss", "trl-chunked-nll")]),
+        ("offloaded", "qwen3-8b", [("--seq-length", "2048"), ("--recompute", "full"), ("--offload-activations", None)]),
     ]
     with tempfile.TemporaryDirectory(prefix="census-web-") as tmp:
         browser = Browser(browser_binary, os.path.join(tmp, "profile"))

@@ -266,7 +266,7 @@ void BM_StepOffload(benchmark::State& state, census::Recompute recompute, bool o
   options.seq_length = 8192;
   options.recompute = recompute;
   options.optimizer = census::StepOptimizer::kAdamW;
-  options.offload_activations = offload;
+  if (offload) options.offload_activations = census::OffloadPolicy::kTrl;
   for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
 }
 BENCHMARK_CAPTURE(BM_StepOffload, none, census::Recompute::kNone, false)->Unit(benchmark::kMillisecond);

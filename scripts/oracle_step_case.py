@@ -36,15 +36,25 @@ def moment(record):
 
 
 def config_of(case, folder):
-    """The config the oracle built; a case that failed before building one takes its family's single case's."""
+    """The config the oracle built; a case that failed before building one takes its family's single case's, or
+    (a steady-state oracle's) that of another case beside it of the same family, tokens and config_kwargs."""
     if case.get("config") is not None:
         return case["config"]["fields"]
     single = re.sub(r"_L4_s(\d+)_.*", r"_L4_s\1_single.json", case["case"])
-    return json.loads((folder / single).read_text())["config"]["fields"]
+    if (folder / single).exists():
+        return json.loads((folder / single).read_text())["config"]["fields"]
+    prefix = re.sub(r"(_L4_s\d+_).*", r"\1", case["case"])
+    for other in sorted(folder.glob(prefix + "*.json")) + [p for p in GIVEN if p.name.startswith(prefix)]:
+        built = json.loads(other.read_text())
+        if built.get("config") is not None and built.get("config_kwargs") == case.get("config_kwargs"):
+            return built["config"]["fields"]
+    raise SystemExit(f"{case['case']}: no case beside it (or given with it) built its config")
 
 
 def trimmed(case, folder):
     out = {key: case[key] for key in ("case", "kind", "seq", "m", "p", "r")}
+    if out["p"] is None:  # a steady-state case that failed before recording its stage: the whole model
+        out["p"], out["r"] = 1, 0
     out["batch"] = case.get("batch") or 1
     out["config"] = config_of(case, folder)
     if case.get("errors"):
@@ -111,13 +121,19 @@ def write(case, folder, out):
     print(target)
 
 
+GIVEN = []  # every case given, where a failed one finds a config its family's toy was built with
+
+
 def main(paths):
+    GIVEN.extend(pathlib.Path(path) for path in paths)
     for path in paths:
         case = json.loads(pathlib.Path(path).read_text())
         folder = pathlib.Path(path).parent
         if "step1" in case:  # the steady-state oracle's: step 2, and its step 1 beside it
             write(case, folder, OUT / "steady")
             write(first_step_of(case), folder, OUT / "steady")
+        elif case.get("kind", "").endswith("_steady"):  # one that failed before its step 1 ended: its error
+            write(case, folder, OUT / "steady")
         else:
             write(case, folder, OUT)
 

@@ -70,7 +70,7 @@ def optimizer_options(kind):
             if "_" + loss.replace("-", "_") in kind:
                 args += ["--loss", loss]
         if "_offload" in kind:
-            args += ["--offload-activations"]
+            args += ["--offload-activations", "torchtune" if "_offload_torchtune" in kind else "trl"]
         if "_ac_full" in kind:
             args += ["--recompute", "full"]
         return args + (["--first-step"] if kind.endswith("_first") else [])

@@ -246,7 +246,7 @@
     if (worst.loss === "torchtune-linear")
       out.push(paragraph("The loss: torchtune's linear cross-entropy, the head run in the loss in 8 chunks on the tokens alone; in eager mode every chunk's log-probabilities are still saved.", "note"));
     if (worst.host)
-      out.push(paragraph("Activations offloaded as TRL does: each save of 1 KiB or more copied to pinned host memory at pack and back at unpack, the five newest kept on the device, the LM head's saves kept.", "note"));
+      out.push(paragraph("Activations offloaded as " + (worst.offload_activations === "torchtune" ? "torchtune's recipes do, around the model's forward" : "TRL does, around each micro-batch's forward, loss and backward") + ": each save of 1 KiB or more copied to pinned host memory at pack and back at unpack, the five newest kept on the device, the LM head's saves kept.", "note"));
     out.push(section("Every stage",
       table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
         stages.map((s) => [s.stage.index, s.stage.layers[0] + "-" + (s.stage.layers[1] - 1), {bytes: peakOf(s).bytes},

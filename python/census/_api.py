@@ -137,6 +137,16 @@ def _switch(name: str, value: Any) -> bool:
     return value
 
 
+def _offload_activations(value: Any) -> str:
+    """*offload_activations* as the command line's --offload-activations takes it: None for none, else whose
+    offloading runs (``trl`` or ``torchtune``), which the step checks."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or value == "":
+        raise ValueError(f"offload_activations: must be trl or torchtune (or None for none), not {_shown(value)}")
+    return value
+
+
 def _optimizer_impl(value: Any) -> str:
     """*optimizer_impl* as the command line's --optimizer-impl takes it: None for the optimizer's default (PyTorch's
     on CUDA), else a form's name, which the step checks."""
@@ -448,7 +458,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
                 optimizer_impl: Any = None, first_step: bool = False,
                 optimizer_in_backward: bool = False, loss: str = "hf",
-                offload_activations: bool = False) -> Dict[str, Any]:
+                offload_activations: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -462,9 +472,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     as torchtune's optimizer_in_bwd runs it. *loss* is the trainer's loss from the last hidden state: ``hf``
     (Transformers' own on the whole logits), ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
     256 tokens), ``liger-flce`` (Liger's fused linear cross-entropy), ``torchtune-chunked`` or
-    ``torchtune-linear`` (torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss). With
-    *offload_activations*, TRL's activation offloading runs around each micro-batch (``census step
-    --offload-activations``), and ``"host"`` holds the pinned host memory it takes. The step is the steady state, every step from the second on, with the
+    ``torchtune-linear`` (torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss).
+    *offload_activations* ``"trl"`` or ``"torchtune"`` offloads activations as that trainer does (``census step
+    --offload-activations``), and ``"host"`` holds the pinned host memory it takes; None offloads nothing. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -508,7 +518,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _switch("sequence_parallel", sequence_parallel), _switch("loss_parallel", loss_parallel),
                         _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step),
                         _switch("optimizer_in_backward", optimizer_in_backward), _text("loss", loss),
-                        _switch("offload_activations", offload_activations))
+                        _offload_activations(offload_activations))
     return json.loads(text)
 
 

@@ -68,6 +68,59 @@ offloading). Each result has ``offload``: step 2's counts (host peak and total b
 deduplicated, kept small / parameter, brought back, served from the forward stash, post-hooks, the ops the
 pack and the unpack allocated on the device, the tracker left after each backward) and step 1's under
 ``step1``, with TRL's commit and settings. See README.md beside this file.
+
+torchtune's variant (``TT_KINDS``, case field ``impl="torchtune"``): ``OffloadActivations``, ``NoOpManager`` and
+``get_act_offloading_ctx_manager`` from pytorch/torchtune bd2a0fc, ``/opt/torchtune/torchtune/training/
+_activation_offloading.py`` (``git archive bd2a0fc torchtune/training/_activation_offloading.py``), read, one
+expression edited, top-level imports dropped and executed in a namespace as TRL's is. It runs as written (the
+1 KiB threshold; only ``isinstance(activation, nn.Parameter)`` / ``nn.Buffer`` kept, no parameter-storage check, no
+storage-key dedup, no ``.contiguous()`` / ``.clone()``, the forward stash of 5, the node post-hooks, the engine's
+``queue_callback``). Stand-ins:
+
+* imports: ``psutil`` as TRL's (``virtual_memory().percent`` 0.0); ``torchao`` a namespace with a
+  ``__version__`` (read only if an ``empty_like`` raised NotImplementedError, which none does);
+  ``torchao.quantization.NF4Tensor`` and ``torchtune.modules.TiedLinear`` dummy classes (no activation is an
+  NF4Tensor; the head is an ``nn.Module``, so the TiedLinear branch is not reached); ``torchtune.utils.get_logger``
+  is ``logging.getLogger("torchtune")``; ``contextlib``, ``Union``, ``warn``, ``nn``, ``saved_tensors_hooks`` are
+  the real ones.
+* ``torch`` as torchtune's module sees it (:class:`_TorchForTorchtune`, every other name torch's own):
+  ``torch.accelerator.is_available()`` is True; ``torch.accelerator.current_stream()`` and ``torch.Stream()``
+  are :class:`_TTStream` (TRL's :class:`_Stream` plus ``with stream:`` as a null context, counted);
+  ``torch.accelerator.current_accelerator()`` reports type ``"cuda"``.
+* the device check: ``activation.device.type == torch.accelerator.current_accelerator().type`` is edited in the
+  source text to ``_accelerator_type_of(activation) == ...`` (the TRL variant's function: ``"cuda"`` for a fake
+  tensor, which sits on the cpu device; the device type otherwise), so both variants treat the fakes alike.
+* host copies: ``torch.empty_like(activation, pin_memory=..., device="cpu")`` is a :class:`HostCopy` with the
+  size and the strides ``empty_like``'s preserve_format gives (ATen's answer for a meta tensor of the same size
+  and strides: a dense non-overlapping view keeps its strides, another strided layout gets dense strides in its
+  dimensions' order; numel elements); its ``.to(torch.accelerator.current_accelerator(), non_blocking=True)``
+  makes the device tensor of those strides through ``aten._to_copy.default``, as for TRL. ``record_stream`` and
+  ``data_ptr`` of fake storages as for TRL (torchtune reads neither address; ``data_ptr`` serves this file's
+  detail counts).
+* the head: torchtune's manager hangs its NoOpManager on ``model.output`` (its decoder's head). A Transformers
+  model's head is ``lm_head``: ``model.output`` is set to that same module (in the instance's ``__dict__``, so the
+  module tree and parameters are unchanged) before ``get_act_offloading_ctx_manager(model, True)``, made once per
+  case. torchtune-chunked calls the head per chunk inside the model's forward (under the NoOpManager);
+  torchtune-linear's loss calls ``model.lm_head`` itself, outside the context (the NoOpManager's push / pop then
+  does nothing).
+* placement: as torchtune's recipe ``_loss_step`` (recipes/full_finetune_single_device.py): ``with ctx: outputs
+  = model(...)``; the loss outside the context; ``del outputs``; ``loss.backward()`` outside too (the oracle's
+  backward); the class has no ``__enter__`` / ``__exit__`` of its own, so nothing is cleared at enter or exit
+  (:func:`torchtune_recipe_forward` replaces the model's forward; ``S.Step.mark`` only notes the tracker after
+  each backward). The plain kind runs the Transformers forward without labels in the context (its logits) and
+  ``model.loss_function(logits=..., labels=..., vocab_size=...)`` (ForCausalLMLoss) outside, then drops them;
+  loss / m where m > 1, as every kind.
+
+torchtune's kinds: ``single_adamw_torchtune_chunked_offload_torchtune_steady``, ``single_adamw_torchtune_linear_
+offload_torchtune_steady`` (llama, qwen3, qwen3_moe, mixtral, deepseek_v3), ``single_adamw_offload_torchtune_steady``
+(the model's loss), ``single_adamw_torchtune_chunked_offload_torchtune_ac_full_steady`` and ``accum_m4_adamw_
+torchtune_chunked_offload_torchtune_steady`` (llama, qwen3_moe). Their ``offload`` has the TRL record's keys
+(``deduplicated``, ``offloaded_cloned``, ``offloaded_made_contiguous`` are 0: torchtune does none of them;
+``kept_parameter`` counts its Parameter / Buffer check), ``implementation: "torchtune"``, ``torchtune_commit``, and
+``torchtune_detail`` (step 2, step 1 under ``step1``): offloaded views of parameters' storages (a Linear's
+``weight.t()``, which TRL keeps), offloaded tensors whose storage this micro-batch had already offloaded (what
+TRL's storage key would share), non-contiguous / offset / re-strided host copies, and the tracker at each
+forward exit.
 """
 import ast
 import contextlib
@@ -104,6 +157,22 @@ OFFLOAD_KINDS: Dict[str, Dict[str, Any]] = {
                                                         loss="trl-chunked-nll"),
 }
 OFFLOAD_FAMILIES = ("llama", "qwen3", "qwen3_moe", "gemma3", "mixtral", "gpt_oss", "deepseek_v3")
+
+TT_SOURCE = "/opt/torchtune/torchtune/training/_activation_offloading.py"
+TT_COMMIT = "bd2a0fc"  # pytorch/torchtune, the loss oracle's
+TT_DEVICE_CHECK = "activation.device.type == torch.accelerator.current_accelerator().type"
+TT_DEVICE_CHECK_EDIT = "_accelerator_type_of(activation) == torch.accelerator.current_accelerator().type"
+TT = dict(foreach=False, offload=True, impl="torchtune")
+TT_KINDS: Dict[str, Dict[str, Any]] = {
+    "single_adamw_torchtune_chunked_offload_torchtune_steady": dict(TT, m=1, batch=1, loss="torchtune-chunked"),
+    "single_adamw_torchtune_linear_offload_torchtune_steady": dict(TT, m=1, batch=1, loss="torchtune-linear"),
+    "single_adamw_offload_torchtune_steady": dict(TT, m=1, batch=1),
+    "single_adamw_torchtune_chunked_offload_torchtune_ac_full_steady": dict(TT, m=1, batch=1, ac="full",
+                                                                            loss="torchtune-chunked"),
+    "accum_m4_adamw_torchtune_chunked_offload_torchtune_steady": dict(TT, m=S.ACCUM_M, batch=1,
+                                                                      loss="torchtune-chunked"),
+}
+TT_FAMILIES = ("llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3")
 OFF: Dict[str, Any] = {}  # the running case: its manager, TRL's namespace, the step records
 
 
@@ -288,6 +357,86 @@ def _is_torch_version(operation: str, version: str) -> bool:
     return ops[operation](Version(Version(torch.__version__).base_version), Version(version))
 
 
+# -- torchtune's module: its torch.accelerator / torch.Stream API and its host copies -------------------
+
+class _TTStream(_Stream):
+    """torch.Stream as torchtune uses it: ``with stream:`` a null context (counted), record_event /
+    wait_event / wait_stream no-ops (counted, as _Stream's)."""
+
+    def __enter__(self) -> "_TTStream":
+        _count(f"{self.name}.enter")
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        del exc
+        return False
+
+
+class _TTAccelerator:
+    """torch.accelerator as torchtune's module reads it: available, a current stream, current_accelerator()
+    whose type is ``"cuda"`` (compared with :func:`_accelerator_type_of` in the edited device check)."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def current_stream(*args: Any, **kwargs: Any) -> _TTStream:
+        del args, kwargs
+        return _TTStream("s0")
+
+    @staticmethod
+    def current_accelerator(*args: Any, **kwargs: Any) -> Any:
+        del args, kwargs
+        return types.SimpleNamespace(type="cuda")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch.accelerator, name)
+
+
+def _empty_like_strides(tensor: Any) -> Any:
+    """The strides ``torch.empty_like(tensor)`` (preserve_format) gives: ATen's own answer, asked of a meta tensor
+    of the same size and strides (a dense non-overlapping layout is kept; any other strided one gets dense
+    strides in its dimensions' order, ``infer_dense_strides``; always numel elements)."""
+    with torch.utils._python_dispatch._disable_current_modes():  # pylint: disable=protected-access
+        template = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype,
+                                       device="meta")
+        return tuple(torch.empty_like(template).stride())
+
+
+class _TorchForTorchtune:
+    """torch, as torchtune's _activation_offloading module sees it: accelerator, Stream and host copies stood in."""
+
+    accelerator = _TTAccelerator()
+
+    @staticmethod
+    def Stream(*args: Any, **kwargs: Any) -> _TTStream:  # pylint: disable=invalid-name
+        del args, kwargs
+        return _TTStream("s1")
+
+    @staticmethod
+    def empty_like(tensor: Any, *args: Any, device: Any = None, pin_memory: bool = False, **kwargs: Any) -> Any:
+        if _host(device) and not args and not kwargs.get("memory_format") and kwargs.get("dtype") is None:
+            _count("empty_like(host)")
+            strides = _empty_like_strides(tensor)
+            detail = OFF.get("detail")
+            if detail is not None and strides != tuple(tensor.stride()):
+                detail["host_copies_restrided"] += 1  # not dense and non-overlapping (an expand, a strided slice)
+            return HostCopy(tensor.shape, strides, tensor.dtype, tensor.device)
+        return torch.empty_like(tensor, *args, device=device, pin_memory=pin_memory, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+
+class NF4Tensor:  # pylint: disable=too-few-public-methods
+    """torchao.quantization.NF4Tensor stand-in: no activation here is one (torchao is not installed)."""
+
+
+class TiedLinear:  # pylint: disable=too-few-public-methods
+    """torchtune.modules.TiedLinear stand-in: a Transformers head is an nn.Module, so that branch is not reached."""
+
+
 # -- storage addresses ------------------------------------------------------
 
 _DATA_PTR = torch.UntypedStorage.data_ptr
@@ -355,6 +504,37 @@ def load_offloading() -> Dict[str, Any]:
     exec(compile(ast.Module(body=body, type_ignores=[]), TRL_SOURCE, "exec"), namespace)  # pylint: disable=exec-used
     namespace["__dropped_imports__"] = dropped
     return namespace
+
+
+def load_torchtune_offloading() -> Dict[str, Any]:
+    """torchtune's _activation_offloading.py: the device check edited, top-level imports named, the rest run as
+    written (OffloadActivations, NoOpManager, get_act_offloading_ctx_manager)."""
+    from torch.autograd.graph import saved_tensors_hooks  # pylint: disable=import-outside-toplevel
+    import warnings  # pylint: disable=import-outside-toplevel
+    text = open(TT_SOURCE, encoding="utf-8").read()
+    if text.count(TT_DEVICE_CHECK) != 1:
+        raise RuntimeError(f"{TT_SOURCE}: expected one {TT_DEVICE_CHECK!r}")
+    text = text.replace(TT_DEVICE_CHECK, TT_DEVICE_CHECK_EDIT)
+    tree = ast.parse(text, filename=TT_SOURCE)
+    dropped = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    namespace: Dict[str, Any] = {
+        "contextlib": contextlib, "Union": __import__("typing").Union, "warn": warnings.warn, "psutil": _Psutil(),
+        "torch": _TorchForTorchtune(), "torchao": types.SimpleNamespace(__version__="0.0.0+stand-in"),
+        "nn": torch.nn, "saved_tensors_hooks": saved_tensors_hooks, "NF4Tensor": NF4Tensor,
+        "TiedLinear": TiedLinear, "get_logger": lambda level=None: logging.getLogger("torchtune"),
+        "_accelerator_type_of": _accelerator_type_of, "__name__": "torchtune.training._activation_offloading"}
+    exec(compile(ast.Module(body=body, type_ignores=[]), TT_SOURCE, "exec"), namespace)  # pylint: disable=exec-used
+    namespace["__dropped_imports__"] = dropped
+    return namespace
+
+
+def _detail_record() -> Dict[str, Any]:
+    """torchtune's variant only: what it offloads that TRL's keeps or shares (beside the step record)."""
+    return {"offloaded_parameter_views": 0, "offloaded_parameter_view_bytes": 0, "offloaded_parameter_views_by": {},
+            "offloaded_storage_again": 0, "offloaded_storage_again_bytes": 0, "offloaded_at_offset": 0,
+            "offloaded_not_contiguous": 0, "host_copies_restrided": 0, "kept_buffer": 0, "kept_other": 0,
+            "offloaded_outside_layers": 0, "offloaded_outside_layers_bytes": 0, "exits": []}
 
 
 def _step_record() -> Dict[str, Any]:
@@ -425,6 +605,13 @@ def make_manager(model: Any) -> Any:
             record["kept_parameter"] += 1
         return tensor_id
 
+    ctx.pack_hook, ctx.unpack_hook = observed_pack, _observed_unpack(ctx, unpack)
+    return ctx
+
+
+def _observed_unpack(ctx: Any, unpack: Any) -> Any:
+    """The manager's unpack, observed (counted), not changed: TRL's and torchtune's keep the same state names."""
+
     def observed_unpack(tensor_id: int) -> Any:
         record, step = OFF["record"], OFF["step"]
         record["unpacks"] += 1
@@ -443,8 +630,121 @@ def make_manager(model: Any) -> Any:
                 node.register_hook(_fired)
         return out
 
-    ctx.pack_hook, ctx.unpack_hook = observed_pack, observed_unpack
+    return observed_unpack
+
+
+def make_manager_torchtune(model: Any) -> Any:
+    """torchtune's get_act_offloading_ctx_manager(model, True), its pack / unpack observed (counted), not changed.
+    ``model.output`` is the head (``model.lm_head``, the same module, put in the instance's __dict__ so the module
+    tree and its parameters are unchanged): torchtune's decoder calls its head ``output``, and the manager hangs
+    its NoOpManager on it."""
+    tt = OFF["tt"]
+    object.__setattr__(model, "output", model.lm_head)
+    ctx = tt["get_act_offloading_ctx_manager"](model, True)
+    OFF["settings"] = {"use_pin_memory": ctx.use_pin_memory, "use_streams": ctx.use_streams,
+                       "min_offload_size": ctx.min_tensor_size_bytes, "max_fwd_stash_size": ctx.max_fwd_stash_size,
+                       "accelerator_type": "cuda (current_accelerator() stand-in)", "param_storages": None,
+                       "model_parameters": len(list(model.parameters())),
+                       "output_head": "model.output = model.lm_head (NoOpManager on its forward pre / post hooks)",
+                       "output_head_hooks": [len(model.lm_head._forward_pre_hooks),  # pylint: disable=W0212
+                                             len(model.lm_head._forward_hooks)]}  # pylint: disable=W0212
+    pack, unpack = ctx.pack_hook, ctx.unpack_hook
+    named = {}
+    for name, q in model.named_parameters():
+        named.setdefault(q.untyped_storage().data_ptr(), name)
+    OFF["param_ptrs"] = named
+    for index, layer in enumerate(S.backbone(model).layers):
+        layer.register_forward_pre_hook(lambda *_, i=index: OFF.__setitem__("layer", i))
+        layer.register_forward_hook(lambda *_: OFF.__setitem__("layer", None))
+
+    def observed_pack(activation: Any) -> Any:
+        record, step, detail = OFF["record"], OFF["step"], OFF["detail"]
+        record["packs"] += 1
+        num_bytes = activation.element_size() * activation.nelement()
+        events = len(step.live.events)
+        tensor_id = pack(activation)
+        _allocations(step, events, record["pack_allocations_by_op"])
+        if ctx.tracker[tensor_id][1]:
+            record["offloaded"] += 1
+            if 0 in activation.stride():
+                record["offloaded_broadcast"] += 1
+            ptr = activation.untyped_storage().data_ptr()
+            if activation.storage_offset() != 0:
+                detail["offloaded_at_offset"] += 1
+            if not activation.is_contiguous():
+                detail["offloaded_not_contiguous"] += 1
+            if ptr in OFF["param_ptrs"]:  # a view of a parameter (a Linear's weight.t()): not a Parameter instance
+                detail["offloaded_parameter_views"] += 1
+                detail["offloaded_parameter_view_bytes"] += num_bytes
+                kind = OFF["param_ptrs"][ptr].split(".")[-2] if "." in OFF["param_ptrs"][ptr] else "?"
+                detail["offloaded_parameter_views_by"][kind] = detail["offloaded_parameter_views_by"].get(kind, 0) + 1
+            seen = OFF.setdefault("offloaded_storages", set())
+            if ptr in seen:  # a storage this micro-batch already offloaded (TRL's storage key would share it)
+                detail["offloaded_storage_again"] += 1
+                detail["offloaded_storage_again_bytes"] += num_bytes
+            seen.add(ptr)
+            if OFF.get("layer") is None:
+                detail["offloaded_outside_layers"] += 1
+                detail["offloaded_outside_layers_bytes"] += num_bytes
+        elif _accelerator_type_of(activation) != "cuda":
+            record["kept_not_accelerator"] += 1
+        elif num_bytes < ctx.min_tensor_size_bytes:
+            record["kept_small"] += 1
+        elif isinstance(activation, torch.nn.Parameter):
+            record["kept_parameter"] += 1
+        elif hasattr(torch.nn, "Buffer") and isinstance(activation, torch.nn.Buffer):
+            record["kept_parameter"] += 1
+            detail["kept_buffer"] += 1
+        else:
+            detail["kept_other"] += 1
+        return tensor_id
+
+    ctx.pack_hook, ctx.unpack_hook = observed_pack, _observed_unpack(ctx, unpack)
     return ctx
+
+
+def _tracker_state(ctx: Any) -> Dict[str, Any]:
+    return {"micro_batch": OFF.get("micro_batch"), "tracker": len(ctx.tracker),
+            "offloaded_entries": sum(1 for v in ctx.tracker.values() if v[1]),
+            "fwd_stash": len(ctx.fwd_stash), "bwd_tensor_stash": len(ctx.bwd_tensor_stash),
+            "bwd_ev_stash": len(ctx.bwd_ev_stash), "storage_keys": len(getattr(ctx, "storage_to_tensor_id", {})),
+            "host_live_bytes": OFF.get("host_live", 0),
+            "left": [{"shape": list(v[0].shape), "dtype": str(v[0].dtype).replace("torch.", ""), "offloaded": v[1]}
+                     for v in list(ctx.tracker.values())[:8]]}
+
+
+def torchtune_recipe_forward(self: Any, input_ids: Any = None, labels: Any = None, **kwargs: Any) -> Any:
+    """torchtune's recipe ``_loss_step`` on the Transformers model: ``with self.activations_handling_ctx: outputs =
+    self._model(**batch)``, the loss outside the context, ``del outputs`` (the backward, later, is outside too).
+    The model's output as the loss oracle's torchtune kinds make it (the head's 8 chunks; the normed hidden state
+    where the loss holds the head); for the plain kind the Transformers forward without labels (its logits), and
+    outside the context ``self.loss_function(logits=..., labels=..., vocab_size=...)`` (ForCausalLMLoss) as the
+    forward would call it with labels."""
+    ctx = OFF["ctx"]
+    loss_name = L.CURRENT.get("loss")
+    OFF["offloaded_storages"] = set()
+    with ctx:
+        OFF["inside"] = True
+        if loss_name == "torchtune-chunked":
+            hidden = self.model(input_ids=input_ids, **kwargs)[0]
+            n = L.CURRENT["torchtune_loss"].num_output_chunks
+            outputs = [self.lm_head(chunk) for chunk in hidden.tensor_split(n, dim=1)]  # TransformerDecoder.chunked_output
+            del hidden
+        elif loss_name == "torchtune-linear":
+            outputs = self.model(input_ids=input_ids, **kwargs)[0]  # set_model_output: the head is the loss's
+        else:
+            outputs = type(self).forward(self, input_ids=input_ids, **kwargs)  # no labels: the logits
+    OFF["inside"] = False
+    OFF["detail"]["exits"].append(dict(_tracker_state(ctx), where="forward exit"))
+    if loss_name in ("torchtune-chunked", "torchtune-linear"):
+        L.CURRENT["tokens"] = labels.shape[0] * (labels.shape[1] - 1)
+        loss = L.CURRENT["torchtune_loss"](outputs, labels)
+    else:
+        loss = self.loss_function(logits=outputs.logits, labels=labels, vocab_size=self.config.vocab_size)
+        if getattr(outputs, "aux_loss", None) is not None:  # output_router_logits (off in these configs)
+            loss = loss + self.router_aux_loss_coef * outputs.aux_loss.to(loss.device)
+    del outputs
+    return types.SimpleNamespace(loss=loss, logits=None)
 
 
 def _fired(outputs: Any, inputs: Any) -> None:
@@ -477,7 +777,15 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
         notes["activation_checkpointing"] = (
             f"every decoder layer ({len(layers)}): gradient_checkpointing = True, _gradient_checkpointing_func = "
             "functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)")
-    if case.get("offload"):
+    if case.get("offload") and case.get("impl") == "torchtune":
+        OFF["ctx"] = make_manager_torchtune(model)
+        model.forward = types.MethodType(torchtune_recipe_forward, model)
+        notes["activation_offloading"] = (
+            f"torchtune {TT_COMMIT} get_act_offloading_ctx_manager(model, True) (OffloadActivations(use_pin_memory="
+            "True, use_streams=True, max_fwd_stash_size=5, min_offload_size=1024), made once per case; model.output "
+            "= model.lm_head, so the head runs under its NoOpManager), entered as torchtune's recipe _loss_step "
+            "does: around the model's forward only; the loss, del outputs and the backward outside it")
+    elif case.get("offload"):
         OFF["ctx"] = make_manager(model)
         notes["activation_offloading"] = (
             f"trl {TRL_COMMIT} get_act_offloading_ctx_manager(model) (OffloadActivations(use_pin_memory=True, "
@@ -496,6 +804,8 @@ def step_start(self: Any) -> None:
         OFF["step"] = self
         OFF["record"] = _step_record()
         OFF.setdefault("steps", []).append(OFF["record"])
+        OFF["detail"] = _detail_record()
+        OFF.setdefault("details", []).append(OFF["detail"])
     _step_start(self)
 
 
@@ -503,14 +813,7 @@ def _leave(step: Any) -> None:
     """The end of a micro-batch's training_step: what TRL's tracker still holds, then __exit__."""
     ctx = OFF["ctx"]
     record = OFF["record"]
-    record["tracker_left_after_backward"].append({
-        "micro_batch": OFF.get("micro_batch"), "tracker": len(ctx.tracker),
-        "offloaded_entries": sum(1 for v in ctx.tracker.values() if v[1]),
-        "fwd_stash": len(ctx.fwd_stash), "bwd_tensor_stash": len(ctx.bwd_tensor_stash),
-        "bwd_ev_stash": len(ctx.bwd_ev_stash), "storage_keys": len(ctx.storage_to_tensor_id),
-        "host_live_bytes": OFF.get("host_live", 0),
-        "left": [{"shape": list(v[0].shape), "dtype": str(v[0].dtype).replace("torch.", ""), "offloaded": v[1]}
-                 for v in list(ctx.tracker.values())[:8]]})
+    record["tracker_left_after_backward"].append(_tracker_state(ctx))
     events = len(step.live.events)
     ctx.__exit__(None, None, None)
     _allocations(step, events, record.setdefault("exit_allocations_by_op", {}))
@@ -521,6 +824,14 @@ def step_mark(self: Any, name: str) -> None:
     """Enter TRL's manager after F<i> is marked; leave it before the mark that follows B<i>."""
     if "ctx" not in OFF:
         _step_mark(self, name)
+        return
+    if OFF.get("impl") == "torchtune":  # the forward enters and leaves it (torchtune_recipe_forward)
+        if OFF.get("backward_done"):
+            OFF["record"]["tracker_left_after_backward"].append(_tracker_state(OFF["ctx"]))
+        _step_mark(self, name)
+        OFF["backward_done"] = name.startswith("B")
+        if name.startswith("F"):
+            OFF["micro_batch"] = name
         return
     if OFF.get("inside") and OFF.get("backward_done"):
         _leave(self)
@@ -542,16 +853,42 @@ _run_loss = E.run_steady_case_ext  # the loss oracle's run_steady_case_loss
 def run_steady_case_offload(group: Dict[str, Any], case: Dict[str, Any], sets: Any, kernels: Any) -> Dict[str, Any]:
     OFF.clear()
     OFF["case"] = case
+    torchtune = case.get("impl") == "torchtune"
     try:
-        if case.get("offload"):
+        if case.get("offload") and torchtune:
+            OFF["impl"] = "torchtune"
+            OFF["tt"] = load_torchtune_offloading()
+        elif case.get("offload"):
             OFF["trl"] = load_offloading()
         with _stand_ins():
             result = _run_loss(group, case, sets, kernels)
         if not case.get("loss"):
             result.pop("loss", None)  # the model's own loss (Transformers' ForCausalLMLoss), as the steady oracle's
         steps = OFF.get("steps") or []
-        if case.get("offload"):
-            record: Dict[str, Any] = {"enabled": True, "trl_commit": TRL_COMMIT,
+        if case.get("offload") and torchtune:
+            details = OFF.get("details") or []
+            record: Dict[str, Any] = {"enabled": True, "implementation": "torchtune", "torchtune_commit": TT_COMMIT,
+                      "source": "torchtune/training/_activation_offloading.py",
+                      "settings": OFF.get("settings"),
+                      "dropped_imports": OFF["tt"].get("__dropped_imports__"),
+                      "device_check_edit": [TT_DEVICE_CHECK, TT_DEVICE_CHECK_EDIT],
+                      "host_copy_to_device_op": "aten._to_copy.default",
+                      "placement": ("recipes/full_finetune_single_device.py _loss_step: with "
+                                    "activations_handling_ctx: outputs = model(...); loss outside; del outputs; "
+                                    "loss.backward() outside; nothing cleared at enter or exit"),
+                      "recorded_step": 2}
+            if len(steps) >= 2:
+                record.update(steps[1])
+                record["step1"] = steps[0]
+            elif steps:
+                record["step1"] = steps[0]
+            if len(details) >= 2:
+                record["torchtune_detail"] = dict(details[1], step1=details[0])
+            elif details:
+                record["torchtune_detail"] = {"step1": details[0]}
+            record["host_live_bytes_after_case"] = OFF.get("host_live", 0)
+        elif case.get("offload"):
+            record = {"enabled": True, "implementation": "trl", "trl_commit": TRL_COMMIT,
                                       "source": "trl/models/activation_offloading.py",
                                       "settings": OFF.get("settings"),
                                       "dropped_imports": OFF["trl"].get("__dropped_imports__"),
@@ -570,16 +907,28 @@ def run_steady_case_offload(group: Dict[str, Any], case: Dict[str, Any], sets: A
             record["activation_checkpointing"] = case["ac"]
         result["offload"] = record
         return result
+    except AssertionError as exc:
+        # torchtune's "backward pass should have cleared tracker": what its tracker held after each backward, on
+        # lines after the first (the error's first line is torchtune's message)
+        left = [dict(state, step=number) for number, step_record in enumerate(OFF.get("steps") or [], 1)
+                for state in step_record.get("tracker_left_after_backward", [])]
+        if not torchtune or not left:
+            raise
+        raise AssertionError(f"{exc}\ntracker after each backward before it: {left}") from exc
     finally:
-        if OFF.get("inside"):  # an error inside a micro-batch: pop TRL's hooks all the same
+        if OFF.get("inside") and not torchtune:  # an error inside a micro-batch: pop TRL's hooks all the same
             OFF["ctx"].__exit__(None, None, None)
         OFF.clear()
 
 
 E.run_steady_case_ext = run_steady_case_offload
-E.KINDS_EXT = OFFLOAD_KINDS
-E.KINDS = dict(E.KINDS, **OFFLOAD_KINDS)
+E.KINDS_EXT = dict(OFFLOAD_KINDS, **TT_KINDS)
+E.KINDS = dict(E.KINDS, **OFFLOAD_KINDS, **TT_KINDS)
 E.EXT_FAMILIES = {k: OFFLOAD_FAMILIES for k in OFFLOAD_KINDS}
+E.EXT_FAMILIES.update({k: TT_FAMILIES for k in TT_KINDS})
+for _k in ("single_adamw_offload_torchtune_steady", "single_adamw_torchtune_chunked_offload_torchtune_ac_full_steady",
+           "accum_m4_adamw_torchtune_chunked_offload_torchtune_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3_moe")
 for _k in ("single_b2_adamw_offload_steady", "accum_m4_adamw_offload_steady",
            "single_adamw_trl_chunked_nll_offload_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3_moe")
@@ -590,5 +939,5 @@ E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers fr
 if __name__ == "__main__":
     argv = sys.argv[1:]
     if "--kinds" not in argv and "--worker" not in argv:
-        argv += ["--kinds", ",".join(OFFLOAD_KINDS)]
+        argv += ["--kinds", ",".join(E.KINDS_EXT)]
     sys.exit(E.main(argv))

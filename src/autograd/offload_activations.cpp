@@ -23,16 +23,23 @@ bool has_broadcast(const Tensor& tensor) {
 
 OffloadActivations* OffloadActivations::entered() { return g_entered; }
 
+void OffloadActivations::model_output_made() {
+  if (g_entered != nullptr && g_entered->policy_ == OffloadPolicy::kTorchtune) g_entered->exit();
+}
+
 void OffloadActivations::enter() {
-  // __enter__: a fresh tracker, ids from 1, the stashes empty.
-  while (!tracker_.empty()) forget(tracker_.begin());
-  storage_to_tensor_id_.clear();
-  storage_key_by_tensor_id_.clear();
-  tensor_id_ = 0;
-  is_first_forward_call_ = true;
-  is_first_backward_call_ = true;
-  bwd_tensor_stash_.clear();
-  fwd_stash_.clear();
+  if (policy_ == OffloadPolicy::kTrl) {
+    // TRL's __enter__: a fresh tracker, ids from 1, the stashes empty.
+    while (!tracker_.empty()) forget(tracker_.begin());
+    storage_to_tensor_id_.clear();
+    storage_key_by_tensor_id_.clear();
+    tensor_id_ = 0;
+    is_first_forward_call_ = true;
+    is_first_backward_call_ = true;
+    bwd_tensor_stash_.clear();
+    fwd_stash_.clear();
+  }
+  is_entered_ = true;
   previous_hooks_ = GraphContext::current().set_hooks(this);
   g_entered = this;
   host_at_enter_ = host_;
@@ -40,12 +47,20 @@ void OffloadActivations::enter() {
 }
 
 void OffloadActivations::exit() {
-  // __exit__: the streams synchronized, the stashes let go; the tracker and the keys stay.
-  bwd_tensor_stash_.clear();
-  fwd_stash_.clear();
+  if (!is_entered_) return;  // torchtune's recipe left before the loss
+  is_entered_ = false;
+  if (policy_ == OffloadPolicy::kTrl) {
+    // TRL's __exit__: the streams synchronized, the stashes let go; the tracker and the keys stay.
+    bwd_tensor_stash_.clear();
+    fwd_stash_.clear();
+  }
   GraphContext::current().set_hooks(previous_hooks_);
   previous_hooks_ = nullptr;
   g_entered = nullptr;
+}
+
+void OffloadActivations::end_micro_batch() {
+  left_unpacked_ = std::max(left_unpacked_, static_cast<int64_t>(tracker_.size()));
   host_added_.offloaded_bytes = host_.offloaded_bytes - host_at_enter_.offloaded_bytes;
   host_added_.brought_back_bytes = host_.brought_back_bytes - host_at_enter_.brought_back_bytes;
   counts_added_ = {counts_.packs - counts_at_enter_.packs,
@@ -90,12 +105,14 @@ void OffloadActivations::forget(std::map<int64_t, Tracked>::iterator entry) {
 SavedTensorHooks::Packed OffloadActivations::pack(const Tensor& activation, Ref<SavedTensorHooks>& owner,
                                                   int64_t& slot) {
   if (is_first_forward_call_) {
-    assert(tracker_.empty() && "the backward should have cleared the tracker of all tensors");
+    // Both raise here where the tracker is not empty: TRL's __enter__ has emptied it, and where a
+    // backward left torchtune's a save, the step is refused (left_unpacked).
     is_first_forward_call_ = false;
     is_first_backward_call_ = true;
     storage_to_tensor_id_.clear();
     storage_key_by_tensor_id_.clear();
   }
+  if (policy_ == OffloadPolicy::kTorchtune) return pack_torchtune(activation, owner, slot);
   ++counts_.packs;
   const int64_t num_bytes = activation.nbytes();
   const int64_t tensor_id = ++tensor_id_;
@@ -157,12 +174,48 @@ SavedTensorHooks::Packed OffloadActivations::pack(const Tensor& activation, Ref<
   return Packed::kHeld;
 }
 
+SavedTensorHooks::Packed OffloadActivations::pack_torchtune(const Tensor& activation, Ref<SavedTensorHooks>& owner,
+                                                            int64_t& slot) {
+  ++counts_.packs;
+  const int64_t tensor_id = ++tensor_id_;
+  owner = Ref<SavedTensorHooks>(this);
+  slot = tensor_id;
+  Tracked& entry = tracker_[tensor_id];
+  if (activation.nbytes() < kMinOffloadSize) {
+    entry.kept = activation;
+    ++counts_.kept_small;
+    return Packed::kHeld;
+  }
+  if (activation.is_parameter() && activation.is_leaf()) {  // an nn.Parameter itself; its views go
+    entry.kept = activation;
+    ++counts_.kept_parameter;
+    return Packed::kHeld;
+  }
+  for (auto it = fwd_stash_.begin(); it != fwd_stash_.end() && it->first <= tensor_id - kMaxFwdStashSize;)
+    it = fwd_stash_.erase(it);
+  // torch.empty_like(activation, device="cpu"): the view's elements, in its strides where it is dense
+  // (preserve_format), copied back to the device in the same strides.
+  entry.offloaded = true;
+  entry.dtype = activation.dtype();
+  entry.sizes = activation.sizes();
+  entry.strides = activation.is_non_overlapping_and_dense() ? activation.strides() : contiguous_strides(activation.sizes());
+  entry.host_sizes = activation.sizes();
+  entry.host_bytes = activation.nbytes();
+  ++counts_.offloaded;
+  host_.live_bytes += entry.host_bytes;
+  host_.peak_bytes = std::max(host_.peak_bytes, host_.live_bytes);
+  host_.offloaded_bytes += entry.host_bytes;
+  fwd_stash_.emplace(tensor_id, activation);
+  return Packed::kHeld;
+}
+
 Tensor OffloadActivations::unpack(int64_t slot) {
   if (const auto done = unpacked_.find(slot); done != unpacked_.end()) return done->second;
   if (is_first_backward_call_) {
     curr_graph_id_ = current_graph_task_id();
     queue_callback([this] { bwd_tensor_stash_.clear(); });  // wait_and_del_remaining_references
     is_first_backward_call_ = false;
+    if (policy_ == OffloadPolicy::kTorchtune) is_first_forward_call_ = true;
   }
   const auto entry = tracker_.find(slot);
   assert(entry != tracker_.end() && "an untracked tensor id");
@@ -197,7 +250,7 @@ Tensor OffloadActivations::unpack(int64_t slot) {
   }
   forget(entry);
   release_storage_key(slot);
-  if (tracker_.empty()) is_first_forward_call_ = true;
+  if (tracker_.empty() && policy_ == OffloadPolicy::kTrl) is_first_forward_call_ = true;
   unpacked_.emplace(slot, result);
   return result;
 }

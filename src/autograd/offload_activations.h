@@ -2,17 +2,21 @@
 // Activation offloading as TRL's SFT trainer runs it (SFTConfig.activation_offloading): the
 // saved-tensor hooks of OffloadActivations, read from huggingface/trl f2cd577
 // (trl/models/activation_offloading.py), with its defaults (use_pin_memory, use_streams,
-// min_offload_size=1024, max_fwd_stash_size=5), and its NoOpManager around the LM head.
+// min_offload_size=1024, max_fwd_stash_size=5), and its NoOpManager around the LM head. torchtune's
+// recipes run the class TRL's was copied from (pytorch/torchtune bd2a0fc,
+// torchtune/training/_activation_offloading.py), which differs where each rule says so below.
 //
 // Pack (each tensor a node saves while the context is entered; every one takes the next tensor id):
 //   - its storage key (storage, storage offset, dtype) is one an earlier pack tracks: kept on the
-//     device, the key now tracked for this id;
-//   - under 1 KiB (the view's numel x element size), or a parameter or a view of one: kept;
+//     device, the key now tracked for this id (torchtune: no keys);
+//   - under 1 KiB (the view's numel x element size), or a parameter or a view of one: kept (torchtune:
+//     a parameter itself, not a view of one);
 //   - otherwise offloaded. First every stashed activation 5 or more ids older is let go (its key with
 //     it). A view with a zero stride copies its whole storage to the host; a non-contiguous view is made
 //     contiguous and a view at an offset is cloned first (a device copy either way), and the copy goes to
 //     a pinned host tensor. The device tensor (the copy, where one was made) stays in the forward stash
-//     and its key is tracked.
+//     and its key is tracked. (torchtune: no copy first; the host tensor is empty_like's, the view's
+//     elements in its strides where it is dense.)
 // Unpack (in the backward; a kept tensor is handed back as it is):
 //   - an offloaded one still in the forward stash is handed back from there;
 //   - otherwise the host tensor is copied back to the device (its _to_copy, viewed as it was saved)
@@ -23,6 +27,10 @@
 //     the stash at once (record_stream). The backward's final callback lets the rest go.
 //   The tracker forgets the id at unpack: the host copy goes then.
 // Streams only order the copies; the bytes each stream holds are the caching allocator's to pool.
+//
+// TRL's trainer enters the context around each micro-batch's forward, loss and backward, clearing the
+// tracker and the stashes as it enters and the stashes as it leaves. torchtune's recipe enters it around
+// the model's forward alone (the loss and the backward run outside it) and clears nothing.
 //
 // Non-reentrant checkpointing composes with it: a region's saves are the checkpoint's (its hooks are
 // innermost), and only the region's inputs, which _NoopSaveInputs saves outside them, are packed here.
@@ -58,10 +66,15 @@ struct OffloadCounts {
   int64_t brought_back = 0;     // copied back to the device at unpack (the rest came from the forward stash)
 };
 
+// Whose OffloadActivations runs, and so around what (census step --offload-activations trl|torchtune).
+enum class OffloadPolicy : uint8_t { kTrl, kTorchtune };
+
 class OffloadActivations final : public SavedTensorHooks {
  public:
   static constexpr int64_t kMinOffloadSize = 1024;
   static constexpr int64_t kMaxFwdStashSize = 5;
+
+  explicit OffloadActivations(OffloadPolicy policy = OffloadPolicy::kTrl) : policy_(policy) {}
 
   // The context's __enter__ (installing the hooks as the innermost) and __exit__ (restoring those
   // before). TRL's trainer enters it around each training_step: one micro-batch's forward, loss and
@@ -70,9 +83,18 @@ class OffloadActivations final : public SavedTensorHooks {
   void exit();
   // The one entered on this thread, if any: the LM head's NoOpManager asks.
   static OffloadActivations* entered();
-  // A micro-batch alike the last one exited, replayed rather than run (step/step_bytes.h): its packs and
+  // The model's forward has returned its output: torchtune's recipe leaves the context here, before the
+  // loss (TRL's stays in). Called by the causal LM's output, whichever loss follows.
+  static void model_output_made();
+  // The micro-batch entered last has run its backward: what it packed and copied is counted as one
+  // micro-batch's, and the tensors its backward never unpacked (a node that never ran) are counted too.
+  void end_micro_batch();
+  // A micro-batch alike the last one ended, replayed rather than run (step/step_bytes.h): its packs and
   // copies counted as that one's.
   void replayed();
+  // Saves a backward left in the tracker, unpacked by no node (DeepSeek-V3's grouped router's): TRL's
+  // next __enter__ forgets them; torchtune's next forward asserts that there are none.
+  int64_t left_unpacked() const { return left_unpacked_; }
 
   Packed pack(const Tensor& tensor, Ref<SavedTensorHooks>& owner, int64_t& slot) override;
   Tensor unpack(int64_t slot) override;
@@ -103,11 +125,14 @@ class OffloadActivations final : public SavedTensorHooks {
     DType dtype = DType::kBFloat16;
   };
 
+  Packed pack_torchtune(const Tensor& activation, Ref<SavedTensorHooks>& owner, int64_t& slot);
   void track_storage_key(const StorageKey& key, int64_t tensor_id);
   void release_storage_key(int64_t tensor_id);
   void forget(std::map<int64_t, Tracked>::iterator entry);
   void after_node(int64_t tensor_id, bool brought_back, uint32_t storage_refs, const std::vector<int64_t>& prev_ids);
 
+  OffloadPolicy policy_;
+  bool is_entered_ = false;
   std::map<int64_t, Tracked> tracker_;
   int64_t tensor_id_ = 0;
   bool is_first_forward_call_ = true;
@@ -124,6 +149,7 @@ class OffloadActivations final : public SavedTensorHooks {
   HostMemory host_;
   OffloadCounts counts_;
   // At the last enter, and what the last micro-batch added between enter and exit.
+  int64_t left_unpacked_ = 0;
   HostMemory host_at_enter_, host_added_;
   OffloadCounts counts_at_enter_, counts_added_;
 };

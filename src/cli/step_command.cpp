@@ -167,7 +167,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   ordered_json j;
   j["step"] = step_name(a);
   j["loss"] = a.loss;
-  j["offload_activations"] = a.offload_activations;
+  j["offload_activations"] = a.offload_activations.empty() ? ordered_json(nullptr) : ordered_json(a.offload_activations);
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
@@ -366,10 +366,11 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                     "no logits, both gradients made in the forward), torchtune-chunked (torchtune's "
                     "CEWithChunkedOutputLoss: the logits in 8 chunks, each upcast alone) or torchtune-linear "
                     "(torchtune's LinearCrossEntropyLoss: the head run in the loss on the tokens alone)");
-  sub->add_flag("--offload-activations", a.offload_activations,
-                "TRL's activation offloading (SFTConfig.activation_offloading): each saved tensor of 1 KiB or more "
-                "copied to pinned host memory at pack and back at unpack, the five newest kept, the LM head's "
-                "saves kept; the host memory gets its own line");
+  add_choice_option(*sub, "--offload-activations", a.offload_activations, {"trl", "torchtune"},
+                    "activation offloading, as trl (SFTConfig.activation_offloading: around each micro-batch's "
+                    "forward, loss and backward) or torchtune (its recipes': around the model's forward) runs it: "
+                    "each saved tensor of 1 KiB or more copied to pinned host memory at pack and back at unpack, "
+                    "the five newest kept, the LM head's saves kept; the host memory gets its own line");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -431,6 +432,8 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(parse_choice("--schedule", {"1f1b", "gpipe", "interleaved"}, a.schedule));
   CENSUS_TRY(parse_choice("--optimizer", optimizer_names(), a.optimizer));
   CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), a.loss));
+  if (!a.offload_activations.empty())
+    CENSUS_TRY(parse_choice("--offload-activations", {"trl", "torchtune"}, a.offload_activations));
   if (!a.optimizer_impl.empty()) {
     CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
     if (a.optimizer == "none")
@@ -508,7 +511,8 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.optimizer_in_backward = a.optimizer_in_backward;
   o.optimizer_impl = optimizer_impl_of(a);
   o.first_step = a.first_step;
-  o.offload_activations = a.offload_activations;
+  if (a.offload_activations == "trl") o.offload_activations = OffloadPolicy::kTrl;
+  if (a.offload_activations == "torchtune") o.offload_activations = OffloadPolicy::kTorchtune;
   o.loss = nn::causal_lm_loss_named(a.loss).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
   o.sequence_parallel = a.sequence_parallel;
@@ -599,7 +603,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
-         << (a.loss != "hf" ? ", loss " + a.loss : "") << (a.offload_activations ? ", activations offloaded" : "")
+         << (a.loss != "hf" ? ", loss " + a.loss : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
          << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;

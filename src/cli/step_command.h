@@ -35,7 +35,7 @@ struct StepArgs {
   bool optimizer_in_backward = false;  // torchtune's optimizer_in_bwd
   std::string loss = "hf";     // hf, trl-chunked-nll, ... (nn/loss.h)
   bool first_step = false;     // the first step, whose optimizer makes its states; else the steady state
-  bool offload_activations = false;  // TRL's OffloadActivations around each micro-batch
+  std::string offload_activations;  // "trl" or "torchtune"'s OffloadActivations; empty: none
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "autograd/offload_activations.h"
 #include "ops/embedding.h"
 #include "ops/ops.h"
 
@@ -26,6 +27,7 @@ Tensor torchtune_chunked_output_loss(Tensor hidden_states, const OutputProjectio
   for (const Tensor& chunk : ops::tensor_split(hidden_states, kTorchtuneOutputChunks, 1))
     outputs.push_back(output(chunk));
   hidden_states = Tensor();
+  OffloadActivations::model_output_made();  // chunked_output returns the list: the model's forward ends
   const Tensor total_elements = ops::sum(ops::ne(labels, kTorchtuneIgnoreIndex));
   std::vector<Tensor> label_chunks;
   for (const Tensor& chunk : ops::tensor_split(labels, kTorchtuneOutputChunks, 1))

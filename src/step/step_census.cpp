@@ -290,8 +290,10 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   }
   const bool dtensors = ((o.sequence_parallel || o.loss_parallel) && o.tensor_parallel > 1) || o.fsdp.shards > 1;
   if (o.offload_activations) {
-    // TRL's context spans one micro-batch's forward and backward; a pipeline's forwards run ahead of
-    // their backwards, and a sharded rank's saves are DTensors' local shards: neither is priced yet.
+    const std::string flag = std::string("--offload-activations ") +
+                             (*o.offload_activations == OffloadPolicy::kTrl ? "trl" : "torchtune");
+    // The context spans one micro-batch's forward (and, TRL's, its backward); a pipeline's forwards run
+    // ahead of their backwards, and a sharded rank's saves are DTensors' local shards: neither is priced.
     const char* with = o.pipeline_stages > 1        ? "--pp"
                        : o.tensor_parallel > 1      ? "--tp"
                        : o.fsdp.shards > 1          ? "--fsdp"
@@ -300,7 +302,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                        : o.composition.zero > 0     ? "--zero"
                                                     : nullptr;
     if (with != nullptr)
-      return refuse(std::string("--offload-activations with ") + with,
+      return refuse(flag + " with " + with,
                     "offloading is priced on one rank's whole model, one micro-batch's forward and backward at a "
                     "time; drop one of them");
     // Checkpointing composes with it where the oracle has run both: none and full (non-reentrant), and
@@ -309,17 +311,21 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     for (const auto& [kind, mode] : o.recompute_by_kind)
       if (mode != Recompute::kNone && mode != Recompute::kFull) other = mode;
     if (other == Recompute::kFullReentrant)
-      return refuse("--offload-activations with --recompute full-reentrant",
+      return refuse(flag + " with --recompute full-reentrant",
                     "a reentrant checkpoint re-runs its forward and a backward of its own under the offloading "
                     "hooks, which is not priced yet; use --recompute full (use_reentrant=False)");
     if (other != Recompute::kNone && other != Recompute::kFull)
-      return refuse("--offload-activations with --recompute " + recompute_name(other),
+      return refuse(flag + " with --recompute " + recompute_name(other),
                     "a selective policy's cache beside the offloading is not checked against the oracle yet; use "
                     "--recompute none, full or torchtitan-layer:N");
     if (o.loss == nn::CausalLMLoss::kLigerFlce)
-      return refuse("--offload-activations with --loss liger-flce",
+      return refuse(flag + " with --loss liger-flce",
                     "TRL keeps Liger's modules' saves on the device, and the fused loss's saves are not priced "
                     "under offloading yet; give another --loss");
+    if (*o.offload_activations == OffloadPolicy::kTorchtune && o.loss == nn::CausalLMLoss::kTrlChunkedNll)
+      return refuse(flag + " with --loss trl-chunked-nll",
+                    "torchtune's recipes run their own losses, not TRL's; give --loss hf, torchtune-chunked or "
+                    "torchtune-linear, or --offload-activations trl");
   }
   // The composed fp32 master weights are AdamW's: an fp32 copy and two fp32 moments, 12 B a parameter,
   // three times its bf16 moments (step/step_compose.h). Another optimizer's states do not scale so.
@@ -492,6 +498,11 @@ class StepRunner {
 
   StepCensus run();
   bool replay_failed() const { return replay_failed_; }
+  // torchtune's offloading asserts at the next forward that the backward unpacked every save.
+  bool offload_asserts() const {
+    return offload_ && o_.offload_activations == OffloadPolicy::kTorchtune && offload_->left_unpacked() > 0;
+  }
+  int64_t left_unpacked() const { return offload_ ? offload_->left_unpacked() : 0; }
   bool too_large() const { return bytes_.too_large(); }
 
  private:
@@ -660,7 +671,7 @@ StepCensus StepRunner::run() {
   session_.set_fold_alike_iterations(!o_.allocator.has_value());
   build();
   session_.add_observer(&bytes_);
-  if (o_.offload_activations) offload_ = arena_shared<OffloadActivations>();
+  if (o_.offload_activations) offload_ = arena_shared<OffloadActivations>(*o_.offload_activations);
   StepCensus result;
   result.first_layer = chunks_.front().begin;
   result.end_layer = chunks_.back().end;
@@ -758,7 +769,10 @@ StepCensus StepRunner::run() {
       StepPassLog log = bytes_.begin_pass();
       backward(std::move(*flight.held), static_cast<size_t>(pass.chunk));
       flight.held.reset();
-      if (offload_) offload_->exit();
+      if (offload_) {
+        offload_->exit();  // TRL's training_step returns (torchtune's recipe left before the loss)
+        offload_->end_micro_batch();
+      }
       if (records) {
         bytes_.end_pass(log);
         rec.backward = log;
@@ -869,6 +883,11 @@ StepCensus StepRunner::run() {
 // A run's census, or its refusal where its live bytes passed kLargestStepBytes.
 Result<StepCensus> checked_run(StepRunner& runner) {
   StepCensus step = runner.run();
+  if (runner.offload_asserts())
+    return refuse("--offload-activations torchtune",
+                  "the backward leaves " + std::to_string(runner.left_unpacked()) +
+                      " saves unpacked (nodes that never run), and torchtune's OffloadActivations asserts at the next "
+                      "forward that it left none; give --offload-activations trl, whose next step forgets them");
   if (runner.too_large())
     return refuse("config", "one rank's step holds more than 2^59 bytes (512 PiB) at once, past the counts Census "
                             "keeps exact; give more --pp or --tp ranks, fewer tokens or micro-batches, or fix the config");

@@ -96,9 +96,10 @@ struct StepOptions {
   // made by the first step, alive from the start, and the gradients as zero_grad(set_to_none=True) left
   // them (none). first_step: the first, whose optimizer makes its states inside its step.
   bool first_step = false;
-  // TRL's activation offloading (SFTConfig.activation_offloading, autograd/offload_activations.h): the
-  // context entered around each micro-batch's forward, loss and backward, the LM head's saves kept.
-  bool offload_activations = false;
+  // Activation offloading (autograd/offload_activations.h), TRL's (SFTConfig.activation_offloading: the
+  // context around each micro-batch's forward, loss and backward) or torchtune's (its recipes': around
+  // the model's forward); the LM head's saves kept either way. Empty: none.
+  std::optional<OffloadPolicy> offload_activations;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.

@@ -51,6 +51,37 @@ TEST(OffloadActivations, PacksAsTrlDoes) {
   EXPECT_EQ(offload->host().peak_bytes, 8'704);
 }
 
+// torchtune's rules on the same saves: no storage keys (x goes three times), only a parameter itself is
+// kept (w.t() goes: 131,072 B), and no copy first: each host tensor is empty_like's, the view's elements
+// (the offset rows 2,048 B, the transposed ones 4,096 B; the broadcast view, not dense, its 2,048 B).
+TEST(OffloadActivations, PacksAsTorchtuneDoes) {
+  Session session;
+  Ref<OffloadActivations> offload = arena_shared<OffloadActivations>(OffloadPolicy::kTorchtune);
+  Tensor x = make_tensor(Dims{4, 256}, DType::kBFloat16, true);
+  Tensor w = make_parameter(Dims{256, 256}, "proj.weight");
+  Tensor small = make_tensor(Dims{4, 64}, DType::kBFloat16, true);
+  Tensor rows = make_tensor(Dims{8, 256}, DType::kBFloat16, true);
+  Tensor row = make_tensor(Dims{1, 256}, DType::kBFloat16, true);
+  std::vector<Tensor> outs;
+  offload->enter();
+  outs.push_back(ops::pow(x, 2.0));
+  outs.push_back(ops::pow(x, 3.0));
+  outs.push_back(ops::mm(x, ops::t(w)));
+  outs.push_back(ops::pow(small, 2.0));
+  outs.push_back(ops::pow(ops::slice(rows, 0, 2, 6), 2.0));
+  outs.push_back(ops::pow(ops::t(rows), 2.0));
+  outs.push_back(ops::pow(ops::expand(row, Dims{4, 256}), 2.0));
+  offload->exit();
+  const OffloadCounts& n = offload->counts();
+  EXPECT_EQ(n.packs, 8);
+  EXPECT_EQ(n.offloaded, 7);
+  EXPECT_EQ(n.deduplicated, 0);
+  EXPECT_EQ(n.kept_small, 1);
+  EXPECT_EQ(n.kept_parameter, 0);
+  EXPECT_EQ(n.copied_before_offload, 0);
+  EXPECT_EQ(offload->host().live_bytes, 3 * 2'048 + 131'072 + 2'048 + 4'096 + 2'048);
+}
+
 // Each offloading pack first lets go of the stashed activations 5 or more tensor ids older: with one
 // save a tensor, the 6th lets the 1st go, the 7th the 2nd. Nothing else holds them, so their device
 // bytes go there and then; the last 5 stay until the backward's first node has run.

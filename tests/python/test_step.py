@@ -95,16 +95,18 @@ def test_offloading_is_the_steady_oracles():
               encoding="utf-8") as handle:
         oracle = json.load(handle)
     step = census.census_step(oracle["config"], seq_length=600, micro_batches=4, optimizer_impl="for-loop",
-                              offload_activations=True)
-    assert step["offload_activations"] is True
+                              offload_activations="trl")
+    assert step["offload_activations"] == "trl"
     assert step["host"] == oracle["host"]
     assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
     assert step["forward_peak"]["bytes"] == oracle["forward_peak"]["bytes"]
     assert census.census_step(oracle["config"], seq_length=600)["host"] is None
-    with pytest.raises(ValueError, match="offload_activations with pp"):
-        census.census_step(oracle["config"], seq_length=600, pp=2, offload_activations=True)
+    with pytest.raises(ValueError, match="offload_activations trl with pp"):
+        census.census_step(oracle["config"], seq_length=600, pp=2, offload_activations="trl")
     with pytest.raises(ValueError, match="offload_activations"):
         census.census_step(oracle["config"], seq_length=600, offload_activations="yes")
+    with pytest.raises(ValueError, match="offload_activations"):
+        census.census_step(oracle["config"], seq_length=600, offload_activations=True)
 
 
 def test_a_form_the_optimizer_does_not_have_is_refused():

@@ -61,7 +61,9 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     if (kind.find("_liger_flce") != std::string::npos) o.loss = nn::CausalLMLoss::kLigerFlce;
     if (kind.find("_torchtune_chunked") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneChunked;
     if (kind.find("_torchtune_linear") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneLinear;
-    o.offload_activations = kind.find("_offload") != std::string::npos;
+    if (kind.find("_offload") != std::string::npos)
+      o.offload_activations =
+          kind.find("_offload_torchtune") != std::string::npos ? OffloadPolicy::kTorchtune : OffloadPolicy::kTrl;
     if (kind.find("_ac_full") != std::string::npos) o.recompute = Recompute::kFull;
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach

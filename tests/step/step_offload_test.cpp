@@ -24,7 +24,7 @@ StepOptions stepping(Recompute recompute, bool offload) {
   o.optimizer = StepOptimizer::kAdamW;
   o.optimizer_impl = nn::OptimizerImpl::kForLoop;
   o.recompute = recompute;
-  o.offload_activations = offload;
+  if (offload) o.offload_activations = OffloadPolicy::kTrl;
   return o;
 }
 
@@ -68,6 +68,33 @@ TEST(StepOffload, TheCheckpointedLlamaOffloadsItsLayerInputsAndItsLoss) {
   EXPECT_EQ(s.analysis.peak.bytes, kept.analysis.peak.bytes);  // AdamW's step: no activation is live
 }
 
+// torchtune's recipe enters its context around the model's forward alone, and its rules keep no storage
+// keys: with torchtune's chunked loss (the head's chunks under the NoOpManager) the loss saves nothing
+// here, and of the final norm's saves the fp32 input goes twice. 11 packs:
+//    1  the input ids                                            1,024 B  offloaded
+//  2-5  each layer's input                                  4 x 65,536 B  offloaded
+//    6  the final norm's fp32 input, by pow                    131,072 B  offloaded
+//    7  its rsqrt, by rsqrt                                        512 B  kept: under 1 KiB
+//  8,9  its fp32 input again and the rsqrt, by mul             131,072 B  offloaded; 512 B kept
+// 10,11 the weight [256] (512 B, kept) and its bf16 output      65,536 B  offloaded
+// 590,848 B on the host; the backward's first node to unpack one (the weight's mul) finds 11 in the
+// forward stash, which the context left as it was: 525,312 B come back.
+TEST(StepOffload, TheTorchtuneRecipeOffloadsTheModelsForwardAlone) {
+  StepOptions o = stepping(Recompute::kFull, false);
+  o.offload_activations = OffloadPolicy::kTorchtune;
+  o.loss = nn::CausalLMLoss::kTorchtuneChunked;
+  const StepCensus s = testing::step_or_throw(llama_toy(), o);
+  ASSERT_TRUE(s.host.has_value());
+  const int64_t host = 1'024 + 4 * 65'536 + 131'072 + 131'072 + 65'536;
+  EXPECT_EQ(host, 590'848);
+  EXPECT_EQ(s.host->peak_bytes, host);
+  EXPECT_EQ(s.host->brought_back_bytes, host - 65'536);
+  EXPECT_EQ(s.offload.packs, 11);
+  EXPECT_EQ(s.offload.offloaded, 8);
+  EXPECT_EQ(s.offload.kept_small, 3);
+  EXPECT_EQ(s.offload.deduplicated, 0);
+}
+
 // What TRL's context cannot be priced beside: each refused in one line naming both.
 TEST(StepOffload, RefusesWhatItDoesNotPrice) {
   const ModelConfig config = llama_toy();
@@ -77,14 +104,18 @@ TEST(StepOffload, RefusesWhatItDoesNotPrice) {
   };
   StepOptions pipeline = stepping(Recompute::kNone, true);
   pipeline.pipeline_stages = 2;
-  EXPECT_EQ(refusal(pipeline).substr(0, 34), "--offload-activations with --pp: o");
+  EXPECT_EQ(refusal(pipeline).substr(0, 38), "--offload-activations trl with --pp: o");
   StepOptions reentrant = stepping(Recompute::kFullReentrant, true);
-  EXPECT_EQ(refusal(reentrant).substr(0, 60), "--offload-activations with --recompute full-reentrant: a ree");
+  EXPECT_EQ(refusal(reentrant).substr(0, 64), "--offload-activations trl with --recompute full-reentrant: a ree");
   StepOptions liger = stepping(Recompute::kNone, true);
   liger.loss = nn::CausalLMLoss::kLigerFlce;
-  EXPECT_EQ(refusal(liger).substr(0, 51), "--offload-activations with --loss liger-flce: TRL k");
-  EXPECT_EQ(refusal(stepping(Recompute::kSelective, true)).substr(0, 56),
-            "--offload-activations with --recompute selective: a sele");
+  EXPECT_EQ(refusal(liger).substr(0, 55), "--offload-activations trl with --loss liger-flce: TRL k");
+  EXPECT_EQ(refusal(stepping(Recompute::kSelective, true)).substr(0, 60),
+            "--offload-activations trl with --recompute selective: a sele");
+  StepOptions torchtune_trl_loss = stepping(Recompute::kNone, false);
+  torchtune_trl_loss.offload_activations = OffloadPolicy::kTorchtune;
+  torchtune_trl_loss.loss = nn::CausalLMLoss::kTrlChunkedNll;
+  EXPECT_EQ(refusal(torchtune_trl_loss).substr(0, 63), "--offload-activations torchtune with --loss trl-chunked-nll: to");
   StepOptions every_other = stepping(Recompute::kNone, true);
   every_other.recompute_every_nth_layer = 2;
   every_other.micro_batches = 4;

@@ -31,6 +31,15 @@ TEST_P(StepSteadyOracleCase, EveryNumberToTheByte) {
   const nlohmann::json oracle = step_case(GetParam(), kFolder);
   auto config = read_config(oracle.at("config"));
   ASSERT_TRUE(config) << config.refusal().message();
+  if (oracle.contains("error")) {
+    // torchtune's offloading asserted at step 2's first forward (a node its backward never ran left a save
+    // in the tracker): Census refuses the step, naming the offloading.
+    auto refused = census_step(*config, options_of(oracle));
+    ASSERT_FALSE(refused) << oracle.at("error");
+    EXPECT_EQ(refused.refusal().message().rfind("--offload-activations torchtune: ", 0), 0u)
+        << refused.refusal().message();
+    return;
+  }
   auto step = census_step(*config, options_of(oracle));
   ASSERT_TRUE(step) << step.refusal().message();
   expect_step_case(*step, oracle);

@@ -264,7 +264,7 @@ def main():
         ("timed", "llama-3.1-70b", [("--tp", "8"), ("--pp", "8"), ("--micro-batches", "16")]),
         ("first step", "qwen3-8b", [("--seq-length", "2048"), ("--first-step", None), ("--optimizer-impl", "fused")]),
         ("TRL's loss", "gemma-2-9b", [("--seq-length", "2048"), ("--recompute", "full"), ("--loss", "trl-chunked-nll")]),
-        ("offloaded", "qwen3-8b", [("--seq-length", "2048"), ("--recompute", "full"), ("--offload-activations", None)]),
+        ("offloaded", "qwen3-8b", [("--seq-length", "2048"), ("--recompute", "full"), ("--offload-activations", "trl")]),
     ]
     with tempfile.TemporaryDirectory(prefix="census-web-") as tmp:
         browser = Browser(browser_binary, os.path.join(tmp, "profile"))

@@ -268,6 +268,9 @@
       rows.push(["host (pinned)", {bytes: worst.host.pinned_peak_bytes},
                  "activations offloaded: " + grouped(worst.host.saves.offloaded) + " of " + grouped(worst.host.saves.packed) +
                  " saves, in no device figure"]);
+    if (worst.host)
+      rows.push(["  pinned reserved", {bytes: worst.host.pinned_reserved_bytes},
+                 "the caching host allocator's blocks: each a power of two, kept for reuse"]);
     if (worst.composed) {
       rows.push(["peak (composed)", {bytes: worst.composed.peak.bytes}, worst.composed.peak.phase]);
       for (const t of worst.composed.terms) rows.push(["  " + t.name, {bytes: t.bytes}, t.formula]);

@@ -74,7 +74,7 @@ void compute_dependencies(Node* root, std::vector<Node*>& stack) {
 
 // The running backward's hooks (a reentrant checkpoint's backward runs inside a node: it has its own).
 struct GraphTask {
-  int64_t id;
+  int64_t id = 0;
   Node* current = nullptr;
   std::vector<std::function<void()>> post_hooks;  // on `current`, run once it has
   std::vector<std::function<void()>> final_callbacks;
@@ -100,7 +100,8 @@ void queue_callback(std::function<void()> callback) {
 void run_backward(const Tensor& root, const Tensor& grad) {
   assert(root.grad_fn() != nullptr);
   NoGradGuard no_grad;  // backward formulas run with grad mode off (create_graph=False)
-  GraphTask task{g_next_graph_task_id++};
+  GraphTask task;
+  task.id = g_next_graph_task_id++;
   GraphTask* const outer = g_graph_task;
   g_graph_task = &task;
   struct Restore {

@@ -98,8 +98,25 @@ void OffloadActivations::release_storage_key(int64_t tensor_id) {
 }
 
 void OffloadActivations::forget(std::map<int64_t, Tracked>::iterator entry) {
-  if (entry->second.offloaded) host_.live_bytes -= entry->second.host_bytes;
+  if (entry->second.offloaded) host_free(entry->second.host_bytes);
   tracker_.erase(entry);
+}
+
+void OffloadActivations::host_alloc(int64_t bytes) {
+  host_.live_bytes += bytes;
+  host_.peak_bytes = std::max(host_.peak_bytes, host_.live_bytes);
+  host_.offloaded_bytes += bytes;
+  // roundSize = PowerOf2Ceil(size), its free list indexed by Log2_64_Ceil(size).
+  const auto k = static_cast<size_t>(std::bit_width(static_cast<uint64_t>(bytes) - 1));
+  if (++blocks_in_use_[k] > blocks_made_[k]) {
+    blocks_made_[k] = blocks_in_use_[k];
+    host_.pinned_reserved_bytes += int64_t{1} << k;
+  }
+}
+
+void OffloadActivations::host_free(int64_t bytes) {
+  host_.live_bytes -= bytes;
+  --blocks_in_use_[static_cast<size_t>(std::bit_width(static_cast<uint64_t>(bytes) - 1))];
 }
 
 SavedTensorHooks::Packed OffloadActivations::pack(const Tensor& activation, Ref<SavedTensorHooks>& owner,
@@ -166,9 +183,7 @@ SavedTensorHooks::Packed OffloadActivations::pack(const Tensor& activation, Ref<
     entry.storage_offset = 0;
   }
   ++counts_.offloaded;
-  host_.live_bytes += entry.host_bytes;
-  host_.peak_bytes = std::max(host_.peak_bytes, host_.live_bytes);
-  host_.offloaded_bytes += entry.host_bytes;
+  host_alloc(entry.host_bytes);
   fwd_stash_.emplace(tensor_id, std::move(stashed));
   track_storage_key(storage_key, tensor_id);
   return Packed::kHeld;
@@ -202,9 +217,7 @@ SavedTensorHooks::Packed OffloadActivations::pack_torchtune(const Tensor& activa
   entry.host_sizes = activation.sizes();
   entry.host_bytes = activation.nbytes();
   ++counts_.offloaded;
-  host_.live_bytes += entry.host_bytes;
-  host_.peak_bytes = std::max(host_.peak_bytes, host_.live_bytes);
-  host_.offloaded_bytes += entry.host_bytes;
+  host_alloc(entry.host_bytes);
   fwd_stash_.emplace(tensor_id, activation);
   return Packed::kHeld;
 }
@@ -272,7 +285,8 @@ void OffloadActivations::after_node(int64_t tensor_id, bool brought_back, uint32
 }
 
 void OffloadActivations::release(int64_t slot) {
-  // The variable is gone. An id it never unpacked stays in the tracker until the next __enter__.
+  // The variable is gone. An id it never unpacked stays in the tracker: until TRL's next __enter__;
+  // torchtune's next forward asserts on it (left_unpacked).
   unpacked_.erase(slot);
 }
 

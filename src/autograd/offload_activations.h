@@ -36,6 +36,8 @@
 // innermost), and only the region's inputs, which _NoopSaveInputs saves outside them, are packed here.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <unordered_map>
@@ -46,11 +48,15 @@
 
 namespace census {
 
-// The host memory the offloading holds: pinned tensors, each counted by its bytes (the pinned
-// allocator rounds each up to a power of two and caches it; that is not counted here).
+// The host memory the offloading holds: pinned tensors, each counted by its bytes; and the blocks
+// PyTorch's caching host allocator (ATen's CachingHostAllocator) holds for them. It rounds each request
+// up to a power of two, keeps a freed block for a later request of that size and gives none back (until
+// empty_cache). A block freed by a copy's stream is reused once the copy is done; here all are done by
+// the next forward, the only place host tensors are made.
 struct HostMemory {
   int64_t live_bytes = 0;
   int64_t peak_bytes = 0;
+  int64_t pinned_reserved_bytes = 0;  // the blocks made: the allocator's reserved_bytes
   int64_t offloaded_bytes = 0;      // copied to the host, over the step
   int64_t brought_back_bytes = 0;   // copied back to the device
 };
@@ -129,6 +135,9 @@ class OffloadActivations final : public SavedTensorHooks {
   void track_storage_key(const StorageKey& key, int64_t tensor_id);
   void release_storage_key(int64_t tensor_id);
   void forget(std::map<int64_t, Tracked>::iterator entry);
+  // A pinned host tensor of `bytes` made (empty_like's) or freed, in the caching host allocator's blocks.
+  void host_alloc(int64_t bytes);
+  void host_free(int64_t bytes);
   void after_node(int64_t tensor_id, bool brought_back, uint32_t storage_refs, const std::vector<int64_t>& prev_ids);
 
   OffloadPolicy policy_;
@@ -147,6 +156,8 @@ class OffloadActivations final : public SavedTensorHooks {
   std::unordered_map<int64_t, Tensor> unpacked_;
   SavedTensorHooks* previous_hooks_ = nullptr;
   HostMemory host_;
+  // By block size 2^k: the blocks in use, and the blocks made (in use or cached).
+  std::array<int64_t, 64> blocks_in_use_{}, blocks_made_{};
   OffloadCounts counts_;
   // At the last enter, and what the last micro-batch added between enter and exit.
   int64_t left_unpacked_ = 0;

@@ -200,6 +200,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   if (s.host) {
     const OffloadCounts& n = s.offload;
     j["host"] = {{"pinned_peak_bytes", s.host->peak_bytes},
+                 {"pinned_reserved_bytes", s.host->pinned_reserved_bytes},
                  {"offloaded_bytes", s.host->offloaded_bytes},
                  {"brought_back_bytes", s.host->brought_back_bytes},
                  {"saves",
@@ -292,6 +293,8 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
     table.add({"host (pinned)", grouped(s.host->peak_bytes), human_bytes(s.host->peak_bytes),
                "activations offloaded: " + grouped(s.offload.offloaded) + " of " + grouped(s.offload.packs) +
                    " saves, in no device figure"});
+    table.add({"  pinned reserved", grouped(s.host->pinned_reserved_bytes), human_bytes(s.host->pinned_reserved_bytes),
+               "the caching host allocator's blocks: each a power of two, kept for reuse"});
   }
   if (c.composes()) {
     table.add({"peak (composed)", grouped(s.composed_peak.bytes), human_bytes(s.composed_peak.bytes), where(s.composed_peak)});

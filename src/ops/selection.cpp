@@ -14,11 +14,11 @@ using internal::dispatch;
 namespace {
 
 // select.int(Tensor(a) self, int dim, SymInt index)  self: select_backward(grad, self.sizes(), dim, index)
-// = zeros of self's sizes, the gradient copied into the selected slice.
+// = zeros of self's sizes, the gradient copied into the selected slice: one new tensor of self's sizes,
+// wherever the slice is.
 class SelectBackward0 final : public Node {
  public:
-  SelectBackward0(uint64_t seq, Dims self_sizes, int dim, int64_t index)
-      : Node("SelectBackward0", seq), self_sizes_(self_sizes), dim_(dim), index_(index) {}
+  SelectBackward0(uint64_t seq, Dims self_sizes) : Node("SelectBackward0", seq), self_sizes_(self_sizes) {}
   GradList apply(GradList& grads) override {
     Tensor grad_input = alloc(self_sizes_, grads[0].dtype());
     dispatch<1, 1>(Op::kSelectBackward, {grads[0]}, {grad_input});
@@ -27,8 +27,6 @@ class SelectBackward0 final : public Node {
 
  private:
   Dims self_sizes_;
-  int dim_;
-  int64_t index_;
 };
 
 // index_select(Tensor self, int dim, Tensor index)
@@ -169,7 +167,7 @@ Tensor eq(const Tensor& self, double /*other*/) {
 Tensor select(const Tensor& self, int64_t dim, int64_t index) {
   const int d = wrap_dim(dim, self.dim());
   if (index < 0) index += self.size(d);
-  auto node = make_node<SelectBackward0>({&self}, self.sizes(), d, index);
+  auto node = make_node<SelectBackward0>({&self}, self.sizes());
   Dims sizes = self.sizes(), strides = self.strides();
   sizes.erase(d);
   strides.erase(d);

@@ -133,6 +133,31 @@ TEST(OffloadActivations, TheBackwardBringsEachSaveBackForOneNode) {
   session.remove_observer(&log);
 }
 
+// The caching host allocator's blocks: each host tensor's bytes rounded up to a power of two, a freed block
+// kept for the next request of its size. Three saves of [3, 256], [5, 256] and [3, 256] bf16 (1,536, 2,560
+// and 1,536 B) take blocks of 2,048, 4,096 and 2,048 B. TRL's next __enter__ forgets them (their variables
+// went unpacked); a [7, 256] (3,584 B) and a [3, 256] then reuse a 4,096 and a 2,048 block: no new one.
+TEST(OffloadActivations, ThePinnedBlocksArePowersOfTwoKeptForReuse) {
+  Session session;
+  Ref<OffloadActivations> offload = arena_shared<OffloadActivations>();
+  const auto rows = [](int64_t n) { return make_tensor(Dims{n, 256}, DType::kBFloat16, true); };
+  std::vector<Tensor> saved{rows(3), rows(5), rows(3), rows(7)}, outs;
+  offload->enter();
+  for (int i = 0; i < 3; ++i) outs.push_back(ops::pow(saved[static_cast<size_t>(i)], 2.0));
+  offload->exit();
+  EXPECT_EQ(offload->host().live_bytes, 1'536 + 2'560 + 1'536);
+  EXPECT_EQ(offload->host().pinned_reserved_bytes, 2'048 + 4'096 + 2'048);
+  outs.clear();
+  offload->enter();
+  EXPECT_EQ(offload->host().live_bytes, 0);
+  outs.push_back(ops::pow(saved[3], 2.0));
+  outs.push_back(ops::pow(saved[0], 3.0));
+  offload->exit();
+  EXPECT_EQ(offload->host().live_bytes, 3'584 + 1'536);
+  EXPECT_EQ(offload->host().peak_bytes, 5'632);
+  EXPECT_EQ(offload->host().pinned_reserved_bytes, 8'192);
+}
+
 // Around the LM head (NoOpManager) the saves are kept as they are; outside an entered offloading it
 // does nothing.
 TEST(OffloadActivations, TheHeadsSavesAreKept) {

@@ -97,7 +97,7 @@ def test_offloading_is_the_steady_oracles():
     step = census.census_step(oracle["config"], seq_length=600, micro_batches=4, optimizer_impl="for-loop",
                               offload_activations="trl")
     assert step["offload_activations"] == "trl"
-    assert step["host"] == oracle["host"]
+    assert {key: step["host"][key] for key in oracle["host"]} == oracle["host"]
     assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
     assert step["forward_peak"]["bytes"] == oracle["forward_peak"]["bytes"]
     assert census.census_step(oracle["config"], seq_length=600)["host"] is None

@@ -52,6 +52,7 @@ TEST(StepOffload, TheCheckpointedLlamaOffloadsItsLayerInputsAndItsLoss) {
   EXPECT_EQ(s.host->peak_bytes, host);
   EXPECT_EQ(s.host->offloaded_bytes, host);
   EXPECT_EQ(s.host->brought_back_bytes, host - 1'024);
+  EXPECT_EQ(s.host->pinned_reserved_bytes, host);  // each a power of two: its own block
   EXPECT_EQ(s.offload.packs, 15);
   EXPECT_EQ(s.offload.offloaded, 9);
   EXPECT_EQ(s.offload.kept_small, 4);

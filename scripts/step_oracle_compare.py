@@ -73,6 +73,8 @@ def optimizer_options(kind):
             args += ["--offload-activations", "torchtune" if "_offload_torchtune" in kind else "trl"]
         if "_ac_full" in kind:
             args += ["--recompute", "full"]
+        if "_sac_selective" in kind:
+            args += ["--recompute", "selective"]
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]

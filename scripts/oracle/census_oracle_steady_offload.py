@@ -63,8 +63,18 @@ Kinds (``OFFLOAD_KINDS``): ``single_adamw_offload_steady``, ``single_b2_adamw_of
 and, without offloading, ``single_adamw_ac_full_steady`` (every decoder layer's ``gradient_checkpointing = True``
 and ``_gradient_checkpointing_func = functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)``,
 as Transformers' ``gradient_checkpointing_enable`` sets it; the oracle's ``O._checkpoints_on("cpu")`` is already
-around the steps), and ``single_adamw_trl_chunked_nll_offload_steady`` (the loss oracle's TRL chunked loss, with
-offloading). Each result has ``offload``: step 2's counts (host peak and total bytes, packs, offloaded,
+around the steps), ``single_adamw_trl_chunked_nll_offload_steady`` (the loss oracle's TRL chunked loss, with
+offloading), ``single_adamw_liger_flce_offload_steady`` (the loss oracle's Liger fused linear cross-entropy,
+``loss="liger-flce"``, with offloading: TRL's manager puts every module whose *name* contains ``"liger"`` under its
+NoOpManager, and none does here (the record's ``liger_noop_manager`` lists the matches and counts ``lm_head``'s
+forward calls: 0, since Liger's ``lce_forward`` reads ``lm_head.weight`` and never calls the head, so the NoOpManager
+hung on it never fires and the fused loss's saved tensors go through the offload hooks)),
+``single_adamw_offload_sac_selective_steady`` and, without offloading, ``single_adamw_sac_selective_steady`` (every
+decoder layer's ``gradient_checkpointing = True`` and ``_gradient_checkpointing_func`` the step oracle's
+``checkpoint_function(True, sets, kernels, notes)``, as its kind ``sac_selective`` sets it: non-reentrant checkpoint
+with HyperParallel's selective policy; ``sets`` and ``kernels`` are the worker's, handed to
+``run_steady_case_offload`` and kept in ``OFF`` for ``build_model``, since the ext oracle drops them; the notes'
+``checkpoint_calls``, ``policies_created`` and ``policy_forward_decisions`` are over both steps). Each result has ``offload``: step 2's counts (host peak and total bytes, packs, offloaded,
 deduplicated, kept small / parameter, brought back, served from the forward stash, post-hooks, the ops the
 pack and the unpack allocated on the device, the tracker left after each backward) and step 1's under
 ``step1``, with TRL's commit and settings. See README.md beside this file.
@@ -155,6 +165,9 @@ OFFLOAD_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full"),
     "single_adamw_trl_chunked_nll_offload_steady": dict(m=1, batch=1, foreach=False, offload=True,
                                                         loss="trl-chunked-nll"),
+    "single_adamw_liger_flce_offload_steady": dict(m=1, batch=1, foreach=False, offload=True, loss="liger-flce"),
+    "single_adamw_offload_sac_selective_steady": dict(m=1, batch=1, foreach=False, offload=True, ac="selective"),
+    "single_adamw_sac_selective_steady": dict(m=1, batch=1, foreach=False, ac="selective"),
 }
 OFFLOAD_FAMILIES = ("llama", "qwen3", "qwen3_moe", "gemma3", "mixtral", "gpt_oss", "deepseek_v3")
 
@@ -764,19 +777,30 @@ _build_model = S.build_model  # the loss oracle's (TRL's chunked loss where the 
 def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) -> Any:
     model, config, notes = _build_model(family, config_kwargs, device)
     case = OFF.get("case") or {}
-    if case.get("ac") == "full":
+    if case.get("ac") in ("full", "selective"):
         from transformers.modeling_layers import GradientCheckpointingLayer  # pylint: disable=C0415
         layers = S.backbone(model).layers
         plain = [type(layer).__name__ for layer in layers if not isinstance(layer, GradientCheckpointingLayer)]
         if plain:
             raise TypeError(f"decoder layers {plain} are not GradientCheckpointingLayer: no checkpoint hook")
-        fn = functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
+        if case["ac"] == "full":
+            fn = functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
+        else:  # the step oracle's sac_selective: its checkpoint_function, HyperParallel's policy on its op sets
+            OFF["sac_notes"] = {}
+            fn = S.checkpoint_function(True, OFF["sets"], OFF["kernels"], OFF["sac_notes"])
         for layer in layers:
             layer.gradient_checkpointing = True
             layer._gradient_checkpointing_func = fn  # pylint: disable=protected-access
-        notes["activation_checkpointing"] = (
-            f"every decoder layer ({len(layers)}): gradient_checkpointing = True, _gradient_checkpointing_func = "
-            "functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)")
+        if case["ac"] == "full":
+            notes["activation_checkpointing"] = (
+                f"every decoder layer ({len(layers)}): gradient_checkpointing = True, _gradient_checkpointing_func = "
+                "functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)")
+        else:
+            notes["activation_checkpointing"] = (
+                f"every decoder layer ({len(layers)}): gradient_checkpointing = True, _gradient_checkpointing_func = "
+                "the step oracle's checkpoint_function(True, sets, kernels, notes) (kind sac_selective: "
+                "torch.utils.checkpoint.checkpoint(use_reentrant=False, context_fn=create_selective_checkpoint_"
+                "contexts(O.HyperParallelPolicy(sets, kernels)))), sets and kernels the worker's setup's")
     if case.get("offload") and case.get("impl") == "torchtune":
         OFF["ctx"] = make_manager_torchtune(model)
         model.forward = types.MethodType(torchtune_recipe_forward, model)
@@ -791,6 +815,14 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
             f"trl {TRL_COMMIT} get_act_offloading_ctx_manager(model) (OffloadActivations(use_pin_memory=True, "
             "use_streams=True, min_offload_size=1024, max_fwd_stash_size=5), lm_head under NoOpManager), "
             "entered around each micro-batch's forward + loss + backward")
+        if case.get("loss") == "liger-flce":
+            # TRL hangs NoOpManager on every module whose *name* contains "liger", and on lm_head's forward;
+            # Liger's lce_forward reads lm_head.weight and never calls lm_head as a module
+            names = [name for name, _ in model.named_modules() if "liger" in name.lower()]
+            OFF["liger_noop"] = {"module_names_containing_liger": names, "lm_head_forward_calls": 0}
+            model.lm_head.register_forward_pre_hook(
+                lambda *_: OFF["liger_noop"].__setitem__("lm_head_forward_calls",
+                                                         OFF["liger_noop"]["lm_head_forward_calls"] + 1))
     return model, config, notes
 
 
@@ -853,6 +885,7 @@ _run_loss = E.run_steady_case_ext  # the loss oracle's run_steady_case_loss
 def run_steady_case_offload(group: Dict[str, Any], case: Dict[str, Any], sets: Any, kernels: Any) -> Dict[str, Any]:
     OFF.clear()
     OFF["case"] = case
+    OFF["sets"], OFF["kernels"] = sets, kernels  # the worker's SAC op sets (the ext oracle itself drops them)
     torchtune = case.get("impl") == "torchtune"
     try:
         if case.get("offload") and torchtune:
@@ -905,6 +938,16 @@ def run_steady_case_offload(group: Dict[str, Any], case: Dict[str, Any], sets: A
             record = {"enabled": False}
         if case.get("ac"):
             record["activation_checkpointing"] = case["ac"]
+        if "liger_noop" in OFF:
+            liger = dict(OFF["liger_noop"], note=(
+                "TRL's get_act_offloading_ctx_manager puts modules whose name contains 'liger' under its "
+                "NoOpManager (none here) and lm_head (a forward hook: Liger's lce_forward never calls lm_head, it "
+                "reads lm_head.weight, so the fused loss's saved tensors go through the offload hooks); calls are "
+                "over both steps"))
+            record["liger_noop_manager"] = liger
+        if "sac_notes" in OFF:  # as the step oracle's sac_selective notes them (over both steps here)
+            result["notes"].update(OFF["sac_notes"])
+            result["notes"]["checkpoint_counts_are_over_both_steps"] = True
         result["offload"] = record
         return result
     except AssertionError as exc:
@@ -930,8 +973,10 @@ for _k in ("single_adamw_offload_torchtune_steady", "single_adamw_torchtune_chun
            "accum_m4_adamw_torchtune_chunked_offload_torchtune_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3_moe")
 for _k in ("single_b2_adamw_offload_steady", "accum_m4_adamw_offload_steady",
-           "single_adamw_trl_chunked_nll_offload_steady"):
+           "single_adamw_trl_chunked_nll_offload_steady", "single_adamw_offload_sac_selective_steady",
+           "single_adamw_sac_selective_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3_moe")
+E.EXT_FAMILIES["single_adamw_liger_flce_offload_steady"] = ("llama", "qwen3", "qwen3_moe", "mixtral")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_offload"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

@@ -305,23 +305,23 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
       return refuse(flag + " with " + with,
                     "offloading is priced on one rank's whole model, one micro-batch's forward and backward at a "
                     "time; drop one of them");
-    // Checkpointing composes with it where the oracle has run both: none and full (non-reentrant), and
-    // torchtitan-layer:N, which puts every layer under one of them.
+    // Checkpointing composes with it where the oracle has run both: none, full (non-reentrant),
+    // HyperParallel's selective policy, and torchtitan-layer:N, which puts every layer under full or none.
     Recompute other = o.recompute;
     for (const auto& [kind, mode] : o.recompute_by_kind)
-      if (mode != Recompute::kNone && mode != Recompute::kFull) other = mode;
+      if (mode == Recompute::kFullReentrant || mode == Recompute::kTorchtitanOp) other = mode;
     if (other == Recompute::kFullReentrant)
       return refuse(flag + " with --recompute full-reentrant",
                     "a reentrant checkpoint re-runs its forward and a backward of its own under the offloading "
                     "hooks, which is not priced yet; use --recompute full (use_reentrant=False)");
-    if (other != Recompute::kNone && other != Recompute::kFull)
-      return refuse(flag + " with --recompute " + recompute_name(other),
-                    "a selective policy's cache beside the offloading is not checked against the oracle yet; use "
-                    "--recompute none, full or torchtitan-layer:N");
-    if (o.loss == nn::CausalLMLoss::kLigerFlce)
+    if (other == Recompute::kTorchtitanOp)
+      return refuse(flag + " with --recompute torchtitan-op",
+                    "torchtitan's per-op policy beside the offloading is not checked against the oracle yet; use "
+                    "--recompute none, full, selective or torchtitan-layer:N");
+    if (o.loss == nn::CausalLMLoss::kLigerFlce && *o.offload_activations == OffloadPolicy::kTorchtune)
       return refuse(flag + " with --loss liger-flce",
-                    "TRL keeps Liger's modules' saves on the device, and the fused loss's saves are not priced "
-                    "under offloading yet; give another --loss");
+                    "torchtune's recipes run their own losses, not Liger's; give --loss hf, torchtune-chunked or "
+                    "torchtune-linear, or --offload-activations trl");
     if (*o.offload_activations == OffloadPolicy::kTorchtune && o.loss == nn::CausalLMLoss::kTrlChunkedNll)
       return refuse(flag + " with --loss trl-chunked-nll",
                     "torchtune's recipes run their own losses, not TRL's; give --loss hf, torchtune-chunked or "

@@ -65,6 +65,7 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
       o.offload_activations =
           kind.find("_offload_torchtune") != std::string::npos ? OffloadPolicy::kTorchtune : OffloadPolicy::kTrl;
     if (kind.find("_ac_full") != std::string::npos) o.recompute = Recompute::kFull;
+    if (kind.find("_sac_selective") != std::string::npos) o.recompute = Recompute::kSelective;
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
                          : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused

@@ -108,11 +108,15 @@ TEST(StepOffload, RefusesWhatItDoesNotPrice) {
   EXPECT_EQ(refusal(pipeline).substr(0, 38), "--offload-activations trl with --pp: o");
   StepOptions reentrant = stepping(Recompute::kFullReentrant, true);
   EXPECT_EQ(refusal(reentrant).substr(0, 64), "--offload-activations trl with --recompute full-reentrant: a ree");
-  StepOptions liger = stepping(Recompute::kNone, true);
+  StepOptions liger = stepping(Recompute::kNone, false);
   liger.loss = nn::CausalLMLoss::kLigerFlce;
-  EXPECT_EQ(refusal(liger).substr(0, 55), "--offload-activations trl with --loss liger-flce: TRL k");
-  EXPECT_EQ(refusal(stepping(Recompute::kSelective, true)).substr(0, 60),
-            "--offload-activations trl with --recompute selective: a sele");
+  liger.offload_activations = OffloadPolicy::kTorchtune;
+  EXPECT_EQ(refusal(liger).substr(0, 61), "--offload-activations torchtune with --loss liger-flce: torch");
+  liger.offload_activations = OffloadPolicy::kTrl;
+  EXPECT_EQ(refusal(liger), "accepted");
+  EXPECT_EQ(refusal(stepping(Recompute::kTorchtitanOp, true)).substr(0, 68),
+            "--offload-activations trl with --recompute torchtitan-op: torchtitan");
+  EXPECT_EQ(refusal(stepping(Recompute::kSelective, true)), "accepted");
   StepOptions torchtune_trl_loss = stepping(Recompute::kNone, false);
   torchtune_trl_loss.offload_activations = OffloadPolicy::kTorchtune;
   torchtune_trl_loss.loss = nn::CausalLMLoss::kTrlChunkedNll;

@@ -498,25 +498,29 @@ def _stand_ins() -> Any:
 # TRL's module, executed from its source
 # ---------------------------------------------------------------------------
 
+def _run_source(path: str, check: str, edit: str, names: Dict[str, Any]) -> Dict[str, Any]:
+    """Execute the module at *path*: its one *check* expression edited to *edit*, its top-level imports dropped
+    (listed under ``__dropped_imports__``) and the names they imported given by *names*; the rest as written."""
+    text = open(path, encoding="utf-8").read()
+    if text.count(check) != 1:
+        raise RuntimeError(f"{path}: expected one {check!r}")
+    tree = ast.parse(text.replace(check, edit), filename=path)
+    dropped = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    namespace = dict(names, _accelerator_type_of=_accelerator_type_of)
+    exec(compile(ast.Module(body=body, type_ignores=[]), path, "exec"), namespace)  # pylint: disable=exec-used
+    namespace["__dropped_imports__"] = dropped
+    return namespace
+
+
 def load_offloading() -> Dict[str, Any]:
     """TRL's activation_offloading.py: the device check edited, top-level imports named, the rest run as written."""
     import transformers  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     from torch.autograd.graph import saved_tensors_hooks  # pylint: disable=import-outside-toplevel
-    text = open(TRL_SOURCE, encoding="utf-8").read()
-    if text.count(DEVICE_CHECK) != 1:
-        raise RuntimeError(f"{TRL_SOURCE}: expected one {DEVICE_CHECK!r}")
-    text = text.replace(DEVICE_CHECK, DEVICE_CHECK_EDIT)
-    tree = ast.parse(text, filename=TRL_SOURCE)
-    dropped = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
-    namespace: Dict[str, Any] = {
+    return _run_source(TRL_SOURCE, DEVICE_CHECK, DEVICE_CHECK_EDIT, {
         "sys": sys, "psutil": _Psutil(), "torch": _TorchForOffload(), "get_logger": logging.getLogger,
         "is_torch_version": _is_torch_version, "nn": torch.nn, "saved_tensors_hooks": saved_tensors_hooks,
-        "is_torch_npu_available": lambda: False, "_accelerator_type_of": _accelerator_type_of,
-        "__name__": "trl.models.activation_offloading"}
-    exec(compile(ast.Module(body=body, type_ignores=[]), TRL_SOURCE, "exec"), namespace)  # pylint: disable=exec-used
-    namespace["__dropped_imports__"] = dropped
-    return namespace
+        "is_torch_npu_available": lambda: False, "__name__": "trl.models.activation_offloading"})
 
 
 def load_torchtune_offloading() -> Dict[str, Any]:
@@ -524,22 +528,12 @@ def load_torchtune_offloading() -> Dict[str, Any]:
     written (OffloadActivations, NoOpManager, get_act_offloading_ctx_manager)."""
     from torch.autograd.graph import saved_tensors_hooks  # pylint: disable=import-outside-toplevel
     import warnings  # pylint: disable=import-outside-toplevel
-    text = open(TT_SOURCE, encoding="utf-8").read()
-    if text.count(TT_DEVICE_CHECK) != 1:
-        raise RuntimeError(f"{TT_SOURCE}: expected one {TT_DEVICE_CHECK!r}")
-    text = text.replace(TT_DEVICE_CHECK, TT_DEVICE_CHECK_EDIT)
-    tree = ast.parse(text, filename=TT_SOURCE)
-    dropped = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))]
-    namespace: Dict[str, Any] = {
+    return _run_source(TT_SOURCE, TT_DEVICE_CHECK, TT_DEVICE_CHECK_EDIT, {
         "contextlib": contextlib, "Union": __import__("typing").Union, "warn": warnings.warn, "psutil": _Psutil(),
         "torch": _TorchForTorchtune(), "torchao": types.SimpleNamespace(__version__="0.0.0+stand-in"),
         "nn": torch.nn, "saved_tensors_hooks": saved_tensors_hooks, "NF4Tensor": NF4Tensor,
         "TiedLinear": TiedLinear, "get_logger": lambda level=None: logging.getLogger("torchtune"),
-        "_accelerator_type_of": _accelerator_type_of, "__name__": "torchtune.training._activation_offloading"}
-    exec(compile(ast.Module(body=body, type_ignores=[]), TT_SOURCE, "exec"), namespace)  # pylint: disable=exec-used
-    namespace["__dropped_imports__"] = dropped
-    return namespace
+        "__name__": "torchtune.training._activation_offloading"})
 
 
 def _detail_record() -> Dict[str, Any]:

@@ -63,25 +63,13 @@ void OffloadActivations::end_micro_batch() {
   left_unpacked_ = std::max(left_unpacked_, static_cast<int64_t>(tracker_.size()));
   host_added_.offloaded_bytes = host_.offloaded_bytes - host_at_enter_.offloaded_bytes;
   host_added_.brought_back_bytes = host_.brought_back_bytes - host_at_enter_.brought_back_bytes;
-  counts_added_ = {counts_.packs - counts_at_enter_.packs,
-                   counts_.offloaded - counts_at_enter_.offloaded,
-                   counts_.deduplicated - counts_at_enter_.deduplicated,
-                   counts_.kept_small - counts_at_enter_.kept_small,
-                   counts_.kept_parameter - counts_at_enter_.kept_parameter,
-                   counts_.copied_before_offload - counts_at_enter_.copied_before_offload,
-                   counts_.brought_back - counts_at_enter_.brought_back};
+  counts_added_ = counts_ - counts_at_enter_;
 }
 
 void OffloadActivations::replayed() {
   host_.offloaded_bytes += host_added_.offloaded_bytes;
   host_.brought_back_bytes += host_added_.brought_back_bytes;
-  counts_.packs += counts_added_.packs;
-  counts_.offloaded += counts_added_.offloaded;
-  counts_.deduplicated += counts_added_.deduplicated;
-  counts_.kept_small += counts_added_.kept_small;
-  counts_.kept_parameter += counts_added_.kept_parameter;
-  counts_.copied_before_offload += counts_added_.copied_before_offload;
-  counts_.brought_back += counts_added_.brought_back;
+  counts_ += counts_added_;
 }
 
 void OffloadActivations::track_storage_key(const StorageKey& key, int64_t tensor_id) {

@@ -70,6 +70,18 @@ struct OffloadCounts {
   int64_t kept_parameter = 0;   // kept: a parameter or a view of one
   int64_t copied_before_offload = 0;  // offloaded from a contiguous copy (non-contiguous, or at an offset)
   int64_t brought_back = 0;     // copied back to the device at unpack (the rest came from the forward stash)
+
+  OffloadCounts& operator+=(const OffloadCounts& o) {
+    packs += o.packs, offloaded += o.offloaded, deduplicated += o.deduplicated, kept_small += o.kept_small;
+    kept_parameter += o.kept_parameter, copied_before_offload += o.copied_before_offload;
+    brought_back += o.brought_back;
+    return *this;
+  }
+  OffloadCounts operator-(const OffloadCounts& o) const {
+    return {packs - o.packs, offloaded - o.offloaded, deduplicated - o.deduplicated, kept_small - o.kept_small,
+            kept_parameter - o.kept_parameter, copied_before_offload - o.copied_before_offload,
+            brought_back - o.brought_back};
+  }
 };
 
 // Whose OffloadActivations runs, and so around what (census step --offload-activations trl|torchtune).

@@ -19,27 +19,35 @@ constexpr int64_t kBytes = 4 * 256 * 2;
 
 Tensor activation() { return ops::mul(make_tensor(Dims{4, 256}, DType::kBFloat16, true), 1.0); }
 
-// The pack rules, one save each: offloaded (2,048 B on the host), the same storage again (kept, its key
-// now tracked), under 1 KiB (kept), a parameter's view (kept), an offset view and a transposed one (each
-// copied to a contiguous tensor first), a broadcast view (its whole 512 B storage to the host).
-TEST(OffloadActivations, PacksAsTrlDoes) {
-  Session session;
-  Ref<OffloadActivations> offload = arena_shared<OffloadActivations>();
+// Eight saves, each a rule of the pack: x [4, 256] saved by pow (1), again by pow (2) and by mm (3) with
+// a parameter's transpose (4); a 512 B tensor (5); rows 2-5 of an [8, 256] at offset 512 (6); that
+// [8, 256] transposed (7); a [1, 256] broadcast to [4, 256] (8). The hooks, entered and left around them.
+Ref<OffloadActivations> eight_saves(OffloadPolicy policy) {
+  Ref<OffloadActivations> offload = arena_shared<OffloadActivations>(policy);
   Tensor x = make_tensor(Dims{4, 256}, DType::kBFloat16, true);
   Tensor w = make_parameter(Dims{256, 256}, "proj.weight");
-  Tensor small = make_tensor(Dims{4, 64}, DType::kBFloat16, true);  // 512 B
+  Tensor small = make_tensor(Dims{4, 64}, DType::kBFloat16, true);
   Tensor rows = make_tensor(Dims{8, 256}, DType::kBFloat16, true);
   Tensor row = make_tensor(Dims{1, 256}, DType::kBFloat16, true);
   std::vector<Tensor> outs;
   offload->enter();
-  outs.push_back(ops::pow(x, 2.0));                        // 1: x offloaded, 2,048 B
-  outs.push_back(ops::pow(x, 3.0));                        // 2: x's key is tracked: kept
-  outs.push_back(ops::mm(x, ops::t(w)));                   // 3: x kept again; 4: w.t(), a parameter's view: kept
-  outs.push_back(ops::pow(small, 2.0));                    // 5: 512 B: kept
-  outs.push_back(ops::pow(ops::slice(rows, 0, 2, 6), 2.0));  // 6: rows 2-5 at offset 512: cloned, 2,048 B
-  outs.push_back(ops::pow(ops::t(rows), 2.0));             // 7: [256, 8] transposed: made contiguous, 4,096 B
-  outs.push_back(ops::pow(ops::expand(row, Dims{4, 256}), 2.0));  // 8: stride 0: its storage, 512 B
+  outs.push_back(ops::pow(x, 2.0));
+  outs.push_back(ops::pow(x, 3.0));
+  outs.push_back(ops::mm(x, ops::t(w)));
+  outs.push_back(ops::pow(small, 2.0));
+  outs.push_back(ops::pow(ops::slice(rows, 0, 2, 6), 2.0));
+  outs.push_back(ops::pow(ops::t(rows), 2.0));
+  outs.push_back(ops::pow(ops::expand(row, Dims{4, 256}), 2.0));
   offload->exit();
+  return offload;
+}
+
+// TRL's rules: 1 offloaded (2,048 B on the host); 2 and 3 kept, x's key tracked; 4 kept, a parameter's
+// view; 5 kept, under 1 KiB; 6 and 7 copied to a contiguous tensor first (2,048 and 4,096 B); 8, a
+// broadcast view, its whole 512 B storage.
+TEST(OffloadActivations, PacksAsTrlDoes) {
+  Session session;
+  const Ref<OffloadActivations> offload = eight_saves(OffloadPolicy::kTrl);
   const OffloadCounts& n = offload->counts();
   EXPECT_EQ(n.packs, 8);
   EXPECT_EQ(n.offloaded, 4);
@@ -56,22 +64,7 @@ TEST(OffloadActivations, PacksAsTrlDoes) {
 // (the offset rows 2,048 B, the transposed ones 4,096 B; the broadcast view, not dense, its 2,048 B).
 TEST(OffloadActivations, PacksAsTorchtuneDoes) {
   Session session;
-  Ref<OffloadActivations> offload = arena_shared<OffloadActivations>(OffloadPolicy::kTorchtune);
-  Tensor x = make_tensor(Dims{4, 256}, DType::kBFloat16, true);
-  Tensor w = make_parameter(Dims{256, 256}, "proj.weight");
-  Tensor small = make_tensor(Dims{4, 64}, DType::kBFloat16, true);
-  Tensor rows = make_tensor(Dims{8, 256}, DType::kBFloat16, true);
-  Tensor row = make_tensor(Dims{1, 256}, DType::kBFloat16, true);
-  std::vector<Tensor> outs;
-  offload->enter();
-  outs.push_back(ops::pow(x, 2.0));
-  outs.push_back(ops::pow(x, 3.0));
-  outs.push_back(ops::mm(x, ops::t(w)));
-  outs.push_back(ops::pow(small, 2.0));
-  outs.push_back(ops::pow(ops::slice(rows, 0, 2, 6), 2.0));
-  outs.push_back(ops::pow(ops::t(rows), 2.0));
-  outs.push_back(ops::pow(ops::expand(row, Dims{4, 256}), 2.0));
-  offload->exit();
+  const Ref<OffloadActivations> offload = eight_saves(OffloadPolicy::kTorchtune);
   const OffloadCounts& n = offload->counts();
   EXPECT_EQ(n.packs, 8);
   EXPECT_EQ(n.offloaded, 7);

@@ -273,6 +273,20 @@ BENCHMARK_CAPTURE(BM_StepOffload, none, census::Recompute::kNone, false)->Unit(b
 BENCHMARK_CAPTURE(BM_StepOffload, none_offloaded, census::Recompute::kNone, true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepOffload, full_offloaded, census::Recompute::kFull, true)->Unit(benchmark::kMillisecond);
 
+// Liger's kernels (nn/liger_kernels.h): `census step llama-3.1-8b --seq-length 8192 --liger`, its RMSNorm, SwiGLU
+// and rotary in the layers and its fused loss; and Transformers' modules and loss beside.
+void BM_StepLiger(benchmark::State& state, bool liger) {
+  census::ModelConfig config = shipped("llama-3.1-8b");
+  config.liger.rms_norm = config.liger.swiglu = config.liger.rope = liger;
+  census::StepOptions options;
+  options.seq_length = 8192;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.loss = liger ? census::nn::CausalLMLoss::kLigerFlce : census::nn::CausalLMLoss::kForCausalLM;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepLiger, eager, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLiger, liger, true)->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

@@ -66,13 +66,15 @@ def optimizer_options(kind):
             args += ["--loss", "trl-chunked-nll"]
         if "_liger_flce" in kind:
             args += ["--loss", "liger-flce"]
+        elif "_liger_" in kind:  # Liger's patch: its kernels and, but for _liger_hf, its fused loss
+            args += ["--liger"] + (["--loss", "hf"] if "_liger_hf" in kind else [])
         for loss in ("torchtune-chunked", "torchtune-linear"):
             if "_" + loss.replace("-", "_") in kind:
                 args += ["--loss", loss]
         if "_offload" in kind:
             args += ["--offload-activations", "torchtune" if "_offload_torchtune" in kind else "trl"]
         if "_ac_full" in kind:
-            args += ["--recompute", "full"]
+            args += ["--recompute", "full-reentrant" if "_ac_full_reentrant" in kind else "full"]
         if "_sac_selective" in kind:
             args += ["--recompute", "selective"]
         return args + (["--first-step"] if kind.endswith("_first") else [])

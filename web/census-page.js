@@ -15,7 +15,7 @@
   const FIRST = {
     step: ["--seq-length", "--micro-batch-size", "--micro-batches", "--tp", "--cp", "--ep", "--pp", "--dp",
            "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
-           "--first-step", "--loss", "--offload-activations"],
+           "--first-step", "--loss", "--liger", "--offload-activations"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
            "--gpus-per-node", "--top", "--optimizer", "--loss", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
@@ -237,6 +237,8 @@
       ? "The first step: " + optimizer + " makes its states inside its optimizer step."
       : "The steady state, every step from the second on: " + optimizer + "'s states, made by the first, alive from the start.",
       "note"));
+    if (worst.liger)
+      out.push(paragraph("Liger's kernels, as its patch applies them: its RMSNorm (the input and an fp32 rstd a row saved; the gradient written over the incoming one), its SwiGLU (the gate and up projections saved, their gradients written into them) and its rotary (q and k rotated in place).", "note"));
     if (worst.loss === "trl-chunked-nll")
       out.push(paragraph("The loss: TRL's chunked loss, no logits; each chunk of 256 tokens checkpointed, with an fp32 copy of the head.", "note"));
     if (worst.loss === "liger-flce")

@@ -457,8 +457,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 gpu_memory: Any = None, fsdp: bool = False, reshard_after_forward: str = "default",
                 sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
                 optimizer_impl: Any = None, first_step: bool = False,
-                optimizer_in_backward: bool = False, loss: str = "hf",
-                offload_activations: Any = None) -> Dict[str, Any]:
+                optimizer_in_backward: bool = False, loss: Any = None,
+                offload_activations: Any = None, liger: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -470,11 +470,13 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     names (``foreach``, ``fused``, ``for-loop``; when None, PyTorch's default on CUDA: foreach, Adafactor's
     for-loop); with *optimizer_in_backward*, one optimizer a parameter stepped in its post-accumulate-grad hook,
     as torchtune's optimizer_in_bwd runs it. *loss* is the trainer's loss from the last hidden state: ``hf``
-    (Transformers' own on the whole logits), ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
+    (Transformers' own on the whole logits; the default, or ``liger-flce`` with *liger*), ``trl-chunked-nll`` (TRL's SFT default, in checkpointed chunks of
     256 tokens), ``liger-flce`` (Liger's fused linear cross-entropy), ``torchtune-chunked`` or
     ``torchtune-linear`` (torchtune's CEWithChunkedOutputLoss and LinearCrossEntropyLoss).
     *offload_activations* ``"trl"`` or ``"torchtune"`` offloads activations as that trainer does (``census step
-    --offload-activations``), and ``"host"`` holds the pinned host memory it takes; None offloads nothing. The step is the steady state, every step from the second on, with the
+    --offload-activations``), and ``"host"`` holds the pinned host memory it takes; None offloads nothing. With
+    *liger*, Liger's kernels run as Transformers' Trainer and TRL apply them (``census step --liger``): its
+    RMSNorm, SwiGLU and rotary in the layers, and its fused loss unless *loss* names another. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -517,8 +519,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _text("reshard_after_forward", reshard_after_forward),
                         _switch("sequence_parallel", sequence_parallel), _switch("loss_parallel", loss_parallel),
                         _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step),
-                        _switch("optimizer_in_backward", optimizer_in_backward), _text("loss", loss),
-                        _offload_activations(offload_activations))
+                        _switch("optimizer_in_backward", optimizer_in_backward),
+                        "" if loss is None else _text("loss", loss),
+                        _offload_activations(offload_activations), _switch("liger", liger))
     return json.loads(text)
 
 

@@ -78,6 +78,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       add_text_option(*sub, "--train-yaml", request.train_yaml,
                       "a HyperParallel train.yaml: its plan_overrides' fused modules replace Transformers' own",
                       "give the path of a train.yaml, or leave the option out");
+    // Not on the commands that print the selective policy's figures (activations, report): that policy
+    // around Liger's functions is not priced.
+    if (command == "layer" || command == "saved-ops" || command == "explain")
+      sub->add_flag("--liger", request.liger,
+                    "Liger's RMSNorm, SwiGLU and rotary kernels in the layers, as its patch applies them (llama, "
+                    "mistral, qwen2, qwen3, smollm3)");
     if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
       sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
     if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&

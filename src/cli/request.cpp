@@ -204,6 +204,18 @@ Status apply_options(Request& r) {
     if (!profile) return refuse("--kernels", echoed(r.kernels) + " is not a kernel profile; use npu (the default) or cuda");
     r.config.kernels = *profile;
   }
+  if (r.liger) {
+    if (!r.config.family->liger_patches)
+      return refuse("--liger", "Liger has no patch for " + r.config.model_type + " (MODEL_TYPE_TO_APPLY_LIGER_FN); drop --liger");
+    if (!r.config.family->liger_kernels)
+      return refuse("--liger", "Liger's patch for " + r.config.model_type +
+                                   " swaps modules the census does not price yet (it prices llama, mistral, qwen2, "
+                                   "qwen3 and smollm3's); drop --liger, or give --loss liger-flce for its fused loss alone");
+    if (r.selective)
+      return refuse("--liger with --selective", "HyperParallel's selective policy around Liger's functions is not "
+                                                "priced yet; drop one of them");
+    r.config.liger.rms_norm = r.config.liger.swiglu = r.config.liger.rope = true;
+  }
   if (!r.train_yaml.empty()) {
     if (!nn::kernel_profile(r.config.kernels).fused_npu_modules)
       return refuse("--train-yaml", "its fused modules call torch_npu's kernels, which the " +

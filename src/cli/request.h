@@ -28,6 +28,7 @@ struct Request {
   std::string experts_implementation;  // --experts-implementation as given; empty: grouped_mm
   std::string train_yaml;              // --train-yaml: a recipe whose plan_overrides replace modules
   std::string kernels;                 // --kernels: the kernel profile (npu, cuda); empty: npu
+  bool liger = false;                  // --liger: Liger's RMSNorm, SwiGLU and rotary kernels in the layers
 };
 
 // The ModelConfig named by `source`: a shipped model's name, else a path to a config.json.

@@ -95,6 +95,10 @@ std::string optimizer_label(const StepArgs& a) {
 
 // Which step is priced: "steady" (the second and every later one, the default) or "first". A step
 // without an optimizer is the same every time: "steady".
+// The loss as given, else the run's default: Liger's fused linear cross-entropy under its patch, which binds
+// it with the kernels; Transformers' own otherwise.
+std::string loss_of(const StepArgs& a) { return !a.loss.empty() ? a.loss : a.liger ? "liger-flce" : "hf"; }
+
 std::string step_name(const StepArgs& a) { return a.first_step ? "first" : "steady"; }
 
 std::string schedule_name(const StepArgs& a) {
@@ -166,7 +170,8 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   const StepCensus& s = run.step;
   ordered_json j;
   j["step"] = step_name(a);
-  j["loss"] = a.loss;
+  j["loss"] = loss_of(a);
+  j["liger"] = a.liger;
   j["offload_activations"] = a.offload_activations.empty() ? ordered_json(nullptr) : ordered_json(a.offload_activations);
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
@@ -364,7 +369,7 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                 "parameter's post-accumulate-grad hook, inside the backward (one micro-batch)");
   add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
                     "the loss from the last hidden state: hf (Transformers' ForCausalLMLoss on the whole logits, "
-                    "the default), trl-chunked-nll (TRL's SFT default: no logits, checkpointed chunks of 256 "
+                    "the default; liger-flce under --liger), trl-chunked-nll (TRL's SFT default: no logits, checkpointed chunks of 256 "
                     "tokens, each with an fp32 copy of the head), liger-flce (Liger's fused linear cross-entropy: "
                     "no logits, both gradients made in the forward), torchtune-chunked (torchtune's "
                     "CEWithChunkedOutputLoss: the logits in 8 chunks, each upcast alone) or torchtune-linear "
@@ -374,6 +379,10 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                     "forward, loss and backward) or torchtune (its recipes': around the model's forward) runs it: "
                     "each saved tensor of 1 KiB or more copied to pinned host memory at pack and back at unpack, "
                     "the five newest kept, the LM head's saves kept; the host memory gets its own line");
+  sub->add_flag("--liger", a.liger,
+                "Liger's kernels as Transformers' Trainer and TRL apply them (use_liger_kernel): its RMSNorm, "
+                "SwiGLU and rotary in the layers, and its fused linear cross-entropy unless --loss names another "
+                "(llama, mistral, qwen2, qwen3, smollm3)");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -434,7 +443,7 @@ Status check_names(const StepArgs& a) {
   // (--recompute's modes per layer kind are read where the step parses them, step/recompute_choice.h).
   CENSUS_TRY(parse_choice("--schedule", {"1f1b", "gpipe", "interleaved"}, a.schedule));
   CENSUS_TRY(parse_choice("--optimizer", optimizer_names(), a.optimizer));
-  CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), a.loss));
+  CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), loss_of(a)));
   if (!a.offload_activations.empty())
     CENSUS_TRY(parse_choice("--offload-activations", {"trl", "torchtune"}, a.offload_activations));
   if (!a.optimizer_impl.empty()) {
@@ -490,6 +499,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   request.tp = a.tp;
   request.experts_implementation = a.experts_implementation;
   request.kernels = a.kernels;
+  request.liger = a.liger;
   request.train_yaml = a.train_yaml;
   CENSUS_TRY(check_request(request));
   // check_request holds --micro-batch-size to its rule, and B x S tokens to the config's counts.
@@ -516,7 +526,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.first_step = a.first_step;
   if (a.offload_activations == "trl") o.offload_activations = OffloadPolicy::kTrl;
   if (a.offload_activations == "torchtune") o.offload_activations = OffloadPolicy::kTorchtune;
-  o.loss = nn::causal_lm_loss_named(a.loss).value_or(nn::CausalLMLoss::kForCausalLM);
+  o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
   o.sequence_parallel = a.sequence_parallel;
   o.loss_parallel = a.loss_parallel;
@@ -606,7 +616,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
-         << (a.loss != "hf" ? ", loss " + a.loss : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
+         << (a.liger ? ", Liger's kernels" : "") << (loss_of(a) != "hf" ? ", loss " + loss_of(a) : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
          << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;

@@ -33,9 +33,10 @@ struct StepArgs {
   std::string optimizer = "adamw";
   std::string optimizer_impl;  // foreach, fused, for-loop; empty: the optimizer's default on CUDA
   bool optimizer_in_backward = false;  // torchtune's optimizer_in_bwd
-  std::string loss = "hf";     // hf, trl-chunked-nll, ... (nn/loss.h)
+  std::string loss;            // hf, trl-chunked-nll, ... (nn/loss.h); empty: hf, or liger-flce with --liger
   bool first_step = false;     // the first step, whose optimizer makes its states; else the steady state
   std::string offload_activations;  // "trl" or "torchtune"'s OffloadActivations; empty: none
+  bool liger = false;               // Liger's kernels as its patch applies them (nn/liger_kernels.h)
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;

@@ -14,6 +14,7 @@
 #include "nn/attention_kernel.h"
 #include "nn/gated_delta_rule.h"
 #include "nn/latent_attention.h"
+#include "nn/liger_kernels.h"
 #include "nn/mamba2_mixer.h"
 #include "nn/module.h"
 #include "nn/mlp.h"
@@ -207,6 +208,9 @@ struct ModelConfig {
   // A run option, not a config field (--kernels): whose kernel contracts the layers run (Note [Kernel
   // profiles]).
   nn::KernelProfile kernels = nn::KernelProfile::kNpu;
+  // A run option, not a config field (--liger): Liger's RMSNorm, SwiGLU and rotary kernels in the layers, as
+  // its patch binds them (nn/liger_kernels.h); only where the family's liger_kernels says the patch does.
+  nn::LigerKernels liger;
   // A run option, not a config field (--micro-batch-size): the sequences of each micro-batch, the batch
   // dimension B of every input a census runs.
   int64_t micro_batch_size = 1;
@@ -314,6 +318,10 @@ struct Family {
   // (nn/liger_fused_linear_cross_entropy.h). Falcon-H1's patch is left out, whose lm_head_multiplier the
   // fused loss would have to apply.
   bool liger_patches = false;
+  // Liger's patch for the model type binds its RMSNorm, SwiGLU MLP and rotary as it does Llama's, onto
+  // modules the census builds as Llama's (LlamaDecoderLayer): --liger runs them (nn/liger_kernels.h).
+  // Other patches swap modules of their own (Gemma's GeGLU and offset norms, the experts of a MoE).
+  bool liger_kernels = false;
 };
 
 // Defines a family's registry entry in its own file:

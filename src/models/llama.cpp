@@ -9,6 +9,7 @@ namespace census {
 
 LlamaAttention::LlamaAttention(const ModelConfig& c, nn::ParameterList& params, bool use_rope)
     : kernels_(c.kernels),
+      liger_rope_(c.liger.rope),
       head_dim_(c.head_dim),
       residual_dropout_(c.residual_dropout),
       use_rope_(use_rope),
@@ -41,7 +42,9 @@ Tensor LlamaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   v = Tensor();
 
   if (use_rope_ && positions.cos.defined()) {  // a model without a rotary hands none (Granite's)
-    auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
+    // Liger's patch puts liger_rotary_pos_emb (LigerRopeFunction.apply) where the modeling file's is.
+    auto [q_embed, k_embed] = liger_rope_ ? ops::liger_rope(query_states, key_states, positions.cos, positions.sin)
+                                          : nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
     query_states = q_embed;
     key_states = k_embed;
   }
@@ -68,11 +71,12 @@ std::optional<FusedModule> layer_replacement(const ModelConfig& c, int64_t index
 std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& c, std::optional<FusedModule> fused,
                                            const std::string& path, int64_t dim, nn::ParameterList& params) {
   if (fused == FusedModule::kRmsNorm) return std::make_unique<nn::FusedRMSNorm>(path, dim, params);
-  return std::make_unique<nn::LlamaRMSNorm>(path, dim, c.rms_norm_eps, params);
+  return std::make_unique<nn::LlamaRMSNorm>(path, dim, c.rms_norm_eps, params, c.liger.rms_norm ? c.liger.sm_count : 0);
 }
 
 std::unique_ptr<nn::FeedForward> build_dense_mlp(const ModelConfig& c, int64_t /*index*/, nn::ParameterList& params) {
-  return std::make_unique<nn::GatedMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, params, c.hidden_act);
+  return std::make_unique<nn::GatedMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, params, c.hidden_act,
+                                        "act_fn", c.liger.swiglu);
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index, FeedForwardBuilder build_mlp, bool use_rope)
@@ -201,7 +205,7 @@ std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64
 CENSUS_FAMILY(kLlamaFamily) = {.model_type = "llama", .read = read_llama, .build_layer = build_llama_layer,
                                .build_final_norm = build_llama_final_norm, .class_prefix = "Llama",
                                .names_llama_tp_plan = true,
-    .liger_patches = true};
+    .liger_patches = true, .liger_kernels = true};
 
 namespace {
 

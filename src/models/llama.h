@@ -30,6 +30,7 @@ class LlamaAttention {
  private:
   std::string path_ = "self_attn";
   nn::KernelProfile kernels_;  // whose flash contract the attention runs
+  bool liger_rope_;            // Liger's rotary in place of apply_rotary_pos_emb (nn/liger_kernels.h)
   int64_t head_dim_;
   double residual_dropout_;  // on o_proj's output (Seed-OSS); 0 runs nothing
   bool use_rope_;

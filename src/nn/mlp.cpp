@@ -11,15 +11,24 @@ Tensor Activation::forward(const Tensor& input) const {
 }
 
 GatedMLP::GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias,
-                   ParameterList& params, HiddenAct act, const char* activation_name)
+                   ParameterList& params, HiddenAct act, const char* activation_name, bool liger_swiglu)
     : path_(path),
       gate_proj(child_path(path, "gate_proj"), hidden_size, intermediate_size, bias, params),
       up_proj(child_path(path, "up_proj"), hidden_size, intermediate_size, bias, params),
       down_proj(child_path(path, "down_proj"), intermediate_size, hidden_size, bias, params),
-      act_fn(child_path(path, activation_name), act) {}
+      act_fn(child_path(path, activation_name), act),
+      liger_swiglu_(liger_swiglu) {}
 
 Tensor GatedMLP::forward(const Tensor& x) const {
   ModuleScope scope(path_, ModuleKind::kOther);
+  if (liger_swiglu_) {
+    Tensor gate = gate_proj.forward(x);
+    Tensor up = up_proj.forward(x);
+    Tensor c = ops::liger_silu_mul(gate, up);
+    gate = Tensor();  // the call's arguments, gone as it returns
+    up = Tensor();
+    return down_proj.forward(c);
+  }
   // Python evaluates gate before up: sequence numbers, and so the backward's order, depend on it.
   Tensor activated = act_fn.forward(gate_proj.forward(x));
   Tensor up = up_proj.forward(x);

@@ -4,13 +4,15 @@
 
 namespace census::nn {
 
-LlamaRMSNorm::LlamaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params)
-    : path_(std::move(path)), variance_epsilon_(eps) {
+LlamaRMSNorm::LlamaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params, int64_t liger_sm_count)
+    : path_(std::move(path)), variance_epsilon_(eps), liger_sm_count_(liger_sm_count) {
   weight_ = register_parameter(params, path_, "weight", Dims{dim});
 }
 
 Tensor LlamaRMSNorm::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kNorm);
+  // LigerRMSNorm.forward: LigerRMSNormFunction.apply(hidden_states, self.weight, ...), Liger's defaults for Llama.
+  if (liger_sm_count_ > 0) return ops::liger_rms_norm(input, weight_, liger_sm_count_);
   const DType input_dtype = input.dtype();
   Tensor hidden_states = ops::to(input, DType::kFloat32);
   Tensor variance = ops::mean(ops::pow(hidden_states, 2), -1, /*keepdim=*/true);

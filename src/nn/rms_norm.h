@@ -26,13 +26,16 @@ class Norm {
 
 class LlamaRMSNorm final : public Norm {
  public:
-  LlamaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
+  // `liger_sm_count` > 0: LigerRMSNorm's forward bound on the module, as Liger's patch binds it
+  // (nn/liger_kernels.h), its backward's partial weight gradients spread over that many SMs.
+  LlamaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params, int64_t liger_sm_count = 0);
   Tensor forward(const Tensor& hidden_states) const override;
 
  private:
   std::string path_;
   Tensor weight_;  // (D) bf16, ones
   double variance_epsilon_;
+  int64_t liger_sm_count_;
 };
 
 // GemmaRMSNorm (Gemma, Gemma2, Gemma3): the weight applied as (1 + w) in fp32, before the cast back.

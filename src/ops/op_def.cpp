@@ -208,6 +208,15 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kCeil, "aten.ceil.default", OpKind::kCompute},
     // Muon's update
     {Op::kLerpScalar, "aten.lerp.Scalar", OpKind::kCompute},
+    // Liger's Triton kernels, named as Liger's ops/*.py name them (no aten op: a fake-tensor trace never sees
+    // them); each writes into tensors its Python made before the launch
+    {Op::kLigerRmsNormForward, "liger._rms_norm_forward_kernel.default", OpKind::kInPlace},
+    {Op::kLigerRmsNormBackward, "liger._rms_norm_backward_kernel.default", OpKind::kInPlace},
+    {Op::kLigerSwigluForward, "liger._swiglu_forward_kernel.default", OpKind::kInPlace, SacClass::kRecompute, FlopsRule::kNone,
+     SavedBucketRule::kActivation},
+    {Op::kLigerSwigluBackward, "liger._swiglu_backward_kernel.default", OpKind::kInPlace},
+    {Op::kLigerRopeForward, "liger._triton_rope.default", OpKind::kInPlace},
+    {Op::kLigerRopeBackward, "liger._triton_rope.backward_pass", OpKind::kInPlace},
 }};
 
 constexpr bool catalogue_in_order() {

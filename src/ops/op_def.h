@@ -16,7 +16,7 @@ namespace census {
 enum class OpKind : uint8_t {
   kCompute,          // allocates its outputs and runs a kernel
   kView,             // aliases its input's storage; no kernel, no bytes moved
-  kInPlace,          // writes into its first argument
+  kInPlace,          // writes into its first argument (a Triton kernel: into the outputs its Python made)
   kMatmul,           // mm, addmm, bmm, _grouped_mm: FLOPs = 2 * numel(first) * last dim of second
   kAttentionKernel,  // the census's flash-attention contract: its FLOPs are the scores', its saves attBMM/softmax
   kFactory,          // creates a tensor from no tensor input (arange, empty, zeros)
@@ -113,6 +113,9 @@ enum class Op : uint8_t {
   kSortStable, kArgmax, kEqTensor, kBitwiseAndTensor, kCeil,
   // Muon's update (nn/muon.h): the Nesterov momentum, out of place
   kLerpScalar,
+  // Liger's Triton kernels (ops/liger_kernels.cpp): each writes into tensors its Python made, allocating nothing
+  kLigerRmsNormForward, kLigerRmsNormBackward, kLigerSwigluForward, kLigerSwigluBackward, kLigerRopeForward,
+  kLigerRopeBackward,
   kCount,
 };
 

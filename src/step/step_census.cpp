@@ -275,6 +275,40 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--loss " + std::string(nn::causal_lm_loss_name(o.loss)) + " on " + config.model_type,
                   "torchtune's loss runs the bare head, without this model's transform of its logits (softcapping "
                   "or scaling), which would train another model; give --loss hf or trl-chunked-nll");
+  if (config.liger.any()) {
+    if (!config.family->liger_kernels)
+      return refuse("--liger on " + config.model_type,
+                    "Liger's patch for it swaps modules the census does not price yet (it prices llama, mistral, "
+                    "qwen2, qwen3 and smollm3's); drop --liger");
+    // calculate_settings raises where a kernel's row (next_power_of_2 of it) is wider than 65,536 elements.
+    const int64_t widest = std::max(config.liger.rms_norm ? config.hidden_size : 0,
+                                    config.liger.swiglu ? config.intermediate_size : 0);
+    if (widest > 65'536)
+      return refuse("--liger on " + config.model_type,
+                    "a row of " + std::to_string(widest) + " elements: Liger's kernels launch on at most 65,536 "
+                    "(calculate_settings raises past it); drop --liger");
+    // Liger's functions gather a DTensor input whole (full_tensor) and its patch is checked against the oracle
+    // on one rank's whole model; the sharded and pipelined steps around it are not priced yet.
+    const char* with = o.pipeline_stages > 1    ? "--pp"
+                       : o.tensor_parallel > 1  ? "--tp"
+                       : o.fsdp.shards > 1      ? "--fsdp"
+                       : o.context_parallel > 1 ? "--cp"
+                       : o.expert_parallel > 1  ? "--ep"
+                                                : nullptr;
+    if (with != nullptr)
+      return refuse(std::string("--liger with ") + with,
+                    "Liger's kernels are priced on one rank's whole model; drop one of them");
+    Recompute policy = o.recompute;
+    for (const auto& [kind, mode] : o.recompute_by_kind)
+      if (mode == Recompute::kSelective || mode == Recompute::kTorchtitanOp) policy = mode;
+    if (policy == Recompute::kSelective || policy == Recompute::kTorchtitanOp)
+      return refuse(std::string("--liger with --recompute ") + (policy == Recompute::kSelective ? "selective" : "torchtitan-op"),
+                    "a per-op checkpoint policy around Liger's functions is not priced yet; use --recompute none, "
+                    "full, full-reentrant or torchtitan-layer:N");
+    if (o.offload_activations == OffloadPolicy::kTorchtune)
+      return refuse("--liger with --offload-activations torchtune",
+                    "torchtune's recipes do not apply Liger's patch; give --offload-activations trl (TRL applies both)");
+  }
   if (o.loss != nn::CausalLMLoss::kForCausalLM) {
     // TRL gathers a DTensor head with full_tensor(), Liger reads the head's weight under FSDP1's
     // forward redirection, torchtune redistributes the hidden states to Shard(-1), and each shifts the

@@ -38,6 +38,22 @@ TEST(Cli, LayerAsJson) {
   EXPECT_EQ(json.at("working"), 1491520);
 }
 
+// The layer under Liger's kernels (nn/liger_kernels.h): its two norms keep their bf16 input and an fp32 rstd
+// where the eager norms keep an fp32 copy, the rstd and the normalized input, 4 S H fewer each; its MLP keeps
+// the gate and up projections and their product, 2 S I fewer than the eager one's four. At S = 128, H = 256,
+// I = 512: 2 x 131,072 + 131,072 = 393,216 B. Beside HyperParallel's selective policy it is refused.
+TEST(Cli, LayerUnderLigersKernels) {
+  const std::string toy = write_config("toy.json", kToyLlama);
+  const CliRun eager = census({"layer", toy, "--seq-length", "128", "--format", "json"});
+  const CliRun liger = census({"layer", toy, "--seq-length", "128", "--format", "json", "--liger"});
+  ASSERT_EQ(liger.code, 0) << liger.err;
+  EXPECT_EQ(nlohmann::json::parse(eager.out).at("saved").get<int64_t>() -
+                nlohmann::json::parse(liger.out).at("saved").get<int64_t>(),
+            2 * 4 * 128 * 256 + 2 * 128 * 512);
+  expect_refused(census({"layer", toy, "--liger", "--selective"}), "--liger with --selective");
+  expect_refused(census({"layer", "gemma-2-9b", "--liger"}), "gemma2");
+}
+
 TEST(Cli, ActivationsAsJsonHasTheRecordFields) {
   const CliRun run = census({"activations", write_config("toy.json", kToyLlama), "--seq-length", "128", "--format", "json"});
   ASSERT_EQ(run.code, 0) << run.err;

@@ -131,7 +131,10 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--loss", "chunked"}, {"--loss", "trl-chunked-nll", "--tp", "2"}, {"--loss", "trl-chunked-nll", "--fsdp", "--dp", "2"},
         {"--loss", "trl-chunked-nll", "--dp", "2", "--zero", "3"}, {"--loss", "trl-chunked-nll", "--cp", "2"},
         {"--loss", "liger-flce", "--tp", "2"}, {"--loss", "torchtune-chunked", "--cp", "2"},
-        {"--loss", "torchtune-linear", "--fsdp", "--dp", "2"}}) {
+        {"--loss", "torchtune-linear", "--fsdp", "--dp", "2"},
+        // Liger's kernels beside a layout or a policy not priced with them
+        {"--liger", "--tp", "2"}, {"--liger", "--fsdp", "--dp", "2"}, {"--liger", "--pp", "2"},
+        {"--liger", "--recompute", "selective"}, {"--liger", "--offload-activations", "torchtune"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);
@@ -148,6 +151,31 @@ TEST(StepCli, LigersLossOnAModelLigerDoesNotPatchIsRefused) {
   EXPECT_TRUE(run.out.empty());
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
   EXPECT_NE(run.err.find("deepseek_v3"), std::string::npos) << run.err;
+}
+
+// Liger's kernels on a model type whose patch swaps other modules (Mixtral's experts): refused by name.
+TEST(StepCli, LigersKernelsOnAModelTheyAreNotPricedOnAreRefused) {
+  const CliRun run = census({"step", "mixtral-8x7b", "--liger"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_TRUE(run.out.empty());
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_EQ(run.err.find("census: --liger: "), 0u) << run.err;
+  EXPECT_NE(run.err.find("mixtral"), std::string::npos) << run.err;
+}
+
+// --liger brings Liger's fused loss with its kernels; --loss names another, and the JSON says which ran.
+TEST(StepCli, LigerTakesItsFusedLossUnlessTheLossIsNamed) {
+  const std::string toy = toy_llama();
+  const CliRun fused = census({"step", toy, "--liger", "--format", "json"});
+  ASSERT_EQ(fused.code, 0) << fused.err;
+  const auto j = nlohmann::json::parse(fused.out);
+  EXPECT_EQ(j.at("loss"), "liger-flce");
+  EXPECT_EQ(j.at("liger"), true);
+  const CliRun hf = census({"step", toy, "--liger", "--loss", "hf", "--format", "json"});
+  ASSERT_EQ(hf.code, 0) << hf.err;
+  EXPECT_EQ(nlohmann::json::parse(hf.out).at("loss"), "hf");
+  const CliRun table = census({"step", toy, "--liger"});
+  EXPECT_NE(table.out.find("Liger's kernels, loss liger-flce"), std::string::npos) << table.out;
 }
 
 // torchtune's losses run the bare head (model.output): on a model that transforms its logits (Gemma 2's

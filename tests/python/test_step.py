@@ -109,6 +109,21 @@ def test_offloading_is_the_steady_oracles():
         census.census_step(oracle["config"], seq_length=600, offload_activations=True)
 
 
+@pytest.mark.parametrize("kind, loss", [("single_adamw_liger_steady", None), ("single_adamw_liger_hf_steady", "hf")])
+def test_ligers_kernels_are_the_steady_oracles(kind, loss):
+    with open(os.path.join(STEP_CASES, "steady", "qwen3_toy_L4_s600_" + kind + ".json"), encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=600, optimizer_impl="for-loop", liger=True, loss=loss)
+    assert step["liger"] is True
+    assert step["loss"] == (loss or "liger-flce")
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["forward_peak"]["bytes"] == oracle["forward_peak"]["bytes"]
+    with pytest.raises(ValueError, match="liger with tp"):
+        census.census_step(oracle["config"], seq_length=600, tp=2, liger=True)
+    with pytest.raises(ValueError, match="liger"):
+        census.census_step(oracle["config"], seq_length=600, liger="yes")
+
+
 def test_a_form_the_optimizer_does_not_have_is_refused():
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
     with pytest.raises(ValueError, match="optimizer_impl fused with optimizer adafactor"):

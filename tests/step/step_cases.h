@@ -29,6 +29,12 @@ inline std::vector<std::string> step_case_names(const std::string& folder = "ste
   return names;
 }
 
+// Liger's patch (`_liger_` kinds but `_liger_flce`, its fused loss alone): its kernels in the model, and its
+// fused loss but where the kind says `_liger_hf`.
+inline bool liger_kind(const std::string& kind) {
+  return kind.find("_liger_") != std::string::npos && kind.find("_liger_flce") == std::string::npos;
+}
+
 // The step the oracle ran: its tokens, sequences a micro-batch ("batch", 1 where the case predates
 // it), micro-batches, pipeline stage, optimizer and checkpointing.
 inline StepOptions options_of(const nlohmann::json& oracle) {
@@ -59,12 +65,14 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     o.optimizer_in_backward = kind.find("_in_bwd") != std::string::npos;
     if (kind.find("_trl_chunked_nll") != std::string::npos) o.loss = nn::CausalLMLoss::kTrlChunkedNll;
     if (kind.find("_liger_flce") != std::string::npos) o.loss = nn::CausalLMLoss::kLigerFlce;
+    if (liger_kind(kind) && kind.find("_liger_hf") == std::string::npos) o.loss = nn::CausalLMLoss::kLigerFlce;
     if (kind.find("_torchtune_chunked") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneChunked;
     if (kind.find("_torchtune_linear") != std::string::npos) o.loss = nn::CausalLMLoss::kTorchtuneLinear;
     if (kind.find("_offload") != std::string::npos)
       o.offload_activations =
           kind.find("_offload_torchtune") != std::string::npos ? OffloadPolicy::kTorchtune : OffloadPolicy::kTrl;
-    if (kind.find("_ac_full") != std::string::npos) o.recompute = Recompute::kFull;
+    if (kind.find("_ac_full") != std::string::npos)
+      o.recompute = kind.find("_ac_full_reentrant") != std::string::npos ? Recompute::kFullReentrant : Recompute::kFull;
     if (kind.find("_sac_selective") != std::string::npos) o.recompute = Recompute::kSelective;
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach

@@ -31,6 +31,7 @@ TEST_P(StepSteadyOracleCase, EveryNumberToTheByte) {
   const nlohmann::json oracle = step_case(GetParam(), kFolder);
   auto config = read_config(oracle.at("config"));
   ASSERT_TRUE(config) << config.refusal().message();
+  if (testing::liger_kind(oracle.at("kind"))) config->liger.rms_norm = config->liger.swiglu = config->liger.rope = true;
   if (oracle.contains("error")) {
     // torchtune's offloading asserted at step 2's first forward (a node its backward never ran left a save
     // in the tracker): Census refuses the step, naming the offloading.

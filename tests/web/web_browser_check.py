@@ -265,6 +265,7 @@ def main():
         ("first step", "qwen3-8b", [("--seq-length", "2048"), ("--first-step", None), ("--optimizer-impl", "fused")]),
         ("TRL's loss", "gemma-2-9b", [("--seq-length", "2048"), ("--recompute", "full"), ("--loss", "trl-chunked-nll")]),
         ("offloaded", "qwen3-8b", [("--seq-length", "2048"), ("--recompute", "full"), ("--offload-activations", "trl")]),
+        ("Liger", "llama-3.1-8b", [("--seq-length", "4096"), ("--liger", None)]),
     ]
     with tempfile.TemporaryDirectory(prefix="census-web-") as tmp:
         browser = Browser(browser_binary, os.path.join(tmp, "profile"))

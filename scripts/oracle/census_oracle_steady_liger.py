@@ -7,17 +7,19 @@ as Transformers' Trainer and TRL do for ``use_liger_kernel=True`` (``_apply_lige
 type's ``apply_liger_kernel_to_<type>(model=model)`` with its defaults), from Liger's sources (linkedin/Liger-Kernel
 ead96b6, ``/opt/liger/src/liger_kernel``, ``git archive ead96b6 src/liger_kernel``):
 
-* ``transformers/monkey_patch.py``: ``apply_liger_kernel_to_{llama,mistral,qwen2,qwen3,smollm3}``,
-  ``_patch_rms_norm_module``, ``_patch_swiglu_module``, ``_bind_method_to_module``, run as written, with
+* ``transformers/monkey_patch.py``: ``apply_liger_kernel_to_{llama,mistral,qwen2,qwen3,smollm3,gemma,gemma2}``
+  and ``apply_liger_kernel_to_gemma3_text``, ``_patch_rms_norm_module``, ``_patch_swiglu_module``,
+  ``_patch_geglu_module``, ``_bind_method_to_module``, run as written, with
   ``fused_linear_cross_entropy=False``: the fused loss is the loss oracle's ``liger-flce`` (its ``lce_forward``
   training path), run where the kind names it (``_liger_`` kinds without ``_hf``); ``_liger_hf`` kinds keep
   Transformers' loss, as ``--liger --loss hf`` does;
-  The ``lce_forward`` some apply functions import whatever they bind (Qwen3's, SmolLM3's) comes from stand-in
-  modules whose function refuses a call: with ``fused_linear_cross_entropy=False`` none is bound;
-* ``transformers/rms_norm.py`` (``LigerRMSNorm``), ``transformers/swiglu.py`` (``LigerSwiGLUMLP``),
-  ``transformers/rope.py`` (``liger_rotary_pos_emb``);
-* ``ops/rms_norm.py``, ``ops/swiglu.py``, ``ops/rope.py``: the autograd functions and the Python around their
-  kernels, and ``ops/utils.py``'s ``ensure_contiguous`` and ``calculate_settings``.
+  What some apply functions import in their bodies comes from stand-in modules: Gemma's norm classes, executed
+  from their source, and the forwards Qwen3's, SmolLM3's and Gemma 3's import for the fused loss, each refusing
+  a call (with ``fused_linear_cross_entropy=False`` none is bound);
+* ``transformers/rms_norm.py`` (``LigerRMSNorm`` and Gemma's), ``transformers/swiglu.py`` (``LigerSwiGLUMLP``),
+  ``transformers/geglu.py`` (``LigerGEGLUMLP``), ``transformers/rope.py`` (``liger_rotary_pos_emb``);
+* ``ops/rms_norm.py``, ``ops/swiglu.py``, ``ops/geglu.py``, ``ops/rope.py``: the autograd functions and the
+  Python around their kernels, and ``ops/utils.py``'s ``ensure_contiguous`` and ``calculate_settings``.
 
 Triton does not run here. Each kernel launch (``kernel[grid](...)``) is stood in for by a call that writes nothing
 and allocates nothing, which is each kernel's contract on the tensors its Python made (every allocation is
@@ -57,7 +59,11 @@ torch = E.torch
 LIGER_SOURCE = L.LIGER_SOURCE
 LIGER_COMMIT = L.LIGER_COMMIT
 SM_COUNT = 132  # an H100's (and an H200's) streaming multiprocessors
-LIGER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "smollm3")
+LIGER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma", "gemma2", "gemma3")
+# The apply function of each family's model type (MODEL_TYPE_TO_APPLY_LIGER_FN): the gemma3 toy is Gemma 3's text
+# model (model_type gemma3_text).
+APPLY = {family: f"apply_liger_kernel_to_{family}" for family in LIGER_FAMILIES}
+APPLY["gemma3"] = "apply_liger_kernel_to_gemma3_text"
 
 _BASE = dict(foreach=False, liger=True)
 LIGER_KINDS: Dict[str, Dict[str, Any]] = {
@@ -173,7 +179,8 @@ def load_liger_kernels() -> Dict[str, Any]:
         "_DTensor": DTensor, "infer_device_arch": lambda *_: "hopper", "__name__": "liger_kernel.ops"}
     for kernel in ("_rms_norm_forward_kernel", "_block_rms_norm_forward_kernel", "_rms_norm_backward_kernel",
                    "_block_rms_norm_backward_kernel", "_swiglu_forward_kernel", "_swiglu_backward_kernel",
-                   "_swiglu_forward_kernel_tiled", "_swiglu_backward_kernel_tiled", "_triton_rope"):
+                   "_swiglu_forward_kernel_tiled", "_swiglu_backward_kernel_tiled", "_triton_rope",
+                   "_geglu_tanh_forward_kernel", "_geglu_tanh_backward_kernel"):
         ns[kernel] = _Kernel(kernel)
     _defined(os.path.join(ops, "rms_norm.py"),
              {"_CASTING_MODE_NONE", "_CASTING_MODE_LLAMA", "_CASTING_MODE_GEMMA", "_str_to_casting_mode",
@@ -182,13 +189,17 @@ def load_liger_kernels() -> Dict[str, Any]:
              {"_SWIGLU_TILE", "_SWIGLU_TILE_MIN_BLOCK", "_should_tile", "_swiglu_tile_settings", "swiglu_forward",
               "swiglu_backward", "LigerSiLUMulFunction"}, ns)
     _defined(os.path.join(ops, "rope.py"), {"rope_forward", "rope_backward", "LigerRopeFunction"}, ns)
+    _defined(os.path.join(ops, "geglu.py"), {"geglu_forward", "geglu_backward", "LigerGELUMulFunction"}, ns)
     modules: Dict[str, Any] = {"torch": torch, "nn": torch.nn, "__name__": "liger_kernel.transformers",
                                "LigerRMSNormFunction": ns["LigerRMSNormFunction"],
                                "LigerSiLUMulFunction": ns["LigerSiLUMulFunction"],
-                               "LigerRopeFunction": ns["LigerRopeFunction"]}
+                               "LigerRopeFunction": ns["LigerRopeFunction"],
+                               "LigerGELUMulFunction": ns["LigerGELUMulFunction"]}
     here = os.path.join(LIGER_SOURCE, "transformers")
-    _defined(os.path.join(here, "rms_norm.py"), {"LigerRMSNorm"}, modules)
+    _defined(os.path.join(here, "rms_norm.py"), {"LigerRMSNorm", "LigerRMSNormForGemma", "LigerRMSNormForGemma2",
+                                                 "LigerRMSNormForGemma3"}, modules)
     _defined(os.path.join(here, "swiglu.py"), {"LigerSwiGLUMLP"}, modules)
+    _defined(os.path.join(here, "geglu.py"), {"LigerGEGLUMLP"}, modules)
     _defined(os.path.join(here, "rope.py"), {"liger_rotary_pos_emb"}, modules)
     from transformers import PreTrainedModel  # pylint: disable=import-outside-toplevel
     patch: Dict[str, Any] = dict(modules, inspect=inspect, transformers=transformers, PreTrainedModel=PreTrainedModel,
@@ -196,21 +207,27 @@ def load_liger_kernels() -> Dict[str, Any]:
                                  logger=logging.getLogger("liger_kernel"),
                                  Callable=Any, Optional=Any, __name__="liger_kernel.transformers.monkey_patch")
     _defined(os.path.join(here, "monkey_patch.py"),
-             {"_bind_method_to_module", "_patch_rms_norm_module", "_patch_swiglu_module"}
-             | {f"apply_liger_kernel_to_{family}" for family in LIGER_FAMILIES}, patch)
+             {"_bind_method_to_module", "_patch_rms_norm_module", "_patch_swiglu_module", "_patch_geglu_module"}
+             | set(APPLY.values()), patch)
     return patch
 
 
-def _lce_forward_modules() -> None:
-    """The modules some apply functions import their lce_forward from (Qwen3's, SmolLM3's) whatever they bind: here
-    the fused loss is never bound by them (fused_linear_cross_entropy=False), so each lce_forward refuses a call."""
-    def lce_forward(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("Liger's lce_forward is the loss oracle's liger-flce here")
+def _imported_modules(modules: Dict[str, Any]) -> None:
+    """What some apply functions import inside their bodies, whatever they bind: the norm classes Gemma's swap on
+    the modeling module (LigerRMSNormForGemma*, from their source), and the forwards Qwen3's, SmolLM3's and Gemma
+    3's import for the fused loss, which is never bound here (fused_linear_cross_entropy=False): each refuses a
+    call."""
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("Liger's model forward is the loss oracle's liger-flce here")
     for name in ("liger_kernel", "liger_kernel.transformers", "liger_kernel.transformers.model"):
         sys.modules.setdefault(name, types.ModuleType(name))
+    norms = types.ModuleType("liger_kernel.transformers.rms_norm")
+    for name in ("LigerRMSNorm", "LigerRMSNormForGemma", "LigerRMSNormForGemma2", "LigerRMSNormForGemma3"):
+        setattr(norms, name, modules[name])
+    sys.modules[norms.__name__] = norms
     for family in LIGER_FAMILIES:
         module = types.ModuleType(f"liger_kernel.transformers.model.{family}")
-        module.lce_forward = lce_forward
+        module.__getattr__ = lambda name: forward  # lce_forward, causal_forward
         sys.modules.setdefault(module.__name__, module)
 
 
@@ -233,15 +250,15 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
             "functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=True)")
     if CURRENT.get("liger"):
         patch = load_liger_kernels()
-        _lce_forward_modules()
+        _imported_modules(patch)
         modeling = _modeling(family)
         CURRENT["restore"] = (modeling, dict(vars(modeling)))
-        patch[f"apply_liger_kernel_to_{family}"](model=model, fused_linear_cross_entropy=False)
+        patch[APPLY[family]](model=model, fused_linear_cross_entropy=False)
         patched = collections.Counter(type(m).__name__ + (" (Liger's forward)" if "forward" in m.__dict__ else "")
                                       for m in model.modules())
         CURRENT["patched"] = dict(patched)
         notes["liger_kernels"] = (
-            f"liger {LIGER_COMMIT} apply_liger_kernel_to_{family}(model=model, fused_linear_cross_entropy=False) "
+            f"liger {LIGER_COMMIT} {APPLY[family]}(model=model, fused_linear_cross_entropy=False) "
             "as _apply_liger_kernel_to_instance calls it (rope, rms_norm, swiglu: the defaults); "
             + ("the fused loss: the loss oracle's liger-flce" if CURRENT.get("loss") == "liger-flce"
                else "Transformers' own loss"))
@@ -278,7 +295,7 @@ E.KINDS = dict(E.KINDS, **LIGER_KINDS)
 E.EXT_FAMILIES = {k: LIGER_FAMILIES for k in LIGER_KINDS}
 for _k in ("single_b2_adamw_liger_steady", "accum_m4_adamw_liger_steady", "single_adamw_liger_ac_full_steady",
            "single_adamw_liger_ac_full_reentrant_steady", "single_adamw_liger_offload_steady"):
-    E.EXT_FAMILIES[_k] = ("llama", "qwen3")
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3", "gemma2")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_liger"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

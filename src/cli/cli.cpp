@@ -83,7 +83,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (command == "layer" || command == "saved-ops" || command == "explain")
       sub->add_flag("--liger", request.liger,
                     "Liger's RMSNorm, SwiGLU and rotary kernels in the layers, as its patch applies them (llama, "
-                    "mistral, qwen2, qwen3, smollm3)");
+                    "mistral, qwen2, qwen3, smollm3, gemma, gemma2, gemma3_text)");
     if (std::string_view(name) == "layer" || std::string_view(name) == "explain")
       sub->add_flag("--selective", request.selective, "under HyperParallel's selective activation checkpointing");
     if (std::string_view(name) != "flops" && std::string_view(name) != "parameters" &&

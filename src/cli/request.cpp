@@ -210,7 +210,7 @@ Status apply_options(Request& r) {
     if (!r.config.family->liger_kernels)
       return refuse("--liger", "Liger's patch for " + r.config.model_type +
                                    " swaps modules the census does not price yet (it prices llama, mistral, qwen2, "
-                                   "qwen3 and smollm3's); drop --liger, or give --loss liger-flce for its fused loss alone");
+                                   "qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger, or give --loss liger-flce for its fused loss alone");
     if (r.selective)
       return refuse("--liger with --selective", "HyperParallel's selective policy around Liger's functions is not "
                                                 "priced yet; drop one of them");

@@ -381,8 +381,8 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                     "the five newest kept, the LM head's saves kept; the host memory gets its own line");
   sub->add_flag("--liger", a.liger,
                 "Liger's kernels as Transformers' Trainer and TRL apply them (use_liger_kernel): its RMSNorm, "
-                "SwiGLU and rotary in the layers, and its fused linear cross-entropy unless --loss names another "
-                "(llama, mistral, qwen2, qwen3, smollm3)");
+                "SwiGLU (GeGLU on Gemma) and rotary in the layers, and its fused linear cross-entropy unless --loss names another "
+                "(llama, mistral, qwen2, qwen3, smollm3, gemma, gemma2, gemma3_text)");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");

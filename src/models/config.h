@@ -318,9 +318,9 @@ struct Family {
   // (nn/liger_fused_linear_cross_entropy.h). Falcon-H1's patch is left out, whose lm_head_multiplier the
   // fused loss would have to apply.
   bool liger_patches = false;
-  // Liger's patch for the model type binds its RMSNorm, SwiGLU MLP and rotary as it does Llama's, onto
-  // modules the census builds as Llama's (LlamaDecoderLayer): --liger runs them (nn/liger_kernels.h).
-  // Other patches swap modules of their own (Gemma's GeGLU and offset norms, the experts of a MoE).
+  // Liger's patch for the model type binds its RMSNorm, gated MLP and rotary onto modules the census
+  // builds (LlamaDecoderLayer's, GemmaDecoderLayer's): --liger runs them (nn/liger_kernels.h). Other
+  // patches swap modules of their own (the experts of a MoE, Gemma 4's, Phi-3's fused gate and up).
   bool liger_kernels = false;
 };
 

@@ -6,16 +6,21 @@
 
 namespace census {
 
+int64_t liger_norm_sm_count(const ModelConfig& c) { return c.liger.rms_norm ? c.liger.sm_count : 0; }
+
+bool liger_norm_in_place(const ModelConfig& c) { return c.model_type == "gemma"; }
+
 GemmaAttention::GemmaAttention(const ModelConfig& c, nn::ParameterList& params)
     : kernels_(c.kernels),
+      liger_rope_(c.liger.rope),
       head_dim_(c.head_dim),
       q_proj("self_attn.q_proj", c.hidden_size, c.num_attention_heads * c.head_dim, c.qkv_bias, params),
       k_proj("self_attn.k_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
       v_proj("self_attn.v_proj", c.hidden_size, c.num_key_value_heads * c.head_dim, c.qkv_bias, params),
       o_proj("self_attn.o_proj", c.num_attention_heads * c.head_dim, c.hidden_size, c.o_bias, params) {
   if (c.qk_norm) {
-    q_norm.emplace("self_attn.q_norm", c.head_dim, c.rms_norm_eps, params);
-    k_norm.emplace("self_attn.k_norm", c.head_dim, c.rms_norm_eps, params);
+    q_norm.emplace("self_attn.q_norm", c.head_dim, c.rms_norm_eps, params, liger_norm_sm_count(c), liger_norm_in_place(c));
+    k_norm.emplace("self_attn.k_norm", c.head_dim, c.rms_norm_eps, params, liger_norm_sm_count(c), liger_norm_in_place(c));
   }
 }
 
@@ -31,7 +36,8 @@ Tensor GemmaAttention::forward(const Tensor& hidden_states, const nn::PositionEm
   Tensor value_states = heads(v_proj);
   if (q_norm) query_states = q_norm->forward(query_states);  // on the transposed, non-contiguous heads
   if (k_norm) key_states = k_norm->forward(key_states);
-  auto [q_embed, k_embed] = nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
+  auto [q_embed, k_embed] = liger_rope_ ? ops::liger_rope(query_states, key_states, positions.cos, positions.sin)
+                                        : nn::apply_rotary_pos_emb(query_states, key_states, positions.cos, positions.sin);
   query_states = q_embed;
   key_states = k_embed;
   Tensor attn_output = nn::flash_attention_forward(query_states, key_states, value_states, kernels_);  // (1, S, Nh, D)
@@ -43,13 +49,18 @@ GemmaDecoderLayer::GemmaDecoderLayer(const ModelConfig& c, bool sandwich)
     : hidden_size_(c.hidden_size),
       sandwich_(sandwich),
       self_attn(c, parameters_),
-      mlp("mlp", c.hidden_size, c.intermediate_size, /*bias=*/false, parameters_, c.hidden_act),
-      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
-      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_),
+      mlp("mlp", c.hidden_size, c.intermediate_size, /*bias=*/false, parameters_, c.hidden_act, "act_fn",
+          c.liger.swiglu ? nn::LigerMul::kGELU : nn::LigerMul::kNone),
+      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps, parameters_, liger_norm_sm_count(c),
+                      liger_norm_in_place(c)),
+      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps, parameters_,
+                               liger_norm_sm_count(c), liger_norm_in_place(c)),
       rotary_emb(c.head_dim) {
   if (sandwich_) {
-    pre_feedforward_layernorm.emplace("pre_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_);
-    post_feedforward_layernorm.emplace("post_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_);
+    pre_feedforward_layernorm.emplace("pre_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_,
+                                      liger_norm_sm_count(c), liger_norm_in_place(c));
+    post_feedforward_layernorm.emplace("post_feedforward_layernorm", c.hidden_size, c.rms_norm_eps, parameters_,
+                                       liger_norm_sm_count(c), liger_norm_in_place(c));
   }
 }
 
@@ -89,7 +100,8 @@ Result<ModelConfig> read_gemma_config(const ConfigReader& r, const Family& famil
 }
 
 std::unique_ptr<nn::Norm> build_gemma_final_norm(const ModelConfig& config, nn::ParameterList& params) {
-  return std::make_unique<nn::GemmaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
+  return std::make_unique<nn::GemmaRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params,
+                                            liger_norm_sm_count(config), liger_norm_in_place(config));
 }
 
 Status read_final_logit_softcapping(const ConfigReader& r, ModelConfig& c, double fallback) {
@@ -162,7 +174,7 @@ CENSUS_FAMILY(kGemmaFamily) = {
     .build_final_norm = build_gemma_final_norm,
     .build_causal_lm = build_gemma_causal_lm,
     .ties_word_embeddings = true,
-    .liger_patches = true,
+    .liger_patches = true, .liger_kernels = true,
 };
 
 namespace {

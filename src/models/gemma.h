@@ -31,6 +31,7 @@ class GemmaAttention {
  private:
   std::string path_ = "self_attn";
   nn::KernelProfile kernels_;  // whose flash contract the attention runs
+  bool liger_rope_;            // Liger's rotary in place of apply_rotary_pos_emb (nn/liger_kernels.h)
   int64_t head_dim_;
   nn::Linear q_proj;
   nn::Linear k_proj;
@@ -66,6 +67,11 @@ Result<ModelConfig> read_gemma_config(const ConfigReader& reader, const Family& 
 // layer_types: sliding attention but for every `period`-th layer, unless the config states its own.
 Status read_gemma_layer_types(const ConfigReader& reader, ModelConfig& config, int64_t period);
 std::unique_ptr<nn::Norm> build_gemma_final_norm(const ModelConfig& config, nn::ParameterList& params);
+// Liger's patch on Gemma's norms: the SM count where it binds LigerRMSNorm's forward (0: it does not), and
+// whether the norm writes its input's gradient over the incoming one (Gemma's; Gemma 2's and 3's patches
+// set in_place=False).
+int64_t liger_norm_sm_count(const ModelConfig& config);
+bool liger_norm_in_place(const ModelConfig& config);
 // final_logit_softcapping: a positive number, or null for none; `fallback` (0: none) where absent.
 Status read_final_logit_softcapping(const ConfigReader& reader, ModelConfig& config, double fallback);
 // logits = cap * tanh(logits / cap), as Gemma2ForCausalLM.forward caps them; `logits` as they are

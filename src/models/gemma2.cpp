@@ -20,7 +20,7 @@ CENSUS_FAMILY(kGemma2Family) = {
     .build_final_norm = build_gemma_final_norm,
     .build_causal_lm = build_gemma_causal_lm,
     .ties_word_embeddings = true,
-    .liger_patches = true,
+    .liger_patches = true, .liger_kernels = true,
 };
 
 namespace {

@@ -23,7 +23,7 @@ CENSUS_FAMILY(kGemma3TextFamily) = {
     .rotary_per_layer_type = true,
     .ties_word_embeddings = true,
     .composite_ties_word_embeddings = true,
-    .liger_patches = true,
+    .liger_patches = true, .liger_kernels = true,
 };
 
 namespace {

@@ -76,7 +76,7 @@ std::unique_ptr<nn::Norm> build_llama_norm(const ModelConfig& c, std::optional<F
 
 std::unique_ptr<nn::FeedForward> build_dense_mlp(const ModelConfig& c, int64_t /*index*/, nn::ParameterList& params) {
   return std::make_unique<nn::GatedMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias, params, c.hidden_act,
-                                        "act_fn", c.liger.swiglu);
+                                        "act_fn", c.liger.swiglu ? nn::LigerMul::kSiLU : nn::LigerMul::kNone);
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const ModelConfig& c, int64_t index, FeedForwardBuilder build_mlp, bool use_rope)

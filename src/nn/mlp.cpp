@@ -11,20 +11,20 @@ Tensor Activation::forward(const Tensor& input) const {
 }
 
 GatedMLP::GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias,
-                   ParameterList& params, HiddenAct act, const char* activation_name, bool liger_swiglu)
+                   ParameterList& params, HiddenAct act, const char* activation_name, LigerMul liger)
     : path_(path),
       gate_proj(child_path(path, "gate_proj"), hidden_size, intermediate_size, bias, params),
       up_proj(child_path(path, "up_proj"), hidden_size, intermediate_size, bias, params),
       down_proj(child_path(path, "down_proj"), intermediate_size, hidden_size, bias, params),
       act_fn(child_path(path, activation_name), act),
-      liger_swiglu_(liger_swiglu) {}
+      liger_(liger) {}
 
 Tensor GatedMLP::forward(const Tensor& x) const {
   ModuleScope scope(path_, ModuleKind::kOther);
-  if (liger_swiglu_) {
+  if (liger_ != LigerMul::kNone) {
     Tensor gate = gate_proj.forward(x);
     Tensor up = up_proj.forward(x);
-    Tensor c = ops::liger_silu_mul(gate, up);
+    Tensor c = liger_ == LigerMul::kGELU ? ops::liger_gelu_mul(gate, up) : ops::liger_silu_mul(gate, up);
     gate = Tensor();  // the call's arguments, gone as it returns
     up = Tensor();
     return down_proj.forward(c);

@@ -5,6 +5,7 @@
 //   the product (.., I) saved by down_proj; x saved once by gate_proj and up_proj.
 #pragma once
 
+#include "nn/liger_kernels.h"
 #include "nn/linear.h"
 
 namespace census::nn {
@@ -36,10 +37,10 @@ class FeedForward {
 class GatedMLP final : public FeedForward {
  public:
   // `activation_name`: the activation module's name in the MLP ("activation_fn" in Llama 4's).
-  // `liger_swiglu`: LigerSwiGLUMLP's forward bound on the module, as Liger's patch binds it (nn/liger_kernels.h):
-  // down_proj(LigerSiLUMulFunction.apply(gate_proj(x), up_proj(x))), act_fn left unused.
+  // `liger`: LigerSwiGLUMLP's (or LigerGEGLUMLP's) forward bound on the module, as Liger's patch binds it
+  // (nn/liger_kernels.h): down_proj(LigerSiLUMulFunction.apply(gate_proj(x), up_proj(x))), act_fn left unused.
   GatedMLP(const std::string& path, int64_t hidden_size, int64_t intermediate_size, bool bias, ParameterList& params,
-           HiddenAct act = HiddenAct::kSilu, const char* activation_name = "act_fn", bool liger_swiglu = false);
+           HiddenAct act = HiddenAct::kSilu, const char* activation_name = "act_fn", LigerMul liger = LigerMul::kNone);
   Tensor forward(const Tensor& x) const override;
 
  private:
@@ -48,7 +49,7 @@ class GatedMLP final : public FeedForward {
   Linear up_proj;
   Linear down_proj;
   Activation act_fn;
-  bool liger_swiglu_;
+  LigerMul liger_;
 };
 
 }  // namespace census::nn

@@ -20,13 +20,16 @@ Tensor LlamaRMSNorm::forward(const Tensor& input) const {
   return ops::mul(weight_, ops::to(hidden_states, input_dtype));
 }
 
-GemmaRMSNorm::GemmaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params)
-    : path_(std::move(path)), eps_(eps) {
+GemmaRMSNorm::GemmaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params, int64_t liger_sm_count,
+                           bool liger_in_place)
+    : path_(std::move(path)), eps_(eps), liger_sm_count_(liger_sm_count), liger_in_place_(liger_in_place) {
   weight_ = register_parameter(params, path_, "weight", Dims{dim});
 }
 
 Tensor GemmaRMSNorm::forward(const Tensor& x) const {
   ModuleScope scope(path_, ModuleKind::kNorm);
+  // LigerRMSNorm.forward with offset 1.0 and casting_mode "gemma", as _patch_rms_norm_module_for_gemma* set them.
+  if (liger_sm_count_ > 0) return ops::liger_rms_norm(x, weight_, liger_sm_count_, liger_in_place_);
   // _norm(x.float()): x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
   Tensor h = ops::to(x, DType::kFloat32);
   Tensor output = ops::mul(h, ops::rsqrt(ops::add(ops::mean(ops::pow(h, 2), -1, /*keepdim=*/true), eps_)));

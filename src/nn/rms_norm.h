@@ -46,13 +46,18 @@ class LlamaRMSNorm final : public Norm {
 //   out = y.type_as(x)
 class GemmaRMSNorm final : public Norm {
  public:
-  GemmaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params);
+  // `liger_sm_count` > 0: LigerRMSNorm's forward bound on the module with Gemma's offset and casting mode
+  // (nn/liger_kernels.h), writing its input's gradient over the incoming one where `liger_in_place`.
+  GemmaRMSNorm(std::string path, int64_t dim, double eps, ParameterList& params, int64_t liger_sm_count = 0,
+               bool liger_in_place = true);
   Tensor forward(const Tensor& hidden_states) const override;
 
  private:
   std::string path_;
   Tensor weight_;  // (D) bf16, zeros
   double eps_;
+  int64_t liger_sm_count_;
+  bool liger_in_place_;
 };
 
 

@@ -1,5 +1,5 @@
-// Liger's RMSNorm, SwiGLU and RoPE functions (linkedin/Liger-Kernel ead96b6, src/liger_kernel/ops/rms_norm.py,
-// swiglu.py, rope.py): each a torch.autograd.Function whose Python makes the buffers and whose Triton kernel
+// Liger's RMSNorm, SwiGLU, GeGLU and RoPE functions (linkedin/Liger-Kernel ead96b6, src/liger_kernel/ops/
+// rms_norm.py, swiglu.py, geglu.py, rope.py): each a torch.autograd.Function whose Python makes the buffers and whose Triton kernel
 // writes into them, allocating nothing itself. Each kernel dispatches here as one op with the tensors it reads
 // and writes; every byte comes from the Python around it, followed statement by statement.
 #include "ops/internal.h"
@@ -16,21 +16,23 @@ Dims rows_of(const Tensor& x) { return Dims{x.numel() / x.size(-1), x.size(-1)};
 // LigerRMSNormFunction (casting_mode "llama", in_place=True, offset 0): saves X, W and RSTD.
 class LigerRMSNormFunctionBackward final : public Node {
  public:
-  LigerRMSNormFunctionBackward(uint64_t seq, int64_t sm_count)
-      : Node("LigerRMSNormFunctionBackward", seq), sm_count_(sm_count) {}
+  LigerRMSNormFunctionBackward(uint64_t seq, int64_t sm_count, bool in_place)
+      : Node("LigerRMSNormFunctionBackward", seq), sm_count_(sm_count), in_place_(in_place) {}
   GradList apply(GradList& grads) override {
     const Tensor x = x_.unpack();
     const Tensor weight = weight_.unpack();
     const Tensor rstd = rstd_.unpack();
     // @ensure_contiguous, then rms_norm_backward: dY.view(-1, dim); _dW = empty((sm_count, n_cols), fp32);
-    // dX = dY (in_place); the kernel writes dX over dY and each program's share of dW into _dW's rows.
+    // dX = dY where in_place, else zeros_like(dY); the kernel writes dX and each program's share of dW into
+    // _dW's rows.
     const Tensor dy = contiguous(grads[0]);
     const Dims shape = dy.sizes();
     const Tensor dy_rows = view(dy, rows_of(dy));
     Tensor dw_partial = empty(Dims{sm_count_, dy_rows.size(1)}, DType::kFloat32);
-    dispatch<4, 2>(Op::kLigerRmsNormBackward, {dy_rows, x, weight, rstd}, {dy_rows, dw_partial});
+    const Tensor dx_rows = in_place_ ? dy_rows : zeros_like(dy_rows);
+    dispatch<4, 2>(Op::kLigerRmsNormBackward, {dy_rows, x, weight, rstd}, {dx_rows, dw_partial});
     GradList out(2);
-    out[0] = view(dy_rows, shape);
+    out[0] = view(dx_rows, shape);
     // dW = _dW.sum(dim=0).to(W.dtype); _dW goes as rms_norm_backward returns.
     out[1] = to(sum(dw_partial, {0}, /*keepdim=*/false), weight.dtype());
     dw_partial = Tensor();
@@ -42,12 +44,16 @@ class LigerRMSNormFunctionBackward final : public Node {
 
  private:
   int64_t sm_count_;
+  bool in_place_;
 };
 
-// LigerSiLUMulFunction: saves a and b, whose storages its backward's kernel overwrites with da and db.
-class LigerSiLUMulFunctionBackward final : public Node {
+// LigerSiLUMulFunction and LigerGELUMulFunction (ops/swiglu.py, ops/geglu.py): saves a and b, whose storages
+// its backward's kernel overwrites with da and db.
+class LigerGatedMulBackward final : public Node {
  public:
-  explicit LigerSiLUMulFunctionBackward(uint64_t seq) : Node("LigerSiLUMulFunctionBackward", seq) {}
+  LigerGatedMulBackward(uint64_t seq, bool gelu)
+      : Node(gelu ? "LigerGELUMulFunctionBackward" : "LigerSiLUMulFunctionBackward", seq),
+        kernel_(gelu ? Op::kLigerGegluBackward : Op::kLigerSwigluBackward) {}
   GradList apply(GradList& grads) override {
     const Tensor a = a_.unpack();
     const Tensor b = b_.unpack();
@@ -56,7 +62,7 @@ class LigerSiLUMulFunctionBackward final : public Node {
     const Tensor dc = contiguous(grads[0]);
     const Dims shape = dc.sizes();
     const Tensor dc_rows = view(dc, rows_of(dc));
-    dispatch<3, 2>(Op::kLigerSwigluBackward, {dc_rows, a, b}, {a, b});
+    dispatch<3, 2>(kernel_, {dc_rows, a, b}, {a, b});
     GradList out(2);
     out[0] = view(a, shape);
     out[1] = view(b, shape);
@@ -64,7 +70,30 @@ class LigerSiLUMulFunctionBackward final : public Node {
   }
   SavedVariable a_{this};
   SavedVariable b_{this};
+
+ private:
+  Op kernel_;
 };
+
+// swiglu_forward and geglu_forward: @ensure_contiguous, a and b viewed (-1, n_cols), c = empty_like(a).
+Tensor gated_mul(const Tensor& a, const Tensor& b, bool gelu) {
+  auto node = make_node<LigerGatedMulBackward>({&a, &b}, gelu);
+  Tensor c;
+  {
+    NoGradGuard no_grad;
+    const Tensor a_rows = view(contiguous(a), rows_of(a));
+    const Tensor b_rows = view(contiguous(b), rows_of(b));
+    const Tensor c_rows = empty_like(a_rows);
+    dispatch<2, 1>(gelu ? Op::kLigerGegluForward : Op::kLigerSwigluForward, {a_rows, b_rows}, {c_rows});
+    c = view(c_rows, a.sizes());
+    if (node) {
+      node->a_.save(a_rows);
+      node->b_.save(b_rows);
+    }
+  }
+  set_history(c, node);
+  return c;
+}
 
 // LigerRopeFunction: saves cos and sin; q and k are rotated in place.
 class LigerRopeFunctionBackward final : public Node {
@@ -96,8 +125,8 @@ class LigerRopeFunctionBackward final : public Node {
 
 }  // namespace
 
-Tensor liger_rms_norm(const Tensor& hidden_states, const Tensor& weight, int64_t sm_count) {
-  auto node = make_node<LigerRMSNormFunctionBackward>({&hidden_states, &weight}, sm_count);
+Tensor liger_rms_norm(const Tensor& hidden_states, const Tensor& weight, int64_t sm_count, bool in_place) {
+  auto node = make_node<LigerRMSNormFunctionBackward>({&hidden_states, &weight}, sm_count, in_place);
   Tensor y;
   {
     NoGradGuard no_grad;  // an autograd.Function's forward
@@ -118,25 +147,9 @@ Tensor liger_rms_norm(const Tensor& hidden_states, const Tensor& weight, int64_t
   return y;
 }
 
-Tensor liger_silu_mul(const Tensor& a, const Tensor& b) {
-  auto node = make_node<LigerSiLUMulFunctionBackward>({&a, &b});
-  Tensor c;
-  {
-    NoGradGuard no_grad;
-    // @ensure_contiguous, then swiglu_forward: a and b viewed (-1, n_cols), c = empty_like(a).
-    const Tensor a_rows = view(contiguous(a), rows_of(a));
-    const Tensor b_rows = view(contiguous(b), rows_of(b));
-    const Tensor c_rows = empty_like(a_rows);
-    dispatch<2, 1>(Op::kLigerSwigluForward, {a_rows, b_rows}, {c_rows});
-    c = view(c_rows, a.sizes());
-    if (node) {
-      node->a_.save(a_rows);
-      node->b_.save(b_rows);
-    }
-  }
-  set_history(c, node);
-  return c;
-}
+Tensor liger_silu_mul(const Tensor& a, const Tensor& b) { return gated_mul(a, b, /*gelu=*/false); }
+
+Tensor liger_gelu_mul(const Tensor& a, const Tensor& b) { return gated_mul(a, b, /*gelu=*/true); }
 
 std::pair<Tensor, Tensor> liger_rope(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin) {
   auto node = make_node<LigerRopeFunctionBackward>({&q, &k});

@@ -217,6 +217,9 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kLigerSwigluBackward, "liger._swiglu_backward_kernel.default", OpKind::kInPlace},
     {Op::kLigerRopeForward, "liger._triton_rope.default", OpKind::kInPlace},
     {Op::kLigerRopeBackward, "liger._triton_rope.backward_pass", OpKind::kInPlace},
+    {Op::kLigerGegluForward, "liger._geglu_tanh_forward_kernel.default", OpKind::kInPlace, SacClass::kRecompute,
+     FlopsRule::kNone, SavedBucketRule::kActivation},
+    {Op::kLigerGegluBackward, "liger._geglu_tanh_backward_kernel.default", OpKind::kInPlace},
 }};
 
 constexpr bool catalogue_in_order() {

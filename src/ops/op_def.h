@@ -115,7 +115,7 @@ enum class Op : uint8_t {
   kLerpScalar,
   // Liger's Triton kernels (ops/liger_kernels.cpp): each writes into tensors its Python made, allocating nothing
   kLigerRmsNormForward, kLigerRmsNormBackward, kLigerSwigluForward, kLigerSwigluBackward, kLigerRopeForward,
-  kLigerRopeBackward,
+  kLigerRopeBackward, kLigerGegluForward, kLigerGegluBackward,
   kCount,
 };
 

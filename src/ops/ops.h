@@ -277,13 +277,15 @@ Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& g
 // --- Liger's kernels (ops/liger_kernels.cpp) ---
 // Liger's torch.autograd.Functions (Liger-Kernel ead96b6 ops/), their Triton kernels dispatched as ops that
 // write into what the Python made.
-// LigerRMSNormFunction.apply(x, weight, eps) with Liger's defaults (casting_mode "llama", in_place=True):
-// y = empty (x's rows), rstd = empty (rows) fp32; saves x, weight, rstd. Its backward writes dx over the
-// incoming gradient and reduces an (sm_count, D) fp32 buffer of partial weight gradients.
-Tensor liger_rms_norm(const Tensor& hidden_states, const Tensor& weight, int64_t sm_count);
-// LigerSiLUMulFunction.apply(a, b): c = empty_like(a); saves a and b; its backward writes da and db into
-// their storages and returns views of them.
+// LigerRMSNormFunction.apply(x, weight, eps, offset, casting_mode, in_place) (the "llama" and "gemma" casting
+// modes, either offset: the same bytes): y = empty (x's rows), rstd = empty (rows) fp32; saves x, weight,
+// rstd. Its backward writes dx over the incoming gradient (in_place) or into a zeros_like of it, and reduces
+// an (sm_count, D) fp32 buffer of partial weight gradients.
+Tensor liger_rms_norm(const Tensor& hidden_states, const Tensor& weight, int64_t sm_count, bool in_place = true);
+// LigerSiLUMulFunction.apply(a, b), and LigerGELUMulFunction's (the tanh GELU): c = empty_like(a); saves a and
+// b; its backward writes da and db into their storages and returns views of them.
 Tensor liger_silu_mul(const Tensor& a, const Tensor& b);
+Tensor liger_gelu_mul(const Tensor& a, const Tensor& b);
 // LigerRopeFunction.apply(q, k, cos, sin), q and k (B, N, S, D): both rotated in place and returned as views;
 // saves cos and sin.
 std::pair<Tensor, Tensor> liger_rope(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin);

@@ -279,7 +279,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     if (!config.family->liger_kernels)
       return refuse("--liger on " + config.model_type,
                     "Liger's patch for it swaps modules the census does not price yet (it prices llama, mistral, "
-                    "qwen2, qwen3 and smollm3's); drop --liger");
+                    "qwen2, qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger");
     // calculate_settings raises where a kernel's row (next_power_of_2 of it) is wider than 65,536 elements.
     const int64_t widest = std::max(config.liger.rms_norm ? config.hidden_size : 0,
                                     config.liger.swiglu ? config.intermediate_size : 0);

@@ -51,7 +51,7 @@ TEST(Cli, LayerUnderLigersKernels) {
                 nlohmann::json::parse(liger.out).at("saved").get<int64_t>(),
             2 * 4 * 128 * 256 + 2 * 128 * 512);
   expect_refused(census({"layer", toy, "--liger", "--selective"}), "--liger with --selective");
-  expect_refused(census({"layer", "gemma-2-9b", "--liger"}), "gemma2");
+  expect_refused(census({"layer", "phi-4", "--liger"}), "phi3");
 }
 
 TEST(Cli, ActivationsAsJsonHasTheRecordFields) {

@@ -48,6 +48,24 @@ TEST(LigerKernels, RmsNormWritesDxOverTheIncomingGradient) {
   EXPECT_EQ(weight.grad().dtype(), DType::kBFloat16);
 }
 
+// Gemma 2's and 3's patch (in_place=False): the backward makes dX = zeros_like(dY), 2,048 B, after the partial
+// weight gradients, and the incoming gradient is left as it was.
+TEST(LigerKernels, RmsNormNotInPlaceMakesDx) {
+  Session session;
+  RecordingObserver seen;
+  session.add_observer(&seen);
+  const Tensor x = make_tensor(Dims{2, 8, 64}, DType::kBFloat16, true);
+  const Tensor weight = make_parameter(Dims{64}, "norm.weight");
+  const Tensor y = ops::liger_rms_norm(x, weight, nn::kLigerSmCount, /*in_place=*/false);
+  const Tensor grad = make_tensor(Dims{2, 8, 64}, DType::kBFloat16);
+  const size_t allocated = seen.allocated.size();
+  run_backward(y, grad);
+  EXPECT_EQ(std::vector<int64_t>(seen.allocated.begin() + allocated, seen.allocated.end()),
+            (std::vector<int64_t>{132 * 64 * 4, 2 * 8 * 64 * 2, 64 * 4, 64 * 2}));
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_NE(x.grad().storage(), grad.storage());
+}
+
 // The gate and up projections a and b, (R, I) with R = 16 and I = 128: the forward makes c = empty_like(a),
 // 4,096 B, and saves a and b (the eager MLP saves silu(a) and a * b besides); the backward makes nothing: da
 // and db are written into a's and b's storages and handed back as views of them.

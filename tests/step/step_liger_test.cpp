@@ -64,16 +64,17 @@ TEST(StepLiger, WithTheFusedLossSavesLessAgain) {
 // The families whose patch is Llama's are priced; another's is refused by name, as are the layouts and
 // policies not checked against the oracle.
 TEST(StepLiger, RefusesWhatItDoesNotPrice) {
-  auto gemma = read_config(nlohmann::json{{"model_type", "gemma2"}, {"hidden_size", 64}, {"intermediate_size", 128},
-                                          {"num_hidden_layers", 2}, {"num_attention_heads", 4},
-                                          {"num_key_value_heads", 2}, {"head_dim", 16}, {"vocab_size", 512}});
-  ASSERT_TRUE(gemma) << gemma.refusal().message();
-  gemma->liger.rms_norm = gemma->liger.swiglu = gemma->liger.rope = true;
+  // Phi-3's patch puts LigerPhi3SwiGLUMLP on its fused gate and up projection, which is not priced.
+  auto phi3 = read_config(nlohmann::json{{"model_type", "phi3"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                                         {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                                         {"num_key_value_heads", 2}, {"vocab_size", 512}});
+  ASSERT_TRUE(phi3) << phi3.refusal().message();
+  phi3->liger.rms_norm = phi3->liger.swiglu = phi3->liger.rope = true;
   StepOptions o;
   o.seq_length = 64;
-  auto refused = census_step(*gemma, o);
+  auto refused = census_step(*phi3, o);
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.refusal().message().rfind("--liger on gemma2: ", 0), 0u) << refused.refusal().message();
+  EXPECT_EQ(refused.refusal().message().rfind("--liger on phi3: ", 0), 0u) << refused.refusal().message();
 
   const ModelConfig toy = llama_toy(true);
   for (const auto& [set, flag] : std::vector<std::pair<std::function<void(StepOptions&)>, std::string>>{

@@ -77,6 +77,9 @@ LIGER_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_liger_ac_full_steady": dict(_BASE, m=1, batch=1, loss="liger-flce", ac="full"),
     "single_adamw_liger_ac_full_reentrant_steady": dict(_BASE, m=1, batch=1, loss="liger-flce", ac="full_reentrant"),
     "single_adamw_liger_offload_steady": dict(_BASE, m=1, batch=1, loss="liger-flce", offload=True),
+    # --liger --pp 2: the two stages of the extended oracle's 1F1B pipeline, four micro-batches
+    "pp2_m4_r0_adamw_liger_steady": dict(_BASE, m=4, batch=1, p=2, r=0, loss="liger-flce"),
+    "pp2_m4_r1_adamw_liger_steady": dict(_BASE, m=4, batch=1, p=2, r=1, loss="liger-flce"),
 }
 CURRENT: Dict[str, Any] = {}
 
@@ -296,6 +299,8 @@ E.EXT_FAMILIES = {k: LIGER_FAMILIES for k in LIGER_KINDS}
 for _k in ("single_b2_adamw_liger_steady", "accum_m4_adamw_liger_steady", "single_adamw_liger_ac_full_steady",
            "single_adamw_liger_ac_full_reentrant_steady", "single_adamw_liger_offload_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3", "gemma2")
+for _k in ("pp2_m4_r0_adamw_liger_steady", "pp2_m4_r1_adamw_liger_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_liger"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

@@ -287,10 +287,9 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
       return refuse("--liger on " + config.model_type,
                     "a row of " + std::to_string(widest) + " elements: Liger's kernels launch on at most 65,536 "
                     "(calculate_settings raises past it); drop --liger");
-    // Liger's functions gather a DTensor input whole (full_tensor) and its patch is checked against the oracle
-    // on one rank's whole model; the sharded and pipelined steps around it are not priced yet.
-    const char* with = o.pipeline_stages > 1    ? "--pp"
-                       : o.tensor_parallel > 1  ? "--tp"
+    // Liger's functions gather a DTensor input whole (full_tensor); its patch is checked against the oracle on
+    // a rank's whole model and on a pipeline's stages, not on a sharded step.
+    const char* with = o.tensor_parallel > 1  ? "--tp"
                        : o.fsdp.shards > 1      ? "--fsdp"
                        : o.context_parallel > 1 ? "--cp"
                        : o.expert_parallel > 1  ? "--ep"

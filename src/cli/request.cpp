@@ -210,10 +210,14 @@ Status apply_options(Request& r) {
     if (!r.config.family->liger_kernels)
       return refuse("--liger", "Liger's patch for " + r.config.model_type +
                                    " swaps modules the census does not price yet (it prices llama, mistral, qwen2, "
-                                   "qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger, or give --loss liger-flce for its fused loss alone");
+                                   "qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger, or give --loss "
+                                   "liger-flce for its fused loss alone");
     if (r.selective)
       return refuse("--liger with --selective", "HyperParallel's selective policy around Liger's functions is not "
                                                 "priced yet; drop one of them");
+    if (!r.train_yaml.empty())
+      return refuse("--liger with --train-yaml", "Liger's Triton kernels and HyperParallel's fused NPU modules "
+                                                 "replace the same modules; drop one of them");
     r.config.liger.rms_norm = r.config.liger.swiglu = r.config.liger.rope = true;
   }
   if (!r.train_yaml.empty()) {

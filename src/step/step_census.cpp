@@ -296,7 +296,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                                                 : nullptr;
     if (with != nullptr)
       return refuse(std::string("--liger with ") + with,
-                    "Liger's kernels are priced on one rank's whole model; drop one of them");
+                    "Liger's kernels are not priced on a sharded step yet; drop one of them");
     Recompute policy = o.recompute;
     for (const auto& [kind, mode] : o.recompute_by_kind)
       if (mode == Recompute::kSelective || mode == Recompute::kTorchtitanOp) policy = mode;

@@ -81,6 +81,9 @@ def trimmed(case, folder):
     for key in ("forward_peak", "backward_peak", "optimizer_step_peak"):
         record = case.get(key)
         out[key] = None if record is None else {"bytes": record["bytes"], "phase": record["phase"]}
+    if case.get("liger"):  # census_oracle_parallel_liger.py: Liger's patch, Transformers' loss
+        out["liger"] = {key: case["liger"][key] for key in ("liger_commit", "sm_count", "kernels",
+                                                          "fused_linear_cross_entropy")}
     return out
 
 

@@ -47,6 +47,8 @@ def parallel_options(case):
         args += ["--sequence-parallel"]
     if p.get("loss_parallel"):
         args += ["--loss-parallel"]
+    if case.get("liger"):  # Liger's patch, Transformers' loss (census_oracle_parallel_liger.py)
+        args += ["--liger", "--loss", "hf"]
     return args
 
 

@@ -288,15 +288,15 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                     "a row of " + std::to_string(widest) + " elements: Liger's kernels launch on at most 65,536 "
                     "(calculate_settings raises past it); drop --liger");
     // Liger's functions gather a DTensor input whole (full_tensor); its patch is checked against the oracle on
-    // a rank's whole model and on a pipeline's stages, not on a sharded step.
+    // a rank's whole model, a pipeline's stages and FSDP2's units (whose unsharded parameters are plain tensors
+    // while their unit runs), not where DTensors reach its functions.
     const char* with = o.tensor_parallel > 1  ? "--tp"
-                       : o.fsdp.shards > 1      ? "--fsdp"
                        : o.context_parallel > 1 ? "--cp"
                        : o.expert_parallel > 1  ? "--ep"
                                                 : nullptr;
     if (with != nullptr)
       return refuse(std::string("--liger with ") + with,
-                    "Liger's kernels are not priced on a sharded step yet; drop one of them");
+                    "Liger's kernels are not priced on DTensors yet; drop one of them");
     Recompute policy = o.recompute;
     for (const auto& [kind, mode] : o.recompute_by_kind)
       if (mode == Recompute::kSelective || mode == Recompute::kTorchtitanOp) policy = mode;

@@ -133,7 +133,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--loss", "liger-flce", "--tp", "2"}, {"--loss", "torchtune-chunked", "--cp", "2"},
         {"--loss", "torchtune-linear", "--fsdp", "--dp", "2"},
         // Liger's kernels beside a layout or a policy not priced with them
-        {"--liger", "--tp", "2"}, {"--liger", "--fsdp", "--dp", "2"}, {"--liger", "--cp", "2"},
+        {"--liger", "--tp", "2"}, {"--liger", "--tp", "2", "--sequence-parallel"}, {"--liger", "--cp", "2"},
         {"--liger", "--recompute", "selective"}, {"--liger", "--offload-activations", "torchtune"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());

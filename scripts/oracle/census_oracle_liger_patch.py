@@ -41,7 +41,7 @@ import operator
 import os
 import sys
 import types
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Dict
 
 import torch
 
@@ -211,8 +211,21 @@ def _modeling(family: str) -> Any:
     return importlib.import_module(f"transformers.models.{family}.modeling_{family}")
 
 
-def apply(model: Any, family: str) -> Tuple[str, Callable[[], None]]:
-    """Liger's patch on *model* as its trainer applies it; the note saying what ran, and the restore."""
+@contextlib.contextmanager
+def case() -> Any:
+    """One case's patch: its record cleared before it, the modeling module put back after it."""
+    RECORD.clear()
+    try:
+        yield RECORD
+    finally:
+        restore = RECORD.pop("restore", None)
+        if restore is not None:
+            restore()
+        RECORD.clear()
+
+
+def apply(model: Any, family: str) -> str:
+    """Liger's patch on *model* as its trainer applies it, inside case(); the note saying what ran."""
     patch = load_liger_kernels()
     _imported_modules(patch)
     modeling = _modeling(family)
@@ -223,12 +236,13 @@ def apply(model: Any, family: str) -> Tuple[str, Callable[[], None]]:
             if vars(modeling).get(name) is not value:
                 setattr(modeling, name, value)
 
+    RECORD["restore"] = restore
     patch[APPLY[family]](model=model, fused_linear_cross_entropy=False)
     RECORD["modules"] = dict(collections.Counter(
         type(m).__name__ + (" (Liger's forward)" if "forward" in m.__dict__ else "") for m in model.modules()))
     note = (f"liger {LIGER_COMMIT} {APPLY[family]}(model=model, fused_linear_cross_entropy=False) as "
             "_apply_liger_kernel_to_instance calls it (rope, rms_norm, swiglu or geglu: the defaults)")
-    return note, restore
+    return note
 
 
 def record() -> Dict[str, Any]:

@@ -22,7 +22,6 @@ sys.path.insert(0, HERE)
 import census_oracle_liger_patch as P  # noqa: E402  pylint: disable=wrong-import-position
 
 S = PAR.S
-CURRENT: Dict[str, Any] = {}
 
 PAR.LAYOUTS = {
     f"{name}_liger": dict(PAR.LAYOUTS[name], liger=True, note=PAR.LAYOUTS[name]["note"] + "; Liger's patch on the model")
@@ -35,8 +34,7 @@ _build_model = S.build_model
 
 def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) -> Any:
     model, config, notes = _build_model(family, config_kwargs, device)
-    note, CURRENT["restore"] = P.apply(model, family)
-    notes["liger_kernels"] = note + "; Transformers' own loss"
+    notes["liger_kernels"] = P.apply(model, family) + "; Transformers' own loss"
     return model, config, notes
 
 
@@ -45,16 +43,10 @@ _run_case = PAR.run_case
 
 
 def run_case(case: Dict[str, Any], reference_dirs: Sequence[str]) -> Dict[str, Any]:
-    CURRENT.clear()
-    P.RECORD.clear()
-    try:
+    with P.case():
         result = _run_case(case, reference_dirs)
         result["liger"] = dict(P.record(), kernels=["rms_norm", "swiglu", "rope"], fused_linear_cross_entropy=False)
         return result
-    finally:
-        if "restore" in CURRENT:
-            CURRENT["restore"]()
-        CURRENT.clear()
 
 
 PAR.run_case = run_case

@@ -58,8 +58,7 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
             "every decoder layer: gradient_checkpointing = True, _gradient_checkpointing_func = "
             "functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=True)")
     if CURRENT.get("liger"):
-        note, CURRENT["restore"] = P.apply(model, family)
-        notes["liger_kernels"] = note + "; " + (
+        notes["liger_kernels"] = P.apply(model, family) + "; " + (
             "the fused loss: the loss oracle's liger-flce" if CURRENT.get("loss") == "liger-flce" else "Transformers' own loss")
     return model, config, notes
 
@@ -71,17 +70,13 @@ _run_offload = E.run_steady_case_ext
 def run_steady_case_liger(group: Dict[str, Any], case: Dict[str, Any], sets: Any, kernels: Any) -> Dict[str, Any]:
     CURRENT.clear()
     CURRENT.update(case)
-    P.RECORD.clear()
-    try:
+    with P.case():
         result = _run_offload(group, case, sets, kernels)
         result["liger"] = dict(P.record(), kernels=["rms_norm", "swiglu", "rope"],
                                fused_linear_cross_entropy=case.get("loss") == "liger-flce")
         result["liger"]["kernel_launches_both_steps"] = result["liger"].pop("kernel_launches")
-        return result
-    finally:
-        if "restore" in CURRENT:
-            CURRENT["restore"]()
-        CURRENT.clear()
+    CURRENT.clear()
+    return result
 
 
 E.run_steady_case_ext = run_steady_case_liger

@@ -17,7 +17,7 @@
            "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
            "--first-step", "--loss", "--liger", "--offload-activations"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
-           "--gpus-per-node", "--top", "--optimizer", "--loss", "--search"],
+           "--gpus-per-node", "--top", "--optimizer", "--loss", "--liger", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
   };
   const PASTED_PATH = "config.json";  // where a pasted config is written, as the command line names it

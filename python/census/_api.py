@@ -531,8 +531,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 master_weights: str = "bf16", grad_dtype: str = "bf16", cuda_context: Any = 0,
                 nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
                 calibration: str = "", reserved: bool = False, alloc_conf: str = "", optimizer_impl: Any = None,
-                first_step: bool = False, loss: str = "hf", optimizer: str = "adamw",
-                search: str = "") -> Dict[str, Any]:
+                first_step: bool = False, loss: Any = None, optimizer: str = "adamw",
+                search: str = "", liger: bool = False) -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -555,7 +555,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     ``"loss,optimizer"``) searches those beside the layouts, as ``census plan --search`` does; each layout
     then names its own ``"optimizer"`` and ``"loss"``. *loss* is
     the trainer's loss, as ``census_step`` takes it (``hf``, ``trl-chunked-nll``, ``liger-flce``,
-    ``torchtune-chunked``, ``torchtune-linear``).
+    ``torchtune-chunked``, ``torchtune-linear``; its default ``hf``, or ``liger-flce`` with *liger*). *liger* plans
+    the run with Liger's kernels, as ``census plan --liger`` does (no TP or CP beside them).
     """
     if not isinstance(reserved, bool):
         raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")
@@ -589,6 +590,6 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
                         overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
                         _text("calibration", calibration), reserved, alloc_conf, _optimizer_impl(optimizer_impl),
-                        _switch("first_step", first_step), _text("loss", loss), _text("optimizer", optimizer),
-                        _text("search", search))
+                        _switch("first_step", first_step), "" if loss is None else _text("loss", loss),
+                        _text("optimizer", optimizer), _text("search", search), _switch("liger", liger))
     return json.loads(text)

@@ -91,7 +91,9 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   if (!optimizer_forms(r.optimizer).empty() && o.run.optimizer_impl != default_optimizer_impl(r.optimizer))
     a.insert(a.end(), {"--optimizer-impl", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))});
   if (o.run.first_step) a.push_back("--first-step");
-  if (r.loss != nn::CausalLMLoss::kForCausalLM) a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(r.loss))});
+  if (o.run.liger) a.push_back("--liger");  // whose default loss is Liger's: the loss is then always named
+  if (r.loss != nn::CausalLMLoss::kForCausalLM || o.run.liger)
+    a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(r.loss))});
   if (l.fsdp) a.push_back("--fsdp");  // FSDP2, its dtypes from --master-weights (layout_step_options)
   if (l.sp) a.insert(a.end(), {"--sequence-parallel", "--loss-parallel"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
@@ -198,8 +200,11 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
     CENSUS_TRY(check_optimizer(o.run.optimizer, o.run.optimizer_impl));
   }
   o.run.first_step = a.first_step;
-  CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), a.loss));
-  o.run.loss = nn::causal_lm_loss_named(a.loss).value_or(nn::CausalLMLoss::kForCausalLM);
+  // census step's default: Liger's fused loss under --liger, Transformers' own otherwise.
+  const std::string loss = !a.loss.empty() ? a.loss : a.liger ? "liger-flce" : "hf";
+  CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), loss));
+  o.run.loss = nn::causal_lm_loss_named(loss).value_or(nn::CausalLMLoss::kForCausalLM);
+  o.run.liger = a.liger;
   if (!a.search.empty()) {
     for (size_t start = 0; start <= a.search.size();) {
       const size_t comma = std::min(a.search.find(',', start), a.search.size());
@@ -243,13 +248,16 @@ struct Planned {
   const char* no_sp = nullptr;  // why census step runs no DTensor plan on the family (tensor_parallel_refusal)
 };
 
-Result<Planned> plan(const PlanArgs& a, const ModelConfig& model) {
+Result<Planned> plan(const PlanArgs& a, const ModelConfig& model_in) {
   Request request;
   request.command = "step";
   request.model_name = a.model;
-  request.config = model;
+  request.config = model_in;
   request.seq_length = a.seq_length;
+  request.liger = a.liger;
   CENSUS_TRY(check_request(request));
+  CENSUS_TRY(apply_options(request));  // --liger: its kernels in the config every layout's step builds
+  const ModelConfig& model = request.config;
   auto options = plan_options(a, model);
   CENSUS_TRY(options);
   auto result = census_plan(model, *options);
@@ -286,7 +294,7 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"global_batch", batch_of(o)},
       {"step", o.run.first_step ? "first" : "steady"},
       {"optimizer", optimizer_json(o.run)},
-      {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))},
+      {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))}, {"liger", o.run.liger},
       {"search", {{"losses", search_names(o.search_losses, nn::causal_lm_loss_name)},
                   {"optimizers", search_names(o.search_optimizers, optimizer_name)}}},
       {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
@@ -332,7 +340,8 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
       << " (" << human_bytes(static_cast<double>(o.gpu_memory)) << " each, " << o.run.gpus_per_node << " a node), "
       << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, "
       << optimizer_label(o.run) << ", master weights " << a.master_weights << ", grads "
-      << a.grad_dtype << (o.run.loss != nn::CausalLMLoss::kForCausalLM ? ", loss " + a.loss : "")
+      << a.grad_dtype << (o.run.liger ? ", Liger's kernels" : "")
+      << (o.run.loss != nn::CausalLMLoss::kForCausalLM ? ", loss " + std::string(nn::causal_lm_loss_name(o.run.loss)) : "")
       << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)")
       << (a.search.empty() ? "" : "; searching " + a.search + " beside the layouts (each layout names its own)") << '\n';
   if (!o.layout) {
@@ -530,9 +539,12 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
                   "loss,optimizer; each searched replaces --loss or --optimizer",
                   "give loss, optimizer or loss,optimizer, or leave the option out");
   add_choice_option(*sub, "--loss", a.loss, nn::causal_lm_loss_names(),
-                    "the trainer's loss, as census step takes it: hf (default), trl-chunked-nll, liger-flce, "
-                    "torchtune-chunked or torchtune-linear (laid out "
+                    "the trainer's loss, as census step takes it: hf (default; liger-flce under --liger), "
+                    "trl-chunked-nll, liger-flce, torchtune-chunked or torchtune-linear (laid out "
                     "without TP, CP, ZeRO-3 or FSDP2, which census step refuses beside them)");
+  sub->add_flag("--liger", a.liger,
+                "Liger's kernels in the layers, as census step --liger runs them (laid out without TP or CP, which "
+                "census step refuses beside them)");
   sub->add_flag("--first-step", a.first_step,
                 "fit and rank on the first step (default: the steady state, step 2 and later, the optimizer's states "
                 "alive from the start)");

@@ -36,7 +36,8 @@ struct PlanArgs {
   std::string optimizer = "adamw";  // the optimizer, as census step takes it (step/optimizer_choice.h)
   std::string optimizer_impl;  // its form, as census step takes it; empty: the optimizer's default
   bool first_step = false;     // fit and rank on the first step; else the steady state
-  std::string loss = "hf";     // the trainer's loss, as census step takes it (nn/loss.h)
+  std::string loss;            // the trainer's loss, as census step takes it (nn/loss.h); empty: its default
+  bool liger = false;          // Liger's kernels in the layers, as census step --liger
   std::string search;          // what is searched beside the layouts: "loss", "optimizer", or both, comma-separated
   int64_t cuda_context = 0, nccl_buffers = 0, fragmentation = 0;
   std::string format = "table";

@@ -83,9 +83,13 @@ std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
 }
 
 // The recompute choices the search tries: none, selective, full for every layer; per layer kind every
-// combination where the model has two or three kinds.
+// combination where the model has two or three kinds. Beside Liger's kernels no selective policy, which
+// census step refuses there.
 std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c) {
-  constexpr Recompute kModes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const std::vector<Recompute> kModes = c.liger.any()
+                                            ? std::vector{Recompute::kNone, Recompute::kFull}
+                                            : std::vector{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const int64_t base = static_cast<int64_t>(kModes.size());
   std::vector<RecomputeChoice> out;
   for (Recompute r : kModes) out.push_back({r, {}});
   std::vector<std::string> kinds;
@@ -93,10 +97,11 @@ std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c) {
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
   if (kinds.size() < 2 || kinds.size() > 3) return out;
   int64_t combinations = 1;
-  for (size_t k = 0; k < kinds.size(); ++k) combinations *= 3;
+  for (size_t k = 0; k < kinds.size(); ++k) combinations *= base;
   for (int64_t code = 0; code < combinations; ++code) {
     std::vector<Recompute> modes;
-    for (int64_t rest = code, k = 0; k < static_cast<int64_t>(kinds.size()); ++k, rest /= 3) modes.push_back(kModes[rest % 3]);
+    for (int64_t rest = code, k = 0; k < static_cast<int64_t>(kinds.size()); ++k, rest /= base)
+      modes.push_back(kModes[static_cast<size_t>(rest % base)]);
     if (std::all_of(modes.begin(), modes.end(), [&](Recompute m) { return m == modes.front(); })) continue;
     RecomputeChoice choice{modes.front(), {}};  // the first kind's mode for the rest, the others named
     for (size_t k = 1; k < kinds.size(); ++k)
@@ -331,6 +336,8 @@ void Planner::enumerate(PlanResult& result) {
                 why = "CP does not divide the sequence length";
               } else if (cp > 1 && run_.loss != nn::CausalLMLoss::kForCausalLM) {
                 why = "CP beside --loss " + std::string(nn::causal_lm_loss_name(run_.loss)) + " (census step refuses it)";
+              } else if (cp > 1 && run_.liger) {
+                why = "CP beside --liger (census step refuses it)";
               } else if (ep > 1 && c_.moe.num_experts % ep != 0) {
                 why = "EP does not divide the experts";
               } else if (((etp == 1 ? tp : 1) * dp * cp) % ep != 0) {

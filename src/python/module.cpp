@@ -488,10 +488,11 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::optional<
                  const std::string& nccl_buffers, const std::string& fragmentation, const std::string& layout,
                  const std::string& overlap, const std::string& calibration, bool reserved,
                  const std::string& alloc_conf, const std::string& optimizer_impl, bool first_step,
-                 const std::string& loss, const std::string& optimizer, const std::string& search) {
+                 const std::string& loss, const std::string& optimizer, const std::string& search, bool liger) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
   a.search = search;
+  a.liger = liger;
   a.optimizer = optimizer;
   a.optimizer_impl = optimizer_impl;
   a.first_step = first_step;
@@ -579,7 +580,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("gpus_per_node"), py::arg("compute_efficiency"), py::arg("top"), py::arg("master_weights"),
         py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"), py::arg("fragmentation"),
         py::arg("layout"), py::arg("overlap"), py::arg("calibration"), py::arg("reserved"), py::arg("alloc_conf"),
-        py::arg("optimizer_impl") = "", py::arg("first_step") = false, py::arg("loss") = "hf",
-        py::arg("optimizer") = "adamw", py::arg("search") = "");
+        py::arg("optimizer_impl") = "", py::arg("first_step") = false, py::arg("loss") = "",
+        py::arg("optimizer") = "adamw", py::arg("search") = "", py::arg("liger") = false);
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

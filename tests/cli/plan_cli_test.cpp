@@ -235,6 +235,39 @@ TEST(PlanCli, LayoutsEqualCensusStep) {
   expect_layouts_are_steps(toy(true), all);
 }
 
+// Liger's kernels (--liger, Transformers' loss beside them): laid out only where census step takes them (no TP,
+// CP or selective policy; FSDP2 and ZeRO-3 are), each layout what census step answers with --liger (its
+// step_args name it and the loss), and none above the eager modules' layout of the same shape, whose norms and
+// MLPs keep more (step_liger_test.cpp).
+TEST(PlanCli, LigerLaysOutWhatCensusStepTakes) {
+  const std::vector<std::string> common = {"--gpus", "2", "--gpus-per-node", "2", "--gpu-memory", "1TiB", "--top", "100",
+                                           "--loss", "hf"};
+  std::map<std::string, int64_t> eager_peaks;
+  const nlohmann::json eager_plan = plan(toy(), common, "600");
+  for (const auto& l : eager_plan["layouts"]) eager_peaks[l["step_args"].dump()] = l["peak_bytes"];
+  std::vector<std::string> args = common;
+  args.push_back("--liger");
+  const nlohmann::json planned = plan(toy(), args, "600");
+  EXPECT_EQ(planned["liger"], true);
+  int64_t fsdp = 0;
+  for (const auto& l : planned["layouts"]) {
+    const std::string shape = l["step_args"].dump();
+    EXPECT_EQ(l["tp"], 1) << shape;
+    EXPECT_EQ(l["cp"], 1) << shape;
+    EXPECT_NE(l["recompute"], "selective") << shape;
+    fsdp += l["fsdp"].get<bool>() ? 1 : 0;
+    std::string eager = shape;  // the same shape without --liger, whose loss census step then takes by default
+    for (const std::string flag : {",\"--liger\"", ",\"--loss\",\"hf\""}) {
+      ASSERT_NE(eager.find(flag), std::string::npos) << shape;
+      eager.erase(eager.find(flag), flag.size());
+    }
+    ASSERT_TRUE(eager_peaks.contains(eager)) << eager;
+    EXPECT_LT(l["peak_bytes"].get<int64_t>(), eager_peaks[eager]) << shape;
+  }
+  EXPECT_GT(fsdp, 0);
+  expect_layouts_are_steps(toy(), planned);
+}
+
 // TRL's and Liger's losses: laid out only where census step takes them (no TP, CP, ZeRO-3 or FSDP2), each
 // layout what census step answers with the same --loss (its step_args name it), and on the Llama toy at
 // 600 tokens none above the whole logits' layout of the same shape, whose fp32 (S, V) log-probabilities

@@ -124,6 +124,18 @@ def test_ligers_kernels_are_the_steady_oracles(kind, loss):
         census.census_step(oracle["config"], seq_length=600, liger="yes")
 
 
+def test_a_plan_with_ligers_kernels_lays_out_what_census_step_takes():
+    with open(os.path.join(STEP_CASES, "steady", "llama_toy_L4_s600_single_adamw_liger_steady.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    planned = census.census_plan(oracle["config"], gpus=2, gpu_memory="1TiB", seq_length=600, liger=True, top=50)
+    assert planned["liger"] is True and planned["loss"] == "liger-flce"
+    assert planned["layouts"] and all(l["tp"] == 1 and l["cp"] == 1 for l in planned["layouts"])
+    assert all("--liger" in l["step_args"] for l in planned["layouts"])
+    with pytest.raises(ValueError, match="liger"):
+        census.census_plan(oracle["config"], gpus=2, liger="yes")
+
+
 def test_a_form_the_optimizer_does_not_have_is_refused():
     oracle = _case("llama_toy_L4_s128_accum_m4_adamw")
     with pytest.raises(ValueError, match="optimizer_impl fused with optimizer adafactor"):

@@ -37,6 +37,8 @@ LIGER_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_liger_ac_full_steady": dict(_BASE, m=1, batch=1, loss="liger-flce", ac="full"),
     "single_adamw_liger_ac_full_reentrant_steady": dict(_BASE, m=1, batch=1, loss="liger-flce", ac="full_reentrant"),
     "single_adamw_liger_offload_steady": dict(_BASE, m=1, batch=1, loss="liger-flce", offload=True),
+    # --liger --recompute selective: HyperParallel's policy, as the offloading oracle's sac_selective kinds run it
+    "single_adamw_liger_sac_selective_steady": dict(_BASE, m=1, batch=1, loss="liger-flce", ac="selective"),
     # --liger --pp 2: the two stages of the extended oracle's 1F1B pipeline, four micro-batches
     "pp2_m4_r0_adamw_liger_steady": dict(_BASE, m=4, batch=1, p=2, r=0, loss="liger-flce"),
     "pp2_m4_r1_adamw_liger_steady": dict(_BASE, m=4, batch=1, p=2, r=1, loss="liger-flce"),
@@ -84,7 +86,8 @@ E.KINDS_EXT = LIGER_KINDS
 E.KINDS = dict(E.KINDS, **LIGER_KINDS)
 E.EXT_FAMILIES = {k: LIGER_FAMILIES for k in LIGER_KINDS}
 for _k in ("single_b2_adamw_liger_steady", "accum_m4_adamw_liger_steady", "single_adamw_liger_ac_full_steady",
-           "single_adamw_liger_ac_full_reentrant_steady", "single_adamw_liger_offload_steady"):
+           "single_adamw_liger_ac_full_reentrant_steady", "single_adamw_liger_offload_steady",
+           "single_adamw_liger_sac_selective_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3", "gemma2")
 for _k in ("pp2_m4_r0_adamw_liger_steady", "pp2_m4_r1_adamw_liger_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3")

@@ -213,8 +213,9 @@ Status apply_options(Request& r) {
                                    "qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger, or give --loss "
                                    "liger-flce for its fused loss alone");
     if (r.selective)
-      return refuse("--liger with --selective", "HyperParallel's selective policy around Liger's functions is not "
-                                                "priced yet; drop one of them");
+      return refuse("--liger with --selective", "the layer census's selective policy around Liger's functions is "
+                                                "not checked yet (census step --recompute selective prices it); drop "
+                                                "one of them");
     if (!r.train_yaml.empty())
       return refuse("--liger with --train-yaml", "Liger's Triton kernels and HyperParallel's fused NPU modules "
                                                  "replace the same modules; drop one of them");

@@ -83,8 +83,8 @@ std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
 }
 
 // The recompute choices the search tries: none, selective, full for every layer; per layer kind every
-// combination where the model has two or three kinds. Beside Liger's kernels no selective policy, which
-// census step refuses there.
+// combination where the model has two or three kinds. Beside Liger's kernels no selective policy: the
+// bounds read the layer census's, which no oracle has checked beside Liger's functions.
 std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c) {
   const std::vector<Recompute> kModes = c.liger.any()
                                             ? std::vector{Recompute::kNone, Recompute::kFull}

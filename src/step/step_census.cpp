@@ -297,13 +297,12 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     if (with != nullptr)
       return refuse(std::string("--liger with ") + with,
                     "Liger's kernels are not priced on DTensors yet; drop one of them");
-    Recompute policy = o.recompute;
-    for (const auto& [kind, mode] : o.recompute_by_kind)
-      if (mode == Recompute::kSelective || mode == Recompute::kTorchtitanOp) policy = mode;
-    if (policy == Recompute::kSelective || policy == Recompute::kTorchtitanOp)
-      return refuse(std::string("--liger with --recompute ") + (policy == Recompute::kSelective ? "selective" : "torchtitan-op"),
-                    "a per-op checkpoint policy around Liger's functions is not priced yet; use --recompute none, "
-                    "full, full-reentrant or torchtitan-layer:N");
+    bool per_op = o.recompute == Recompute::kTorchtitanOp;
+    for (const auto& [kind, mode] : o.recompute_by_kind) per_op = per_op || mode == Recompute::kTorchtitanOp;
+    if (per_op)
+      return refuse("--liger with --recompute torchtitan-op",
+                    "torchtitan's per-op policy around Liger's functions is not priced yet; use --recompute none, "
+                    "selective, full, full-reentrant or torchtitan-layer:N");
     if (o.offload_activations == OffloadPolicy::kTorchtune)
       return refuse("--liger with --offload-activations torchtune",
                     "torchtune's recipes do not apply Liger's patch; give --offload-activations trl (TRL applies both)");

@@ -134,7 +134,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--loss", "torchtune-linear", "--fsdp", "--dp", "2"},
         // Liger's kernels beside a layout or a policy not priced with them
         {"--liger", "--tp", "2"}, {"--liger", "--tp", "2", "--sequence-parallel"}, {"--liger", "--cp", "2"},
-        {"--liger", "--recompute", "selective"}, {"--liger", "--offload-activations", "torchtune"}}) {
+        {"--liger", "--recompute", "torchtitan-op"}, {"--liger", "--offload-activations", "torchtune"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);

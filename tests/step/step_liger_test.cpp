@@ -79,7 +79,7 @@ TEST(StepLiger, RefusesWhatItDoesNotPrice) {
   const ModelConfig toy = llama_toy(true);
   for (const auto& [set, flag] : std::vector<std::pair<std::function<void(StepOptions&)>, std::string>>{
            {[](StepOptions& s) { s.tensor_parallel = 2; }, "--liger with --tp"},
-           {[](StepOptions& s) { s.recompute = Recompute::kSelective; }, "--liger with --recompute selective"},
+           {[](StepOptions& s) { s.recompute = Recompute::kTorchtitanOp; }, "--liger with --recompute torchtitan-op"},
            {[](StepOptions& s) { s.offload_activations = OffloadPolicy::kTorchtune; },
             "--liger with --offload-activations torchtune"}}) {
     StepOptions s;

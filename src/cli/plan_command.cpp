@@ -70,7 +70,8 @@ std::string schedule_cell(const Layout& l) {
 }
 
 // The `census step` arguments (after the config) that reproduce the layout's most-loaded rank.
-std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) {
+// `liger`: the run's --liger, whose default loss is Liger's, so the loss is then always named.
+std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o, bool liger) {
   const Layout& l = r.layout;
   std::vector<std::string> a = {"--seq-length", std::to_string(o.run.seq_length), "--micro-batch-size",
                                 std::to_string(l.micro_batch_size), "--micro-batches", std::to_string(l.micro_batches),
@@ -91,8 +92,8 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   if (!optimizer_forms(r.optimizer).empty() && o.run.optimizer_impl != default_optimizer_impl(r.optimizer))
     a.insert(a.end(), {"--optimizer-impl", std::string(nn::optimizer_impl_name(o.run.optimizer_impl))});
   if (o.run.first_step) a.push_back("--first-step");
-  if (o.run.liger) a.push_back("--liger");  // whose default loss is Liger's: the loss is then always named
-  if (r.loss != nn::CausalLMLoss::kForCausalLM || o.run.liger)
+  if (liger) a.push_back("--liger");
+  if (r.loss != nn::CausalLMLoss::kForCausalLM || liger)
     a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(r.loss))});
   if (l.fsdp) a.push_back("--fsdp");  // FSDP2, its dtypes from --master-weights (layout_step_options)
   if (l.sp) a.insert(a.end(), {"--sequence-parallel", "--loss-parallel"});
@@ -109,7 +110,7 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o) 
   return a;
 }
 
-ordered_json layout_json(const LayoutResult& r, const PlanOptions& o) {
+ordered_json layout_json(const LayoutResult& r, const PlanOptions& o, bool liger) {
   const Layout& l = r.layout;
   ordered_json stage_bytes = ordered_json::array();  // null: not simulated (standing_stage stands for it)
   for (int64_t bytes : r.stage_bytes) stage_bytes.push_back(bytes < 0 ? ordered_json(nullptr) : ordered_json(bytes));
@@ -134,7 +135,7 @@ ordered_json layout_json(const LayoutResult& r, const PlanOptions& o) {
                           {"optimizer_states", r.peak.split.optimizer_states()}, {"other", r.peak.split.other()}}},
           {"stage_bytes", stage_bytes}, {"standing_stage", r.standing},
           {"step_seconds_estimate", r.time.seconds}, {"time_estimate", time}, {"busiest_stage", r.time.busiest_stage},
-          {"overlaps", overlaps}, {"step_args", step_args(r, o)}};
+          {"overlaps", overlaps}, {"step_args", step_args(r, o, liger)}};
 }
 
 Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
@@ -204,7 +205,6 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
   const std::string loss = !a.loss.empty() ? a.loss : a.liger ? "liger-flce" : "hf";
   CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), loss));
   o.run.loss = nn::causal_lm_loss_named(loss).value_or(nn::CausalLMLoss::kForCausalLM);
-  o.run.liger = a.liger;
   if (!a.search.empty()) {
     for (size_t start = 0; start <= a.search.size();) {
       const size_t comma = std::min(a.search.find(',', start), a.search.size());
@@ -276,8 +276,8 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
   const PlanOptions& o = p.options;
   const PlanResult& r = p.result;
   ordered_json layouts = ordered_json::array();
-  if (r.named) layouts.push_back(layout_json(*r.named, o));
-  for (const LayoutResult& l : r.top) layouts.push_back(layout_json(l, o));
+  if (r.named) layouts.push_back(layout_json(*r.named, o, a.liger));
+  for (const LayoutResult& l : r.top) layouts.push_back(layout_json(l, o, a.liger));
   ordered_json pruned = ordered_json::object();
   for (const auto& [rule, count] : r.pruned_by_rule) pruned[rule] = count;
   const Calibration& cal = o.device.calibration;
@@ -294,7 +294,7 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"global_batch", batch_of(o)},
       {"step", o.run.first_step ? "first" : "steady"},
       {"optimizer", optimizer_json(o.run)},
-      {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))}, {"liger", o.run.liger},
+      {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))}, {"liger", a.liger},
       {"search", {{"losses", search_names(o.search_losses, nn::causal_lm_loss_name)},
                   {"optimizers", search_names(o.search_optimizers, optimizer_name)}}},
       {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
@@ -319,7 +319,7 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"pruned_by_rule", pruned},
   };
   if (r.smallest)
-    j["nothing_fits"] = {{"smallest_memory_bytes", r.smallest->peak_bytes}, {"layout", layout_json(*r.smallest, o)}};
+    j["nothing_fits"] = {{"smallest_memory_bytes", r.smallest->peak_bytes}, {"layout", layout_json(*r.smallest, o, a.liger)}};
   else
     j["nothing_fits"] = nullptr;
   return j;
@@ -340,7 +340,7 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
       << " (" << human_bytes(static_cast<double>(o.gpu_memory)) << " each, " << o.run.gpus_per_node << " a node), "
       << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, "
       << optimizer_label(o.run) << ", master weights " << a.master_weights << ", grads "
-      << a.grad_dtype << (o.run.liger ? ", Liger's kernels" : "")
+      << a.grad_dtype << (a.liger ? ", Liger's kernels" : "")
       << (o.run.loss != nn::CausalLMLoss::kForCausalLM ? ", loss " + std::string(nn::causal_lm_loss_name(o.run.loss)) : "")
       << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)")
       << (a.search.empty() ? "" : "; searching " + a.search + " beside the layouts (each layout names its own)") << '\n';
@@ -409,7 +409,7 @@ void print_detail(const LayoutResult& l, const PlanArgs& a, const PlanOptions& o
     s = last;
   }
   out << "\n  census step " << a.model;
-  for (const std::string& arg : step_args(l, o)) out << ' ' << arg;
+  for (const std::string& arg : step_args(l, o, a.liger)) out << ' ' << arg;
   out << '\n';
   print_time_terms(l, out);
 }
@@ -440,7 +440,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
         << recompute_text(s.layout.recompute) << ", M " << s.layout.micro_batches << ", stage " << s.worst_stage << " at "
         << s.peak.phase << "\n";
     out << "check: census step " << a.model;
-    for (const std::string& arg : step_args(s, o)) out << ' ' << arg;
+    for (const std::string& arg : step_args(s, o, a.liger)) out << ' ' << arg;
     out << '\n';
     return;
   }

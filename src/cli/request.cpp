@@ -205,13 +205,8 @@ Status apply_options(Request& r) {
     r.config.kernels = *profile;
   }
   if (r.liger) {
-    if (!r.config.family->liger_patches)
-      return refuse("--liger", "Liger has no patch for " + r.config.model_type + " (MODEL_TYPE_TO_APPLY_LIGER_FN); drop --liger");
-    if (!r.config.family->liger_kernels)
-      return refuse("--liger", "Liger's patch for " + r.config.model_type +
-                                   " swaps modules the census does not price yet (it prices llama, mistral, qwen2, "
-                                   "qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger, or give --loss "
-                                   "liger-flce for its fused loss alone");
+    r.config.liger.rms_norm = r.config.liger.swiglu = r.config.liger.rope = true;
+    CENSUS_TRY(check_liger_kernels(r.config));
     if (r.selective)
       return refuse("--liger with --selective", "the layer census's selective policy around Liger's functions is "
                                                 "not checked yet (census step --recompute selective prices it); drop "
@@ -219,7 +214,6 @@ Status apply_options(Request& r) {
     if (!r.train_yaml.empty())
       return refuse("--liger with --train-yaml", "Liger's Triton kernels and HyperParallel's fused NPU modules "
                                                  "replace the same modules; drop one of them");
-    r.config.liger.rms_norm = r.config.liger.swiglu = r.config.liger.rope = true;
   }
   if (!r.train_yaml.empty()) {
     if (!nn::kernel_profile(r.config.kernels).fused_npu_modules)

@@ -12,6 +12,24 @@ bool is_moe_layer(const ModelConfig& c, int64_t index) {
   return !std::binary_search(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), index);
 }
 
+Status check_liger_kernels(const ModelConfig& config) {
+  if (!config.liger.any()) return {};
+  const std::string flag = "--liger on " + config.model_type;
+  if (!config.family->liger_patches)
+    return refuse(flag, "Liger has no patch for this model type (MODEL_TYPE_TO_APPLY_LIGER_FN); drop --liger");
+  if (!config.family->liger_kernels)
+    return refuse(flag, "Liger's patch for it swaps modules the census does not price yet (it prices llama, mistral, "
+                        "qwen2, qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger, or give --loss "
+                        "liger-flce for its fused loss alone");
+  // calculate_settings raises where a kernel's row (next_power_of_2 of it) is wider than 65,536 elements.
+  const int64_t widest = std::max(config.liger.rms_norm ? config.hidden_size : 0,
+                                  config.liger.swiglu ? config.intermediate_size : 0);
+  if (widest > 65'536)
+    return refuse(flag, "a row of " + std::to_string(widest) + " elements: Liger's kernels launch on at most 65,536 "
+                        "(calculate_settings raises past it); drop --liger");
+  return {};
+}
+
 std::vector<std::string> layer_kinds(const ModelConfig& config) {
   if (config.kinds_from_layer_types) return config.layer_types;
   const int64_t layers = config.num_hidden_layers;

@@ -333,6 +333,11 @@ struct Family {
   const ::census::Family symbol
 
 
+// Refuse Liger's kernels (config.liger) where the census does not price them: a model type Liger has no
+// patch for, or one whose patch swaps modules the census does not build (Family::liger_kernels), or a row
+// wider than Liger's kernels launch on. Ok where the config asks for none.
+Status check_liger_kernels(const ModelConfig& config);
+
 // Each layer's kind, as the census names it: what varies across the stack, its attention (layer_types),
 // its feed-forward ("dense" or "moe"), both ("<type>_<ffn>"), or neither ("decoder").
 std::vector<std::string> layer_kinds(const ModelConfig& config);

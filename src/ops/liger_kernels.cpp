@@ -13,7 +13,7 @@ namespace {
 // (rows, cols) of a tensor viewed as X.view(-1, dim).
 Dims rows_of(const Tensor& x) { return Dims{x.numel() / x.size(-1), x.size(-1)}; }
 
-// LigerRMSNormFunction (the "llama" and "gemma" casting modes, any offset): saves X, W and RSTD.
+// LigerRMSNormFunction (casting modes _CASTING_MODE_LLAMA and _GEMMA, any offset): saves X, W and RSTD.
 class LigerRMSNormFunctionBackward final : public Node {
  public:
   LigerRMSNormFunctionBackward(uint64_t seq, int64_t sm_count, bool in_place)
@@ -131,7 +131,7 @@ Tensor liger_rms_norm(const Tensor& hidden_states, const Tensor& weight, int64_t
   {
     NoGradGuard no_grad;  // an autograd.Function's forward
     // @ensure_contiguous, then rms_norm_forward: X.view(-1, dim); Y = empty((n_rows, n_cols), X.dtype);
-    // RSTD = empty(n_rows) in fp32, as the llama and gemma casting modes keep it.
+    // RSTD = empty(n_rows) in fp32, as both casting modes Liger's patches use keep it.
     const Tensor x = view(contiguous(hidden_states), rows_of(hidden_states));
     const Tensor y_rows = empty(x.sizes(), x.dtype());
     const Tensor rstd = empty(Dims{x.size(0)}, DType::kFloat32);

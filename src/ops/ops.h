@@ -277,8 +277,8 @@ Tensor npu_grouped_matmul(const Tensor& x, const Tensor& weight, const Tensor& g
 // --- Liger's kernels (ops/liger_kernels.cpp) ---
 // Liger's torch.autograd.Functions (Liger-Kernel ead96b6 ops/), their Triton kernels dispatched as ops that
 // write into what the Python made.
-// LigerRMSNormFunction.apply(x, weight, eps, offset, casting_mode, in_place) (the "llama" and "gemma" casting
-// modes, either offset: the same bytes): y = empty (x's rows), rstd = empty (rows) fp32; saves x, weight,
+// LigerRMSNormFunction.apply(x, weight, eps, offset, casting_mode, in_place) (casting modes _CASTING_MODE_LLAMA
+// and _CASTING_MODE_GEMMA, either offset: the same bytes): y = empty (x's rows), rstd = empty (rows) fp32; saves x, weight,
 // rstd. Its backward writes dx over the incoming gradient (in_place) or into a zeros_like of it, and reduces
 // an (sm_count, D) fp32 buffer of partial weight gradients.
 Tensor liger_rms_norm(const Tensor& hidden_states, const Tensor& weight, int64_t sm_count, bool in_place = true);

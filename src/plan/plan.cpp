@@ -336,7 +336,7 @@ void Planner::enumerate(PlanResult& result) {
                 why = "CP does not divide the sequence length";
               } else if (cp > 1 && run_.loss != nn::CausalLMLoss::kForCausalLM) {
                 why = "CP beside --loss " + std::string(nn::causal_lm_loss_name(run_.loss)) + " (census step refuses it)";
-              } else if (cp > 1 && run_.liger) {
+              } else if (cp > 1 && c_.liger.any()) {
                 why = "CP beside --liger (census step refuses it)";
               } else if (ep > 1 && c_.moe.num_experts % ep != 0) {
                 why = "EP does not divide the experts";

@@ -98,7 +98,8 @@ std::string tensor_parallel_rule(const ModelConfig& c, const RunShape& run, int6
   if (tp > run.gpus_per_node) return "TP spans nodes (TP stays inside a node of " + std::to_string(run.gpus_per_node) + ")";
   if (tp > 1 && run.loss != nn::CausalLMLoss::kForCausalLM)
     return "TP beside --loss " + std::string(nn::causal_lm_loss_name(run.loss)) + " (census step refuses it)";
-  if (tp > 1 && run.liger) return "TP beside --liger (census step refuses it)";
+  // Liger's kernels (the config's, census plan's --liger) stand beside no TP or CP in census step.
+  if (tp > 1 && c.liger.any()) return "TP beside --liger (census step refuses it)";
   return tp_refusal(c, tp);
 }
 
@@ -106,7 +107,7 @@ std::string layout_rule_broken(const ModelConfig& c, const RunShape& run, const 
   const int64_t batch = run.global_batch;
   if (std::string t = tensor_parallel_rule(c, run, l.tp); !t.empty()) return t;
   if (run.seq_length % l.cp != 0) return "CP does not divide the sequence length";
-  if (l.cp > 1 && run.liger) return "CP beside --liger (census step refuses it)";
+  if (l.cp > 1 && c.liger.any()) return "CP beside --liger (census step refuses it)";
   if (l.ep > 1 && (c.moe.num_experts == 0 || c.moe.num_experts % l.ep != 0)) return "EP does not divide the experts";
   // EP takes its ranks from the expert layers' data-parallel ones, DP x CP (Megatron's expert-model-
   // parallel groups inside its data-and-context-parallel group), with whole experts TP x DP x CP.

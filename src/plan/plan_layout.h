@@ -85,9 +85,6 @@ struct RunShape {
   // The trainer's loss (census plan's --loss, nn/loss.h): TRL's and Liger's are laid out only where
   // census step takes them (no TP, CP, ZeRO-3 or FSDP2 beside them).
   nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM;
-  // Liger's kernels in the layers (census plan's --liger, the config's liger): laid out only where census step
-  // takes them (no TP or CP beside them; the models they run on have no experts).
-  bool liger = false;
 };
 
 // The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole

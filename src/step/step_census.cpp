@@ -275,18 +275,8 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--loss " + std::string(nn::causal_lm_loss_name(o.loss)) + " on " + config.model_type,
                   "torchtune's loss runs the bare head, without this model's transform of its logits (softcapping "
                   "or scaling), which would train another model; give --loss hf or trl-chunked-nll");
+  CENSUS_TRY(check_liger_kernels(config));
   if (config.liger.any()) {
-    if (!config.family->liger_kernels)
-      return refuse("--liger on " + config.model_type,
-                    "Liger's patch for it swaps modules the census does not price yet (it prices llama, mistral, "
-                    "qwen2, qwen3, smollm3, gemma, gemma2 and gemma3_text's); drop --liger");
-    // calculate_settings raises where a kernel's row (next_power_of_2 of it) is wider than 65,536 elements.
-    const int64_t widest = std::max(config.liger.rms_norm ? config.hidden_size : 0,
-                                    config.liger.swiglu ? config.intermediate_size : 0);
-    if (widest > 65'536)
-      return refuse("--liger on " + config.model_type,
-                    "a row of " + std::to_string(widest) + " elements: Liger's kernels launch on at most 65,536 "
-                    "(calculate_settings raises past it); drop --liger");
     // Liger's functions gather a DTensor input whole (full_tensor); its patch is checked against the oracle on
     // a rank's whole model, a pipeline's stages and FSDP2's units (whose unsharded parameters are plain tensors
     // while their unit runs), not where DTensors reach its functions.

@@ -22,30 +22,36 @@ int64_t sum_of(const std::vector<int64_t>& bytes, size_t from = 0) {
   return total;
 }
 
-// Rows R = 2 x 8 of width H = 64. The forward makes Y (R, H) bf16, 2,048 B, and RSTD (R) fp32, 64 B, and saves
-// the input itself, the weight and RSTD. The backward writes dX over the incoming gradient (no dX is made),
-// and makes the (SMs, H) fp32 partial weight gradients, 132 x 64 x 4 = 33,792 B, their sum over the SMs (H)
-// fp32, 256 B, and its bf16 copy, 128 B, the weight's gradient; the first two go before it returns.
+// Rows R = 2 x 8 of width H = 64: the norm's input x, its weight, its output y and the incoming gradient.
+struct Normed {
+  Tensor x = make_tensor(Dims{2, 8, 64}, DType::kBFloat16, true);
+  Tensor weight = make_parameter(Dims{64}, "norm.weight");
+  Tensor y;
+  Tensor grad = make_tensor(Dims{2, 8, 64}, DType::kBFloat16);
+  explicit Normed(bool in_place) : y(ops::liger_rms_norm(x, weight, nn::kLigerSmCount, in_place)) {}
+};
+
+// The forward makes Y (R, H) bf16, 2,048 B, and RSTD (R) fp32, 64 B, and saves the input itself, the weight
+// and RSTD. The backward writes dX over the incoming gradient (no dX is made), and makes the (SMs, H) fp32
+// partial weight gradients, 132 x 64 x 4 = 33,792 B, their sum over the SMs (H) fp32, 256 B, and its bf16
+// copy, 128 B, the weight's gradient; the first two go before it returns.
 TEST(LigerKernels, RmsNormWritesDxOverTheIncomingGradient) {
   Session session;
   RecordingObserver seen;
   session.add_observer(&seen);
-  const Tensor x = make_tensor(Dims{2, 8, 64}, DType::kBFloat16, true);
-  const Tensor weight = make_parameter(Dims{64}, "norm.weight");
-  const Tensor y = ops::liger_rms_norm(x, weight, nn::kLigerSmCount);
+  const Normed n(/*in_place=*/true);
   EXPECT_EQ(seen.allocated, (std::vector<int64_t>{2 * 8 * 64 * 2, 2 * 8 * 4}));
   EXPECT_EQ(seen.saved, (std::vector<std::string>{"bfloat16[16, 64]", "bfloat16[64]", "float32[16]"}));
-  EXPECT_EQ(y.sizes(), x.sizes());
+  EXPECT_EQ(n.y.sizes(), n.x.sizes());
 
-  const Tensor grad = make_tensor(Dims{2, 8, 64}, DType::kBFloat16);
   const size_t allocated = seen.allocated.size(), freed = seen.freed.size();
-  run_backward(y, grad);
+  run_backward(n.y, n.grad);
   EXPECT_EQ(std::vector<int64_t>(seen.allocated.begin() + allocated, seen.allocated.end()),
             (std::vector<int64_t>{132 * 64 * 4, 64 * 4, 64 * 2}));
   EXPECT_EQ(sum_of(seen.freed, freed) - 2 * 8 * 4, 132 * 64 * 4 + 64 * 4);  // and RSTD, released with the node
-  ASSERT_TRUE(x.grad().defined());
-  EXPECT_EQ(x.grad().storage(), grad.storage());
-  EXPECT_EQ(weight.grad().dtype(), DType::kBFloat16);
+  ASSERT_TRUE(n.x.grad().defined());
+  EXPECT_EQ(n.x.grad().storage(), n.grad.storage());
+  EXPECT_EQ(n.weight.grad().dtype(), DType::kBFloat16);
 }
 
 // Gemma 2's and 3's patch (in_place=False): the backward makes dX = zeros_like(dY), 2,048 B, after the partial
@@ -54,16 +60,13 @@ TEST(LigerKernels, RmsNormNotInPlaceMakesDx) {
   Session session;
   RecordingObserver seen;
   session.add_observer(&seen);
-  const Tensor x = make_tensor(Dims{2, 8, 64}, DType::kBFloat16, true);
-  const Tensor weight = make_parameter(Dims{64}, "norm.weight");
-  const Tensor y = ops::liger_rms_norm(x, weight, nn::kLigerSmCount, /*in_place=*/false);
-  const Tensor grad = make_tensor(Dims{2, 8, 64}, DType::kBFloat16);
+  const Normed n(/*in_place=*/false);
   const size_t allocated = seen.allocated.size();
-  run_backward(y, grad);
+  run_backward(n.y, n.grad);
   EXPECT_EQ(std::vector<int64_t>(seen.allocated.begin() + allocated, seen.allocated.end()),
             (std::vector<int64_t>{132 * 64 * 4, 2 * 8 * 64 * 2, 64 * 4, 64 * 2}));
-  ASSERT_TRUE(x.grad().defined());
-  EXPECT_NE(x.grad().storage(), grad.storage());
+  ASSERT_TRUE(n.x.grad().defined());
+  EXPECT_NE(n.x.grad().storage(), n.grad.storage());
 }
 
 // The gate and up projections a and b, (R, I) with R = 16 and I = 128: the forward makes c = empty_like(a),

@@ -287,6 +287,23 @@ void BM_StepLiger(benchmark::State& state, bool liger) {
 BENCHMARK_CAPTURE(BM_StepLiger, eager, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepLiger, liger, true)->Unit(benchmark::kMillisecond);
 
+// FSDP2's CPU offloading (step/fsdp.h): `census step llama-3.1-8b --seq-length 8192 --micro-batches 4 --fsdp
+// --dp 8 --master-weights fp32 --cpu-offload`, the shards, gradients and AdamW on the host; and the same
+// without the policy beside.
+void BM_StepCpuOffload(benchmark::State& state, bool offload) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 8192;
+  options.micro_batches = 4;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.fsdp.shards = 8;
+  options.fsdp.mixed_precision = true;
+  options.fsdp.cpu_offload = offload;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepCpuOffload, fsdp8, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepCpuOffload, fsdp8_cpu_offload, true)->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

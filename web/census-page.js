@@ -15,7 +15,7 @@
   const FIRST = {
     step: ["--seq-length", "--micro-batch-size", "--micro-batches", "--tp", "--cp", "--ep", "--pp", "--dp",
            "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
-           "--first-step", "--loss", "--liger", "--offload-activations"],
+           "--first-step", "--loss", "--liger", "--offload-activations", "--cpu-offload"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
            "--gpus-per-node", "--top", "--optimizer", "--loss", "--liger", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
@@ -247,7 +247,9 @@
       out.push(paragraph("The loss: torchtune's chunked cross-entropy, the logits in 8 chunks each upcast alone; in eager mode every chunk's log-probabilities are still saved.", "note"));
     if (worst.loss === "torchtune-linear")
       out.push(paragraph("The loss: torchtune's linear cross-entropy, the head run in the loss in 8 chunks on the tokens alone; in eager mode every chunk's log-probabilities are still saved.", "note"));
-    if (worst.host)
+    if (worst.host && worst.parallel.fsdp && worst.parallel.fsdp.cpu_offload)
+      out.push(paragraph("FSDP2's CPU offloading: the shards, their gradients and the optimizer's states on the host; each all-gather copies the shards to the device, each reduce-scatter the gradients back, and the optimizer steps on the host.", "note"));
+    else if (worst.host)
       out.push(paragraph("Activations offloaded as " + (worst.offload_activations === "torchtune" ? "torchtune's recipes do, around the model's forward" : "TRL does, around each micro-batch's forward, loss and backward") + ": each save of 1 KiB or more copied to pinned host memory at pack and back at unpack, the five newest kept on the device, the LM head's saves kept.", "note"));
     out.push(section("Every stage",
       table("step-stages", ["stage", "layers (first to last)", "peak", "phase", "parameters", "gradients", "optimizer_states", "other", "total"],
@@ -261,15 +263,23 @@
     if (worst.optimizer) {
       rows.push(["optimizer states", {bytes: worst.optimizer.state_bytes},
                  worst.optimizer.name + (worst.optimizer.implementation ? " (" + worst.optimizer.implementation + ")" : "") + ", " +
-                 (worst.step === "first" ? "made in its first step" : "alive from the start")]);
+                 (worst.step === "first" ? "made in its first step" : "alive from the start") +
+                 (worst.parallel.fsdp && worst.parallel.fsdp.cpu_offload ? ", on the host" : "")]);
       if (worst.optimizer.unified_memory_bytes > 0)
         rows.push(["  of them paged", {bytes: worst.optimizer.unified_memory_bytes},
                    "in unified memory (cudaMallocManaged), outside the caching allocator: in no device figure"]);
     }
-    if (worst.host)
+    if (worst.host && worst.host.saves)
       rows.push(["host (pinned)", {bytes: worst.host.pinned_peak_bytes},
                  "activations offloaded: " + grouped(worst.host.saves.offloaded) + " of " + grouped(worst.host.saves.packed) +
                  " saves, in no device figure"]);
+    if (worst.host && !worst.host.saves) {
+      rows.push(["host", {bytes: worst.host.peak_bytes},
+                 "FSDP2's CPU offloading, in no device figure: its peak" + (worst.host.peak_phase ? " at " + worst.host.peak_phase : "")]);
+      for (const name of ["parameters", "gradients", "optimizer_states", "other"])
+        rows.push(["  " + name, {bytes: worst.host.peak_split[name]}, ""]);
+      rows.push(["  pinned (most)", {bytes: worst.host.pinned_peak_bytes}, "the shards and the first micro-batch's gradients"]);
+    }
     if (worst.host)
       rows.push(["  pinned reserved", {bytes: worst.host.pinned_reserved_bytes},
                  "the caching host allocator's blocks: each a power of two, kept for reuse"]);

@@ -458,7 +458,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
                 optimizer_impl: Any = None, first_step: bool = False,
                 optimizer_in_backward: bool = False, loss: Any = None,
-                offload_activations: Any = None, liger: bool = False) -> Dict[str, Any]:
+                offload_activations: Any = None, liger: bool = False, cpu_offload: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -481,7 +481,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
     decoder layer and the root, *reshard_after_forward* ``default``, ``true`` or ``false``; with
-    *master_weights* ``fp32`` the shards are fp32 under MixedPrecisionPolicy(bf16, fp32)). With
+    *master_weights* ``fp32`` the shards are fp32 under MixedPrecisionPolicy(bf16, fp32); with *cpu_offload*, under
+    its CPUOffloadPolicy, ``census step --cpu-offload``: the shards, their gradients and the optimizer's states on
+    the host, whose bytes ``"host"`` holds). With
     *sequence_parallel* or *loss_parallel* (and *tp* > 1), DTensor's plan as torchtitan applies it runs on
     the rank (docs/parallelism.md). A *world* other than 0 must be *dp* x *tp* x *pp* x *cp*. Composed
     onto it: the K/V a ring attention receives under *cp*, ZeRO-*zero* over *dp* ranks,
@@ -521,7 +523,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step),
                         _switch("optimizer_in_backward", optimizer_in_backward),
                         "" if loss is None else _text("loss", loss),
-                        _offload_activations(offload_activations), _switch("liger", liger))
+                        _offload_activations(offload_activations), _switch("liger", liger),
+                        _switch("cpu_offload", cpu_offload))
     return json.loads(text)
 
 

@@ -89,7 +89,7 @@ std::string optimizer_label(const StepArgs& a) {
   const StepOptimizer optimizer = optimizer_of(a);
   std::string label = a.optimizer;
   if (!optimizer_forms(optimizer).empty())
-    label += " (" + std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a)))) + ")";
+    label += " (" + std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a), a.cpu_offload))) + ")";
   return a.optimizer_in_backward ? label + " in the backward" : label;
 }
 
@@ -150,7 +150,8 @@ ordered_json parallel_json(const StepArgs& a) {
                   {{"param_dtype", "bfloat16"},
                    {"reduce_dtype", a.master_weights == "fp32" ? "float32" : "bfloat16"},
                    {"sharded_dtype", a.master_weights == "fp32" ? "float32" : "bfloat16"}}},
-                 {"prefetch", "implicit in forward, one unit in backward"}};
+                 {"prefetch", "implicit in forward, one unit in backward"},
+                 {"cpu_offload", a.cpu_offload}};
   j["tensor_parallel"] = {{"degree", a.tp},
                           {"semantics", a.tp == 1  ? "none"
                                         : dtensor ? "dtensor (torchtitan's Llama plan on Transformers' names)"
@@ -195,7 +196,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
     j["optimizer"] = {{"name", a.optimizer}};
     if (!optimizer_forms(optimizer).empty())
       j["optimizer"]["implementation"] =
-          std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a))));
+          std::string(nn::optimizer_impl_name(optimizer_impl_or_default(optimizer, optimizer_impl_of(a), a.cpu_offload)));
     j["optimizer"]["in_backward"] = a.optimizer_in_backward;
     j["optimizer"]["state_bytes"] = s.optimizer_state_bytes;
     j["optimizer"]["unified_memory_bytes"] = s.optimizer_unified_memory_bytes;
@@ -204,7 +205,11 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   }
   if (s.host) {
     const OffloadCounts& n = s.offload;
-    j["host"] = {{"pinned_peak_bytes", s.host->peak_bytes},
+    j["host"] = {{"peak_bytes", s.host->peak_bytes},
+                 {"peak_phase", nullptr},
+                 {"peak_split", nullptr},
+                 {"live_at_end_bytes", s.host->live_bytes},
+                 {"pinned_peak_bytes", s.host->peak_bytes},
                  {"pinned_reserved_bytes", s.host->pinned_reserved_bytes},
                  {"offloaded_bytes", s.host->offloaded_bytes},
                  {"brought_back_bytes", s.host->brought_back_bytes},
@@ -216,6 +221,20 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
                    {"kept_small", n.kept_small},
                    {"kept_parameter", n.kept_parameter},
                    {"brought_back", n.brought_back}}}};
+  } else if (const std::optional<StepHostAnalysis>& h = s.offloaded_to_host) {
+    j["host"] = {{"peak_bytes", h->peak_bytes},
+                 {"peak_phase", h->peak_phase.empty() ? ordered_json(nullptr) : ordered_json(h->peak_phase)},
+                 {"peak_split",
+                  {{"parameters", h->peak_split.parameters()},
+                   {"gradients", h->peak_split.gradients()},
+                   {"optimizer_states", h->peak_split.optimizer_states()},
+                   {"other", h->peak_split.other()}}},
+                 {"live_at_end_bytes", h->live_at_end},
+                 {"pinned_peak_bytes", h->pinned_peak_bytes},
+                 {"pinned_reserved_bytes", h->pinned_reserved_bytes},
+                 {"offloaded_bytes", h->copied_to_host_bytes},
+                 {"brought_back_bytes", h->copied_to_device_bytes},
+                 {"saves", nullptr}};
   } else {
     j["host"] = nullptr;
   }
@@ -288,7 +307,8 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
              grouped(s.parameter_count) + " in " + std::to_string(s.parameter_tensors) + " tensors"});
   if (optimizer_of(a) != StepOptimizer::kNone) {
     table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes),
-               optimizer_label(a) + (a.first_step ? ", made in its first step" : ", alive from the start")});
+               optimizer_label(a) + (a.first_step ? ", made in its first step" : ", alive from the start") +
+                   (a.cpu_offload ? ", on the host" : "")});
     if (s.optimizer_unified_memory_bytes > 0)
       table.add({"  of them paged", grouped(s.optimizer_unified_memory_bytes),
                  human_bytes(s.optimizer_unified_memory_bytes),
@@ -299,6 +319,21 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
                "activations offloaded: " + grouped(s.offload.offloaded) + " of " + grouped(s.offload.packs) +
                    " saves, in no device figure"});
     table.add({"  pinned reserved", grouped(s.host->pinned_reserved_bytes), human_bytes(s.host->pinned_reserved_bytes),
+               "the caching host allocator's blocks: each a power of two, kept for reuse"});
+  }
+  if (const std::optional<StepHostAnalysis>& h = s.offloaded_to_host) {
+    table.add({"host", grouped(h->peak_bytes), human_bytes(h->peak_bytes),
+               "FSDP2's CPU offloading, in no device figure: its peak" +
+                   (h->peak_phase.empty() ? std::string() : " at " + h->peak_phase)});
+    table.add({"  parameters", grouped(h->peak_split.parameters()), human_bytes(h->peak_split.parameters()), "the shards"});
+    table.add({"  gradients", grouped(h->peak_split.gradients()), human_bytes(h->peak_split.gradients()), ""});
+    table.add({"  optimizer_states", grouped(h->peak_split.optimizer_states()),
+               human_bytes(h->peak_split.optimizer_states()), ""});
+    table.add({"  other", grouped(h->peak_split.other()), human_bytes(h->peak_split.other()),
+               "the optimizer step's temporaries, a later micro-batch's gradient copies"});
+    table.add({"  pinned (most)", grouped(h->pinned_peak_bytes), human_bytes(h->pinned_peak_bytes),
+               "the shards and the first micro-batch's gradients"});
+    table.add({"  pinned reserved", grouped(h->pinned_reserved_bytes), human_bytes(h->pinned_reserved_bytes),
                "the caching host allocator's blocks: each a power of two, kept for reuse"});
   }
   if (c.composes()) {
@@ -395,6 +430,10 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                 "FSDP2 over --dp ranks, run on the rank: fully_shard per decoder layer and the root, its all-gathers, "
                 "reduce-scatters and resharding as PyTorch runs them; with --master-weights fp32, fp32 shards under "
                 "MixedPrecisionPolicy(bf16, fp32)");
+  sub->add_flag("--cpu-offload", a.cpu_offload,
+                "with --fsdp: FSDP2's CPUOffloadPolicy: the shards, their gradients and the optimizer's states on the "
+                "host, each all-gather's shards copied to the device and each gradient back, the optimizer stepping "
+                "on the host; the host memory gets its own line");
   sub->add_flag("--sequence-parallel", a.sequence_parallel,
                 "with --tp: DTensor's plan as torchtitan applies it, SequenceParallel on the norms and the residual "
                 "stream (S / T tokens a rank), the vocabulary-parallel embedding and head, collectives on the rank");
@@ -464,6 +503,8 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(parse_choice("--reshard-after-forward", {"default", "true", "false"}, a.reshard_after_forward));
   if (a.world != 0) CENSUS_TRY(check_integer(kWorldRule, a.world));
   if (a.fsdp && a.dp < 2) return refuse("--fsdp", "shards over the data-parallel ranks; give --dp N with N > 1");
+  if (a.cpu_offload && !a.fsdp)
+    return refuse("--cpu-offload", "is FSDP2's CPUOffloadPolicy; give --fsdp --dp N, or drop the option");
   if (a.fsdp && a.zero > 0)
     return refuse("--fsdp with --zero " + std::to_string(a.zero),
                   "FSDP2 shards parameters, gradients and optimizer states itself; drop --zero or --fsdp");
@@ -540,6 +581,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   if (a.fsdp) {
     o.fsdp.shards = a.dp;
     o.fsdp.mixed_precision = a.master_weights == "fp32";  // torchtitan: fp32 shards, bf16 compute, fp32 reduce
+    o.fsdp.cpu_offload = a.cpu_offload;
     o.fsdp.reshard_after_forward = a.reshard_after_forward == "true"    ? ReshardAfterForward::kAlways
                                    : a.reshard_after_forward == "false" ? ReshardAfterForward::kNever
                                                                         : ReshardAfterForward::kDefault;
@@ -626,7 +668,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
   if (a.fsdp)
     answer << ", FSDP2 over " << a.dp << " (fully_shard per layer and root, "
            << (a.master_weights == "fp32" ? "fp32 shards, MixedPrecisionPolicy(bf16, fp32)" : "bf16 shards, no policy")
-           << ", reshard_after_forward " << a.reshard_after_forward << ")";
+           << ", reshard_after_forward " << a.reshard_after_forward << (a.cpu_offload ? ", CPUOffloadPolicy" : "") << ")";
   answer << ", bf16 parameters\n";
   if (a.explain) {
     // The terms that shape what is simulated, by name.

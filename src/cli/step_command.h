@@ -41,6 +41,7 @@ struct StepArgs {
   int64_t dp = 1;
   int64_t zero = 0;
   bool fsdp = false;                               // FSDP2 over --dp ranks, run on the rank
+  bool cpu_offload = false;                        // FSDP2's CPUOffloadPolicy
   bool sequence_parallel = false;                  // DTensor's TP plan with SequenceParallel
   bool loss_parallel = false;                      // loss_parallel: the vocabulary-sharded loss
   int64_t world = 0;                               // 0: not stated; else dp x tp x pp x cp must equal it

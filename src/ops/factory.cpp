@@ -23,6 +23,12 @@ Tensor copy_from_host(const Dims& host_sizes, DType dtype, const Dims& sizes, co
   return view;
 }
 
+Tensor copy_across_devices(const Tensor& self) {
+  Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
+  dispatch<1, 1>(Op::kToCopy, {self}, {out});
+  return out;
+}
+
 Tensor empty_like(const Tensor& self) {
   Tensor out = alloc(self.sizes(), internal::dense_strides_like(self, self.sizes()), self.dtype());
   dispatch<1, 1>(Op::kEmptyLike, {self}, {out});

@@ -33,6 +33,10 @@ Tensor arange(int64_t end, DType dtype = DType::kInt64);
 Tensor copy_from_host(const Dims& host_sizes, DType dtype, const Dims& sizes, const Dims& strides,
                       int64_t storage_offset);
 
+// self.to(device) from the host to the GPU or back (FSDP2's CPU offloading): a dense copy of self, made
+// by _to_copy, with no autograd history (FSDP2 copies under no_grad).
+Tensor copy_across_devices(const Tensor& self);
+
 // --- Elementwise ---
 Tensor to(const Tensor& self, DType dtype);  // _to_copy, or self when the dtype already matches
 Tensor pow(const Tensor& self, double exponent);

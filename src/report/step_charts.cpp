@@ -20,20 +20,34 @@ constexpr const char* kHolders[][2] = {
     {"buffers", "buffers"},
 };
 
-std::vector<std::string> holder_series(bool overheads) {
+// And FSDP2's, which its steps' splits name too (census step --fsdp).
+constexpr const char* kFsdpHolders[][2] = {
+    {"fsdp_unsharded_params", "FSDP2's unsharded parameters"},
+    {"fsdp_all_gather_buffers", "FSDP2's all-gather buffers"},
+    {"fsdp_unsharded_grads", "FSDP2's unsharded gradients"},
+    {"fsdp_reduce_scatter_buffers", "FSDP2's reduce-scatter buffers"},
+};
+
+bool names_fsdp(const ordered_json& split) { return split.at("other_detail").contains(kFsdpHolders[0][0]); }
+
+std::vector<std::string> holder_series(bool overheads, bool fsdp) {
   std::vector<std::string> series;
   for (const auto& [key, name] : kHolders) series.push_back(name);
+  if (fsdp)
+    for (const auto& [key, name] : kFsdpHolders) series.push_back(name);
   if (overheads) series.push_back("overheads");
   return series;
 }
 
-// A split's bytes in kHolders' order, then `overheads`.
-std::vector<double> holder_values(const ordered_json& split, int64_t overheads) {
+// A split's bytes in kHolders' order (FSDP2's after, where `fsdp`), then `overheads`.
+std::vector<double> holder_values(const ordered_json& split, int64_t overheads, bool fsdp) {
   std::vector<double> values;
   for (const auto& [key, name] : kHolders) {
     const ordered_json& from = split.contains(key) ? split : split.at("other_detail");
     values.push_back(from.at(key).get<double>());
   }
+  if (fsdp)
+    for (const auto& [key, name] : kFsdpHolders) values.push_back(split.at("other_detail").at(key).get<double>());
   values.push_back(static_cast<double>(overheads));
   return values;
 }
@@ -65,15 +79,16 @@ std::string layout_label(size_t rank, const ordered_json& l) {
 
 std::vector<std::pair<std::string, std::string>> step_charts(const ordered_json& step, int64_t limit_bytes) {
   const std::vector<ordered_json> stages = stages_of(step);
+  const bool fsdp = names_fsdp(reported_peak(stages.front()).at("split"));
   StackedBarChart by_stage{"step-stages", "Each stage's peak, by what holds it", "", StackedBarChart::Unit::kBytes,
-                           holder_series(true), {}, {}, static_cast<double>(limit_bytes), "device memory"};
+                           holder_series(true, fsdp), {}, {}, static_cast<double>(limit_bytes), "device memory"};
   by_stage.note = "the most-loaded moment of each pipeline stage's rank; overheads are the bytes you stated";
   size_t worst = 0;
   for (size_t i = 0; i < stages.size(); ++i) {
     const ordered_json& peak = reported_peak(stages[i]);
     const int64_t total = stages[i].at("total_bytes").get<int64_t>();
     by_stage.groups.push_back(stage_label(stages[i]));
-    by_stage.values.push_back(holder_values(peak.at("split"), total - peak.at("bytes").get<int64_t>()));
+    by_stage.values.push_back(holder_values(peak.at("split"), total - peak.at("bytes").get<int64_t>(), fsdp));
     if (total > stages[worst].at("total_bytes").get<int64_t>()) worst = i;
   }
   const ordered_json& stage = stages[worst];
@@ -82,10 +97,10 @@ std::vector<std::pair<std::string, std::string>> step_charts(const ordered_json&
                              " over the step: each phase's peak",
                          "simulated: F<m> and B<m> are micro-batch m's forward and backward" +
                              std::string(stage.contains("composed") ? "; before the composed terms" : ""),
-                         StackedBarChart::Unit::kBytes, holder_series(false), {}, {}, 0, ""};
+                         StackedBarChart::Unit::kBytes, holder_series(false, fsdp), {}, {}, 0, ""};
   for (const ordered_json& phase : stage.at("phases")) {
     phases.groups.push_back(phase.at("name").get<std::string>());
-    std::vector<double> values = holder_values(phase.at("split_at_peak"), 0);
+    std::vector<double> values = holder_values(phase.at("split_at_peak"), 0, fsdp);
     values.pop_back();
     phases.values.push_back(std::move(values));
   }

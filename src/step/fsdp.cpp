@@ -29,6 +29,10 @@ Fsdp2::Fsdp2(StepBytes& bytes, const FsdpPolicy& policy, const std::vector<const
     Dims sizes = p.sizes();
     sizes[0] = (sizes[0] + n - 1) / n;  // Shard(0), dim 0 padded to a multiple of N
     Tensor shard = make_parameter(sizes, p.impl()->name, policy_.sharded_dtype());
+    if (policy_.cpu_offload) {  // padded_sharded_param.cpu().pin_memory()
+      bytes_.place_on_host(shard);
+      bytes_.note_pinned(shard);
+    }
     unit.params.push_back(p);
     unit.shards.push_back(shard);
     unit.shard_numel += shard.numel();
@@ -69,6 +73,7 @@ void Fsdp2::unshard(Unit& unit) {
   // already bf16, the output the collective writes into (c10d's _allgather_base_ allocates nothing),
   // both under the all-gather copy-in stream.
   const StepStreamScope on(bytes_, StepStream::kAllGatherCopyIn);
+  if (policy_.cpu_offload) return unshard_from_host(unit);
   Tensor copy_in;
   if (policy_.mixed_precision) {
     copy_in = ops::empty(Dims{unit.shard_numel}, DType::kBFloat16);
@@ -76,6 +81,27 @@ void Fsdp2::unshard(Unit& unit) {
   }
   unit.all_gather_output = ops::empty(Dims{policy_.shards * unit.shard_numel}, DType::kBFloat16);
   bytes_.note(unit.all_gather_output, StepCategory::kFsdpAllGatherBuffers);
+}
+
+void Fsdp2::unshard_from_host(Unit& unit) {
+  // _get_param_all_gather_inputs: each shard's all_gather_inputs, its device copy (cast where the
+  // parameter dtype differs, the copy freed as the property returns); then the output; the inputs live
+  // until foreach_all_gather returns, its list freeing them from its end.
+  NoGradGuard no_grad;
+  std::vector<Tensor> inputs;
+  for (const Tensor& shard : unit.shards) {
+    Tensor input = ops::copy_across_devices(shard);
+    bytes_.note_copy(input.nbytes(), /*to_host=*/false);
+    bytes_.note(input, StepCategory::kFsdpAllGatherBuffers);
+    if (policy_.mixed_precision) {
+      input = ops::to(input, DType::kBFloat16);
+      bytes_.note(input, StepCategory::kFsdpAllGatherBuffers);
+    }
+    inputs.push_back(std::move(input));
+  }
+  unit.all_gather_output = ops::empty(Dims{policy_.shards * unit.shard_numel}, DType::kBFloat16);
+  bytes_.note(unit.all_gather_output, StepCategory::kFsdpAllGatherBuffers);
+  while (!inputs.empty()) inputs.pop_back();
 }
 
 void Fsdp2::wait_for_unshard(Unit& unit, bool forward) {
@@ -166,12 +192,18 @@ void Fsdp2::post_backward(Unit& unit) {
     output = ops::empty(Dims{shard_numel}, policy_.reduce_dtype());
   }
   const bool first = !unit.shards[with_grad.front()].impl()->grad;
-  bytes_.note(output, first ? StepCategory::kGradients : StepCategory::kFsdpReduceScatterBuffers);
+  bytes_.note(output, first && !policy_.cpu_offload ? StepCategory::kGradients : StepCategory::kFsdpReduceScatterBuffers);
   int64_t offset = 0;
   for (size_t i : with_grad) {
     Tensor& shard = unit.shards[i];
     Tensor part = ops::view(ops::slice(output, 0, offset, offset + shard.numel()), shard.sizes());
     offset += shard.numel();
+    if (policy_.cpu_offload) {  // new_sharded_grad.to("cpu"): pinned where it becomes the .grad
+      const StepHostScope on_host(bytes_);
+      part = ops::copy_across_devices(part);
+      bytes_.note_copy(part.nbytes(), /*to_host=*/true);
+      if (first) bytes_.note_pinned(part);
+    }
     if (first) {
       shard.impl()->grad = part.impl_ptr();
     } else {

@@ -26,6 +26,14 @@
 //   root's end of backward (the engine's final callback): the root's post_backward, then the last
 //                     reduce-scatter input freed
 // Prefetch is FSDP2's default: implicit in forward, one unit ahead in backward.
+// CPUOffloadPolicy (cpu_offload; _fsdp_param.py and _fsdp_collectives.py, torch 2.14): the shards are
+// host tensors, pinned (pin_memory=True, its default), and so are their gradients; the optimizer steps
+// them on the host. The all-gather takes no foreach copy-in: each shard is copied to the device on its
+// own (all_gather_inputs: .to(device)), under mixed precision that copy cast to bf16 and freed at once,
+// and the copies live until the all-gather is issued. The reduce-scatter's output is no gradient: each
+// new sharded gradient is copied to the host (.to("cpu")), the first micro-batch's copy pinned (a
+// non_blocking copy) and made the .grad, a later one's pageable, added into the .grad and freed; the
+// output is freed as the reduce returns.
 // Streams (StepStream): the all-gather's copy-in and output on the all-gather copy-in stream; the
 // unsharded parameters and gradients and the reduce-scatter input on the compute stream; the
 // reduce-scatter output (the sharded gradients) on the reduce-scatter stream. FSDP2 calls no
@@ -52,6 +60,7 @@ struct FsdpPolicy {
   // (a copy), a norm's partial gradient under SP all-reduced.
   int64_t tensor_parallel = 1;
   bool sequence_parallel = false;
+  bool cpu_offload = false;  // CPUOffloadPolicy(pin_memory=True)
   DType sharded_dtype() const { return mixed_precision ? DType::kFloat32 : DType::kBFloat16; }
   DType reduce_dtype() const { return mixed_precision ? DType::kFloat32 : DType::kBFloat16; }
 };
@@ -100,6 +109,7 @@ class Fsdp2 {
     std::vector<int64_t> post_forward_indices;
   };
   void unshard(Unit& unit);
+  void unshard_from_host(Unit& unit);  // unshard under CPUOffloadPolicy
   void wait_for_unshard(Unit& unit, bool forward);
   void reshard(Unit& unit);
   void pre_forward(Unit& unit);

@@ -71,8 +71,14 @@ nn::OptimizerImpl default_optimizer_impl(StepOptimizer optimizer) {
   return forms.empty() ? nn::OptimizerImpl::kForEach : forms.front();
 }
 
-nn::OptimizerImpl optimizer_impl_or_default(StepOptimizer optimizer, std::optional<nn::OptimizerImpl> impl) {
-  return impl ? *impl : default_optimizer_impl(optimizer);
+nn::OptimizerImpl optimizer_impl_or_default(StepOptimizer optimizer, std::optional<nn::OptimizerImpl> impl,
+                                            bool on_host) {
+  if (impl) return *impl;
+  // _default_to_fused_or_foreach: foreach only where every tensor is a CUDA one.
+  const std::vector<nn::OptimizerImpl> forms = optimizer_forms(optimizer);
+  if (on_host && std::find(forms.begin(), forms.end(), nn::OptimizerImpl::kForLoop) != forms.end())
+    return nn::OptimizerImpl::kForLoop;
+  return default_optimizer_impl(optimizer);
 }
 
 bool optimizer_states_shard_with_parameters(StepOptimizer optimizer) {

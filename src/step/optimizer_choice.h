@@ -39,8 +39,10 @@ std::optional<StepOptimizer> optimizer_named(std::string_view name);
 // where none is named: PyTorch's own default on CUDA.
 std::vector<nn::OptimizerImpl> optimizer_forms(StepOptimizer optimizer);
 nn::OptimizerImpl default_optimizer_impl(StepOptimizer optimizer);
-// The form a step runs: `impl` where given, else the optimizer's default.
-nn::OptimizerImpl optimizer_impl_or_default(StepOptimizer optimizer, std::optional<nn::OptimizerImpl> impl);
+// The form a step runs: `impl` where given, else the optimizer's default: on CUDA tensors PyTorch's, on
+// host tensors (`on_host`: FSDP2's CPU offloading) the for-loop where the optimizer has one.
+nn::OptimizerImpl optimizer_impl_or_default(StepOptimizer optimizer, std::optional<nn::OptimizerImpl> impl,
+                                            bool on_host = false);
 // Whether the optimizer keeps one state of its parameter's shape and dtype for each that ZeRO and
 // FSDP2 shard along with it (AdamW, SGD), rather than states laid out by rows and columns or by blocks.
 bool optimizer_states_shard_with_parameters(StepOptimizer optimizer);

@@ -1,6 +1,8 @@
 #include "step/step_bytes.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <deque>
 #include <map>
 
@@ -84,7 +86,59 @@ void StepBytes::track(const Tensor& tensor, std::string_view op, int64_t bytes) 
   s.op = op;
   s.phase = static_cast<int32_t>(phases_.size()) - 1;
   s.stream = stream_;
+  s.host = s.host || on_host_;
+  if (s.host) return log_host(id, bytes);
   log(id, bytes, op);
+}
+
+void StepBytes::place_on_host(const Tensor& tensor) {
+  storages_[static_cast<size_t>(slot(tensor.storage_id()))].host = true;
+}
+
+void StepBytes::note_pinned(const Tensor& tensor) {
+  storages_[static_cast<size_t>(slot(tensor.storage_id()))].pinned = true;
+}
+
+void StepBytes::log_host(int32_t id, int64_t delta_bytes) {
+  host_events_.push_back({id, static_cast<int32_t>(phases_.size()) - 1, delta_bytes});
+  if (__builtin_add_overflow(host_live_, delta_bytes, &host_live_) || host_live_ > kLargestStepBytes) too_large_ = true;
+}
+
+StepHostAnalysis StepBytes::analyse_host() const {
+  StepHostAnalysis out;
+  out.copied_to_host_bytes = copied_to_host_;
+  out.copied_to_device_bytes = copied_to_device_;
+  StepSplit split;
+  int64_t total = 0, pinned = 0;
+  // The caching host allocator's blocks by size class (log2 of the rounded size): in use, and made.
+  std::array<int64_t, 64> in_use{}, made{};
+  for (const HostEvent& e : host_events_) {
+    const StorageInfo& s = storages_[static_cast<size_t>(e.slot)];
+    const StepCategory category = s.category == StepCategory::kParameters || s.category == StepCategory::kGradients ||
+                                          s.category == StepCategory::kOptimizerStates
+                                      ? s.category
+                                      : StepCategory::kActivations;
+    split.bytes[static_cast<size_t>(category)] += e.delta_bytes;
+    total += e.delta_bytes;
+    if (total > out.peak_bytes) {
+      out.peak_bytes = total;
+      out.peak_phase = phases_[static_cast<size_t>(e.phase)].first;
+      out.peak_split = split;
+    }
+    if (!s.pinned) continue;
+    pinned += e.delta_bytes;
+    out.pinned_peak_bytes = std::max(out.pinned_peak_bytes, pinned);
+    const int64_t bytes = e.delta_bytes > 0 ? e.delta_bytes : -e.delta_bytes;
+    const auto k = static_cast<size_t>(std::bit_width(static_cast<uint64_t>(bytes) - 1));  // PowerOf2Ceil
+    if (e.delta_bytes < 0) {
+      --in_use[k];
+    } else if (++in_use[k] > made[k]) {
+      made[k] = in_use[k];
+      out.pinned_reserved_bytes += int64_t{1} << k;
+    }
+  }
+  out.live_at_end = total;
+  return out;
 }
 
 void StepBytes::note(const Tensor& tensor, StepCategory category) {
@@ -98,6 +152,7 @@ void StepBytes::resize(const Tensor& tensor, int64_t bytes, std::string_view op)
   if (s.live_bytes == bytes) return;
   const int64_t delta = bytes - s.live_bytes;
   s.live_bytes = bytes;
+  if (s.host) return log_host(id, delta);
   log(id, delta, op, /*resize=*/true);
 }
 
@@ -114,6 +169,16 @@ void StepBytes::retract(const Tensor& tensor) {
   if (id < 0) return;
   StorageInfo& s = storages_[static_cast<size_t>(id)];
   if (s.live_bytes == 0) return;
+  if (s.host) {
+    for (HostEvent& e : host_events_) {
+      if (e.slot != id || e.phase > 0 || e.delta_bytes <= 0) continue;
+      host_live_ -= e.delta_bytes;
+      e.delta_bytes = 0;
+      s.live_bytes = 0;
+      return;
+    }
+    return;
+  }
   const int64_t first_phase_end = phases_.size() > 1 ? phases_[1].second : events_logged_;
   for (size_t i = 0; i < events_.size() && static_cast<int64_t>(i) < first_phase_end; ++i) {
     Event& e = events_[i];
@@ -141,6 +206,7 @@ void StepBytes::on_free(const Storage& storage) {
   if (s.live_bytes == 0) return;
   const int64_t bytes = s.live_bytes;
   s.live_bytes = 0;
+  if (s.host) return log_host(id, -bytes);
   log(id, -bytes, "free");
 }
 
@@ -150,6 +216,7 @@ void StepBytes::on_resize(const Storage& storage, int64_t old_nbytes) {
   StorageInfo& s = storages_[static_cast<size_t>(id)];
   if (s.live_bytes != old_nbytes) return;  // not counted (dead, or tracked at bytes of its own)
   s.live_bytes = storage.nbytes;
+  if (s.host) return log_host(id, storage.nbytes - old_nbytes);
   log(id, storage.nbytes - old_nbytes, s.op, /*resize=*/true);
 }
 
@@ -157,12 +224,16 @@ StepPassLog StepBytes::begin_pass() const {
   StepPassLog log;
   log.events_from = log.events_to = static_cast<int64_t>(events_.size());
   log.slots_from = log.slots_to = static_cast<int32_t>(storages_.size());
+  log.copied_to_host = copied_to_host_;
+  log.copied_to_device = copied_to_device_;
   return log;
 }
 
 void StepBytes::end_pass(StepPassLog& log) const {
   log.events_to = static_cast<int64_t>(events_.size());
   log.slots_to = static_cast<int32_t>(storages_.size());
+  log.copied_to_host = copied_to_host_ - log.copied_to_host;
+  log.copied_to_device = copied_to_device_ - log.copied_to_device;
 }
 
 bool StepBytes::replays(const StepPassLog& pass, const StepPassLog* forward) const {
@@ -211,6 +282,8 @@ int64_t StepBytes::replay(const StepPassLog& pass, int64_t forward) {
   }
   events_logged_ += segment.length;
   segments_.push_back(segment);
+  copied_to_host_ += pass.copied_to_host;
+  copied_to_device_ += pass.copied_to_device;
   return static_cast<int64_t>(segments_.size()) - 1;
 }
 

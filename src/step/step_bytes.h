@@ -97,6 +97,24 @@ struct StepHolder {
   int64_t bytes;
 };
 
+// The host's bytes over the step, where FSDP2's CPUOffloadPolicy keeps the sharded parameters, their
+// gradients and the optimizer's states there, and the optimizer steps them there (StepBytes' host
+// storages): the first maximum of the live host bytes, its phase and split, what is live at the end, and
+// of it the pinned tensors' (CPUOffloadPolicy(pin_memory=True): the sharded parameters and the first
+// micro-batch's gradient copies), with the blocks the caching host allocator holds for them
+// (CachingHostAllocator.h: each request rounded up to a power of two, a freed block kept for a later
+// request of its size). Copies: the bytes copied to the host and back to the device, over the step.
+struct StepHostAnalysis {
+  int64_t peak_bytes = 0;
+  std::string peak_phase;  // empty where the host held nothing
+  StepSplit peak_split;
+  int64_t live_at_end = 0;
+  int64_t pinned_peak_bytes = 0;
+  int64_t pinned_reserved_bytes = 0;
+  int64_t copied_to_host_bytes = 0;
+  int64_t copied_to_device_bytes = 0;
+};
+
 struct StepAnalysis {
   StepMoment peak;
   StepMoment other_peak;  // `bytes` is the other bytes alone; split.total() the live bytes then
@@ -134,10 +152,12 @@ struct StepWeights {
   }
 };
 
-// A recorded pass: its events [events_from, events_to) and the storages counted meanwhile (slots).
+// A recorded pass: its events [events_from, events_to) and the storages counted meanwhile (slots); the
+// bytes it copied between the host and the device, which each replay of it copies again.
 struct StepPassLog {
   int64_t events_from = 0, events_to = 0;
   int32_t slots_from = 0, slots_to = 0;
+  int64_t copied_to_host = 0, copied_to_device = 0;
 };
 
 class StepBytes final : public Observer {
@@ -173,6 +193,17 @@ class StepBytes final : public Observer {
   // `tensor`'s storage is never the step's: memory outside PyTorch's allocators (PagedAdamW8bit's
   // unified memory), which no op that reads or writes it makes count.
   void exclude(const Tensor& tensor);
+  // Whether the storages made from now on are host tensors (StepHostScope): counted in the host's log
+  // (analyse_host), never in the device's. place_on_host: `tensor`'s storage, not yet counted, is one.
+  // note_pinned: it is pinned (in the caching host allocator's blocks).
+  void set_on_host(bool on_host) { on_host_ = on_host; }
+  bool on_host() const { return on_host_; }
+  void place_on_host(const Tensor& tensor);
+  void note_pinned(const Tensor& tensor);
+  // `bytes` copied from the device to the host, or from the host to the device.
+  void note_copy(int64_t bytes, bool to_host) { (to_host ? copied_to_host_ : copied_to_device_) += bytes; }
+  // The host's side of the step (its storages' categories as analyse() gives the device's).
+  StepHostAnalysis analyse_host() const;
   // The stream the storages made from now on are allocated on (StepStream::kCompute until set).
   void set_stream(StepStream stream) { stream_ = stream; }
   StepStream stream() const { return stream_; }
@@ -234,6 +265,8 @@ class StepBytes final : public Observer {
     int32_t phase = 0;
     bool off_device = false;
     bool excluded = false;  // exclude(): never tracked
+    bool host = false;      // a host tensor: its events in host_events_
+    bool pinned = false;
     StepStream stream = StepStream::kCompute;
   };
   // A run of the log: events the engine's storages made (stored in events_ from `from`), or a replay
@@ -312,6 +345,18 @@ class StepBytes final : public Observer {
     return e.delta_bytes > 0 ? bytes : -bytes;
   }
 
+  // A host storage's birth, resize or death, in the phase it happened.
+  struct HostEvent {
+    int32_t slot;
+    int32_t phase;
+    int64_t delta_bytes;
+  };
+  void log_host(int32_t slot, int64_t delta_bytes);
+  std::vector<HostEvent> host_events_;
+  int64_t host_live_ = 0;
+  bool on_host_ = false;
+  int64_t copied_to_host_ = 0, copied_to_device_ = 0;  // replays included
+
   LargeVector<int32_t> slot_of_;  // by the engine's storage id: its slot + 1 (0: none yet)
   LargeVector<StorageInfo> storages_;  // by slot
   LargeVector<Event> events_;
@@ -334,6 +379,22 @@ class StepBytes final : public Observer {
 };
 
 std::string_view step_category_name(StepCategory category);
+
+// The storages made within its scope host tensors (FSDP2's copies of gradients to the host, an optimizer
+// stepping host parameters).
+class StepHostScope {
+ public:
+  StepHostScope(StepBytes& bytes, bool on_host = true) : bytes_(bytes), previous_(bytes.on_host()) {
+    bytes_.set_on_host(on_host || previous_);
+  }
+  ~StepHostScope() { bytes_.set_on_host(previous_); }
+  StepHostScope(const StepHostScope&) = delete;
+  StepHostScope& operator=(const StepHostScope&) = delete;
+
+ private:
+  StepBytes& bytes_;
+  bool previous_;
+};
 
 // The storages made within its scope allocated on `stream` (with torch.cuda.stream(...)).
 class StepStreamScope {

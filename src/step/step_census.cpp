@@ -297,6 +297,14 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
       return refuse("--liger with --offload-activations torchtune",
                     "torchtune's recipes do not apply Liger's patch; give --offload-activations trl (TRL applies both)");
   }
+  if (o.fsdp.cpu_offload) {
+    // CPUOffloadPolicy is checked against the oracle on FSDP2 alone, over a rank's whole model; with DTensor's
+    // plan its shards are TP's local ones, and in a pipeline its units span the stage's chunks.
+    const char* with = o.tensor_parallel > 1 ? "--tp" : o.pipeline_stages > 1 ? "--pp" : config.liger.any() ? "--liger" : nullptr;
+    if (with != nullptr)
+      return refuse(std::string("--cpu-offload with ") + with,
+                    "FSDP2's CPU offloading is checked against the oracle on FSDP2 alone, not beside it yet; drop one of them");
+  }
   if (o.loss != nn::CausalLMLoss::kForCausalLM) {
     // TRL gathers a DTensor head with full_tensor(), Liger reads the head's weight under FSDP1's
     // forward redirection, torchtune redistributes the hidden states to Shard(-1), and each shifts the
@@ -373,7 +381,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                         (o.composition.zero > 0 ? "--zero" : o.fsdp.shards > 1 ? "--fsdp" : "DTensor's plan"),
                     "one optimizer a parameter on sharded or DTensor parameters is not priced yet; drop one of them");
   }
-  const nn::OptimizerImpl impl = optimizer_impl_or_default(o.optimizer, o.optimizer_impl);
+  const nn::OptimizerImpl impl = optimizer_impl_or_default(o.optimizer, o.optimizer_impl, o.fsdp.cpu_offload);
   if (o.optimizer != StepOptimizer::kNone && !optimizer_states_shard_with_parameters(o.optimizer)) {
     const std::string flag = "--optimizer " + std::string(optimizer_name(o.optimizer));
     if (o.composition.zero > 0)
@@ -721,6 +729,12 @@ StepCensus StepRunner::run() {
                              },
                              [this](const Tensor& host) { bytes_.note_off_device(host); },
                              [this](const Tensor& unified) { bytes_.exclude(unified); }};
+  // Under CPUOffloadPolicy the optimizer steps host parameters: its states and every tensor it makes are
+  // host tensors, and torch.optim's default form for them is the for-loop (foreach only on CUDA tensors).
+  const bool on_host = o_.fsdp.cpu_offload;
+  const std::optional<nn::OptimizerImpl> optimizer_impl =
+      o_.optimizer == StepOptimizer::kNone ? o_.optimizer_impl
+                                           : optimizer_impl_or_default(o_.optimizer, o_.optimizer_impl, on_host);
   // One optimizer over the rank's parameters, stepped after the passes; or, in the backward, one a
   // parameter, each stepped by its parameter's post-accumulate-grad hook.
   std::vector<std::unique_ptr<nn::Optimizer>> optimizers;
@@ -728,7 +742,7 @@ StepCensus StepRunner::run() {
   std::vector<bool> stepped;
   if (o_.optimizer != StepOptimizer::kNone && o_.optimizer_in_backward) {
     for (size_t i = 0; i < params_.size(); ++i) {
-      optimizers.push_back(make_optimizer(o_.optimizer, o_.optimizer_impl, {params_[i]}, hooks));
+      optimizers.push_back(make_optimizer(o_.optimizer, optimizer_impl, {params_[i]}, hooks));
       stepped_by[params_[i].impl()] = i;
     }
     stepped.assign(params_.size(), false);
@@ -742,13 +756,14 @@ StepCensus StepRunner::run() {
       stepped[it->second] = true;
     });
   } else if (o_.optimizer != StepOptimizer::kNone) {
-    optimizers.push_back(make_optimizer(o_.optimizer, o_.optimizer_impl, params_, hooks));
+    optimizers.push_back(make_optimizer(o_.optimizer, optimizer_impl, params_, hooks));
   }
   struct HookReset {
     Session& session;
     ~HookReset() { session.set_post_accumulate_grad_hook(nullptr); }
   } hook_reset{session_};
   if (!o_.first_step) {
+    const StepHostScope states_on(bytes_, on_host);
     session_.set_muted(true);  // made before this step: no op of it
     for (const std::unique_ptr<nn::Optimizer>& optimizer : optimizers) optimizer->make_states();
     session_.set_muted(false);
@@ -824,6 +839,7 @@ StepCensus StepRunner::run() {
     if (!in_backward)
       for (const Tensor& state : optimizers.front()->drop_states_without_grad()) bytes_.retract(state);
     bytes_.mark_phase("optimizer_step");  // in the backward, each parameter's step has run: none here
+    const StepHostScope step_on(bytes_, on_host);
     if (!in_backward) optimizers.front()->step();
     for (const std::unique_ptr<nn::Optimizer>& optimizer : optimizers) {
       result.optimizer_state_bytes += optimizer->state_bytes();
@@ -842,6 +858,7 @@ StepCensus StepRunner::run() {
     result.host = offload_->host();
     result.offload = offload_->counts();
   }
+  if (on_host) result.offloaded_to_host = bytes_.analyse_host();
   // The further compositions, composed with the step's own options as its own composition is below.
   const int64_t ring_kv = ring_kv_bytes(layer_config_, o_);
   std::vector<StepComposition> also_composed = o_.also_composed;

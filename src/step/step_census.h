@@ -173,6 +173,9 @@ struct StepCensus {
   int64_t largest_layer_parameter_bytes = 0;
   // Where activations are offloaded: the pinned host memory they take, and what the packs did.
   std::optional<HostMemory> host;
+  // Under FSDP2's CPUOffloadPolicy: the host's side of the step (the shards, their gradients, the
+  // optimizer's states and its step), in no device figure.
+  std::optional<StepHostAnalysis> offloaded_to_host;
   OffloadCounts offload;
   int64_t passes_replayed = 0;  // passes replayed rather than run through the engine
   // One per StepOptions::also_composed, in its order: the step's peak under that composition (the

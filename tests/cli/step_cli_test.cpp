@@ -134,7 +134,13 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--loss", "torchtune-linear", "--fsdp", "--dp", "2"},
         // Liger's kernels beside a layout or a policy not priced with them
         {"--liger", "--tp", "2"}, {"--liger", "--tp", "2", "--sequence-parallel"}, {"--liger", "--cp", "2"},
-        {"--liger", "--recompute", "torchtitan-op"}, {"--liger", "--offload-activations", "torchtune"}}) {
+        {"--liger", "--recompute", "torchtitan-op"}, {"--liger", "--offload-activations", "torchtune"},
+        // FSDP2's CPU offloading without FSDP2, or beside a layout it is not priced with
+        {"--cpu-offload"}, {"--cpu-offload", "--dp", "2", "--zero", "3"},
+        {"--cpu-offload", "--fsdp", "--dp", "2", "--tp", "2", "--sequence-parallel"},
+        {"--cpu-offload", "--fsdp", "--dp", "2", "--pp", "2"}, {"--cpu-offload", "--fsdp", "--dp", "2", "--liger"},
+        {"--cpu-offload", "--fsdp", "--dp", "2", "--offload-activations", "trl"},
+        {"--cpu-offload", "--fsdp", "--dp", "2", "--optimizer", "adamw8bit"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);

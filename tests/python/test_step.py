@@ -90,6 +90,23 @@ def test_the_losses_are_the_steady_oracles(kind, loss):
         census.census_step(oracle["config"], seq_length=600, tp=2, loss=loss)
 
 
+def test_cpu_offload_is_the_parallel_oracles():
+    with open(os.path.join(STEP_CASES, "parallel", "qwen3_moe_toy_L4_s128_fsdp4_cpu_offload_accum_m4_adamw.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, micro_batches=4, optimizer_impl="for-loop",
+                              first_step=True, fsdp=True, dp=4, master_weights="fp32", cpu_offload=True)
+    assert step["parallel"]["fsdp"]["cpu_offload"] is True
+    assert {key: step["host"][key] for key in oracle["host"]} == oracle["host"]
+    assert step["host"]["saves"] is None
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["peak"]["split"]["parameters"] == 0
+    with pytest.raises(ValueError, match="cpu_offload"):
+        census.census_step(oracle["config"], seq_length=128, cpu_offload=True)
+    with pytest.raises(ValueError, match="cpu_offload"):
+        census.census_step(oracle["config"], seq_length=128, fsdp=True, dp=4, cpu_offload="yes")
+
+
 def test_offloading_is_the_steady_oracles():
     with open(os.path.join(STEP_CASES, "steady", "qwen3_moe_toy_L4_s600_accum_m4_adamw_offload_steady.json"),
               encoding="utf-8") as handle:

@@ -96,6 +96,33 @@ TEST(StepCharts, EachStageIsItsTotalSplitAsTheStepSplitsIt) {
   }
 }
 
+// Under FSDP2 the peak's other bytes are mostly FSDP2's own (its unsharded parameters, its all-gather
+// buffers): each is a segment, so the bar is the step's total, and each phase's column its peak.
+TEST(StepCharts, FsdpBuffersAreSegmentsOfTheirOwn) {
+  cli::StepArgs a;
+  a.model = "llama-3.1-8b";
+  a.seq_length = 1024;
+  a.fsdp = true;
+  a.dp = 8;
+  a.master_weights = "fp32";
+  a.cpu_offload = true;
+  const ordered_json step = step_json(a);
+  const auto charts = step_charts(step, 0);
+  const std::vector<Drawn> stages = drawn(chart(charts, "step-stages"));
+  ASSERT_EQ(stages.size(), 1u);
+  double sum = 0;
+  for (double v : stages[0].segments) sum += v;
+  EXPECT_EQ(sum, step["total_bytes"].get<double>());
+  EXPECT_GT(step["peak"]["split"]["other_detail"]["fsdp_unsharded_params"].get<double>(), 0);
+  const std::vector<Drawn> phases = drawn(chart(charts, "step-phases"));
+  ASSERT_EQ(phases.size(), step["phases"].size());
+  for (size_t i = 0; i < phases.size(); ++i) {
+    double column = 0;
+    for (double v : phases[i].segments) column += v;
+    EXPECT_EQ(column, step["phases"][i]["peak_bytes"].get<double>()) << phases[i].group;
+  }
+}
+
 // One stage's object (no pipeline) draws as one row, and no limit where none is given.
 TEST(StepCharts, OneStageWithoutALimit) {
   cli::StepArgs a;

@@ -6,7 +6,8 @@
 // Qwen3, Mixtral) at their step oracle toys, each layout's `parallel` record mapped onto StepOptions one to
 // one. Every number to the byte, FSDP2's parts of `other` included, for every layout: the control (world 1),
 // FSDP2 over 4 (fp32 shards under MixedPrecisionPolicy(bf16, fp32), and bf16 shards), TP 2 with and without
-// sequence parallelism (with loss_parallel), and FSDP2 2 x TP 2 with SP. The Llama and Qwen3-MoE toys' FSDP2
+// sequence parallelism (with loss_parallel), FSDP2 2 x TP 2 with SP, and FSDP2 over 4 (both dtypes) under
+// CPUOffloadPolicy, the host's side too (census_oracle_parallel_cpu_offload.py). The Llama and Qwen3-MoE toys' FSDP2
 // 4 (both dtypes), TP 2 with SP and FSDP2 2 x TP 2 layouts are also run for two steps (`*_steady`, step 2;
 // `*_first`, its step 1) with the for-loop and the foreach AdamW (and the fused one under FSDP2); where
 // PyTorch itself refuses the step (foreach or fused AdamW over a list that mixes DTensors and plain
@@ -102,6 +103,7 @@ StepOptions options_of(const nlohmann::json& oracle) {
   if (p.at("dp_shard").get<int64_t>() > 1) {
     o.fsdp.shards = p.at("dp_shard");
     o.fsdp.mixed_precision = p.at("mixed_precision");
+    o.fsdp.cpu_offload = p.value("cpu_offload", false);
   }
   o.tensor_parallel = p.at("tp");
   o.sequence_parallel = p.at("sequence_parallel");
@@ -144,6 +146,22 @@ TEST_P(StepParallelOracleCase, EveryNumberToTheByte) {
     expect_split(moment->split, expected.at("split"), key);
   }
   expect_phases(*step, oracle);
+  // Under CPUOffloadPolicy, the host's side (census_oracle_parallel_cpu_offload.py): its peak, its phase
+  // and split, what is live at the end, and the bytes copied each way.
+  ASSERT_EQ(step->offloaded_to_host.has_value(), oracle.contains("host"));
+  if (!oracle.contains("host")) return;
+  const StepHostAnalysis& host = *step->offloaded_to_host;
+  const auto& expected = oracle.at("host");
+  EXPECT_EQ(host.peak_bytes, expected.at("peak_bytes").get<int64_t>());
+  EXPECT_EQ(host.peak_phase, expected.at("peak_phase").get<std::string>());
+  const auto& split = expected.at("peak_split");
+  EXPECT_EQ(host.peak_split.parameters(), split.at("parameters").get<int64_t>());
+  EXPECT_EQ(host.peak_split.gradients(), split.at("gradients").get<int64_t>());
+  EXPECT_EQ(host.peak_split.optimizer_states(), split.at("optimizer_states").get<int64_t>());
+  EXPECT_EQ(host.peak_split.other(), split.at("other").get<int64_t>());
+  EXPECT_EQ(host.live_at_end, expected.at("live_at_end_bytes").get<int64_t>());
+  EXPECT_EQ(host.copied_to_host_bytes, expected.at("offloaded_bytes").get<int64_t>());
+  EXPECT_EQ(host.copied_to_device_bytes, expected.at("brought_back_bytes").get<int64_t>());
 }
 
 // FSDP2's mixed-precision policy casts what a unit is handed (cast_forward_inputs), for

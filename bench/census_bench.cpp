@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -303,6 +304,20 @@ void BM_StepCpuOffload(benchmark::State& state, bool offload) {
 }
 BENCHMARK_CAPTURE(BM_StepCpuOffload, fsdp8, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepCpuOffload, fsdp8_cpu_offload, true)->Unit(benchmark::kMillisecond);
+
+// torchao's FP8 training, eager (ops/float8.cpp): `census step llama-3.1-8b --seq-length 8192 --fp8 RECIPE`,
+// every Linear a Float8Linear; bf16 beside.
+void BM_StepFloat8(benchmark::State& state, std::optional<census::ops::Float8Recipe> recipe) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 8192;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.fp8 = recipe;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepFloat8, bf16, std::nullopt)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepFloat8, tensorwise, census::ops::Float8Recipe::kTensorwise)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepFloat8, rowwise, census::ops::Float8Recipe::kRowwise)->Unit(benchmark::kMillisecond);
 
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,

@@ -147,6 +147,16 @@ def _offload_activations(value: Any) -> str:
     return value
 
 
+def _fp8(value: Any) -> str:
+    """*fp8* as the command line's --fp8 takes it: None for bf16, else torchao's recipe (``tensorwise``,
+    ``rowwise`` or ``rowwise-gw-hp``), which the step checks."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or value == "":
+        raise ValueError(f"fp8: must be tensorwise, rowwise or rowwise-gw-hp (or None for bf16), not {_shown(value)}")
+    return value
+
+
 def _optimizer_impl(value: Any) -> str:
     """*optimizer_impl* as the command line's --optimizer-impl takes it: None for the optimizer's default (PyTorch's
     on CUDA), else a form's name, which the step checks."""
@@ -458,7 +468,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 sequence_parallel: bool = False, loss_parallel: bool = False, world: int = 0,
                 optimizer_impl: Any = None, first_step: bool = False,
                 optimizer_in_backward: bool = False, loss: Any = None,
-                offload_activations: Any = None, liger: bool = False, cpu_offload: bool = False) -> Dict[str, Any]:
+                offload_activations: Any = None, liger: bool = False, cpu_offload: bool = False,
+                fp8: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -476,7 +487,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     *offload_activations* ``"trl"`` or ``"torchtune"`` offloads activations as that trainer does (``census step
     --offload-activations``), and ``"host"`` holds the pinned host memory it takes; None offloads nothing. With
     *liger*, Liger's kernels run as Transformers' Trainer and TRL apply them (``census step --liger``): its
-    RMSNorm, SwiGLU and rotary in the layers, and its fused loss unless *loss* names another. The step is the steady state, every step from the second on, with the
+    RMSNorm, SwiGLU and rotary in the layers, and its fused loss unless *loss* names another. *fp8*
+    ``"tensorwise"``, ``"rowwise"`` or ``"rowwise-gw-hp"`` trains in FP8 as torchtitan converts the model with
+    torchao, eager (``census step --fp8``). The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -524,7 +537,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _switch("optimizer_in_backward", optimizer_in_backward),
                         "" if loss is None else _text("loss", loss),
                         _offload_activations(offload_activations), _switch("liger", liger),
-                        _switch("cpu_offload", cpu_offload))
+                        _switch("cpu_offload", cpu_offload), _fp8(fp8))
     return json.loads(text)
 
 

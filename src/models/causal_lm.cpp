@@ -204,7 +204,7 @@ Tensor CausalLM::output_projection(const Tensor& x) const {
   const NoOpManager head_saves_kept;  // TRL's forward hooks on lm_head, while activations are offloaded
   if (lm_head) return lm_head->forward(x);
   ModuleScope scope("lm_head", ModuleKind::kOther);  // tied: lm_head's forward over the embedding's weight
-  return ops::linear(x, embed_tokens->weight(), Tensor());
+  return nn::linear(x, embed_tokens->weight(), Tensor());
 }
 
 Tensor CausalLM::embed(const Tensor& input_ids) const { return embed_tokens->forward(input_ids); }

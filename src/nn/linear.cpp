@@ -1,5 +1,6 @@
 #include "nn/linear.h"
 
+#include "nn/float8_training.h"
 #include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
@@ -15,7 +16,13 @@ Linear::Linear(std::string path, int64_t in_features, int64_t out_features, bool
 Tensor Linear::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);
   if (const ParallelStyles* styles = parallel_styles()) return styles->linear(path_, input, weight_, bias_);
-  return ops::linear(input, weight_, bias_);
+  return linear(input, weight_, bias_);
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (const std::optional<ops::Float8Recipe> recipe = float8_recipe(); recipe && float8_converts(weight))
+    return ops::float8_linear(input, weight, bias, *recipe);
+  return ops::linear(input, weight, bias);
 }
 
 }  // namespace census::nn

@@ -1,5 +1,6 @@
 // File: linear.h
-// nn.Linear: y = x W^T (+ b), as ATen's linear decomposes it (ops::linear).
+// nn.Linear: y = x W^T (+ b), as ATen's linear decomposes it (ops::linear), or as torchao's Float8Linear
+// runs it where the step trains in FP8.
 #pragma once
 
 #include "nn/module.h"
@@ -19,5 +20,9 @@ class Linear {
   Tensor weight_;  // (out, in)
   Tensor bias_;    // (out) or undefined
 };
+
+// input @ weight.t() (+ bias) as an nn.Linear of that weight runs it: a Float8Linear where the step trains
+// in FP8 and torchtitan's filter converts it (nn/float8_training.h), else ops::linear.
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);
 
 }  // namespace census::nn

@@ -220,6 +220,14 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kLigerGegluForward, "liger._geglu_tanh_forward_kernel.default", OpKind::kInPlace, SacClass::kRecompute,
      FlopsRule::kNone, SavedBucketRule::kActivation},
     {Op::kLigerGegluBackward, "liger._geglu_tanh_backward_kernel.default", OpKind::kInPlace},
+    {Op::kAbs, "aten.abs.default", OpKind::kCompute},
+    {Op::kMax, "aten.max.default", OpKind::kCompute},
+    {Op::kReciprocal, "aten.reciprocal.default", OpKind::kCompute},
+    {Op::kLog2, "aten.log2.default", OpKind::kCompute},
+    {Op::kExp2, "aten.exp2.default", OpKind::kCompute},
+    {Op::kNewOnes, "aten.new_ones.default", OpKind::kFactory},
+    {Op::kContiguous, "aten.contiguous.default", OpKind::kCompute},
+    {Op::kScaledMm, "aten._scaled_mm.default", OpKind::kMatmul, SacClass::kAlwaysSave, FlopsRule::kMatmul},  // torchtitan saves it
 }};
 
 constexpr bool catalogue_in_order() {

@@ -116,6 +116,9 @@ enum class Op : uint8_t {
   // Liger's Triton kernels (ops/liger_kernels.cpp): each writes into tensors its Python made, allocating nothing
   kLigerRmsNormForward, kLigerRmsNormBackward, kLigerSwigluForward, kLigerSwigluBackward, kLigerRopeForward,
   kLigerRopeBackward, kLigerGegluForward, kLigerGegluBackward,
+  // torchao's FP8 training (ops/float8.cpp): the casts' amax and scale arithmetic, the fp8 operands'
+  // copies, and the scaled matrix product
+  kAbs, kMax, kReciprocal, kLog2, kExp2, kNewOnes, kContiguous, kScaledMm,
   kCount,
 };
 

@@ -37,6 +37,12 @@ Tensor copy_from_host(const Dims& host_sizes, DType dtype, const Dims& sizes, co
 // by _to_copy, with no autograd history (FSDP2 copies under no_grad).
 Tensor copy_across_devices(const Tensor& self);
 
+// torchao's Float8Linear (ops/float8.cpp), eager, as its recipes (Float8LinearConfig.from_recipe_name) run
+// it: input @ weight.t() through matmul_with_hp_or_float8_args, which saves the bf16 input and the weight and
+// casts each operand of its three products to float8 with a dynamic scale; then + bias.
+enum class Float8Recipe : uint8_t { kTensorwise, kRowwise, kRowwiseWithGwHp };
+Tensor float8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias, Float8Recipe recipe);
+
 // --- Elementwise ---
 Tensor to(const Tensor& self, DType dtype);  // _to_copy, or self when the dtype already matches
 Tensor pow(const Tensor& self, double exponent);

@@ -40,6 +40,7 @@
 
 #include "step/step_alloc.h"
 #include "autograd/offload_activations.h"
+#include "ops/ops.h"
 #include "step/optimizer_choice.h"
 #include "step/pipeline_split.h"
 #include "step/recompute_choice.h"
@@ -100,6 +101,9 @@ struct StepOptions {
   // context around each micro-batch's forward, loss and backward) or torchtune's (its recipes': around
   // the model's forward); the LM head's saves kept either way. Empty: none.
   std::optional<OffloadPolicy> offload_activations;
+  // torchao's FP8 training, as torchtitan converts the model (nn/float8_training.h): the recipe its
+  // Float8Linears run, eager; none: bf16.
+  std::optional<ops::Float8Recipe> fp8;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.

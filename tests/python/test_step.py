@@ -107,6 +107,20 @@ def test_cpu_offload_is_the_parallel_oracles():
         census.census_step(oracle["config"], seq_length=128, fsdp=True, dp=4, cpu_offload="yes")
 
 
+def test_fp8_is_the_parallel_oracles():
+    with open(os.path.join(STEP_CASES, "parallel", "llama_toy_L4_s128_control_fp8_rowwise_single.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, optimizer="none", fp8="rowwise")
+    assert step["fp8"] == "rowwise"
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert census.census_step(oracle["config"], seq_length=128, optimizer="none")["fp8"] is None
+    with pytest.raises(ValueError, match="fp8"):
+        census.census_step(oracle["config"], seq_length=128, fp8="mxfp8")
+    with pytest.raises(ValueError, match="fp8"):
+        census.census_step(oracle["config"], seq_length=128, fp8=True)
+
+
 def test_offloading_is_the_steady_oracles():
     with open(os.path.join(STEP_CASES, "steady", "qwen3_moe_toy_L4_s600_accum_m4_adamw_offload_steady.json"),
               encoding="utf-8") as handle:

@@ -7,7 +7,8 @@
 // one. Every number to the byte, FSDP2's parts of `other` included, for every layout: the control (world 1),
 // FSDP2 over 4 (fp32 shards under MixedPrecisionPolicy(bf16, fp32), and bf16 shards), TP 2 with and without
 // sequence parallelism (with loss_parallel), FSDP2 2 x TP 2 with SP, and FSDP2 over 4 (both dtypes) under
-// CPUOffloadPolicy, the host's side too (census_oracle_parallel_cpu_offload.py). The Llama and Qwen3-MoE toys' FSDP2
+// CPUOffloadPolicy, the host's side too (census_oracle_parallel_cpu_offload.py), and torchao's Float8Linear
+// under each of its three recipes, alone and under FSDP2 over 4 (census_oracle_parallel_fp8.py). The Llama and Qwen3-MoE toys' FSDP2
 // 4 (both dtypes), TP 2 with SP and FSDP2 2 x TP 2 layouts are also run for two steps (`*_steady`, step 2;
 // `*_first`, its step 1) with the for-loop and the foreach AdamW (and the fused one under FSDP2); where
 // PyTorch itself refuses the step (foreach or fused AdamW over a list that mixes DTensors and plain
@@ -104,6 +105,12 @@ StepOptions options_of(const nlohmann::json& oracle) {
     o.fsdp.shards = p.at("dp_shard");
     o.fsdp.mixed_precision = p.at("mixed_precision");
     o.fsdp.cpu_offload = p.value("cpu_offload", false);
+  }
+  if (p.contains("fp8")) {  // census_oracle_parallel_fp8.py: torchao's recipe names
+    const std::string recipe = p.at("fp8");
+    o.fp8 = recipe == "tensorwise" ? ops::Float8Recipe::kTensorwise
+            : recipe == "rowwise"  ? ops::Float8Recipe::kRowwise
+                                   : ops::Float8Recipe::kRowwiseWithGwHp;
   }
   o.tensor_parallel = p.at("tp");
   o.sequence_parallel = p.at("sequence_parallel");

@@ -269,6 +269,7 @@ def main():
         ("TRL's loss", "gemma-2-9b", [("--seq-length", "2048"), ("--recompute", "full"), ("--loss", "trl-chunked-nll")]),
         ("offloaded", "qwen3-8b", [("--seq-length", "2048"), ("--recompute", "full"), ("--offload-activations", "trl")]),
         ("Liger", "llama-3.1-8b", [("--seq-length", "4096"), ("--liger", None)]),
+        ("FP8", "llama-3.1-8b", [("--seq-length", "4096"), ("--fp8", "rowwise")]),
         ("CPU offloading", "llama-3.1-8b", [("--seq-length", "4096"), ("--fsdp", None), ("--dp", "8"),
                                             ("--master-weights", "fp32"), ("--cpu-offload", None)]),
     ]

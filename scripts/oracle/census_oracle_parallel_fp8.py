@@ -16,8 +16,11 @@ whose weight's dimensions are both multiples of 16. Recipes: ``tensorwise``, ``r
 
 Layouts: the parallel oracle's ``control`` (world 1, bf16 parameters) and ``fsdp4`` (FSDP2 over 4 ranks, fp32 shards
 under MixedPrecisionPolicy(bf16, fp32), the all-gather bf16), each with a recipe (``control_fp8_rowwise``, ...).
-Each result's ``fp8`` records the recipe, the converted modules and the Linears the filter left in bf16.
+Each with every decoder layer checkpointed too (``_ac_full``: Transformers' gradient checkpointing, non-reentrant,
+as ``census step --recompute full``). Each result's ``fp8`` records the recipe, the converted modules and the Linears
+the filter left in bf16.
 """
+import functools
 import os
 import sys
 from typing import Any, Dict, Sequence
@@ -31,9 +34,10 @@ torch = PAR.torch
 
 RECIPES = {"tensorwise": "tensorwise", "rowwise": "rowwise", "rowwise_gw_hp": "rowwise_with_gw_hp"}
 PAR.LAYOUTS = {
-    f"{base}_fp8_{short}": dict(PAR.LAYOUTS[base], fp8=recipe,
-                                note=PAR.LAYOUTS[base]["note"] + f"; torchao Float8Linear, recipe {recipe}")
-    for base in ("control", "fsdp4") for short, recipe in RECIPES.items()}
+    f"{base}_fp8_{short}{ac}": dict(PAR.LAYOUTS[base], fp8=recipe, ac_full=bool(ac),
+                                    note=PAR.LAYOUTS[base]["note"] + f"; torchao Float8Linear, recipe {recipe}" +
+                                    ("; every decoder layer checkpointed (use_reentrant=False)" if ac else ""))
+    for base in ("control", "fsdp4") for short, recipe in RECIPES.items() for ac in ("", "_ac_full")}
 PAR.STEPS = {name: PAR.STEPS[name.split("_fp8_")[0]] for name in PAR.LAYOUTS}
 PAR.FAMILIES = ("llama", "qwen3")
 CURRENT: Dict[str, Any] = {}
@@ -62,6 +66,14 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
         CURRENT["record"] = {"recipe": recipe, "torchao": "36027d82d", "converted": converted,
                              "left_bf16": sorted(set(linears) - set(converted))}
         notes["fp8"] = f"convert_to_float8_training(recipe {recipe}): {len(converted)} of {len(linears)} Linears"
+    if CURRENT.get("ac_full"):  # Transformers' gradient checkpointing, non-reentrant, on every decoder layer
+        for layer in model.model.layers:
+            layer.gradient_checkpointing = True
+            layer._gradient_checkpointing_func = functools.partial(  # pylint: disable=protected-access
+                torch.utils.checkpoint.checkpoint, use_reentrant=False)
+        notes["activation_checkpointing"] = (
+            "every decoder layer: gradient_checkpointing = True, _gradient_checkpointing_func = "
+            "functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)")
     return model, config, notes
 
 
@@ -72,10 +84,12 @@ _run_case = PAR.run_case
 def run_case(case: Dict[str, Any], reference_dirs: Sequence[str]) -> Dict[str, Any]:
     CURRENT.clear()
     CURRENT["fp8"] = PAR.LAYOUTS[case["layout"]]["fp8"]
+    CURRENT["ac_full"] = PAR.LAYOUTS[case["layout"]]["ac_full"]
     try:
         result = _run_case(case, reference_dirs)
         result["fp8"] = CURRENT.get("record")
         result["parallel"]["fp8"] = CURRENT["fp8"]
+        result["parallel"]["recompute"] = "full" if CURRENT["ac_full"] else "none"
         return result
     finally:
         CURRENT.clear()

@@ -202,8 +202,10 @@ Tensor float8_mm(const Float8Tensor& a, const Float8Tensor& b, DType out_dtype, 
     a_inverse_scale = new_ones_scalar(a_inverse_scale);
     b_inverse_scale = new_ones_scalar(a_inverse_scale);
   }
-  Tensor output = alloc(Dims{a_data.size(0), b_data.size(1)}, out_dtype);
-  dispatch<4, 1>(Op::kScaledMm, {a_data, b_data, a_inverse_scale, b_inverse_scale}, {output});
+  const std::array<Tensor, 4> inputs{a_data, b_data, a_inverse_scale, b_inverse_scale};
+  Tensor output = internal::run_op(Op::kScaledMm, inputs, [&] {  // a checkpoint's policy may answer it
+    return alloc(Dims{a_data.size(0), b_data.size(1)}, out_dtype);
+  });
   if (post_inverse_scale.defined()) dispatch<2, 1>(Op::kMulInplace, {output, post_inverse_scale}, {output});
   // addmm_float8_unwrapped's locals go as it returns (the outer product first), then preprocess_addmm's copies.
   post_inverse_scale = Tensor();

@@ -321,8 +321,10 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                        : o.offload_activations       ? "--offload-activations"
                        : o.loss != nn::CausalLMLoss::kForCausalLM ? "--loss"
                                                                   : nullptr;
-    bool recompute = o.recompute != Recompute::kNone || o.recompute_every_nth_layer > 0;
-    for (const auto& [kind, mode] : o.recompute_by_kind) recompute = recompute || mode != Recompute::kNone;
+    // Checkpointing is checked beside it whole: every layer full (non-reentrant), or none.
+    bool recompute = (o.recompute != Recompute::kNone && o.recompute != Recompute::kFull) ||
+                     o.recompute_every_nth_layer > 0;
+    for (const auto& [kind, mode] : o.recompute_by_kind) recompute = recompute || mode != o.recompute;
     if (with == nullptr && recompute) with = "--recompute";
     if (with != nullptr)
       return refuse(flag + " with " + with,

@@ -112,6 +112,7 @@ StepOptions options_of(const nlohmann::json& oracle) {
             : recipe == "rowwise"  ? ops::Float8Recipe::kRowwise
                                    : ops::Float8Recipe::kRowwiseWithGwHp;
   }
+  if (p.value("recompute", "none") == "full") o.recompute = Recompute::kFull;
   o.tensor_parallel = p.at("tp");
   o.sequence_parallel = p.at("sequence_parallel");
   o.loss_parallel = p.at("loss_parallel");

@@ -67,6 +67,7 @@ def trimmed(case, folder):
     if p.get("fp8"):  # census_oracle_parallel_fp8.py: torchao's Float8Linear, the recipe and what it converted
         out["parallel"]["fp8"] = p["fp8"]
         out["parallel"]["recompute"] = p.get("recompute", "none")
+        out["parallel"]["fp8_filter_fqns"] = p.get("fp8_filter_fqns", [])
         out["fp8"] = case["fp8"]
     if p.get("cpu_offload"):  # census_oracle_parallel_cpu_offload.py: CPUOffloadPolicy, the host's record
         out["parallel"]["cpu_offload"] = True

@@ -49,6 +49,8 @@ def parallel_options(case):
         args += ["--loss-parallel"]
     if p.get("fp8"):  # torchao's Float8Linear (census_oracle_parallel_fp8.py)
         args += ["--fp8", {"rowwise_with_gw_hp": "rowwise-gw-hp"}.get(p["fp8"], p["fp8"])]
+        if "lm_head" in p.get("fp8_filter_fqns", []):
+            args += ["--fp8-skip-head"]
     if p.get("recompute", "none") != "none":  # every decoder layer checkpointed (census_oracle_parallel_fp8.py)
         args += ["--recompute", p["recompute"]]
     if p.get("cpu_offload"):  # CPUOffloadPolicy (census_oracle_parallel_cpu_offload.py)

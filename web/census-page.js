@@ -15,7 +15,7 @@
   const FIRST = {
     step: ["--seq-length", "--micro-batch-size", "--micro-batches", "--tp", "--cp", "--ep", "--pp", "--dp",
            "--schedule", "--virtual-stages", "--recompute", "--zero", "--fsdp", "--optimizer", "--optimizer-impl",
-           "--first-step", "--loss", "--liger", "--offload-activations", "--cpu-offload", "--fp8"],
+           "--first-step", "--loss", "--liger", "--offload-activations", "--cpu-offload", "--fp8", "--fp8-skip-head"],
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
            "--gpus-per-node", "--top", "--optimizer", "--loss", "--liger", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
@@ -240,7 +240,7 @@
     if (worst.liger)
       out.push(paragraph("Liger's kernels, as its patch applies them: its RMSNorm (the input and an fp32 rstd a row saved; the gradient written over the incoming one), its SwiGLU (the gate and up projections saved, their gradients written into them) and its rotary (q and k rotated in place).", "note"));
     if (worst.fp8)
-      out.push(paragraph("FP8 training (" + worst.fp8 + "), eager, as torchtitan converts the model with torchao: each Linear whose dimensions are multiples of 16 casts its operands to float8 for its three products, and saves its input and weight in bf16; the casts' fp32 temporaries are eager mode's (torch.compile fuses them away).", "note"));
+      out.push(paragraph("FP8 training (" + worst.fp8.recipe + (worst.fp8.head === "bf16" ? ", the head in bf16" : "") + "), eager, as torchtitan converts the model with torchao: each Linear whose dimensions are multiples of 16 casts its operands to float8 for its three products, and saves its input and weight in bf16; the casts' fp32 temporaries are eager mode's (torch.compile fuses them away).", "note"));
     if (worst.loss === "trl-chunked-nll")
       out.push(paragraph("The loss: TRL's chunked loss, no logits; each chunk of 256 tokens checkpointed, with an fp32 copy of the head.", "note"));
     if (worst.loss === "liger-flce")

@@ -469,7 +469,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 optimizer_impl: Any = None, first_step: bool = False,
                 optimizer_in_backward: bool = False, loss: Any = None,
                 offload_activations: Any = None, liger: bool = False, cpu_offload: bool = False,
-                fp8: Any = None) -> Dict[str, Any]:
+                fp8: Any = None, fp8_skip_head: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -489,7 +489,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     *liger*, Liger's kernels run as Transformers' Trainer and TRL apply them (``census step --liger``): its
     RMSNorm, SwiGLU and rotary in the layers, and its fused loss unless *loss* names another. *fp8*
     ``"tensorwise"``, ``"rowwise"`` or ``"rowwise-gw-hp"`` trains in FP8 as torchtitan converts the model with
-    torchao, eager (``census step --fp8``). The step is the steady state, every step from the second on, with the
+    torchao, eager (``census step --fp8``); with *fp8_skip_head* the LM head stays bf16. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -537,7 +537,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _switch("optimizer_in_backward", optimizer_in_backward),
                         "" if loss is None else _text("loss", loss),
                         _offload_activations(offload_activations), _switch("liger", liger),
-                        _switch("cpu_offload", cpu_offload), _fp8(fp8))
+                        _switch("cpu_offload", cpu_offload), _fp8(fp8), _switch("fp8_skip_head", fp8_skip_head))
     return json.loads(text)
 
 

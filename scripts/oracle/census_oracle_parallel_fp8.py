@@ -17,7 +17,8 @@ whose weight's dimensions are both multiples of 16. Recipes: ``tensorwise``, ``r
 Layouts: the parallel oracle's ``control`` (world 1, bf16 parameters) and ``fsdp4`` (FSDP2 over 4 ranks, fp32 shards
 under MixedPrecisionPolicy(bf16, fp32), the all-gather bf16), each with a recipe (``control_fp8_rowwise``, ...).
 Each with every decoder layer checkpointed too (``_ac_full``: Transformers' gradient checkpointing, non-reentrant,
-as ``census step --recompute full``). Each result's ``fp8`` records the recipe, the converted modules and the Linears
+as ``census step --recompute full``), and (``_skip_head``) with ``filter_fqns=["lm_head"]``, as torchtitan's Llama 3 405B
+config skips its head (``["output"]``), ``census step --fp8-skip-head``. Each result's ``fp8`` records the recipe, the converted modules and the Linears
 the filter left in bf16.
 """
 import functools
@@ -33,22 +34,30 @@ S = PAR.S
 torch = PAR.torch
 
 RECIPES = {"tensorwise": "tensorwise", "rowwise": "rowwise", "rowwise_gw_hp": "rowwise_with_gw_hp"}
+BASE = dict(PAR.LAYOUTS)
 PAR.LAYOUTS = {
-    f"{base}_fp8_{short}{ac}": dict(PAR.LAYOUTS[base], fp8=recipe, ac_full=bool(ac),
-                                    note=PAR.LAYOUTS[base]["note"] + f"; torchao Float8Linear, recipe {recipe}" +
+    f"{base}_fp8_{short}{ac}": dict(BASE[base], fp8=recipe, ac_full=bool(ac),
+                                    note=BASE[base]["note"] + f"; torchao Float8Linear, recipe {recipe}" +
                                     ("; every decoder layer checkpointed (use_reentrant=False)" if ac else ""))
     for base in ("control", "fsdp4") for short, recipe in RECIPES.items() for ac in ("", "_ac_full")}
+# torchtitan's Llama 3 405B config sets filter_fqns = ["output"], its name for the head: Transformers' lm_head
+PAR.LAYOUTS.update({
+    f"{base}_fp8_{short}_skip_head": dict(BASE[base], fp8=recipe, ac_full=False, filter_fqns=["lm_head"],
+                                         note=BASE[base]["note"] + f"; torchao Float8Linear, recipe {recipe}, "
+                                         "filter_fqns=['lm_head']")
+    for base in ("control", "fsdp4") for short, recipe in RECIPES.items()})
 PAR.STEPS = {name: PAR.STEPS[name.split("_fp8_")[0]] for name in PAR.LAYOUTS}
 PAR.FAMILIES = ("llama", "qwen3")
 CURRENT: Dict[str, Any] = {}
 
 
 def module_filter_fn(mod: Any, fqn: str) -> bool:
-    """torchtitan's (filter_fqns empty): an nn.Linear whose weight's dimensions are both multiples of 16."""
+    """torchtitan's: an nn.Linear whose weight's dimensions are both multiples of 16, and whose name contains none
+    of the case's filter_fqns (empty by default)."""
     if not isinstance(mod, torch.nn.Linear):
         return False
-    del fqn
-    return mod.weight.shape[0] % 16 == 0 and mod.weight.shape[1] % 16 == 0
+    dims_multiples_of_16 = mod.weight.shape[0] % 16 == 0 and mod.weight.shape[1] % 16 == 0
+    return dims_multiples_of_16 and not any(f in fqn for f in CURRENT.get("filter_fqns", []))
 
 
 _build_model = S.build_model
@@ -85,11 +94,13 @@ def run_case(case: Dict[str, Any], reference_dirs: Sequence[str]) -> Dict[str, A
     CURRENT.clear()
     CURRENT["fp8"] = PAR.LAYOUTS[case["layout"]]["fp8"]
     CURRENT["ac_full"] = PAR.LAYOUTS[case["layout"]]["ac_full"]
+    CURRENT["filter_fqns"] = PAR.LAYOUTS[case["layout"]].get("filter_fqns", [])
     try:
         result = _run_case(case, reference_dirs)
         result["fp8"] = CURRENT.get("record")
         result["parallel"]["fp8"] = CURRENT["fp8"]
         result["parallel"]["recompute"] = "full" if CURRENT["ac_full"] else "none"
+        result["parallel"]["fp8_filter_fqns"] = CURRENT["filter_fqns"]
         return result
     finally:
         CURRENT.clear()

@@ -174,7 +174,8 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["step"] = step_name(a);
   j["loss"] = loss_of(a);
   j["liger"] = a.liger;
-  j["fp8"] = a.fp8.empty() ? ordered_json(nullptr) : ordered_json(a.fp8);
+  j["fp8"] = a.fp8.empty() ? ordered_json(nullptr)
+                           : ordered_json({{"recipe", a.fp8}, {"head", a.fp8_skip_head ? "bf16" : "fp8"}});
   j["offload_activations"] = a.offload_activations.empty() ? ordered_json(nullptr) : ordered_json(a.offload_activations);
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
@@ -425,6 +426,9 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                     "dimensions are multiples of 16 a Float8Linear of the recipe (tensorwise, rowwise, or "
                     "rowwise-gw-hp, torchao's rowwise_with_gw_hp); its casts' fp32 temporaries as eager mode "
                     "makes them (torch.compile fuses them away)");
+  sub->add_flag("--fp8-skip-head", a.fp8_skip_head,
+                "with --fp8: the LM head stays bf16, as torchtitan's filter_fqns=[\"output\"] leaves it (its Llama 3 "
+                "405B config)");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -493,6 +497,8 @@ Status check_names(const StepArgs& a) {
   if (!a.offload_activations.empty())
     CENSUS_TRY(parse_choice("--offload-activations", {"trl", "torchtune"}, a.offload_activations));
   if (!a.fp8.empty()) CENSUS_TRY(parse_choice("--fp8", {"tensorwise", "rowwise", "rowwise-gw-hp"}, a.fp8));
+  if (a.fp8_skip_head && a.fp8.empty())
+    return refuse("--fp8-skip-head", "leaves FP8 training's head in bf16; give --fp8 RECIPE, or drop the option");
   if (!a.optimizer_impl.empty()) {
     CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
     if (a.optimizer == "none")
@@ -576,6 +582,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   if (a.offload_activations == "trl") o.offload_activations = OffloadPolicy::kTrl;
   if (a.offload_activations == "torchtune") o.offload_activations = OffloadPolicy::kTorchtune;
   if (!a.fp8.empty()) o.fp8 = nn::float8_recipe_named(a.fp8);
+  o.fp8_skip_head = a.fp8_skip_head;
   o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
   o.sequence_parallel = a.sequence_parallel;
@@ -667,7 +674,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << schedule_name(a) << (split.even() ? "" : ", " + split_name(split)) << "), TP " << a.tp << (a.cp > 1 ? ", CP " + std::to_string(a.cp) : "")
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
-         << (a.liger ? ", Liger's kernels" : "") << (a.fp8.empty() ? "" : ", FP8 " + a.fp8 + " (torchao, eager)") << (loss_of(a) != "hf" ? ", loss " + loss_of(a) : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
+         << (a.liger ? ", Liger's kernels" : "") << (a.fp8.empty() ? "" : ", FP8 " + a.fp8 + (a.fp8_skip_head ? " (torchao, eager, the head bf16)" : " (torchao, eager)")) << (loss_of(a) != "hf" ? ", loss " + loss_of(a) : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
          << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;

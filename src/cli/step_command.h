@@ -38,6 +38,7 @@ struct StepArgs {
   std::string offload_activations;  // "trl" or "torchtune"'s OffloadActivations; empty: none
   bool liger = false;               // Liger's kernels as its patch applies them (nn/liger_kernels.h)
   std::string fp8;                  // torchao's Float8Linear recipe (nn/float8_training.h); empty: bf16
+  bool fp8_skip_head = false;       // the LM head left bf16
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/offload_activations.h"
+#include "nn/float8_training.h"
 #include "nn/loss.h"
 #include "nn/liger_fused_linear_cross_entropy.h"
 #include "nn/torchtune_loss.h"
@@ -202,6 +203,8 @@ CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& 
 
 Tensor CausalLM::output_projection(const Tensor& x) const {
   const NoOpManager head_saves_kept;  // TRL's forward hooks on lm_head, while activations are offloaded
+  std::optional<nn::Float8TrainingScope> bf16_head;  // FP8 training's filter leaves the head out
+  if (nn::float8_skips_head()) bf16_head.emplace(std::nullopt);
   if (lm_head) return lm_head->forward(x);
   ModuleScope scope("lm_head", ModuleKind::kOther);  // tied: lm_head's forward over the embedding's weight
   return nn::linear(x, embed_tokens->weight(), Tensor());

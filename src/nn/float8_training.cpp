@@ -4,6 +4,7 @@ namespace census::nn {
 namespace {
 
 thread_local std::optional<ops::Float8Recipe> g_recipe;
+thread_local bool g_skip_head = false;
 
 }  // namespace
 
@@ -24,14 +25,21 @@ std::optional<ops::Float8Recipe> float8_recipe_named(std::string_view name) {
 
 std::optional<ops::Float8Recipe> float8_recipe() { return g_recipe; }
 
+bool float8_skips_head() { return g_skip_head; }
+
 bool float8_converts(const Tensor& weight) {
   return weight.dim() == 2 && weight.size(0) % 16 == 0 && weight.size(1) % 16 == 0;
 }
 
-Float8TrainingScope::Float8TrainingScope(std::optional<ops::Float8Recipe> recipe) : previous_(g_recipe) {
+Float8TrainingScope::Float8TrainingScope(std::optional<ops::Float8Recipe> recipe, bool skip_head)
+    : previous_(g_recipe), previous_skip_head_(g_skip_head) {
   g_recipe = recipe;
+  g_skip_head = skip_head;
 }
 
-Float8TrainingScope::~Float8TrainingScope() { g_recipe = previous_; }
+Float8TrainingScope::~Float8TrainingScope() {
+  g_recipe = previous_;
+  g_skip_head = previous_skip_head_;
+}
 
 }  // namespace census::nn

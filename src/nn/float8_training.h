@@ -19,21 +19,24 @@ namespace census::nn {
 std::string_view float8_recipe_name(ops::Float8Recipe recipe);
 std::optional<ops::Float8Recipe> float8_recipe_named(std::string_view name);
 
-// The recipe the step's Linears run under, or none.
+// The recipe the step's Linears run under, or none; and whether the LM head stays bf16 (torchtitan's
+// filter_fqns=["output"], Transformers' lm_head), read where the head runs (models/causal_lm.cpp).
 std::optional<ops::Float8Recipe> float8_recipe();
+bool float8_skips_head();
 
 // Whether torchtitan's filter converts a Linear of this weight: both its dimensions multiples of 16.
 bool float8_converts(const Tensor& weight);
 
 class Float8TrainingScope {
  public:
-  explicit Float8TrainingScope(std::optional<ops::Float8Recipe> recipe);
+  explicit Float8TrainingScope(std::optional<ops::Float8Recipe> recipe, bool skip_head = false);
   ~Float8TrainingScope();
   Float8TrainingScope(const Float8TrainingScope&) = delete;
   Float8TrainingScope& operator=(const Float8TrainingScope&) = delete;
 
  private:
   std::optional<ops::Float8Recipe> previous_;
+  bool previous_skip_head_;
 };
 
 }  // namespace census::nn

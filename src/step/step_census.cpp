@@ -731,7 +731,7 @@ int64_t StepRunner::gradient_bytes() const {
 // many blocks, not one; under --allocator every iteration runs.
 StepCensus StepRunner::run() {
   const nn::ParallelStylesScope styles(styles_ ? &*styles_ : nullptr);
-  const nn::Float8TrainingScope fp8(o_.fp8);
+  const nn::Float8TrainingScope fp8(o_.fp8, o_.fp8_skip_head);
   session_.set_fold_alike_iterations(!o_.allocator.has_value());
   build();
   session_.add_observer(&bytes_);

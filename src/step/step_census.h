@@ -104,6 +104,7 @@ struct StepOptions {
   // torchao's FP8 training, as torchtitan converts the model (nn/float8_training.h): the recipe its
   // Float8Linears run, eager; none: bf16.
   std::optional<ops::Float8Recipe> fp8;
+  bool fp8_skip_head = false;  // the LM head left bf16 (torchtitan's filter_fqns=["output"])
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.

@@ -144,7 +144,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         // FP8 of no such recipe, or beside a layout or policy it is not priced with
         {"--fp8", "mxfp8"}, {"--fp8", "rowwise", "--tp", "2"}, {"--fp8", "rowwise", "--pp", "2"},
         {"--fp8", "tensorwise", "--recompute", "selective"}, {"--fp8", "rowwise", "--liger"},
-        {"--fp8", "rowwise", "--loss", "trl-chunked-nll"}}) {
+        {"--fp8", "rowwise", "--loss", "trl-chunked-nll"}, {"--fp8-skip-head"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);

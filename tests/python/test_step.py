@@ -112,9 +112,13 @@ def test_fp8_is_the_parallel_oracles():
               encoding="utf-8") as handle:
         oracle = json.load(handle)
     step = census.census_step(oracle["config"], seq_length=128, optimizer="none", fp8="rowwise")
-    assert step["fp8"] == "rowwise"
+    assert step["fp8"] == {"recipe": "rowwise", "head": "fp8"}
     assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
     assert census.census_step(oracle["config"], seq_length=128, optimizer="none")["fp8"] is None
+    skipped = census.census_step(oracle["config"], seq_length=128, optimizer="none", fp8="rowwise", fp8_skip_head=True)
+    assert skipped["fp8"]["head"] == "bf16"
+    with pytest.raises(ValueError, match="fp8_skip_head"):
+        census.census_step(oracle["config"], seq_length=128, fp8_skip_head=True)
     with pytest.raises(ValueError, match="fp8"):
         census.census_step(oracle["config"], seq_length=128, fp8="mxfp8")
     with pytest.raises(ValueError, match="fp8"):

@@ -111,6 +111,8 @@ StepOptions options_of(const nlohmann::json& oracle) {
     o.fp8 = recipe == "tensorwise" ? ops::Float8Recipe::kTensorwise
             : recipe == "rowwise"  ? ops::Float8Recipe::kRowwise
                                    : ops::Float8Recipe::kRowwiseWithGwHp;
+    for (const auto& fqn : p.value("fp8_filter_fqns", nlohmann::json::array()))
+      if (fqn == "lm_head") o.fp8_skip_head = true;
   }
   if (p.value("recompute", "none") == "full") o.recompute = Recompute::kFull;
   o.tensor_parallel = p.at("tp");

@@ -71,6 +71,7 @@ def trimmed(case, folder):
         out["fp8"] = case["fp8"]
     if p.get("cpu_offload"):  # census_oracle_parallel_cpu_offload.py: CPUOffloadPolicy, the host's record
         out["parallel"]["cpu_offload"] = True
+        out["parallel"]["recompute"] = p.get("recompute", "none")
         out["host"] = case["host"]
     out["config"] = case["config"]["fields"]
     out["schedule"] = case["schedule"]

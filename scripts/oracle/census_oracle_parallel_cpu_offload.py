@@ -25,8 +25,11 @@ analysis (``peak``, ``phases``, ...) walks the other storages' events only; ``ho
 (the first maximum of the live host bytes, with its phase and its split into parameters, gradients, optimizer
 states and other), the live host bytes at the end, and the bytes the copies moved each way. The gradients' bytes
 (``gradients``) count the host's too. ``pin_memory=False``: pinning needs a CUDA runtime; it moves no byte the
-oracle counts (pinned blocks are the caching host allocator's, which Census prices from its source).
+oracle counts (pinned blocks are the caching host allocator's, which Census prices from its source). Each layout
+runs with every decoder layer checkpointed too (``_ac_full``: Transformers' non-reentrant gradient checkpointing,
+as ``census step --recompute full``).
 """
+import functools
 import os
 import sys
 from typing import Any, Dict, List, Sequence, Set, Tuple
@@ -38,10 +41,29 @@ import census_oracle_parallel as PAR  # noqa: E402  pylint: disable=wrong-import
 torch = PAR.torch
 
 PAR.LAYOUTS = {
-    f"{name}_cpu_offload": dict(PAR.LAYOUTS[name], cpu_offload=True,
-                                note=PAR.LAYOUTS[name]["note"] + "; CPUOffloadPolicy(pin_memory=False)")
-    for name in ("fsdp4", "fsdp4_bf16")}
-PAR.STEPS = {name: PAR.STEPS[name[:-len("_cpu_offload")]] for name in PAR.LAYOUTS}
+    f"{name}_cpu_offload{ac}": dict(PAR.LAYOUTS[name], cpu_offload=True, ac_full=bool(ac),
+                                    note=PAR.LAYOUTS[name]["note"] + "; CPUOffloadPolicy(pin_memory=False)" +
+                                    ("; every decoder layer checkpointed (use_reentrant=False)" if ac else ""))
+    for name in ("fsdp4", "fsdp4_bf16") for ac in ("", "_ac_full")}
+PAR.STEPS = {name: PAR.STEPS[name.split("_cpu_offload")[0]] for name in PAR.LAYOUTS}
+CURRENT: Dict[str, Any] = {}
+_build_model = PAR.S.build_model
+
+
+def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) -> Any:
+    """The model, with every decoder layer checkpointed where the layout asks (Transformers' non-reentrant
+    gradient checkpointing, as census step --recompute full)."""
+    model, config, notes = _build_model(family, config_kwargs, device)
+    if CURRENT.get("ac_full"):
+        for layer in model.model.layers:
+            layer.gradient_checkpointing = True
+            layer._gradient_checkpointing_func = functools.partial(  # pylint: disable=protected-access
+                torch.utils.checkpoint.checkpoint, use_reentrant=False)
+        notes["activation_checkpointing"] = "every decoder layer, use_reentrant=False"
+    return model, config, notes
+
+
+PAR.S.build_model = build_model
 PAR.FAMILIES = ("llama", "qwen3", "qwen3_moe", "gemma2")
 
 HOST_REGIONS = {"fsdp_all_gather": "device", "fsdp_reduce": "host"}
@@ -158,6 +180,7 @@ _analyse = OffloadStep.analyse
 
 def run_case(case: Dict[str, Any], reference_dirs: Sequence[str]) -> Dict[str, Any]:
     setup = {"tensor_to": patch_tensor_to(), "fully_shard": patch_fully_shard()}
+    CURRENT["ac_full"] = PAR.LAYOUTS[case["layout"]]["ac_full"]
     host: Dict[str, Any] = {}
 
     def analyse(self, top: int = 25) -> Dict[str, Any]:
@@ -172,6 +195,7 @@ def run_case(case: Dict[str, Any], reference_dirs: Sequence[str]) -> Dict[str, A
         OffloadStep.analyse = _analyse
     result["setup"].update(setup)
     result["parallel"]["cpu_offload"] = {"policy": "CPUOffloadPolicy(pin_memory=False)", "optimizer": "on the host"}
+    result["parallel"]["recompute"] = "full" if CURRENT["ac_full"] else "none"
     by_phase = {row["name"]: row for row in host.pop("split_at_end_of_phase")}
     # the gradients wherever they are: the device's (none here) and the host's
     gradients = result["gradients"]

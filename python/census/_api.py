@@ -137,23 +137,13 @@ def _switch(name: str, value: Any) -> bool:
     return value
 
 
-def _offload_activations(value: Any) -> str:
-    """*offload_activations* as the command line's --offload-activations takes it: None for none, else whose
-    offloading runs (``trl`` or ``torchtune``), which the step checks."""
+def _name_or_none(name: str, value: Any, choices: str, none: str) -> str:
+    """A choice option as the command line takes it: None for *none* (its empty text), else a name, which the
+    step checks against *choices*."""
     if value is None:
         return ""
     if not isinstance(value, str) or value == "":
-        raise ValueError(f"offload_activations: must be trl or torchtune (or None for none), not {_shown(value)}")
-    return value
-
-
-def _fp8(value: Any) -> str:
-    """*fp8* as the command line's --fp8 takes it: None for bf16, else torchao's recipe (``tensorwise``,
-    ``rowwise`` or ``rowwise-gw-hp``), which the step checks."""
-    if value is None:
-        return ""
-    if not isinstance(value, str) or value == "":
-        raise ValueError(f"fp8: must be tensorwise, rowwise or rowwise-gw-hp (or None for bf16), not {_shown(value)}")
+        raise ValueError(f"{name}: must be {choices} (or None for {none}), not {_shown(value)}")
     return value
 
 
@@ -536,8 +526,10 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _integer("world", world), _optimizer_impl(optimizer_impl), _switch("first_step", first_step),
                         _switch("optimizer_in_backward", optimizer_in_backward),
                         "" if loss is None else _text("loss", loss),
-                        _offload_activations(offload_activations), _switch("liger", liger),
-                        _switch("cpu_offload", cpu_offload), _fp8(fp8), _switch("fp8_skip_head", fp8_skip_head))
+                        _name_or_none("offload_activations", offload_activations, "trl or torchtune", "none"),
+                        _switch("liger", liger), _switch("cpu_offload", cpu_offload),
+                        _name_or_none("fp8", fp8, "tensorwise, rowwise or rowwise-gw-hp", "bf16"),
+                        _switch("fp8_skip_head", fp8_skip_head))
     return json.loads(text)
 
 

@@ -497,8 +497,6 @@ Status check_names(const StepArgs& a) {
   if (!a.offload_activations.empty())
     CENSUS_TRY(parse_choice("--offload-activations", {"trl", "torchtune"}, a.offload_activations));
   if (!a.fp8.empty()) CENSUS_TRY(parse_choice("--fp8", {"tensorwise", "rowwise", "rowwise-gw-hp"}, a.fp8));
-  if (a.fp8_skip_head && a.fp8.empty())
-    return refuse("--fp8-skip-head", "leaves FP8 training's head in bf16; give --fp8 RECIPE, or drop the option");
   if (!a.optimizer_impl.empty()) {
     CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
     if (a.optimizer == "none")
@@ -517,8 +515,6 @@ Status check_names(const StepArgs& a) {
   CENSUS_TRY(parse_choice("--reshard-after-forward", {"default", "true", "false"}, a.reshard_after_forward));
   if (a.world != 0) CENSUS_TRY(check_integer(kWorldRule, a.world));
   if (a.fsdp && a.dp < 2) return refuse("--fsdp", "shards over the data-parallel ranks; give --dp N with N > 1");
-  if (a.cpu_offload && !a.fsdp)
-    return refuse("--cpu-offload", "is FSDP2's CPUOffloadPolicy; give --fsdp --dp N, or drop the option");
   if (a.fsdp && a.zero > 0)
     return refuse("--fsdp with --zero " + std::to_string(a.zero),
                   "FSDP2 shards parameters, gradients and optimizer states itself; drop --zero or --fsdp");
@@ -583,6 +579,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   if (a.offload_activations == "torchtune") o.offload_activations = OffloadPolicy::kTorchtune;
   if (!a.fp8.empty()) o.fp8 = nn::float8_recipe_named(a.fp8);
   o.fp8_skip_head = a.fp8_skip_head;
+  o.fsdp.cpu_offload = a.cpu_offload;
   o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
   o.sequence_parallel = a.sequence_parallel;
@@ -597,7 +594,6 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   if (a.fsdp) {
     o.fsdp.shards = a.dp;
     o.fsdp.mixed_precision = a.master_weights == "fp32";  // torchtitan: fp32 shards, bf16 compute, fp32 reduce
-    o.fsdp.cpu_offload = a.cpu_offload;
     o.fsdp.reshard_after_forward = a.reshard_after_forward == "true"    ? ReshardAfterForward::kAlways
                                    : a.reshard_after_forward == "false" ? ReshardAfterForward::kNever
                                                                         : ReshardAfterForward::kDefault;

@@ -322,6 +322,10 @@ struct Family {
   // builds (LlamaDecoderLayer's, GemmaDecoderLayer's): --liger runs them (nn/liger_kernels.h). Other
   // patches swap modules of their own (the experts of a MoE, Gemma 4's, Phi-3's fused gate and up).
   bool liger_kernels = false;
+  // Every nn.Linear of Transformers' model for the type is one the census builds as nn::Linear (or the tied
+  // head), and no other module is, so torchao's convert_to_float8_training reaches the same modules here
+  // (nn/float8_training.h): --fp8 runs on it, checked against the oracle's FP8 cases.
+  bool float8_linears = false;
 };
 
 // Defines a family's registry entry in its own file:

@@ -24,6 +24,7 @@ CENSUS_FAMILY(kGemma3TextFamily) = {
     .ties_word_embeddings = true,
     .composite_ties_word_embeddings = true,
     .liger_patches = true, .liger_kernels = true,
+    .float8_linears = true,
 };
 
 namespace {

@@ -28,7 +28,7 @@ std::unique_ptr<DecoderLayer> build_mixtral_layer(const ModelConfig& config, int
 CENSUS_FAMILY(kMixtralFamily) = {.model_type = "mixtral", .read = read_mixtral, .build_layer = build_mixtral_layer,
                                  .build_final_norm = build_llama_final_norm, .class_prefix = "Mixtral",
                                  .names_llama_tp_plan = true,
-    .liger_patches = true};
+    .liger_patches = true, .float8_linears = true};
 
 namespace {
 

@@ -101,6 +101,9 @@ Tensor contiguous_copy(const Tensor& self) {
   return out;
 }
 
+// torch.finfo(float8_dtype).max.
+double float8_max(DType float8) { return float8 == DType::kFloat8E5M2 ? 57344.0 : 448.0; }
+
 // float8_utils.is_row_major: stride[0] > stride[1] and stride[1] == 1.
 bool is_row_major(const Tensor& t) { return t.stride(0) > t.stride(1) && t.stride(1) == 1; }
 
@@ -114,13 +117,12 @@ Tensor repeat_scalar(const Tensor& scale, int64_t n) {
 // float8_utils.amax_to_scale: float8 max / clamp(amax in fp64, min=EPS) (a reciprocal, then a product),
 // in fp32; rounded down to a power of two (exp2(floor(log2))) where the recipe asks.
 Tensor amax_to_scale(const Tensor& amax_in, DType float8, bool round_scales_to_power_of_2) {
-  const double float8_max = float8 == DType::kFloat8E5M2 ? 57344.0 : 448.0;
   const Tensor amax = to(amax_in, DType::kFloat64);
   Tensor res;
   {
     const Tensor clamped = clamp(amax, 1e-12, std::nullopt);
     const Tensor reciprocal = unary_op(Op::kReciprocal, clamped);  // Tensor.__rtruediv__: reciprocal() * other
-    res = mul_number(reciprocal, float8_max);
+    res = mul_number(reciprocal, float8_max(float8));
   }
   res = to(res, DType::kFloat32);
   if (round_scales_to_power_of_2) {
@@ -154,8 +156,7 @@ Float8Tensor to_float8(const Tensor& hp, const CastConfig& cast, std::optional<i
     scaled = mul(high, out.scale);
   }
   {
-    const double float8_max = cast.target == DType::kFloat8E5M2 ? 57344.0 : 448.0;
-    const Tensor clamped = clamp(scaled, -float8_max, float8_max);
+    const Tensor clamped = clamp(scaled, -float8_max(cast.target), float8_max(cast.target));
     out.data = to(clamped, cast.target);
   }
   return out;
@@ -207,14 +208,8 @@ Tensor float8_mm(const Float8Tensor& a, const Float8Tensor& b, DType out_dtype, 
     return alloc(Dims{a_data.size(0), b_data.size(1)}, out_dtype);
   });
   if (post_inverse_scale.defined()) dispatch<2, 1>(Op::kMulInplace, {output, post_inverse_scale}, {output});
-  // addmm_float8_unwrapped's locals go as it returns (the outer product first), then preprocess_addmm's copies.
-  post_inverse_scale = Tensor();
-  b_inverse_scale = Tensor();
-  a_inverse_scale = Tensor();
-  b_scale = Tensor();
-  b_data = Tensor();
-  a_scale = Tensor();
-  a_data = Tensor();
+  // The locals go in reverse order as it returns, as CPython drops them: addmm_float8_unwrapped's (the outer
+  // product first), then preprocess_addmm's copies.
   return output;
 }
 
@@ -250,9 +245,10 @@ class MatmulWithHpOrFloat8ArgsBackward final : public Node {
     const Dims grad_output_orig_shape = grad_output.sizes();
     const Tensor grad_output_reshaped = reshape(grad_output, Dims{grad_output.numel() / grad_output.size(-1), grad_output.size(-1)});
     // grad_input = grad_output @ weight_t.t(), both cast
-    MaybeFloat8 grad_output_dim0 = maybe_float8(grad_output_reshaped, c.grad_output, -1, c.round_scales_to_power_of_2);
-    MaybeFloat8 weight_t_dim0 = maybe_float8(weight_hp_t, c.weight_for_grad_input, -1, c.round_scales_to_power_of_2);
-    Tensor grad_input = float8_mm(grad_output_dim0.fp8, transposed(weight_t_dim0.fp8), grad_output.dtype(),
+    // (every recipe casts both: only the grad_weight product keeps high precision, rowwise_with_gw_hp's)
+    const Float8Tensor grad_output_dim0 = to_float8(grad_output_reshaped, c.grad_output, -1, c.round_scales_to_power_of_2);
+    const Float8Tensor weight_t_dim0 = to_float8(weight_hp_t, c.weight_for_grad_input, -1, c.round_scales_to_power_of_2);
+    Tensor grad_input = float8_mm(grad_output_dim0, transposed(weight_t_dim0), grad_output.dtype(),
                                   /*use_fast_accum=*/false);
     Dims input_shape = grad_output_orig_shape;
     input_shape[input_shape.size() - 1] = grad_input.size(-1);
@@ -292,14 +288,13 @@ Tensor float8_linear(const Tensor& input, const Tensor& weight, const Tensor& bi
     }
     const Float8LinearConfig c = config_of(recipe);
     const Float8Tensor input_fp8 = to_float8(input, c.input, -1, c.round_scales_to_power_of_2);
-    Float8Tensor weight_fp8_t = to_float8(weight_hp_t, c.weight, 0, c.round_scales_to_power_of_2);
-    Float8Tensor input_fp8_reshaped = rows_of(input_fp8);
+    const Float8Tensor weight_fp8_t = to_float8(weight_hp_t, c.weight, 0, c.round_scales_to_power_of_2);
+    const Float8Tensor input_fp8_reshaped = rows_of(input_fp8);
     Tensor res_bits = float8_mm(input_fp8_reshaped, weight_fp8_t, input.dtype(), /*use_fast_accum=*/true);
     Dims shape = input.sizes();
     shape[shape.size() - 1] = res_bits.size(-1);
     output = view(res_bits, shape);
-    // The forward's locals go as it returns: the weight's cast, then the input's (held by its reshape).
-    weight_fp8_t = Float8Tensor();
+    // The forward's locals go in reverse order as it returns: the weight's cast, then the input's.
   }
   set_history(output, node);
   if (bias.defined()) output = add(output, to(bias, output.dtype()));

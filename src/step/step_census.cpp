@@ -300,17 +300,19 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
       return refuse("--liger with --offload-activations torchtune",
                     "torchtune's recipes do not apply Liger's patch; give --offload-activations trl (TRL applies both)");
   }
+  if (o.fp8_skip_head && !o.fp8)
+    return refuse("--fp8-skip-head", "leaves FP8 training's head in bf16; give --fp8 RECIPE, or drop the option");
+  if (o.fsdp.cpu_offload && o.fsdp.shards <= 1)
+    return refuse("--cpu-offload", "is FSDP2's CPUOffloadPolicy; give --fsdp --dp N, or drop the option");
   if (o.fp8) {
-    // Float8Linear is checked against the oracle on these families' toys, on a rank's whole model and under
-    // FSDP2 with a bf16 all-gather; torchao's float8 tensor parallelism, its fp8 all-gather and the other
+    // Float8Linear is checked against the oracle on the families that say so (Family::float8_linears), on a
+    // rank's whole model and under FSDP2 with a bf16 all-gather; torchao's float8 tensor parallelism, its fp8 all-gather and the other
     // layouts and policies around it are not priced yet.
     const std::string flag = "--fp8 " + std::string(nn::float8_recipe_name(*o.fp8));
-    static constexpr std::string_view kChecked[] = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral",
-                                                    "gemma3_text"};
-    if (std::find(std::begin(kChecked), std::end(kChecked), config.model_type) == std::end(kChecked))
+    if (!config.family->float8_linears)
       return refuse(flag + " on " + config.model_type,
-                    "torchao's Float8Linear is checked against the oracle on llama, mistral, qwen2, qwen3, qwen3_moe, "
-                    "mixtral and gemma3_text yet; drop --fp8");
+                    "torchao's Float8Linear is not checked against the oracle on this model type yet (llama, mistral, "
+                    "qwen2, qwen3, qwen3_moe, mixtral and gemma3_text run); drop --fp8");
     const char* with = o.tensor_parallel > 1         ? "--tp"
                        : o.pipeline_stages > 1       ? "--pp"
                        : o.context_parallel > 1      ? "--cp"

@@ -319,6 +319,27 @@ BENCHMARK_CAPTURE(BM_StepFloat8, bf16, std::nullopt)->Unit(benchmark::kMilliseco
 BENCHMARK_CAPTURE(BM_StepFloat8, tensorwise, census::ops::Float8Recipe::kTensorwise)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepFloat8, rowwise, census::ops::Float8Recipe::kRowwise)->Unit(benchmark::kMillisecond);
 
+// PEFT's LoRA (nn/lora.h): `census step llama-3.1-8b --seq-length 2048 --micro-batch-size 4 --lora-rank 16
+// --lora-targets all-linear [--recompute full]`, 224 adapted Linears, the base frozen; the full fine-tune beside.
+void BM_StepLora(benchmark::State& state, bool lora, census::Recompute recompute) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 2048;
+  options.micro_batch_size = 4;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.recompute = recompute;
+  if (lora) {
+    census::nn::LoraConfig adapters;
+    adapters.r = 16;
+    adapters.all_linear = true;
+    options.lora = adapters;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepLora, full_finetune, false, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16, true, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16_full_ac, true, census::Recompute::kFull)->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

@@ -79,6 +79,18 @@ def trimmed(case, folder):
     for key in ("forward_peak", "backward_peak", "optimizer_step_peak"):
         record = case.get(key)
         out[key] = None if record is None else {"bytes": record["bytes"], "phase": record["phase"]}
+    lora = case.get("lora")
+    if lora:  # PEFT's LoraConfig and what get_peft_model made (census_oracle_steady_lora.py)
+        out["lora"] = {key: lora[key] for key in ("r", "alpha", "dropout", "target_modules", "adapter_dtype")}
+        # as asked: "default" (the model type's), "all-linear", or names (PEFT's record has the names it resolved)
+        asked = lora.get("target_modules_asked")
+        if asked is None:  # the first runs' records: the LoraConfig's arguments
+            asked = ("all-linear" if "'target_modules': 'all-linear'" in lora["peft"]
+                     else "default" if "'target_modules'" not in lora["peft"] else lora["target_modules"])
+        out["lora"]["target_modules"] = asked
+        out["lora"]["adapted_linears"] = len(lora["adapted_modules"])
+        out["lora"]["trainable_parameters"] = {"count": lora["trainable_parameters"], "bytes": lora["trainable_bytes"]}
+        out["lora"]["frozen_parameters"] = {"count": lora["frozen_parameters"], "bytes": lora["frozen_bytes"]}
     offload = case.get("offload")
     if offload and offload.get("enabled"):  # the offloading oracle's record of the step (census step's "host")
         out["host"] = {

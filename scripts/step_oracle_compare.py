@@ -105,7 +105,17 @@ def options(case):
                  "ac_torchtitan_layer2": "torchtitan-layer:2"}.get(kind)
     if recompute:
         args += ["--recompute", recompute]
-    return args
+    return args + lora_options(case.get("lora"))
+
+
+def lora_options(lora):
+    """PEFT's LoraConfig as the LoRA oracle recorded it (census_oracle_steady_lora.py), as census step's options."""
+    if not lora:
+        return []
+    targets = lora["target_modules"]
+    return ["--lora-rank", str(lora["r"]), "--lora-alpha", str(lora["alpha"]), "--lora-dropout", str(lora["dropout"]),
+            "--lora-targets", targets if isinstance(targets, str) else ",".join(targets),
+            "--lora-dtype", "bf16" if lora["adapter_dtype"] == "bfloat16" else "fp32"]
 
 
 def config_of(case, folder):
@@ -148,6 +158,11 @@ def differences(case, got):
         want, have = case.get(key), got.get(key)
         same(key, None if want is None else (want["bytes"], want["phase"]),
              None if have is None else (have["bytes"], have["phase"]))
+    if "lora" in case:  # the adapters PEFT made and what they and the frozen base hold
+        want, have = case["lora"], got.get("lora") or {}
+        same("lora.adapted_linears", want["adapted_linears"], have.get("adapted_linears"))
+        for key in ("trainable_parameters", "frozen_parameters"):
+            same(f"lora.{key}", want[key], have.get(key))
     if "host" in case:  # what the oracle records of it (not the caching host allocator's blocks)
         same("host", case["host"], {key: (got.get("host") or {}).get(key) for key in case["host"]})
     same("phases", [p["name"] for p in case["phases"]], [p["name"] for p in got["phases"]])

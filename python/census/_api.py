@@ -459,7 +459,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 optimizer_impl: Any = None, first_step: bool = False,
                 optimizer_in_backward: bool = False, loss: Any = None,
                 offload_activations: Any = None, liger: bool = False, cpu_offload: bool = False,
-                fp8: Any = None, fp8_skip_head: bool = False) -> Dict[str, Any]:
+                fp8: Any = None, fp8_skip_head: bool = False, lora: bool = False, lora_rank: Any = None,
+                lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
+                lora_dtype: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -479,7 +481,12 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     *liger*, Liger's kernels run as Transformers' Trainer and TRL apply them (``census step --liger``): its
     RMSNorm, SwiGLU and rotary in the layers, and its fused loss unless *loss* names another. *fp8*
     ``"tensorwise"``, ``"rowwise"`` or ``"rowwise-gw-hp"`` trains in FP8 as torchtitan converts the model with
-    torchao, eager (``census step --fp8``); with *fp8_skip_head* the LM head stays bf16. The step is the steady state, every step from the second on, with the
+    torchao, eager (``census step --fp8``); with *fp8_skip_head* the LM head stays bf16. With *lora* or any
+    ``lora_*`` argument, PEFT's LoRA as get_peft_model builds it (``census step --lora``): the base frozen,
+    adapters of rank *lora_rank* (8) and *lora_alpha* (8), *lora_dropout* (0), on *lora_targets* (None or
+    ``"default"``: the model type's; ``"all-linear"``; or module names, a list or a comma-separated str),
+    in *lora_dtype* ``"fp32"`` (PEFT's default) or ``"bf16"``; ``"lora"`` holds what they and the frozen
+    base hold. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -529,8 +536,36 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _name_or_none("offload_activations", offload_activations, "trl or torchtune", "none"),
                         _switch("liger", liger), _switch("cpu_offload", cpu_offload),
                         _name_or_none("fp8", fp8, "tensorwise, rowwise or rowwise-gw-hp", "bf16"),
-                        _switch("fp8_skip_head", fp8_skip_head))
+                        _switch("fp8_skip_head", fp8_skip_head), _switch("lora", lora),
+                        None if lora_rank is None else _integer("lora_rank", lora_rank),
+                        _real_or_none("lora_alpha", lora_alpha), _real_or_none("lora_dropout", lora_dropout),
+                        _lora_targets(lora_targets),
+                        _name_or_none("lora_dtype", lora_dtype, "fp32 or bf16", "fp32"))
     return json.loads(text)
+
+
+def _real_or_none(name: str, value: Any) -> Any:
+    """A number as a float (the step holds it to its range), None as not given; ValueError naming *name*."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: must be a number, not {_shown(value)}")
+    return float(value)
+
+
+def _lora_targets(value: Any) -> str:
+    """LoRA's targets as ``--lora-targets`` takes them: None as not given, a str as it is, a list of module
+    names joined by commas; ValueError naming lora_targets for anything else."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        if value == "":
+            raise ValueError("lora_targets: must be default, all-linear or module names, not ''")
+        return value
+    names = _items("lora_targets", value)
+    if not names or not all(isinstance(name, str) and name and "," not in name for name in names):
+        raise ValueError(f"lora_targets: must be module names (str), not {_shown(value)}")
+    return ",".join(names)
 
 
 def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int = 4096, global_batch: int = 0,
@@ -582,18 +617,12 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     def overhead(name: str, value: Any) -> str:
         return "0" if value is None else size(name, value)
 
-    def figure(name: str, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(f"{name}: must be a number, not {_shown(value)}")
-        return float(value)
-
     text = _census.plan(load_config(mapping), _integer("gpus", gpus), size("gpu_memory", gpu_memory),
                         _integer("seq_length", seq_length), _integer("global_batch", global_batch),
-                        _text("device", device), figure("peak_tflops", peak_tflops), figure("hbm_gbs", hbm_gbs),
-                        figure("link_gbs", link_gbs), figure("nic_gbs", nic_gbs),
-                        _integer("gpus_per_node", gpus_per_node), figure("compute_efficiency", compute_efficiency),
+                        _text("device", device), _real_or_none("peak_tflops", peak_tflops),
+                        _real_or_none("hbm_gbs", hbm_gbs), _real_or_none("link_gbs", link_gbs),
+                        _real_or_none("nic_gbs", nic_gbs), _integer("gpus_per_node", gpus_per_node),
+                        _real_or_none("compute_efficiency", compute_efficiency),
                         _integer("top", top), _text("master_weights", master_weights), _text("grad_dtype", grad_dtype),
                         overhead("cuda_context", cuda_context), overhead("nccl_buffers", nccl_buffers),
                         overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),

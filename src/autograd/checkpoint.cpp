@@ -107,6 +107,13 @@ void CheckpointFrame::recompute() {
     if (packed.grad_fn != nullptr) {
       unpacked = unpacked.detach();
       set_history(unpacked, packed.grad_fn, packed.output_nr);
+    } else if (packed.grad_accumulator != nullptr) {
+      // A leaf's: a variable that requires grad, its gradient the leaf's (the hooks' copy of an offloaded
+      // input would otherwise come back as a tensor no gradient reaches). Its edges are made while the
+      // recompute runs, while this frame holds the accumulator.
+      unpacked = unpacked.detach();
+      unpacked.impl()->requires_grad = true;
+      unpacked.impl()->grad_accumulator = packed.grad_accumulator.get();
     }
     inputs[packed.index] = std::move(unpacked);
   }
@@ -148,7 +155,10 @@ std::vector<Tensor> run_checkpointed(const RegionForward& forward, const std::ve
     int64_t slot = -1;
     if (outer.pack(inputs[i], hooks, slot) == SavedTensorHooks::Packed::kHeld) {
       frame->inputs.emplace_back();
-      frame->packed_inputs.push_back({i, std::move(hooks), slot, inputs[i].grad_fn(), inputs[i].impl()->output_nr});
+      Ref<Node> accumulator;
+      if (!inputs[i].grad_fn() && inputs[i].requires_grad()) accumulator = gradient_edge(inputs[i]).fn;
+      frame->packed_inputs.push_back(
+          {i, std::move(hooks), slot, inputs[i].grad_fn(), inputs[i].impl()->output_nr, std::move(accumulator)});
     } else {
       frame->inputs.push_back(inputs[i]);
     }

@@ -101,6 +101,9 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, publ
     int64_t slot;
     Ref<Node> grad_fn;  // the saved tensor's history, which the unpacked one takes (SavedVariable's grad_fn_)
     uint32_t output_nr = 0;
+    // A leaf that requires grad: its AccumulateGrad, which the unpacked one accumulates into
+    // (SavedVariable's grad_accumulator_), as the leaf itself would.
+    Ref<Node> grad_accumulator;
   };
   std::vector<PackedInput> packed_inputs;
   std::vector<CachedOutput>* cached_log = nullptr;

@@ -16,13 +16,6 @@ bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 // Wide enough for a size's 19 digits and 18 decimals times a unit (2^40): the byte rule's exact product.
 __extension__ typedef __int128 Wide;
 
-// The shortest text of a number as a refusal names it: "0.001", "1e+06".
-std::string figure(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%g", value);
-  return buffer;
-}
-
 std::string integer_range(const IntegerRule& rule) {
   return "give an integer from " + std::to_string(rule.min) + " to " + std::to_string(rule.max);
 }
@@ -71,6 +64,12 @@ bool decimal_syntax(std::string_view text) {
 }
 
 }  // namespace
+
+std::string figure(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", value);
+  return buffer;
+}
 
 Result<int64_t> parse_integer(const IntegerRule& rule, std::string_view text) {
   if (text.empty()) return refuse(rule.flag, "is empty; " + integer_range(rule) + ", or leave the option out");

@@ -75,6 +75,9 @@ inline constexpr IntegerRule kTensorParallelRule = degree_rule("--tp");
 inline constexpr IntegerRule kMicroBatchSizeRule{"--micro-batch-size", 1, kLargestMicroBatchSize,
                                                  "the most sequences a micro-batch holds"};
 
+// The shortest text of a number as a refusal or an answer names it: "0.001", "1e+06".
+std::string figure(double value);
+
 Result<int64_t> parse_integer(const IntegerRule& rule, std::string_view text);
 Result<int64_t> parse_bytes(const std::string& flag, std::string_view text);
 Result<double> parse_number(const NumberRule& rule, std::string_view text);

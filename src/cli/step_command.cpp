@@ -14,6 +14,8 @@
 #include "report/table.h"
 #include "models/config.h"
 #include "nn/float8_training.h"
+#include "nn/lora.h"
+#include "step/lora_choice.h"
 #include "util/checked.h"
 #include "util/parallel.h"
 
@@ -72,6 +74,54 @@ ordered_json peak_json(const StepMoment& m, bool fsdp) {
   j["micro_batch"] = pass ? ordered_json(std::stoll(m.phase.substr(1))) : ordered_json(nullptr);
   j["pass"] = pass ? ordered_json(m.phase[0] == 'F' ? "forward" : "backward") : ordered_json(m.phase);
   return j;
+}
+
+// LoRA's options (nn/lora.h). alpha and p are held to their open bounds by the step's check (check_lora).
+constexpr IntegerRule kLoraRankRule{"--lora-rank", 1, kLargestLoraRank, "the largest rank census prices"};
+constexpr NumberRule kLoraAlphaRule{"--lora-alpha", 0, 1e12, ""};
+constexpr NumberRule kLoraDropoutRule{"--lora-dropout", 0, 1, ""};
+
+bool uses_lora(const StepArgs& a) {
+  return a.lora || a.lora_rank || a.lora_alpha || a.lora_dropout || !a.lora_targets.empty() || !a.lora_dtype.empty();
+}
+
+// The adapters the options ask for: LoraConfig's default where one is left out; none without LoRA.
+std::optional<nn::LoraConfig> lora_config_of(const StepArgs& a) {
+  if (!uses_lora(a)) return std::nullopt;
+  nn::LoraConfig lora;
+  if (a.lora_rank) lora.r = *a.lora_rank;
+  if (a.lora_alpha) lora.alpha = *a.lora_alpha;
+  if (a.lora_dropout) lora.dropout = *a.lora_dropout;
+  lora.all_linear = a.lora_targets == "all-linear";
+  if (!lora.all_linear && a.lora_targets != "default") lora.target_modules = nn::lora_target_list(a.lora_targets);
+  lora.dtype = a.lora_dtype == "bf16" ? DType::kBFloat16 : DType::kFloat32;
+  return lora;
+}
+
+// The module names LoRA targets: all-linear, the names given, or the model type's default.
+ordered_json lora_targets_json(const nn::LoraConfig& lora, const ModelConfig& config) {
+  if (lora.all_linear) return "all-linear";
+  if (!lora.target_modules.empty()) return lora.target_modules;
+  return config.family->lora_default_targets ? nn::lora_target_list(config.family->lora_default_targets)
+                                             : std::vector<std::string>();
+}
+
+// ", LoRA r 16 alpha 32 on all-linear, fp32 adapters (the base frozen)", or nothing.
+std::string lora_label(const StepArgs& a, const ModelConfig& config) {
+  const std::optional<nn::LoraConfig> lora = lora_config_of(a);
+  if (!lora) return "";
+  const ordered_json targets = lora_targets_json(*lora, config);
+  std::string names;
+  if (targets.is_string()) {
+    names = targets.get<std::string>();
+  } else {
+    for (const auto& name : targets) names += (names.empty() ? "" : ",") + name.get<std::string>();
+  }
+  std::ostringstream label;
+  label << ", LoRA r " << lora->r << " alpha " << figure(lora->alpha)
+        << (lora->dropout > 0 ? " dropout " + figure(lora->dropout) : "") << " on " << names << ", "
+        << (lora->dtype == DType::kBFloat16 ? "bf16" : "fp32") << " adapters (the base frozen)";
+  return label.str();
 }
 
 // --optimizer's optimizer (its names checked by check_names).
@@ -168,7 +218,7 @@ ordered_json parallel_json(const StepArgs& a) {
   return j;
 }
 
-ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepComposition& c) {
+ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepComposition& c, const ModelConfig& config) {
   const StepCensus& s = run.step;
   ordered_json j;
   j["step"] = step_name(a);
@@ -177,6 +227,21 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   j["fp8"] = a.fp8.empty() ? ordered_json(nullptr)
                            : ordered_json({{"recipe", a.fp8}, {"head", a.fp8_skip_head ? "bf16" : "fp8"}});
   j["offload_activations"] = a.offload_activations.empty() ? ordered_json(nullptr) : ordered_json(a.offload_activations);
+  if (const std::optional<nn::LoraConfig> lora = lora_config_of(a)) {
+    j["lora"] = {{"r", lora->r},
+                 {"alpha", lora->alpha},
+                 {"scaling", lora->scaling()},
+                 {"dropout", lora->dropout},
+                 {"targets", lora_targets_json(*lora, config)},
+                 {"adapter_dtype", lora->dtype == DType::kBFloat16 ? "bfloat16" : "float32"},
+                 {"adapted_linears", s.adapted_linears},
+                 {"trainable_parameters", {{"count", s.trainable_parameter_count}, {"bytes", s.trainable_parameter_bytes}}},
+                 {"frozen_parameters",
+                  {{"count", s.parameter_count - s.trainable_parameter_count},
+                   {"bytes", s.parameter_bytes - s.trainable_parameter_bytes}}}};
+  } else {
+    j["lora"] = nullptr;
+  }
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
@@ -308,6 +373,14 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
     if (m->bytes >= 0) table.add({name, grouped(m->bytes), human_bytes(m->bytes), "at " + m->phase});
   table.add({"parameters", grouped(s.parameter_bytes), human_bytes(s.parameter_bytes),
              grouped(s.parameter_count) + " in " + std::to_string(s.parameter_tensors) + " tensors"});
+  if (uses_lora(a)) {
+    const int64_t frozen = s.parameter_bytes - s.trainable_parameter_bytes;
+    table.add({"  of them adapters", grouped(s.trainable_parameter_bytes), human_bytes(s.trainable_parameter_bytes),
+               grouped(s.trainable_parameter_count) + " trained, on " + std::to_string(s.adapted_linears) +
+                   " Linears: the gradients and optimizer states are theirs alone"});
+    table.add({"  of them frozen base", grouped(frozen), human_bytes(frozen),
+               grouped(s.parameter_count - s.trainable_parameter_count) + ", no gradient and no optimizer state"});
+  }
   if (optimizer_of(a) != StepOptimizer::kNone) {
     table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes),
                optimizer_label(a) + (a.first_step ? ", made in its first step" : ", alive from the start") +
@@ -429,6 +502,24 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   sub->add_flag("--fp8-skip-head", a.fp8_skip_head,
                 "with --fp8: the LM head stays bf16, as torchtitan's filter_fqns=[\"output\"] leaves it (its Llama 3 "
                 "405B config)");
+  sub->add_flag("--lora", a.lora,
+                "PEFT's LoRA as get_peft_model builds it: the base frozen (no gradient, no optimizer state), "
+                "adapters lora_A (r, in) and lora_B (out, r) on the targeted Linears, trained; PEFT's defaults for "
+                "each --lora-* option left out (r 8, alpha 8, dropout 0, the model type's targets, fp32 adapters)");
+  add_integer_option(*sub, kLoraRankRule, a.lora_rank, "LoRA's rank r (PEFT's default 8); implies --lora");
+  add_number_option(*sub, kLoraAlphaRule, a.lora_alpha,
+                    "LoRA's lora_alpha, the scaling alpha / r (PEFT's default 8); implies --lora");
+  add_number_option(*sub, kLoraDropoutRule, a.lora_dropout,
+                    "LoRA's dropout p on each adapter's input (PEFT's default 0: none); on CUDA a new tensor and a "
+                    "bool mask per adapted Linear; implies --lora");
+  add_text_option(*sub, "--lora-targets", a.lora_targets,
+                  "the Linears LoRA adapts: default (PEFT's for the model type, q_proj,v_proj on Llama-like "
+                  "models), all-linear (every Linear but the LM head), or module names, comma-separated; implies "
+                  "--lora",
+                  "give default, all-linear or module names (q_proj,v_proj), or leave the option out");
+  add_choice_option(*sub, "--lora-dtype", a.lora_dtype, {"fp32", "bf16"},
+                    "the adapters' dtype: fp32 (PEFT's autocast_adapter_dtype=True, the default: each adapted "
+                    "Linear keeps an fp32 copy of its input) or bf16 (the base's); implies --lora");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -497,6 +588,19 @@ Status check_names(const StepArgs& a) {
   if (!a.offload_activations.empty())
     CENSUS_TRY(parse_choice("--offload-activations", {"trl", "torchtune"}, a.offload_activations));
   if (!a.fp8.empty()) CENSUS_TRY(parse_choice("--fp8", {"tensorwise", "rowwise", "rowwise-gw-hp"}, a.fp8));
+  if (!a.lora_dtype.empty()) CENSUS_TRY(parse_choice("--lora-dtype", {"fp32", "bf16"}, a.lora_dtype));
+  if (a.lora_rank) CENSUS_TRY(check_integer(kLoraRankRule, *a.lora_rank));
+  if (a.lora_alpha) CENSUS_TRY(check_number(kLoraAlphaRule, *a.lora_alpha));
+  if (a.lora_dropout) CENSUS_TRY(check_number(kLoraDropoutRule, *a.lora_dropout));
+  if (uses_lora(a) && a.lora_targets != "default" && a.lora_targets != "all-linear" && !a.lora_targets.empty()) {
+    const std::vector<std::string> names = nn::lora_target_list(a.lora_targets);
+    if (names.empty())
+      return refuse("--lora-targets", "names no module; give default, all-linear or module names (q_proj,v_proj)");
+    for (const std::string& name : names)
+      if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos)
+        return refuse("--lora-targets " + echoed(name),
+                      "is not a module name; give names of Linears (q_proj, up_proj, ...), comma-separated, or all-linear");
+  }
   if (!a.optimizer_impl.empty()) {
     CENSUS_TRY(parse_choice("--optimizer-impl", {"foreach", "fused", "for-loop"}, a.optimizer_impl));
     if (a.optimizer == "none")
@@ -579,6 +683,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   if (a.offload_activations == "torchtune") o.offload_activations = OffloadPolicy::kTorchtune;
   if (!a.fp8.empty()) o.fp8 = nn::float8_recipe_named(a.fp8);
   o.fp8_skip_head = a.fp8_skip_head;
+  o.lora = lora_config_of(a);
   o.fsdp.cpu_offload = a.cpu_offload;
   o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
@@ -631,9 +736,9 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
 }
 
 ordered_json runs_json(const StepRuns& r, const StepArgs& a) {
-  if (r.runs.size() == 1) return stage_json(r.runs.front(), a, r.composition);
+  if (r.runs.size() == 1) return stage_json(r.runs.front(), a, r.composition, r.config);
   ordered_json all = ordered_json::array();
-  for (const StageRun& run : r.runs) all.push_back(stage_json(run, a, r.composition));
+  for (const StageRun& run : r.runs) all.push_back(stage_json(run, a, r.composition, r.config));
   return {{"stages", all}, {"worst_stage", r.runs[r.worst].stage},
           {"total_bytes", total_of(r.runs[r.worst].step, r.composition)}};
 }
@@ -671,7 +776,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
          << (a.liger ? ", Liger's kernels" : "") << (a.fp8.empty() ? "" : ", FP8 " + a.fp8 + (a.fp8_skip_head ? " (torchao, eager, the head bf16)" : " (torchao, eager)")) << (loss_of(a) != "hf" ? ", loss " + loss_of(a) : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
-         << (a.first_step ? ", the first step" : ", steady state (step 2 on)");
+         << (a.first_step ? ", the first step" : ", steady state (step 2 on)") << lora_label(a, c);
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)

@@ -39,6 +39,13 @@ struct StepArgs {
   bool liger = false;               // Liger's kernels as its patch applies them (nn/liger_kernels.h)
   std::string fp8;                  // torchao's Float8Linear recipe (nn/float8_training.h); empty: bf16
   bool fp8_skip_head = false;       // the LM head left bf16
+  // PEFT's LoRA (nn/lora.h): on with --lora or any --lora-* option; each left out is LoraConfig's default.
+  bool lora = false;
+  std::optional<int64_t> lora_rank;     // r (8)
+  std::optional<double> lora_alpha;     // lora_alpha (8)
+  std::optional<double> lora_dropout;   // lora_dropout (0)
+  std::string lora_targets;             // default (the model type's), all-linear, or names, comma-separated
+  std::string lora_dtype;               // fp32 (autocast_adapter_dtype=True, the default) or bf16
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;

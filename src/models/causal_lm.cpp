@@ -4,6 +4,7 @@
 
 #include "autograd/offload_activations.h"
 #include "nn/float8_training.h"
+#include "nn/lora.h"
 #include "nn/loss.h"
 #include "nn/liger_fused_linear_cross_entropy.h"
 #include "nn/torchtune_loss.h"
@@ -125,6 +126,10 @@ nn::PositionEmbeddings layer_position_embeddings(const nn::PositionEmbeddings& p
 Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, const LayerRunner& runner) const {
   // inputs_embeds = self.embed_tokens(input_ids), or the inputs_embeds a later stage is handed.
   const Tensor inputs_embeds = chunk_.first ? embed(input_ids) : received;  // (B, S, H)
+  // enable_input_require_grads' forward hook on the input embeddings (the frozen base's, under checkpointing):
+  // output.requires_grad_(True), which makes it a leaf that requires grad.
+  if (chunk_.first && nn::lora_inputs_require_grad() && !inputs_embeds.requires_grad())
+    inputs_embeds.impl()->requires_grad = true;
   std::vector<nn::PositionEmbeddings> positions;
   Tensor position_ids;  // formed by the model where no rotary embedding forms it
   {

@@ -326,6 +326,12 @@ struct Family {
   // head), and no other module is, so torchao's convert_to_float8_training reaches the same modules here
   // (nn/float8_training.h): --fp8 runs on it, checked against the oracle's FP8 cases.
   bool float8_linears = false;
+  // PEFT's LoRA reaches the same Linears here as get_peft_model does in Transformers' model for the type,
+  // checked against the oracle's LoRA cases (nn/lora.h): --lora runs on it. lora_default_targets: PEFT's
+  // default target_modules for the type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING at
+  // huggingface/peft 5d602fd), comma-separated; nullptr where PEFT maps none and a user must name them.
+  bool peft_lora = false;
+  const char* lora_default_targets = nullptr;
 };
 
 // Defines a family's registry entry in its own file:

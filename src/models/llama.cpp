@@ -205,7 +205,8 @@ std::unique_ptr<DecoderLayer> build_llama_layer(const ModelConfig& config, int64
 CENSUS_FAMILY(kLlamaFamily) = {.model_type = "llama", .read = read_llama, .build_layer = build_llama_layer,
                                .build_final_norm = build_llama_final_norm, .class_prefix = "Llama",
                                .names_llama_tp_plan = true,
-    .liger_patches = true, .liger_kernels = true, .float8_linears = true};
+    .liger_patches = true, .liger_kernels = true, .float8_linears = true,
+    .peft_lora = true, .lora_default_targets = "q_proj,v_proj"};
 
 namespace {
 

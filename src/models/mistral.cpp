@@ -16,7 +16,8 @@ std::unique_ptr<DecoderLayer> build_mistral_layer(const ModelConfig& config, int
 CENSUS_FAMILY(kMistralFamily) = {.model_type = "mistral", .read = read_mistral, .build_layer = build_mistral_layer,
                                  .build_final_norm = build_llama_final_norm, .class_prefix = "Mistral",
                                  .names_llama_tp_plan = true,
-    .liger_patches = true, .liger_kernels = true, .float8_linears = true};
+    .liger_patches = true, .liger_kernels = true, .float8_linears = true,
+    .peft_lora = true, .lora_default_targets = "q_proj,v_proj"};
 
 namespace {
 

@@ -30,7 +30,8 @@ std::unique_ptr<DecoderLayer> build_qwen3_moe_layer(const ModelConfig& config, i
 CENSUS_FAMILY(kQwen3MoeFamily) = {.model_type = "qwen3_moe", .read = read_qwen3_moe,
                                   .build_layer = build_qwen3_moe_layer, .build_final_norm = build_llama_final_norm,
                                   .class_prefix = "Qwen3Moe", .names_llama_tp_plan = true,
-    .liger_patches = true, .float8_linears = true};
+    .liger_patches = true, .float8_linears = true,
+    .peft_lora = true};  // PEFT maps no default targets for qwen3_moe
 
 namespace {
 

@@ -11,12 +11,14 @@ Linear::Linear(std::string path, int64_t in_features, int64_t out_features, bool
     : path_(std::move(path)) {
   weight_ = register_parameter(params, path_, "weight", Dims{out_features, in_features}, dtype);
   if (bias) bias_ = register_parameter(params, path_, "bias", Dims{out_features}, dtype);
+  if (lora_adapts(path_)) lora_ = make_lora_adapter(path_, in_features, out_features, params);
 }
 
 Tensor Linear::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);
   if (const ParallelStyles* styles = parallel_styles()) return styles->linear(path_, input, weight_, bias_);
-  return linear(input, weight_, bias_);
+  const Tensor result = linear(input, weight_, bias_);
+  return lora_ ? lora_forward(input, result, *lora_) : result;
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {

@@ -1,8 +1,11 @@
 // File: linear.h
 // nn.Linear: y = x W^T (+ b), as ATen's linear decomposes it (ops::linear), or as torchao's Float8Linear
-// runs it where the step trains in FP8.
+// runs it where the step trains in FP8; PEFT's lora.Linear where the step's adapters target it (nn/lora.h).
 #pragma once
 
+#include <optional>
+
+#include "nn/lora.h"
 #include "nn/module.h"
 
 namespace census::nn {
@@ -19,6 +22,7 @@ class Linear {
   std::string path_;
   Tensor weight_;  // (out, in)
   Tensor bias_;    // (out) or undefined
+  std::optional<LoraAdapter> lora_;  // where PEFT's LoRA adapts it
 };
 
 // input @ weight.t() (+ bias) as an nn.Linear of that weight runs it: a Float8Linear where the step trains

@@ -164,7 +164,7 @@ Tensor make_parameter(const Dims& sizes, std::string name, DType dtype) {
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
   impl->storage = Session::current().new_storage(sizes.product() * element_size(dtype), /*is_parameter=*/true);
-  impl->requires_grad = true;
+  impl->requires_grad = Session::current().parameters_require_grad();
   impl->name = std::move(name);
   return Tensor(std::move(impl));
 }

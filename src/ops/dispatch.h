@@ -160,6 +160,10 @@ class Session : public StorageListener, public SavedTensorHooks {
   // and Hunyuan's fp32 routers run in bf16 on such a rank). Unset, each parameter keeps its own.
   std::optional<DType> parameter_dtype() const { return parameter_dtype_; }
   void set_parameter_dtype(std::optional<DType> dtype) { parameter_dtype_ = dtype; }
+  // Whether a parameter made now requires grad: true, but while an adapted model's frozen base is built
+  // (PEFT's _mark_only_adapters_as_trainable sets requires_grad=False on every parameter but the adapters').
+  bool parameters_require_grad() const { return parameters_require_grad_; }
+  void set_parameters_require_grad(bool require) { parameters_require_grad_ = require; }
   // The dtype the model is built in (torch.get_default_dtype() while its modules are made): a buffer a
   // module makes without naming a dtype takes it. bf16, the model's; fp32 where torchtitan builds the
   // model in fp32 for FSDP2's mixed precision.
@@ -213,6 +217,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   int64_t next_storage_id_ = 0;
   bool fold_alike_ = false;
   std::optional<DType> parameter_dtype_;
+  bool parameters_require_grad_ = true;
   DType default_dtype_ = DType::kBFloat16;
   bool muted_ = false;
   int64_t op_weight_ = 1;

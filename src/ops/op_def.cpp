@@ -133,6 +133,9 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     // Dropout off CUDA
     {Op::kBernoulliInplace, "aten.bernoulli_.float", OpKind::kInPlace},
     {Op::kDivInplaceScalar, "aten.div_.Scalar", OpKind::kInPlace},
+    // Dropout on CUDA
+    {Op::kNativeDropout, "aten.native_dropout.default", OpKind::kCompute},
+    {Op::kNativeDropoutBackward, "aten.native_dropout_backward.default", OpKind::kCompute},
     // Llama 4
     {Op::kViewAsComplex, "aten.view_as_complex.default", OpKind::kView},
     {Op::kViewAsReal, "aten.view_as_real.default", OpKind::kView},

@@ -81,6 +81,8 @@ enum class Op : uint8_t {
   kStack,
   // Dropout off CUDA (ops/dropout.cpp): the noise tensor F.dropout draws and scales in place
   kBernoulliInplace, kDivInplaceScalar,
+  // Dropout on CUDA (ops/dropout.cpp): the fused kernel, its output and a bool mask
+  kNativeDropout, kNativeDropoutBackward,
   // Llama 4 (ops/complex.cpp, ops/llama4.cpp): its complex rotary, attention temperature and router
   kViewAsComplex, kViewAsReal, kPolar, kLog1p, kFloor, kRepeat, kFullLike, kScatterSrcInplace,
   // The model around its layers (the stack census): the token embedding, the sum a backward starts at

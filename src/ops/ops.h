@@ -309,6 +309,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 // (off CUDA): noise = empty_like(self).bernoulli_(1 - p); noise.div_(1 - p); self * noise, whose
 // MulBackward0 keeps the noise (self's dtype and size). p == 0 returns self, and runs nothing.
 Tensor dropout(const Tensor& self, double p);
+// F.dropout(self, p, training=True) on CUDA, where the fused kernel runs it: native_dropout, whose output
+// is new and whose bool mask its backward keeps (NativeDropoutBackward0's result1).
+Tensor native_dropout(const Tensor& self, double p);
 // noise.bernoulli_(p) and noise.div_(number) on a tensor autograd does not track: no node.
 Tensor& bernoulli_(Tensor& self, double p);
 Tensor& div_(Tensor& self, double other);

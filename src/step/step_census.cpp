@@ -1,7 +1,5 @@
 #include "step/step_census.h"
 
-#include "nn/float8_training.h"
-
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -16,6 +14,7 @@
 #include "models/causal_lm.h"
 #include "nn/float8_training.h"
 #include "ops/ops.h"
+#include "step/lora_choice.h"
 
 namespace census {
 
@@ -269,6 +268,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
                           "; run it without a pipeline");
   }
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
+  CENSUS_TRY(check_lora(config, o));
   if (o.loss == nn::CausalLMLoss::kLigerFlce && !config.family->liger_patches)
     return refuse("--loss liger-flce on " + config.model_type,
                   "Liger has no patch for this model type (MODEL_TYPE_TO_APPLY_LIGER_FN); give --loss hf or "
@@ -313,11 +313,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
       return refuse(flag + " on " + config.model_type,
                     "torchao's Float8Linear is not checked against the oracle on this model type yet (llama, mistral, "
                     "qwen2, qwen3, qwen3_moe, mixtral and gemma3_text run); drop --fp8");
-    const char* with = o.tensor_parallel > 1         ? "--tp"
-                       : o.pipeline_stages > 1       ? "--pp"
-                       : o.context_parallel > 1      ? "--cp"
-                       : o.expert_parallel > 1       ? "--ep"
-                       : o.composition.zero > 0      ? "--zero"
+    const char* with = sharding_flag(o) != nullptr ? sharding_flag(o)
                        : o.fsdp.cpu_offload          ? "--cpu-offload"
                        : config.liger.any()          ? "--liger"
                        : o.offload_activations       ? "--offload-activations"
@@ -539,7 +535,10 @@ class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
       : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
-        model_config_(config), tokens_(options.seq_length / options.context_parallel) {
+        model_config_(config), tokens_(options.seq_length / options.context_parallel), lora_(options.lora) {
+    // LoraConfig's target_modules left out: PEFT's default for the model type.
+    if (lora_ && !lora_->all_linear && lora_->target_modules.empty() && c_.family->lora_default_targets != nullptr)
+      lora_->target_modules = nn::lora_target_list(c_.family->lora_default_targets);
     if (dtensor_plan(o_)) {
       // The model's embedding and head hold the rank's V / T rows (vocabulary parallel).
       model_config_.vocab_size = c_.vocab_size / o_.tensor_parallel;
@@ -563,6 +562,8 @@ class StepRunner {
 
   StepCensus run();
   bool replay_failed() const { return replay_failed_; }
+  // Under LoRA, a target module name that adapted no Linear of the model (empty: none).
+  const std::string& unmatched_lora_target() const { return unmatched_lora_target_; }
   // torchtune's offloading asserts at the next forward that the backward unpacked every save.
   bool offload_asserts() const {
     return offload_ && o_.offload_activations == OffloadPolicy::kTorchtune && offload_->left_unpacked() > 0;
@@ -596,6 +597,9 @@ class StepRunner {
   int64_t parameter_count_ = 0;  // the model's parameters (global, as a DTensor's numel)
   std::vector<Tensor> buffers_;  // each chunk's registered buffers
   int64_t largest_layer_bytes_ = 0;
+  std::optional<nn::LoraConfig> lora_;  // the step's adapters, their targets resolved
+  std::vector<Tensor> trainable_;       // the parameters the optimizer steps: those that require grad
+  std::string unmatched_lora_target_;
 };
 
 void StepRunner::build() {
@@ -606,6 +610,7 @@ void StepRunner::build() {
     session_.set_parameter_dtype(DType::kBFloat16);
     session_.set_default_dtype(DType::kFloat32);
   }
+  session_.set_parameters_require_grad(!lora_);  // under LoRA the base is frozen; its adapters train
   for (const ModelChunk& chunk : chunks_) {
     models_.push_back(build_causal_lm(model_config_, layer_config_, chunk));
     const CausalLM& model = *models_.back();
@@ -615,6 +620,7 @@ void StepRunner::build() {
   }
   session_.set_parameter_dtype(std::nullopt);
   session_.set_default_dtype(DType::kBFloat16);
+  session_.set_parameters_require_grad(true);
   // Counted as the model's (a DTensor's numel is its global one).
   for (const Tensor& p : params_)
     parameter_count_ += styles_ && sharded_by_plan(p.impl()->name) ? p.numel() * o_.tensor_parallel : p.numel();
@@ -630,6 +636,9 @@ void StepRunner::build() {
     bytes_.count_parameter_grads(false);
     params_ = fsdp_->sharded_parameters();
   }
+  // The Trainer's optimizer is made over the parameters that require grad: under LoRA, the adapters.
+  for (const Tensor& p : params_)
+    if (p.impl()->requires_grad) trainable_.push_back(p);
 }
 
 Held StepRunner::forward(size_t chunk) {
@@ -734,8 +743,14 @@ int64_t StepRunner::gradient_bytes() const {
 StepCensus StepRunner::run() {
   const nn::ParallelStylesScope styles(styles_ ? &*styles_ : nullptr);
   const nn::Float8TrainingScope fp8(o_.fp8, o_.fp8_skip_head);
+  // Transformers' gradient_checkpointing_enable runs enable_input_require_grads on a text model.
+  const nn::LoraScope lora(lora_ ? &*lora_ : nullptr, o_.recompute != Recompute::kNone);
   session_.set_fold_alike_iterations(!o_.allocator.has_value());
   build();
+  if (lora_) {
+    unmatched_lora_target_ = lora.unmatched_target();
+    if (!unmatched_lora_target_.empty()) return StepCensus();
+  }
   session_.add_observer(&bytes_);
   if (o_.offload_activations) offload_ = arena_shared<OffloadActivations>(*o_.offload_activations);
   StepCensus result;
@@ -750,6 +765,11 @@ StepCensus StepRunner::run() {
   }
   result.parameter_count = parameter_count_;
   result.parameter_tensors = static_cast<int64_t>(params_.size());
+  for (const Tensor& p : trainable_) {
+    result.trainable_parameter_count += p.numel();
+    result.trainable_parameter_bytes += p.storage()->nbytes;
+  }
+  if (lora_) result.adapted_linears = static_cast<int64_t>(trainable_.size()) / 2;  // lora_A and lora_B each
   for (const Tensor& b : buffers_) {
     bytes_.track(b);
     bytes_.note(b, StepCategory::kBuffers);
@@ -777,11 +797,11 @@ StepCensus StepRunner::run() {
   std::unordered_map<const TensorImpl*, size_t> stepped_by;
   std::vector<bool> stepped;
   if (o_.optimizer != StepOptimizer::kNone && o_.optimizer_in_backward) {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      optimizers.push_back(make_optimizer(o_.optimizer, optimizer_impl, {params_[i]}, hooks));
-      stepped_by[params_[i].impl()] = i;
+    for (size_t i = 0; i < trainable_.size(); ++i) {
+      optimizers.push_back(make_optimizer(o_.optimizer, optimizer_impl, {trainable_[i]}, hooks));
+      stepped_by[trainable_[i].impl()] = i;
     }
-    stepped.assign(params_.size(), false);
+    stepped.assign(trainable_.size(), false);
     session_.set_post_accumulate_grad_hook([&](const TensorImpl& parameter) {
       const auto it = stepped_by.find(&parameter);
       if (it == stepped_by.end()) return;
@@ -792,7 +812,7 @@ StepCensus StepRunner::run() {
       stepped[it->second] = true;
     });
   } else if (o_.optimizer != StepOptimizer::kNone) {
-    optimizers.push_back(make_optimizer(o_.optimizer, optimizer_impl, params_, hooks));
+    optimizers.push_back(make_optimizer(o_.optimizer, optimizer_impl, trainable_, hooks));
   }
   struct HookReset {
     Session& session;
@@ -956,8 +976,11 @@ StepCensus StepRunner::run() {
 }
 
 // A run's census, or its refusal where its live bytes passed kLargestStepBytes.
-Result<StepCensus> checked_run(StepRunner& runner) {
+Result<StepCensus> checked_run(const ModelConfig& config, StepRunner& runner) {
   StepCensus step = runner.run();
+  if (const std::string& name = runner.unmatched_lora_target(); !name.empty())
+    return refuse("--lora-targets " + name, "names no Linear of " + config.model_type +
+                                                "; give the names of its Linears (q_proj, v_proj, up_proj, ...) or all-linear");
   if (runner.offload_asserts())
     return refuse("--offload-activations torchtune",
                   "the backward leaves " + std::to_string(runner.left_unpacked()) +
@@ -980,17 +1003,17 @@ Result<StepCensus> census_step(const ModelConfig& config, const StepOptions& opt
   const bool fsdp_in_pipeline = options.fsdp.shards > 1 && options.pipeline_stages > 1;
   if (!fsdp_in_pipeline) {
     StepRunner runner(config, options, /*replays=*/true);
-    Result<StepCensus> step = checked_run(runner);
+    Result<StepCensus> step = checked_run(config, runner);
     if (!step || !runner.replay_failed()) return step;
   }
   StepRunner runner(config, options, /*replays=*/false);
-  return checked_run(runner);
+  return checked_run(config, runner);
 }
 
 Result<StepCensus> census_step_op_by_op(const ModelConfig& config, const StepOptions& options) {
   CENSUS_TRY(check_step_options(config, options));
   StepRunner runner(config, options, /*replays=*/false);
-  return checked_run(runner);
+  return checked_run(config, runner);
 }
 
 }  // namespace census

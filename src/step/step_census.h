@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "step/step_alloc.h"
+#include "step/step_options.h"
 #include "autograd/offload_activations.h"
 #include "ops/ops.h"
 #include "step/optimizer_choice.h"
@@ -49,95 +50,12 @@
 #include "step/fsdp.h"
 #include "step/tensor_parallel.h"
 #include "models/config.h"
+#include "nn/lora.h"
 #include "nn/loss.h"
 #include "util/result.h"
 
 namespace census {
 
-// The most micro-batches a step accumulates, model chunks counted (M x V under the interleaved
-// schedule): 2^12. Each is a forward and a backward the step replays and two phases it reports, so its
-// time, memory and answer grow with them (4096 take Llama-3.1-8B's step about a second and 120 MB; 2^16
-// took 17 s and 2 GB). Llama 3.1's batches of 2048 sequences run on one data-parallel rank within it.
-inline constexpr int64_t kLargestMicroBatches = int64_t{1} << 12;
-// The most sequences a micro-batch holds (--micro-batch-size): 2^16. Its B x S tokens run the ops a
-// sequence's do, so their counts are weighed as a sequence of B x S tokens' (cli/request.h).
-inline constexpr int64_t kLargestMicroBatchSize = int64_t{1} << 16;
-// The largest parallel degree (TP, CP, EP, DP, PP, a plan's devices): 2^20 ranks, more than any run
-// has. PP and V are bounded below it by the layers they divide.
-inline constexpr int64_t kLargestDegree = int64_t{1} << 20;
-
-enum class PipelineSchedule : uint8_t { k1F1B, kGPipe, kInterleaved };
-
-struct StepOptions {
-  int64_t seq_length = 4096;
-  int64_t micro_batch_size = 1;  // sequences a micro-batch: input ids (B, S)
-  int64_t micro_batches = 1;
-  int64_t pipeline_stages = 1;
-  int64_t stage = 0;
-  PipelineSchedule schedule = PipelineSchedule::k1F1B;
-  int64_t virtual_stages = 1;  // model chunks per stage (interleaved)
-  PipelineSplit split;         // how many layers each chunk holds (step/pipeline_split.h); even by default
-  Recompute recompute = Recompute::kNone;
-  // The layers of these kinds (layer_kind) under their own mode instead (step/recompute_choice.h).
-  std::vector<std::pair<std::string, Recompute>> recompute_by_kind;
-  // torchtitan-layer:N: every N-th decoder layer of the stage (counted from 1) under full checkpointing,
-  // the rest under none; 0: off (step/recompute_choice.h).
-  int64_t recompute_every_nth_layer = 0;
-  StepOptimizer optimizer = StepOptimizer::kNone;  // step/optimizer_choice.h
-  // The optimizer's form (foreach, fused, for-loop); empty: the one PyTorch runs on CUDA by default.
-  std::optional<nn::OptimizerImpl> optimizer_impl;
-  // torchtune's optimizer_in_bwd (training/memory.py's register_optim_in_bwd_hooks): one optimizer a
-  // parameter, stepped and zero_grad()-ed in the parameter's post-accumulate-grad hook, inside the
-  // backward, so a gradient lives from its accumulation to its step and no longer. One micro-batch.
-  bool optimizer_in_backward = false;
-  // The loss the trainer computes from the last hidden state (nn/loss.h): Transformers' own, or TRL's
-  // chunked loss, which replaces the model's head and loss.
-  nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM;
-  // The step a run is judged by is its second and every later one (the default): the optimizer's states,
-  // made by the first step, alive from the start, and the gradients as zero_grad(set_to_none=True) left
-  // them (none). first_step: the first, whose optimizer makes its states inside its step.
-  bool first_step = false;
-  // Activation offloading (autograd/offload_activations.h), TRL's (SFTConfig.activation_offloading: the
-  // context around each micro-batch's forward, loss and backward) or torchtune's (its recipes': around
-  // the model's forward); the LM head's saves kept either way. Empty: none.
-  std::optional<OffloadPolicy> offload_activations;
-  // torchao's FP8 training, as torchtitan converts the model (nn/float8_training.h): the recipe its
-  // Float8Linears run, eager; none: bf16.
-  std::optional<ops::Float8Recipe> fp8;
-  bool fp8_skip_head = false;  // the LM head left bf16 (torchtitan's filter_fqns=["output"])
-  // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
-  // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
-  // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.
-  int64_t tensor_parallel = 1;
-  bool sequence_parallel = false;
-  bool loss_parallel = false;
-  StepComposition composition;  // composed onto the simulated step (step/step_compose.h)
-  // Context parallelism: the rank runs seq_length / C of each sequence's tokens; the K/V of the other
-  // C - 1 shards, which its ring attention receives, composed (step/step_compose.h).
-  int64_t context_parallel = 1;
-  // Expert parallelism: each MoE layer holds num_experts / E of the experts (the router whole), its
-  // experts running every token-expert pair of the rank's tokens as Transformers' plan does.
-  int64_t expert_parallel = 1;
-  // The experts' tensor-parallel degree (Megatron's expert_tensor_parallel_size): 0, the TP degree (the
-  // experts' width divided as tp_config divides moe_intermediate_size), or 1 (every rank's experts whole).
-  int64_t expert_tensor_parallel = 0;
-  // FSDP2 (fully_shard per decoder layer and the root) over `fsdp.shards` data-parallel ranks, run on
-  // the rank (step/fsdp.h); shards 1: off.
-  FsdpPolicy fsdp;
-  // Further compositions the same simulated step is reweighed by (StepCensus::also_composed_peaks):
-  // a planner trying several ZeRO stages or master-weight choices over one simulation.
-  std::vector<StepComposition> also_composed;
-  // PyTorch's caching allocator run over the step's device allocations (step/step_alloc.h): for the
-  // step as composed, and for each of also_composed.
-  std::optional<StepAllocatorOptions> allocator;
-  // Whether the analyses list what is live at their peak by op (StepAnalysis::peak_other_by_op), which
-  // only --explain prints: a planner reading peaks alone leaves it out.
-  bool peak_holders = true;
-  // A planner reads also_composed's peaks (and allocators) alone: the step's own analysis, composed
-  // analysis and allocator are left out (their fields empty), but where an also_composed entry composes
-  // nothing and so is the step's own analysis.
-  bool also_composed_only = false;
-};
 
 struct StepPass {
   char pass;  // 'F' or 'B'
@@ -159,6 +77,10 @@ struct StepCensus {
   int64_t parameter_tensors = 0;
   int64_t parameter_bytes = 0;
   int64_t buffer_bytes = 0;
+  // Under LoRA: the adapted Linears, and the parameters that train (the adapters) and those frozen.
+  int64_t adapted_linears = 0;
+  int64_t trainable_parameter_count = 0;
+  int64_t trainable_parameter_bytes = 0;
   int64_t optimizer_state_bytes = 0;        // 0 without an optimizer
   // Of those, the states held in unified memory outside the caching allocator (PagedAdamW8bit's paged
   // states): in no device figure.

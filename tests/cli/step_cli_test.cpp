@@ -144,13 +144,40 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         // FP8 of no such recipe, or beside a layout or policy it is not priced with
         {"--fp8", "mxfp8"}, {"--fp8", "rowwise", "--tp", "2"}, {"--fp8", "rowwise", "--pp", "2"},
         {"--fp8", "tensorwise", "--recompute", "selective"}, {"--fp8", "rowwise", "--liger"},
-        {"--fp8", "rowwise", "--loss", "trl-chunked-nll"}, {"--fp8-skip-head"}}) {
+        {"--fp8", "rowwise", "--loss", "trl-chunked-nll"}, {"--fp8-skip-head"},
+        // LoRA: a rank of 0, an alpha or a dropout out of range, targets that are no module or match none,
+        // the LM head, adapters beside a layout, a policy or an optimizer they are not priced with
+        {"--lora-rank", "0"}, {"--lora-rank", "2000000"}, {"--lora-alpha", "0"}, {"--lora-alpha", "-1"},
+        {"--lora-dropout", "1"}, {"--lora-dropout", "nan"}, {"--lora-targets", ""}, {"--lora-targets", ","},
+        {"--lora-targets", "q_proj,.*"}, {"--lora-targets", "embed_tokens"}, {"--lora-targets", "q_proj,w1"},
+        {"--lora-targets", "lm_head"}, {"--lora-dtype", "fp16"}, {"--lora", "--tp", "2"}, {"--lora", "--pp", "2"},
+        {"--lora", "--fsdp", "--dp", "2"}, {"--lora", "--dp", "2", "--zero", "1"}, {"--lora", "--fp8", "rowwise"},
+        {"--lora", "--liger"}, {"--lora", "--recompute", "selective"},
+        {"--lora", "--optimizer", "adamw8bit"}, {"--lora", "--optimizer-in-backward"},
+        {"--lora", "--loss", "torchtune-linear"}, {"--lora", "--loss", "torchtune-chunked"},
+        {"--lora", "--offload-activations", "torchtune"}, {"--lora", "--master-weights", "fp32", "--dp", "2", "--zero", "1"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);
     EXPECT_EQ(run.code, 2) << extra[0];
     EXPECT_TRUE(run.out.empty()) << extra[0];
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+// LoRA on a model type it is not checked on, PEFT's default targets where PEFT finds none (Mixtral), and
+// all-linear or the experts on a mixture of experts: refused by name.
+TEST(StepCli, LoraWhereItIsNotPricedIsRefusedByName) {
+  for (const auto& [args, start] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"step", "deepseek-v3", "--lora"}, "census: --lora on deepseek_v3: "},
+           {{"step", "mixtral-8x7b", "--lora"}, "census: --lora-targets: "},
+           {{"step", "mixtral-8x7b", "--lora-targets", "all-linear"}, "census: --lora-targets all-linear on mixtral: "},
+           {{"step", "mixtral-8x7b", "--lora-targets", "q_proj,w1"}, "census: --lora-targets w1 on mixtral: "}}) {
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2);
+    EXPECT_TRUE(run.out.empty());
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_EQ(run.err.find(start), 0u) << run.err;
   }
 }
 

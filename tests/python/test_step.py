@@ -263,3 +263,30 @@ def test_sequence_and_loss_parallel_are_the_parallel_oracles():
         census.census_step(oracle["config"], seq_length=128, tp=2, cp=2, sequence_parallel=True)
     assert census.census_step(oracle["config"], seq_length=128, tp=2, world=2, sequence_parallel=True,
                               loss_parallel=True, optimizer="none")["peak"] == step["peak"]
+
+
+def test_lora_is_the_lora_oracles():
+    with open(os.path.join(STEP_CASES, "steady", "llama_toy_L4_s128_single_adamw_lora_all_dropout_steady.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, optimizer_impl="for-loop", lora_rank=16,
+                              lora_alpha=32, lora_dropout=0.1, lora_targets="all-linear")
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["lora"]["adapted_linears"] == oracle["lora"]["adapted_linears"]
+    assert step["lora"]["trainable_parameters"] == oracle["lora"]["trainable_parameters"]
+    assert step["lora"]["frozen_parameters"] == oracle["lora"]["frozen_parameters"]
+    assert step["lora"]["scaling"] == 2.0
+    listed = census.census_step(oracle["config"], seq_length=128, optimizer_impl="for-loop", lora_rank=16,
+                                lora_alpha=32, lora_dropout=0.1,
+                                lora_targets=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                              "down_proj"])
+    assert listed["peak"] == step["peak"]
+    assert census.census_step(oracle["config"], seq_length=128)["lora"] is None
+    assert census.census_step(oracle["config"], seq_length=128, lora=True)["lora"]["targets"] == ["q_proj", "v_proj"]
+    for bad in (dict(lora_rank=0), dict(lora_rank=1.5), dict(lora_alpha="8"), dict(lora_dropout=1.0),
+                dict(lora_targets=""), dict(lora_targets=["q_proj", 3]), dict(lora_targets="embed_tokens"),
+                dict(lora_dtype="fp16"), dict(lora=1)):
+        with pytest.raises(ValueError, match="lora"):
+            census.census_step(oracle["config"], seq_length=128, **bad)
+    with pytest.raises(ValueError, match="lora with tp"):
+        census.census_step(oracle["config"], seq_length=128, lora=True, tp=2)

@@ -86,6 +86,19 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
   if (kind == "ac_full_reentrant") o.recompute = Recompute::kFullReentrant;
   if (kind.starts_with("sac_torchtitan_op")) o.recompute = Recompute::kTorchtitanOp;
   if (kind == "ac_torchtitan_layer2") o.recompute_every_nth_layer = 2;
+  // The LoRA oracle's LoraConfig (scripts/oracle/census_oracle_steady_lora.py): its targets as asked.
+  if (oracle.contains("lora")) {
+    const nlohmann::json& l = oracle.at("lora");
+    nn::LoraConfig lora;
+    lora.r = l.at("r");
+    lora.alpha = l.at("alpha");
+    lora.dropout = l.at("dropout");
+    const nlohmann::json& targets = l.at("target_modules");
+    lora.all_linear = targets == "all-linear";
+    if (targets.is_array()) lora.target_modules = targets.get<std::vector<std::string>>();
+    lora.dtype = l.at("adapter_dtype") == "bfloat16" ? DType::kBFloat16 : DType::kFloat32;
+    o.lora = lora;
+  }
   return o;
 }
 

@@ -99,6 +99,14 @@ inline void expect_step_case(const StepCensus& step, const nlohmann::json& oracl
   EXPECT_EQ(a.other_peak.phase, other.at("phase").get<std::string>());
   EXPECT_EQ(a.other_peak.op, other.at("op").get<std::string>());
   expect_phases(step, oracle);
+  // The LoRA oracle's record: the Linears PEFT adapted, the adapters that train and the base it froze.
+  if (oracle.contains("lora")) {
+    const auto& lora = oracle.at("lora");
+    EXPECT_EQ(step.adapted_linears, lora.at("adapted_linears").get<int64_t>());
+    EXPECT_EQ(step.trainable_parameter_count, lora.at("trainable_parameters").at("count").get<int64_t>());
+    EXPECT_EQ(step.trainable_parameter_bytes, lora.at("trainable_parameters").at("bytes").get<int64_t>());
+    EXPECT_EQ(step.parameter_bytes - step.trainable_parameter_bytes, lora.at("frozen_parameters").at("bytes").get<int64_t>());
+  }
   // The offloading oracle's record: the pinned host memory and what the packs did.
   if (oracle.contains("host")) {
     const auto& host = oracle.at("host");

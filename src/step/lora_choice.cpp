@@ -1,0 +1,76 @@
+#include "step/lora_choice.h"
+
+#include <cmath>
+#include <string>
+
+namespace census {
+
+Status check_lora(const ModelConfig& config, const StepOptions& o) {
+  if (!o.lora) return {};
+  const nn::LoraConfig& lora = *o.lora;
+  if (lora.r < 1 || lora.r > kLargestLoraRank)
+    return refuse("--lora-rank " + std::to_string(lora.r), "give a rank from 1 to 2^20");
+  if (!std::isfinite(lora.alpha) || lora.alpha <= 0 || lora.alpha > 1e12)
+    return refuse("--lora-alpha", "give a positive number (PEFT's lora_alpha; scaling is lora_alpha / r)");
+  if (!std::isfinite(lora.dropout) || lora.dropout < 0 || lora.dropout >= 1)
+    return refuse("--lora-dropout", "give a probability p with 0 <= p < 1");
+  if (!config.family->peft_lora)
+    return refuse("--lora on " + config.model_type,
+                  "PEFT's LoRA is checked against the oracle on llama, mistral, qwen2, qwen3, gemma3_text, mixtral "
+                  "and qwen3_moe; it is not priced on this model type yet");
+  if (!lora.all_linear && lora.target_modules.empty() && config.family->lora_default_targets == nullptr)
+    return refuse("--lora-targets", "PEFT has no default target modules for " + config.model_type +
+                                        "; name them (q_proj,v_proj, ...), or give all-linear");
+  for (const std::string& name : lora.target_modules)
+    if (name == "lm_head" || name.find('.') != std::string::npos)
+      return refuse("--lora-targets " + name, "give module names a Linear's path ends in (q_proj, up_proj, ...) or "
+                                               "all-linear; adapting the LM head is not priced yet");
+  if (config.moe.num_experts > 0) {
+    if (lora.all_linear)
+      return refuse("--lora-targets all-linear on " + config.model_type,
+                    "on a mixture-of-experts model PEFT's all-linear also adapts the router and, through "
+                    "target_parameters, the fused experts, which is not priced yet; name the attention's "
+                    "projections (q_proj,k_proj,v_proj,o_proj)");
+    for (const std::string& name : lora.target_modules)
+      if (name != "q_proj" && name != "k_proj" && name != "v_proj" && name != "o_proj")
+        return refuse("--lora-targets " + name + " on " + config.model_type,
+                      "on a mixture-of-experts model LoRA is priced on the attention's projections alone "
+                      "(q_proj,k_proj,v_proj,o_proj) yet");
+  }
+  const char* with = sharding_flag(o) != nullptr       ? sharding_flag(o)
+                     : o.fsdp.shards > 1                 ? "--fsdp"
+                     : o.composition.data_parallel > 1   ? "--dp"
+                                                         : nullptr;
+  if (with != nullptr)
+    return refuse(std::string("--lora with ") + with,
+                  "adapters on a parallel layout are not priced yet; price one rank's whole model (no --tp, --pp, "
+                  "--cp, --ep, --dp, --zero or --fsdp)");
+  with = o.fp8                                                  ? "--fp8"
+         : config.liger.any() || o.loss == nn::CausalLMLoss::kLigerFlce ? "--liger"
+         : o.optimizer_in_backward                               ? "--optimizer-in-backward"
+         : o.composition.fp32_master_weights                     ? "--master-weights fp32"
+         : o.composition.fp32_gradients                          ? "--grad-dtype fp32"
+                                                                 : nullptr;
+  if (with != nullptr)
+    return refuse(std::string("--lora with ") + with, "is not priced beside adapters yet; drop one of them");
+  // torchtune's recipes train torchtune's own LoRALinear, not PEFT's.
+  if (o.loss == nn::CausalLMLoss::kTorchtuneChunked || o.loss == nn::CausalLMLoss::kTorchtuneLinear)
+    return refuse("--lora with --loss " + std::string(nn::causal_lm_loss_name(o.loss)),
+                  "PEFT's LoRA is priced with the losses its trainers run (Transformers' and TRL's chunked one); "
+                  "torchtune's recipes train torchtune's own LoRA; give --loss hf or trl-chunked-nll");
+  if (o.offload_activations == OffloadPolicy::kTorchtune)
+    return refuse("--lora with --offload-activations torchtune",
+                  "PEFT's LoRA is priced with TRL's offloading, which its SFTTrainer runs; torchtune's recipes train "
+                  "torchtune's own LoRA; give --offload-activations trl");
+  bool other_mode = o.recompute != Recompute::kNone && o.recompute != Recompute::kFull;
+  other_mode = other_mode || !o.recompute_by_kind.empty() || o.recompute_every_nth_layer > 0;
+  if (other_mode)
+    return refuse("--lora with --recompute", "adapters are priced with no checkpointing or with full checkpointing "
+                                             "(the HF Trainer's gradient_checkpointing) yet; give none or full");
+  if (o.optimizer != StepOptimizer::kNone && o.optimizer != StepOptimizer::kAdamW)
+    return refuse("--lora with --optimizer " + std::string(optimizer_name(o.optimizer)),
+                  "adapters are priced with AdamW yet; give adamw or none");
+  return {};
+}
+
+}  // namespace census

@@ -37,6 +37,7 @@ torch = E.torch
 
 PEFT_COMMIT = "5d602fd"
 DENSE = ("llama", "qwen3", "qwen2", "mistral", "gemma3")
+MORE_DENSE = ("gemma", "gemma2", "smollm3", "phi3", "olmo3", "seed_oss")
 
 ALL16 = dict(r=16, alpha=32, targets="all-linear")
 ATTN = dict(r=16, alpha=16, targets=["q_proj", "k_proj", "v_proj", "o_proj"])  # a MoE's attention
@@ -200,6 +201,11 @@ E.run_steady_case_ext = run_steady_case_lora
 E.KINDS_EXT = LORA_KINDS
 E.KINDS = dict(E.KINDS, **LORA_KINDS)
 E.EXT_FAMILIES = {k: DENSE for k in LORA_KINDS}
+# More dense families, all-linear (PEFT maps default targets for gemma and gemma2 alone of them)
+for _k in ("single_adamw_lora_all_steady", "single_adamw_lora_all_ac_full_steady",
+           "single_adamw_lora_all_bf16_dropout_steady"):
+    E.EXT_FAMILIES[_k] = DENSE + MORE_DENSE
+E.EXT_FAMILIES["single_adamw_lora_steady"] = DENSE + ("gemma", "gemma2")
 E.EXT_FAMILIES["single_adamw_lora_attn_steady"] = ("llama", "mixtral", "qwen3_moe")
 E.EXT_FAMILIES["single_adamw_lora_attn_ac_full_steady"] = ("mixtral", "qwen3_moe")
 for _k in ("single_b2_adamw_lora_all_steady", "accum_m4_adamw_lora_all_steady",

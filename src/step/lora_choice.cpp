@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "models/registry.h"
+
 namespace census {
 
 Status check_lora(const ModelConfig& config, const StepOptions& o) {
@@ -14,10 +16,13 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
     return refuse("--lora-alpha", "give a positive number (PEFT's lora_alpha; scaling is lora_alpha / r)");
   if (!std::isfinite(lora.dropout) || lora.dropout < 0 || lora.dropout >= 1)
     return refuse("--lora-dropout", "give a probability p with 0 <= p < 1");
-  if (!config.family->peft_lora)
-    return refuse("--lora on " + config.model_type,
-                  "PEFT's LoRA is checked against the oracle on llama, mistral, qwen2, qwen3, gemma3_text, mixtral "
-                  "and qwen3_moe; it is not priced on this model type yet");
+  if (!config.family->peft_lora) {
+    std::string checked;
+    for (const Family* family : families())
+      if (family->peft_lora) checked += (checked.empty() ? "" : ", ") + std::string(family->model_type);
+    return refuse("--lora on " + config.model_type, "PEFT's LoRA is checked against the oracle on " + checked +
+                                                        "; it is not priced on this model type yet");
+  }
   if (!lora.all_linear && lora.target_modules.empty() && config.family->lora_default_targets == nullptr)
     return refuse("--lora-targets", "PEFT has no default target modules for " + config.model_type +
                                         "; name them (q_proj,v_proj, ...), or give all-linear");

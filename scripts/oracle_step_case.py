@@ -82,6 +82,8 @@ def trimmed(case, folder):
     lora = case.get("lora")
     if lora:  # PEFT's LoraConfig and what get_peft_model made (census_oracle_steady_lora.py)
         out["lora"] = {key: lora[key] for key in ("r", "alpha", "dropout", "target_modules", "adapter_dtype")}
+        if lora.get("use_dora"):
+            out["lora"]["use_dora"] = True
         # as asked: "default" (the model type's), "all-linear", or names (PEFT's record has the names it resolved)
         asked = lora.get("target_modules_asked")
         if asked is None:  # the first runs' records: the LoraConfig's arguments

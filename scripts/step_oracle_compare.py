@@ -115,7 +115,8 @@ def lora_options(lora):
     targets = lora["target_modules"]
     return ["--lora-rank", str(lora["r"]), "--lora-alpha", str(lora["alpha"]), "--lora-dropout", str(lora["dropout"]),
             "--lora-targets", targets if isinstance(targets, str) else ",".join(targets),
-            "--lora-dtype", "bf16" if lora["adapter_dtype"] == "bfloat16" else "fp32"]
+            "--lora-dtype", "bf16" if lora["adapter_dtype"] == "bfloat16" else "fp32"] + \
+        (["--use-dora"] if lora.get("use_dora") else [])
 
 
 def config_of(case, folder):

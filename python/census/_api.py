@@ -461,7 +461,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 offload_activations: Any = None, liger: bool = False, cpu_offload: bool = False,
                 fp8: Any = None, fp8_skip_head: bool = False, lora: bool = False, lora_rank: Any = None,
                 lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
-                lora_dtype: Any = None) -> Dict[str, Any]:
+                lora_dtype: Any = None, use_dora: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -485,8 +485,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     ``lora_*`` argument, PEFT's LoRA as get_peft_model builds it (``census step --lora``): the base frozen,
     adapters of rank *lora_rank* (8) and *lora_alpha* (8), *lora_dropout* (0), on *lora_targets* (None or
     ``"default"``: the model type's; ``"all-linear"``; or module names, a list or a comma-separated str),
-    in *lora_dtype* ``"fp32"`` (PEFT's default) or ``"bf16"``; ``"lora"`` holds what they and the frozen
-    base hold. The step is the steady state, every step from the second on, with the
+    in *lora_dtype* ``"fp32"`` (PEFT's default) or ``"bf16"``, as DoRA with *use_dora*; ``"lora"`` holds what
+    they and the frozen base hold. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -540,7 +540,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         None if lora_rank is None else _integer("lora_rank", lora_rank),
                         _real_or_none("lora_alpha", lora_alpha), _real_or_none("lora_dropout", lora_dropout),
                         _lora_targets(lora_targets),
-                        _name_or_none("lora_dtype", lora_dtype, "fp32 or bf16", "fp32"))
+                        _name_or_none("lora_dtype", lora_dtype, "fp32 or bf16", "fp32"), _switch("use_dora", use_dora))
     return json.loads(text)
 
 

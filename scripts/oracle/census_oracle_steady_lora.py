@@ -58,6 +58,12 @@ LORA_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_foreach_lora_all_steady": dict(m=1, batch=1, foreach=True, lora=ALL16),
     "single_b2_adamw_lora_all_steady": dict(m=1, batch=S.B2, foreach=False, lora=ALL16),
     "accum_m4_adamw_lora_all_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, lora=ALL16),
+    # DoRA (use_dora=True): the magnitude vectors, the weight norms, and the base recomputed on a dropped input
+    "single_adamw_dora_all_steady": dict(m=1, batch=1, foreach=False, lora=dict(ALL16, dora=True)),
+    "single_adamw_dora_all_bf16_steady": dict(m=1, batch=1, foreach=False, lora=dict(ALL16, dora=True, fp32=False)),
+    "single_adamw_dora_all_dropout_steady": dict(m=1, batch=1, foreach=False,
+                                                 lora=dict(ALL16, dora=True, dropout=0.1)),
+    "single_adamw_dora_all_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full", lora=dict(ALL16, dora=True)),
     # as TRL's SFTTrainer runs a PEFT model by default (its chunked loss, gradient checkpointing), and with its
     # activation offloading
     "single_adamw_lora_all_trl_chunked_nll_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full",
@@ -115,6 +121,8 @@ def apply_lora(model: Any, lora: Dict[str, Any]) -> Dict[str, Any]:
     from peft.tuners.lora import LoraLayer  # pylint: disable=import-outside-toplevel
     kwargs = dict(r=lora.get("r", 8), lora_alpha=lora.get("alpha", 8), lora_dropout=lora.get("dropout", 0.0),
                   task_type="CAUSAL_LM")
+    if lora.get("dora"):
+        kwargs["use_dora"] = True
     if "targets" in lora:
         kwargs["target_modules"] = lora["targets"]
     config = peft.LoraConfig(**kwargs)
@@ -138,6 +146,7 @@ def apply_lora(model: Any, lora: Dict[str, Any]) -> Dict[str, Any]:
         "target_modules": sorted(config.target_modules) if isinstance(config.target_modules, (set, list))
         else config.target_modules,
         "adapter_dtype": "float32" if fp32 else "bfloat16",
+        "use_dora": bool(lora.get("dora")),
         "adapted_modules": adapted,
         "trainable_parameters": sum(p.numel() for _, p in trainable),
         "trainable_bytes": sum(p.numel() * p.element_size() for _, p in trainable),
@@ -206,6 +215,9 @@ for _k in ("single_adamw_lora_all_steady", "single_adamw_lora_all_ac_full_steady
            "single_adamw_lora_all_bf16_dropout_steady"):
     E.EXT_FAMILIES[_k] = DENSE + MORE_DENSE
 E.EXT_FAMILIES["single_adamw_lora_steady"] = DENSE + ("gemma", "gemma2")
+for _k in ("single_adamw_dora_all_steady", "single_adamw_dora_all_bf16_steady", "single_adamw_dora_all_dropout_steady",
+           "single_adamw_dora_all_ac_full_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3", "gemma3")
 E.EXT_FAMILIES["single_adamw_lora_attn_steady"] = ("llama", "mixtral", "qwen3_moe")
 E.EXT_FAMILIES["single_adamw_lora_attn_ac_full_steady"] = ("mixtral", "qwen3_moe")
 for _k in ("single_b2_adamw_lora_all_steady", "accum_m4_adamw_lora_all_steady",

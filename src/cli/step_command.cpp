@@ -82,7 +82,8 @@ constexpr NumberRule kLoraAlphaRule{"--lora-alpha", 0, 1e12, ""};
 constexpr NumberRule kLoraDropoutRule{"--lora-dropout", 0, 1, ""};
 
 bool uses_lora(const StepArgs& a) {
-  return a.lora || a.lora_rank || a.lora_alpha || a.lora_dropout || !a.lora_targets.empty() || !a.lora_dtype.empty();
+  return a.lora || a.lora_rank || a.lora_alpha || a.lora_dropout || !a.lora_targets.empty() || !a.lora_dtype.empty() ||
+         a.use_dora;
 }
 
 // The adapters the options ask for: LoraConfig's default where one is left out; none without LoRA.
@@ -95,6 +96,7 @@ std::optional<nn::LoraConfig> lora_config_of(const StepArgs& a) {
   lora.all_linear = a.lora_targets == "all-linear";
   if (!lora.all_linear && a.lora_targets != "default") lora.target_modules = nn::lora_target_list(a.lora_targets);
   lora.dtype = a.lora_dtype == "bf16" ? DType::kBFloat16 : DType::kFloat32;
+  lora.use_dora = a.use_dora;
   return lora;
 }
 
@@ -118,7 +120,7 @@ std::string lora_label(const StepArgs& a, const ModelConfig& config) {
     for (const auto& name : targets) names += (names.empty() ? "" : ",") + name.get<std::string>();
   }
   std::ostringstream label;
-  label << ", LoRA r " << lora->r << " alpha " << figure(lora->alpha)
+  label << (lora->use_dora ? ", DoRA r " : ", LoRA r ") << lora->r << " alpha " << figure(lora->alpha)
         << (lora->dropout > 0 ? " dropout " + figure(lora->dropout) : "") << " on " << names << ", "
         << (lora->dtype == DType::kBFloat16 ? "bf16" : "fp32") << " adapters (the base frozen)";
   return label.str();
@@ -234,6 +236,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
                  {"dropout", lora->dropout},
                  {"targets", lora_targets_json(*lora, config)},
                  {"adapter_dtype", lora->dtype == DType::kBFloat16 ? "bfloat16" : "float32"},
+                 {"use_dora", lora->use_dora},
                  {"adapted_linears", s.adapted_linears},
                  {"trainable_parameters", {{"count", s.trainable_parameter_count}, {"bytes", s.trainable_parameter_bytes}}},
                  {"frozen_parameters",
@@ -520,6 +523,10 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   add_choice_option(*sub, "--lora-dtype", a.lora_dtype, {"fp32", "bf16"},
                     "the adapters' dtype: fp32 (PEFT's autocast_adapter_dtype=True, the default: each adapted "
                     "Linear keeps an fp32 copy of its input) or bf16 (the base's); implies --lora");
+  sub->add_flag("--use-dora", a.use_dora,
+                "DoRA, as LoraConfig(use_dora=True) runs it: a trained magnitude vector beside each adapter pair, and "
+                "in each forward the adapters' weight, an fp32 copy of the base weight and its row norms; implies "
+                "--lora");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");

@@ -46,6 +46,7 @@ struct StepArgs {
   std::optional<double> lora_dropout;   // lora_dropout (0)
   std::string lora_targets;             // default (the model type's), all-linear, or names, comma-separated
   std::string lora_dtype;               // fp32 (autocast_adapter_dtype=True, the default) or bf16
+  bool use_dora = false;                // LoraConfig's use_dora
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;

@@ -18,7 +18,7 @@ Tensor Linear::forward(const Tensor& input) const {
   ModuleScope scope(path_, ModuleKind::kOther);
   if (const ParallelStyles* styles = parallel_styles()) return styles->linear(path_, input, weight_, bias_);
   const Tensor result = linear(input, weight_, bias_);
-  return lora_ ? lora_forward(input, result, *lora_) : result;
+  return lora_ ? lora_forward(input, result, *lora_, weight_) : result;
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {

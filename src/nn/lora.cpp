@@ -10,6 +10,7 @@ namespace {
 thread_local const LoraConfig* g_config = nullptr;
 thread_local bool g_inputs_require_grad = false;
 thread_local std::vector<bool> g_matched;  // by target module name: whether a Linear matched it
+thread_local int64_t g_adapted = 0;        // the Linears adapted under the scope
 
 bool ends_with_module(std::string_view path, std::string_view name) {
   if (path == name) return true;
@@ -45,8 +46,10 @@ bool lora_adapts(std::string_view path) {
 bool lora_inputs_require_grad() { return g_config != nullptr && g_inputs_require_grad; }
 
 LoraScope::LoraScope(const LoraConfig* config, bool inputs_require_grad)
-    : previous_(g_config), previous_inputs_(g_inputs_require_grad), previous_matched_(std::move(g_matched)) {
+    : previous_(g_config), previous_inputs_(g_inputs_require_grad), previous_matched_(std::move(g_matched)),
+      previous_adapted_(g_adapted) {
   g_config = config;
+  g_adapted = 0;
   g_inputs_require_grad = inputs_require_grad;
   g_matched.assign(config != nullptr ? config->target_modules.size() : 0, false);
 }
@@ -55,7 +58,10 @@ LoraScope::~LoraScope() {
   g_config = previous_;
   g_inputs_require_grad = previous_inputs_;
   g_matched = std::move(previous_matched_);
+  g_adapted = previous_adapted_;
 }
+
+int64_t LoraScope::adapted_linears() const { return g_adapted; }
 
 std::string LoraScope::unmatched_target() const {
   for (size_t i = 0; i < g_matched.size(); ++i)
@@ -66,20 +72,57 @@ std::string LoraScope::unmatched_target() const {
 LoraAdapter make_lora_adapter(const std::string& path, int64_t in_features, int64_t out_features,
                               ParameterList& params) {
   const LoraConfig& config = *g_config;
+  ++g_adapted;
   LoraAdapter adapter;
   adapter.lora_A = register_parameter(params, path, "lora_A.default.weight", Dims{config.r, in_features}, config.dtype);
   adapter.lora_B = register_parameter(params, path, "lora_B.default.weight", Dims{out_features, config.r}, config.dtype);
+  if (config.use_dora)
+    adapter.magnitude = register_parameter(params, path, "lora_magnitude_vector.default.weight", Dims{out_features},
+                                           config.dtype);
   // _mark_only_adapters_as_trainable: the adapters alone train.
-  adapter.lora_A.impl()->requires_grad = true;
-  adapter.lora_B.impl()->requires_grad = true;
+  for (Tensor* p : {&adapter.lora_A, &adapter.lora_B, &adapter.magnitude})
+    if (p->defined()) p->impl()->requires_grad = true;
   return adapter;
 }
 
-Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter) {
+namespace {
+
+// DoraLinearLayer.forward (lora/dora.py) on `x` (cast to the adapters' dtype, dropped where dropout runs),
+// `base_result` the base's output, or undefined where dropout ran (the base is run again on x).
+Tensor dora_forward(const Tensor& x, const Tensor& base_result, const LoraAdapter& adapter, const Tensor& weight,
+                    double scaling) {
+  // get_lora_weight: lora_B(lora_A(eye)).T, the product through the modules (not B @ A, for FSDP's sake).
+  const Tensor x_eye = ops::eye(adapter.lora_A.size(1), adapter.lora_A.dtype());
+  const Tensor lora_weight = ops::t(ops::linear(ops::linear(x_eye, adapter.lora_A, Tensor()), adapter.lora_B, Tensor()));
+  const Tensor weight_x = ops::to(weight, x.dtype());  // weight.to(x.dtype): an fp32 copy under fp32 adapters
+  Tensor weight_norm;
+  {
+    // get_weight_norm(weight, lora_weight.detach(), scaling): no gradient reaches it (detached after, too).
+    const Tensor summed = ops::add(weight_x, ops::mul_number(lora_weight.detach(), scaling));
+    weight_norm = ops::linalg_vector_norm(summed, 1, /*keepdim=*/false).detach();
+  }
+  const Tensor mag_norm_scale = ops::view(ops::div(adapter.magnitude, weight_norm), Dims{1, weight.size(0)});
+  const Tensor lora_result = ops::linear(ops::linear(x, adapter.lora_A, Tensor()), adapter.lora_B, Tensor());
+  const Tensor base = base_result.defined() ? base_result : ops::linear(x, weight_x, Tensor());
+  // (mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scaling, left to right.
+  const Tensor scaled_base = ops::mul(ops::sub(mag_norm_scale, 1.0), base);
+  const Tensor scaled_lora = ops::mul_number(ops::mul(mag_norm_scale, lora_result), scaling);
+  return ops::add(scaled_base, scaled_lora);
+}
+
+}  // namespace
+
+Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight) {
   const LoraConfig& config = *g_config;
   const DType result_dtype = result.dtype();  // torch_result_dtype
   // _cast_input_dtype: each adapted Linear makes its own copy where the dtypes differ.
   const Tensor x = ops::to(input, adapter.lora_A.dtype());
+  if (adapter.magnitude.defined()) {  // DoraLinearVariant.forward: with dropout, the base runs again on it
+    const bool dropped = config.dropout > 0;
+    const Tensor dora_x = dropped ? ops::native_dropout(x, config.dropout) : x;
+    const Tensor dora = dora_forward(dora_x, dropped ? Tensor() : result, adapter, weight, config.scaling());
+    return ops::to(ops::add(result, dora), result_dtype);
+  }
   const Tensor dropped = config.dropout > 0 ? ops::native_dropout(x, config.dropout) : x;
   const Tensor a = ops::linear(dropped, adapter.lora_A, Tensor());
   const Tensor b = ops::linear(a, adapter.lora_B, Tensor());

@@ -10,6 +10,10 @@
 //     result = result.to(the base result's dtype). Dropout is nn.Identity at p = 0, else nn.Dropout, which
 //     CUDA runs as native_dropout (a new output and a bool mask, kept for the backward).
 //   - scaling = lora_alpha / r (rsLoRA's lora_alpha / sqrt(r) changes the number alone, no byte).
+//   - DoRA (use_dora, DoraLinearVariant and DoraLinearLayer.forward): a trained magnitude vector (out) beside
+//     the pair; each forward makes the adapters' weight B(A(eye(in))).T, an fp32 copy of the base weight, their
+//     scaled sum and its row norms (detached), then (m / norm - 1) * base + (m / norm) * B(A(x)) * scaling,
+//     added to the base's output. With dropout the base is run again on the dropped input (F.linear).
 // Targets as PEFT matches a list: a Linear whose module path is a name or ends in "." + a name;
 // "all-linear": every nn.Linear but the output embedding (lm_head). Under checkpointing, Transformers'
 // gradient_checkpointing_enable makes the input embeddings' output a leaf that requires grad
@@ -32,6 +36,7 @@ struct LoraConfig {
   bool all_linear = false;   // target_modules="all-linear"
   std::vector<std::string> target_modules;  // else these module names (the model type's default if none given)
   DType dtype = DType::kFloat32;  // the adapters': fp32 (autocast_adapter_dtype=True) or bf16 (False)
+  bool use_dora = false;     // DoRA: a magnitude vector beside each adapter pair (lora/dora.py)
   double scaling() const { return alpha / static_cast<double>(r); }
 };
 
@@ -52,22 +57,27 @@ class LoraScope {
   LoraScope& operator=(const LoraScope&) = delete;
   // The first of the config's target module names no Linear built under the scope matched, or empty.
   std::string unmatched_target() const;
+  // The Linears adapted under the scope so far.
+  int64_t adapted_linears() const;
 
  private:
   const LoraConfig* previous_;
   bool previous_inputs_;
   std::vector<bool> previous_matched_;
+  int64_t previous_adapted_;
 };
 
 // One lora.Linear's adapter pair, registered after its base layer's weight and bias (as named_parameters
 // lists lora_A.default.weight and lora_B.default.weight), trainable.
 struct LoraAdapter {
-  Tensor lora_A;  // (r, in)
-  Tensor lora_B;  // (out, r)
+  Tensor lora_A;     // (r, in)
+  Tensor lora_B;     // (out, r)
+  Tensor magnitude;  // DoRA's lora_magnitude_vector (out), or undefined
 };
 LoraAdapter make_lora_adapter(const std::string& path, int64_t in_features, int64_t out_features,
                               ParameterList& params);
-// The adapted Linear's forward after its base layer's: `result` is base_layer(input).
-Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter);
+// The adapted Linear's forward after its base layer's: `result` is base_layer(input), of the frozen
+// `weight` (DoRA reads it).
+Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight);
 
 }  // namespace census::nn

@@ -340,6 +340,14 @@ Tensor add(const Tensor& self, double /*other*/) {
   return out;
 }
 
+// sub.Tensor(self, other, alpha) with a wrapped number: self's gradient is grad, as add's (other needs none).
+Tensor sub(const Tensor& self, double /*other*/) {
+  auto node = make_node<AddBackward0>({&self});
+  Tensor out = unary(Op::kSub, self);
+  set_history(out, node);
+  return out;
+}
+
 Tensor& mul_(Tensor& self, const Tensor& other) {
   // As mul.Tensor's node; self's old value, which other's gradient needs, is cloned before it changes.
   auto node = make_node<MulBackward0>({&self, &other});

@@ -54,6 +54,7 @@ Tensor div(const Tensor& self, double other);
 Tensor mul_number(const Tensor& self, double other);
 Tensor add(const Tensor& self, const Tensor& other);
 Tensor add(const Tensor& self, double other);  // add.Tensor with a wrapped number
+Tensor sub(const Tensor& self, double other);  // sub.Tensor with a wrapped number (self - 1)
 // self += other; where autograd tracks it, self's history becomes an AddBackward0 over the old one.
 Tensor& add_(Tensor& self, const Tensor& other);
 // self *= other on a tensor autograd tracks (Gemma 4's layer_scalar): its node keeps other, and a clone

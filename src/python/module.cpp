@@ -426,7 +426,7 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& loss, const std::string& offload_activations, bool liger, bool cpu_offload,
                  const std::string& fp8, bool fp8_skip_head, bool lora, std::optional<int64_t> lora_rank,
                  std::optional<double> lora_alpha, std::optional<double> lora_dropout,
-                 const std::string& lora_targets, const std::string& lora_dtype) {
+                 const std::string& lora_targets, const std::string& lora_dtype, bool use_dora) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.lora = lora;
@@ -435,6 +435,7 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   a.lora_dropout = lora_dropout;
   a.lora_targets = lora_targets;
   a.lora_dtype = lora_dtype;
+  a.use_dora = use_dora;
   a.fp8 = fp8;
   a.fp8_skip_head = fp8_skip_head;
   a.cpu_offload = cpu_offload;
@@ -588,7 +589,8 @@ PYBIND11_MODULE(_census, m) {
         py::arg("offload_activations") = "", py::arg("liger") = false, py::arg("cpu_offload") = false,
         py::arg("fp8") = "", py::arg("fp8_skip_head") = false, py::arg("lora") = false,
         py::arg("lora_rank") = std::nullopt, py::arg("lora_alpha") = std::nullopt,
-        py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "");
+        py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "",
+        py::arg("use_dora") = false);
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
         py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
         py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),

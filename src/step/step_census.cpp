@@ -600,6 +600,7 @@ class StepRunner {
   std::optional<nn::LoraConfig> lora_;  // the step's adapters, their targets resolved
   std::vector<Tensor> trainable_;       // the parameters the optimizer steps: those that require grad
   std::string unmatched_lora_target_;
+  int64_t adapted_linears_ = 0;
 };
 
 void StepRunner::build() {
@@ -748,6 +749,7 @@ StepCensus StepRunner::run() {
   session_.set_fold_alike_iterations(!o_.allocator.has_value());
   build();
   if (lora_) {
+    adapted_linears_ = lora.adapted_linears();
     unmatched_lora_target_ = lora.unmatched_target();
     if (!unmatched_lora_target_.empty()) return StepCensus();
   }
@@ -769,7 +771,7 @@ StepCensus StepRunner::run() {
     result.trainable_parameter_count += p.numel();
     result.trainable_parameter_bytes += p.storage()->nbytes;
   }
-  if (lora_) result.adapted_linears = static_cast<int64_t>(trainable_.size()) / 2;  // lora_A and lora_B each
+  result.adapted_linears = adapted_linears_;
   for (const Tensor& b : buffers_) {
     bytes_.track(b);
     bytes_.note(b, StepCategory::kBuffers);

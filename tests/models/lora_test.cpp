@@ -47,11 +47,12 @@ struct AdaptedLinear {
   std::optional<nn::Linear> q_proj;
   Tensor input;
   Tensor output;
-  explicit AdaptedLinear(DType adapters, double dropout = 0.0) {
+  explicit AdaptedLinear(DType adapters, double dropout = 0.0, bool dora = false) {
     config.r = kR;
     config.target_modules = {"q_proj"};
     config.dtype = adapters;
     config.dropout = dropout;
+    config.use_dora = dora;
     scope.emplace(&config, /*inputs_require_grad=*/false);
     session.set_parameters_require_grad(false);
     q_proj.emplace("self_attn.q_proj", kIn, kOut, /*bias=*/false, params);
@@ -133,6 +134,29 @@ TEST(Lora, TheBackwardGivesTheAdaptersAndTheInputGradientsAlone) {
                                 4 * kT * kIn, 2 * kT * kIn, 2 * kT * kIn, 2 * kT * kIn};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(backward, expected);
+}
+
+// DoRA's forward (lora/dora.py), fp32 adapters: the base's output and x's fp32 copy as LoRA's; then the
+// adapters' weight through the modules, eye(in) (in x in), A(eye) (in x r), B(A(eye)) (in x out); the base
+// weight's fp32 copy, the adapters' weight times the scaling, their sum and its row norms (out); the
+// magnitude over the norms (out); A x and B A x; (m / norm - 1), its product with the base's output, the
+// product with B A x, the scaling, their sum (all fp32); the sum with the base's output and its bf16 cast.
+// What stays: the output, the base's output and the fp32 m / norm - 1 its product saves, B A x and m / norm
+// the other product saves, the norms the division saves, x's copy and A x; the weight-sized temporaries go.
+TEST(Lora, DoraMakesTheAdaptersWeightAndTheBaseWeightsFp32CopyEachForward) {
+  AdaptedLinear q(DType::kFloat32, 0.0, /*dora=*/true);
+  ASSERT_EQ(q.params.size(), 4u);  // and lora_magnitude_vector.default.weight (out)
+  EXPECT_EQ(q.params[3].sizes(), (Dims{kOut}));
+  const int64_t tout = 4 * kT * kOut;
+  EXPECT_EQ(q.seen.allocated,
+            (std::vector<int64_t>{2 * kT * kOut, 4 * kT * kIn, 4 * kIn * kIn, 4 * kIn * kR, 4 * kIn * kOut,
+                                  4 * kOut * kIn, 4 * kOut * kIn, 4 * kOut * kIn, 4 * kOut, 4 * kOut, 4 * kT * kR,
+                                  tout, 4 * kOut, tout, tout, tout, tout, tout, 2 * kT * kOut}));
+  int64_t allocated = 0, freed = 0;
+  for (int64_t b : q.seen.allocated) allocated += b;
+  for (int64_t b : q.seen.freed) freed += b;
+  EXPECT_EQ(allocated - freed,
+            2 * kT * kOut + 2 * kT * kOut + 4 * kT * kIn + 4 * kT * kR + tout + 3 * 4 * kOut);
 }
 
 }  // namespace

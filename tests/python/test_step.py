@@ -288,5 +288,11 @@ def test_lora_is_the_lora_oracles():
                 dict(lora_dtype="fp16"), dict(lora=1)):
         with pytest.raises(ValueError, match="lora"):
             census.census_step(oracle["config"], seq_length=128, **bad)
+    dora = census.census_step(oracle["config"], seq_length=128, optimizer_impl="for-loop", lora_rank=16, lora_alpha=32,
+                              lora_targets="all-linear", use_dora=True)
+    assert dora["lora"]["use_dora"] is True
+    assert dora["lora"]["trainable_parameters"]["count"] > step["lora"]["trainable_parameters"]["count"]
+    with pytest.raises(ValueError, match="use_dora"):
+        census.census_step(oracle["config"], seq_length=128, use_dora="yes")
     with pytest.raises(ValueError, match="lora with tp"):
         census.census_step(oracle["config"], seq_length=128, lora=True, tp=2)

@@ -97,6 +97,7 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     lora.all_linear = targets == "all-linear";
     if (targets.is_array()) lora.target_modules = targets.get<std::vector<std::string>>();
     lora.dtype = l.at("adapter_dtype") == "bfloat16" ? DType::kBFloat16 : DType::kFloat32;
+    lora.use_dora = l.value("use_dora", false);
     o.lora = lora;
   }
   return o;

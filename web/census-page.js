@@ -19,7 +19,25 @@
     plan: ["--gpus", "--device", "--gpu-memory", "--seq-length", "--micro-batch-size", "--global-batch",
            "--gpus-per-node", "--top", "--optimizer", "--loss", "--liger", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
+    // The fine-tuner's question: census step's options, searched over one of them (fitSearch).
+    fit: ["--lora", "--lora-rank", "--lora-alpha", "--lora-targets", "--lora-dtype", "--use-dora", "--seq-length",
+          "--micro-batch-size", "--recompute", "--optimizer", "--loss", "--liger", "--offload-activations", "--first-step"],
   };
+  // The command each question's form is the --help of, and runs.
+  const COMMAND = {step: "step", plan: "plan", report: "report", fit: "step"};
+  // The GPUs the fit question offers, by their memory as census reads a size (GiB: 2^30 B, GB: 10^9 B).
+  const GPUS = [
+    ["24 GiB: RTX 3090, RTX 4090, A10, L4", "24GiB"],
+    ["32 GiB: RTX 5090", "32GiB"],
+    ["40 GiB: A100 40GB", "40GiB"],
+    ["48 GiB: L40S, RTX 6000 Ada, A40", "48GiB"],
+    ["80 GiB: A100 80GB, H100", "80GiB"],
+    ["96 GiB: RTX PRO 6000", "96GiB"],
+    ["141 GB: H200", "141GB"],
+    ["180 GB: B200", "180GB"],
+  ];
+  // The largest value a fit search tries, by the option it grows.
+  const SEARCH_LIMIT = {"--micro-batch-size": 4096, "--seq-length": 1 << 20};
   const PASTED_PATH = "config.json";  // where a pasted config is written, as the command line names it
 
   const $ = (selector) => document.querySelector(selector);
@@ -116,7 +134,7 @@
   function buildForms() {
     for (const command of Object.keys(FIRST)) {
       fields[command] = [];
-      const help = run([command, "--help"]);
+      const help = run([COMMAND[command], "--help"]);
       const options = parseHelp(help.stdout).filter((o) => !NOT_FIELDS.has(o.flag));
       const first = FIRST[command].map((flag) => options.find((o) => o.flag === flag)).filter(Boolean);
       const rest = options.filter((o) => !first.includes(o));
@@ -135,13 +153,14 @@
   function showCommand() {
     document.querySelectorAll(".command-options").forEach((d) => { d.hidden = d.dataset.command !== command(); });
     $("#page-options").hidden = command() !== "step";
+    $("#fit-options").hidden = command() !== "fit";
     $("#command-line").textContent = "$ " + shellLine(argv(false));
   }
 
   // The argv of the form: the command, the config, then each field given (blank: not given).
   function argv(json) {
     const pasted = document.querySelector("input[name=source]:checked").value === "pasted";
-    const args = [command(), pasted ? PASTED_PATH : $("#shipped").value];
+    const args = [COMMAND[command()], pasted ? PASTED_PATH : $("#shipped").value];
     for (const f of fields[command()]) {
       if (f.kind === "FLAG") { if (f.element.checked) args.push(f.flag); continue; }
       const value = f.element.value.trim();
@@ -226,7 +245,7 @@
     return [{bytes: s.parameters}, {bytes: s.gradients}, {bytes: s.optimizer_states}, {bytes: s.other}];
   }
 
-  function renderStep(step, jsonText) {
+  function renderStep(step, jsonText, gpuMemory = $("#gpu-memory").value.trim()) {
     const stages = step.stages || [step];
     const peakOf = (s) => (s.composed ? s.composed.peak : s.peak);
     const worst = step.stages ? stages.find((s) => s.stage.index === step.worst_stage) : step;
@@ -296,7 +315,7 @@
       table("step-worst", ["", "bytes", "where"], rows),
       table("step-phases", ["phase", "live_at_start", "peak", "peak_op", "live_at_end"],
         worst.phases.map((p) => [p.name, {bytes: p.live_at_start}, {bytes: p.peak_bytes}, p.peak_op || "", {bytes: p.live_at_end}]))));
-    out.push(section("Where the memory goes", charts("step", jsonText, $("#gpu-memory").value.trim())));
+    out.push(section("Where the memory goes", charts("step", jsonText, gpuMemory)));
     return out;
   }
 
@@ -358,13 +377,104 @@
     return section("The command's own output", details);
   }
 
+  // ---- the fine-tuner's question: what fits ---------------------------------------------------
+  // A size as census reads one: 24GiB, 141GB.
+  function sizeBytes(text) {
+    const m = /^(\d+)(GiB|GB)$/.exec(text);
+    return Number(m[1]) * (m[2] === "GiB" ? 2 ** 30 : 1e9);
+  }
+
+  // census step with `key` set to `value` (the form's other options as given): {value, code, stderr, step,
+  // total}, total the worst stage's bytes (its peak and the stated overheads), as census step prints it.
+  function probe(args, key, value) {
+    const at = args.indexOf(key);
+    const probed = at >= 0 ? [...args.slice(0, at), key, String(value), ...args.slice(at + 2)]
+                           : [...args, key, String(value)];
+    const ran = run([...probed, "--format", "json"]);
+    const out = {value, code: ran.code, stderr: ran.stderr.trim(), args: probed, ms: ran.ms};
+    if (ran.code !== 0) return out;
+    out.text = ran.stdout;
+    out.step = parseJson(ran.stdout);
+    const stages = out.step.stages || [out.step];
+    out.total = Math.max(...stages.map((s) => Number(s.total_bytes)));
+    return out;
+  }
+
+  // The largest value of `key` at which the step's total fits in `memory` bytes: doubling from the unit (1
+  // sequence, or 256 tokens) while it fits, then halving the gap to the first that does not (or that census
+  // refuses). Every step the search ran, in order.
+  function fitSearch(args, key, memory) {
+    const unit = key === "--seq-length" ? 256 : 1;
+    const probes = [];
+    const tried = (v) => { const p = probe(args, key, v); probes.push(p); return p; };
+    let best = null, over = null;
+    for (let v = unit; v <= SEARCH_LIMIT[key]; v *= 2) {
+      const p = tried(v);
+      if (p.code === 0 && p.total <= memory) best = p; else { over = p; break; }
+    }
+    if (best && over) {
+      let low = best.value / unit, high = over.value / unit;  // low fits, high does not
+      while (high - low > 1) {
+        const mid = Math.floor((low + high) / 2);
+        const p = tried(mid * unit);
+        if (p.code === 0 && p.total <= memory) { best = p; low = mid; } else { high = mid; }
+      }
+    }
+    return {best, probes, first: probes[0]};
+  }
+
+  function renderFit(args, key, gpu, memory) {
+    const found = fitSearch(args, key, memory);
+    const what = key === "--seq-length" ? "the longest sequence" : "the largest micro-batch size";
+    const result = $("#result"), status = $("#status");
+    const rows = found.probes.map((p) => [p.value, p.code === 0 ? {bytes: p.total} : "refused",
+                                          p.code !== 0 ? p.stderr : p.total <= memory ? "fits" : "does not fit"]);
+    const parts = [];
+    if (!found.best) {
+      const first = found.first;
+      status.dataset.code = first.code === 0 ? 0 : first.code;
+      if (first.code !== 0) {
+        $("#refusal").textContent = first.stderr;
+        $("#refusal").hidden = false;
+        status.textContent = "census refused (exit code " + first.code + ")";
+        return;
+      }
+      parts.push(paragraph("Nothing fits in " + gpu + ": at " + key + " " + first.value + " the step needs " +
+                           binary(first.total) + ".", "note"));
+      parts.push(section("The steps the search ran", table("fit-probes", [key, "total", ""], rows)));
+      result.append(...parts);
+      status.textContent = "searched " + found.probes.length + " census steps, in this page";
+      return;
+    }
+    const best = found.best;
+    status.dataset.code = 0;
+    status.dataset.best = best.value;
+    status.dataset.total = best.total;
+    status.dataset.memory = memory;
+    $("#command-line").textContent = "$ " + shellLine(best.args);
+    parts.push(paragraph(what[0].toUpperCase() + what.slice(1) + " that fits in " + gpu + ": " + key + " " + best.value +
+                         ", " + binary(best.total) + " at its peak, " + binary(memory - best.total) + " to spare" +
+                         (found.probes.some((p) => p.code !== 0) ? "; census refused a longer one (below)." : "."),
+                         "answer"));
+    parts.push(section("The steps the search ran", table("fit-probes", [key, "total", ""], rows)));
+    parts.push(...renderStep(best.step, best.text, $("#fit-gpu").value));
+    result.append(...parts);
+    status.textContent = "searched " + found.probes.length + " census steps (" +
+      found.probes.reduce((s, p) => s + p.ms, 0).toFixed(0) + " ms), in this page";
+  }
+
   // Run the form's command and draw its answer; a refusal is the command's one line, and nothing is drawn.
   function answer() {
     const result = $("#result"), refusal = $("#refusal"), status = $("#status");
     result.replaceChildren();
     refusal.hidden = true;
+    for (const key of ["best", "total", "memory"]) delete status.dataset[key];
     if (document.querySelector("input[name=source]:checked").value === "pasted")
       census.FS.writeFile(PASTED_PATH, $("#pasted").value);
+    if (command() === "fit") {
+      const gpu = $("#fit-gpu").selectedOptions[0].textContent;
+      return renderFit(argv(false), $("#fit-key").value, gpu, sizeBytes($("#fit-gpu").value));
+    }
     const args = argv(true);
     if (command() === "report") args.push("--output", "report.html");
     $("#command-line").textContent = "$ " + shellLine(argv(false));
@@ -393,6 +503,7 @@
     const models = JSON.parse(run(["models", "--format", "json"]).stdout);
     for (const m of models) $("#shipped").append(new Option(m.name + " (" + m.model_type + ", " + m.num_hidden_layers + " layers)", m.name));
     $("#shipped").value = "llama-3.1-8b";
+    for (const [name, size] of GPUS) $("#fit-gpu").append(new Option(name, size));
     buildForms();
     showCommand();
     $("#form").addEventListener("input", showCommand);

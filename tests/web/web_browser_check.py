@@ -4,7 +4,8 @@ through the DevTools protocol over a pipe. The test fills the page's form as a u
 config, a layout), presses Run, reads the numbers the page drew from its DOM, and checks each equals
 what `census step --format json` prints natively on the same arguments: a dense model, a MoE model,
 and a pipeline layout; the same for a plan. A bad pasted config must show the command line's one-line
-refusal, with nothing drawn; no request may leave the page. The time of a `census step` of
+refusal, with nothing drawn; no request may leave the page. The fit question's answers (the largest LoRA
+micro-batch and the longest sequence on a 24 GiB card) must fit natively, and one more must not. The time of a `census step` of
 Llama-3.1-70B with PP 8 in the page is printed, never asserted, as is the size of the WebAssembly.
 
 Usage: web_browser_check.py --site BUILD/web/site --census BUILD/census
@@ -163,6 +164,16 @@ READ = """
 })()
 """
 
+# The fit question's answer: the value found, its total and the memory (the status's data), and the steps searched.
+READ_FIT = """
+(() => {
+  const status = document.querySelector("#status");
+  const table = document.querySelector("#fit-probes");
+  return {best: status.dataset.best ?? null, total: status.dataset.total ?? null, memory: status.dataset.memory ?? null,
+          status: status.textContent, probes: table ? [...table.rows].slice(1).map((r) => r.cells[0].textContent) : []};
+})()
+"""
+
 
 def number(text):
     return int(text.replace(",", ""))
@@ -318,6 +329,34 @@ def main():
                     failures.append("plan: the page drew no plan-memory chart")
                 print(f"plan: {len(page['tables'].get('plan-layouts', []))} layouts, "
                       f"{'equal to' if not wrong else 'DIFFERENT from'} census plan --format json; {page['ms']:.1f} ms in the page")
+
+            # The fine-tuner's question: the largest micro-batch, and the longest sequence, that fit on a 24 GiB
+            # card. The answer must fit natively, and one more (a sequence or 256 tokens) must not, or be refused.
+            for key, fixed in (("--micro-batch-size", ("--seq-length", "2048")), ("--seq-length", ("--micro-batch-size", "1"))):
+                fit_options = [("--lora", None), ("--lora-targets", "all-linear"), ("--recompute", "full"), fixed,
+                               ("gpu", "24GiB"), ("search", key)]
+                browser.evaluate(FILL % json.dumps({"source": "shipped", "config": "qwen3-8b", "command": "fit",
+                                                    "options": fit_options}))
+                page = browser.evaluate(READ_FIT)
+                memory = 24 * 2 ** 30
+                base = ["step", "qwen3-8b", "--lora", "--lora-targets", "all-linear", "--recompute", "full", *fixed]
+                if page["best"] is None:
+                    failures.append(f"fit {key}: the page found nothing that fits ({page['status']})")
+                    continue
+                best = int(page["best"])
+                step = 256 if key == "--seq-length" else 1
+                code, out, err = native(args.census, [*base, key, str(best), "--format", "json"])
+                total = json.loads(out)["total_bytes"] if code == 0 else None
+                code_over, out_over, _ = native(args.census, [*base, key, str(best + step), "--format", "json"])
+                over = json.loads(out_over)["total_bytes"] if code_over == 0 else None
+                if total is None or total > memory or total != int(page["total"]):
+                    failures.append(f"fit {key} {best}: census total {total}, page {page['total']}, memory {memory}")
+                if over is not None and over <= memory:
+                    failures.append(f"fit {key}: {best + step} fits too ({over} B), the page stopped at {best}")
+                if len(page["probes"]) < 2:
+                    failures.append(f"fit {key}: the page shows {len(page['probes'])} steps searched")
+                print(f"fit {key}: {best} on 24 GiB (census: {total:,} B; {best + step}: "
+                      f"{'refused' if over is None else f'{over:,} B'}), {len(page['probes'])} steps searched in the page")
 
             # A config the command line refuses: its one line, and nothing drawn.
             bad = '{"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 0}'

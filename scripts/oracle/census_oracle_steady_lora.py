@@ -29,6 +29,9 @@ from typing import Any, Dict
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, "/opt/peft/src")
+# The optimizers oracle first: its optimizer (the kind's, from its CURRENT) stands under the offloading
+# oracle's machinery, each kind naming it (AdamW's forms, bitsandbytes' AdamW8bit, SGD).
+import census_oracle_steady_optim as OPTIM  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 import census_oracle_steady_offload as OFFL  # noqa: E402  pylint: disable=wrong-import-position
 
 E = OFFL.E
@@ -58,6 +61,11 @@ LORA_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_foreach_lora_all_steady": dict(m=1, batch=1, foreach=True, lora=ALL16),
     "single_b2_adamw_lora_all_steady": dict(m=1, batch=S.B2, foreach=False, lora=ALL16),
     "accum_m4_adamw_lora_all_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, lora=ALL16),
+    # other optimizers over the adapters: AdamW fused (the HF Trainer's adamw_torch_fused), bitsandbytes' 8-bit
+    # AdamW (its adamw_bnb_8bit), SGD
+    "single_adamw_fused_lora_all_steady": dict(m=1, batch=1, foreach=False, fused=True, lora=ALL16),
+    "single_adamw8bit_lora_all_steady": dict(m=1, batch=1, optimizer="adamw8bit", lora=ALL16),
+    "single_sgd_foreach_lora_all_steady": dict(m=1, batch=1, optimizer="sgd", foreach=True, lora=ALL16),
     # DoRA (use_dora=True): the magnitude vectors, the weight norms, and the base recomputed on a dropped input
     "single_adamw_dora_all_steady": dict(m=1, batch=1, foreach=False, lora=dict(ALL16, dora=True)),
     "single_adamw_dora_all_bf16_steady": dict(m=1, batch=1, foreach=False, lora=dict(ALL16, dora=True, fp32=False)),
@@ -198,6 +206,7 @@ _run_offload = E.run_steady_case_ext
 
 
 def run_steady_case_lora(group: Dict[str, Any], case: Dict[str, Any], sets: Any, kernels: Any) -> Dict[str, Any]:
+    case = dict(case, optimizer=case.get("optimizer", "adamw"))  # the optimizers oracle's name for it
     CURRENT.clear()
     CURRENT.update(case)
     result = _run_offload(group, case, sets, kernels)
@@ -215,6 +224,9 @@ for _k in ("single_adamw_lora_all_steady", "single_adamw_lora_all_ac_full_steady
            "single_adamw_lora_all_bf16_dropout_steady"):
     E.EXT_FAMILIES[_k] = DENSE + MORE_DENSE
 E.EXT_FAMILIES["single_adamw_lora_steady"] = DENSE + ("gemma", "gemma2")
+for _k in ("single_adamw_fused_lora_all_steady", "single_adamw8bit_lora_all_steady",
+           "single_sgd_foreach_lora_all_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 for _k in ("single_adamw_dora_all_steady", "single_adamw_dora_all_bf16_steady", "single_adamw_dora_all_dropout_steady",
            "single_adamw_dora_all_ac_full_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3", "gemma3")

@@ -72,9 +72,14 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
   if (other_mode)
     return refuse("--lora with --recompute", "adapters are priced with no checkpointing or with full checkpointing "
                                              "(the HF Trainer's gradient_checkpointing) yet; give none or full");
-  if (o.optimizer != StepOptimizer::kNone && o.optimizer != StepOptimizer::kAdamW)
+  // AdamW (each form), bitsandbytes' 8-bit AdamW and SGD are checked over the adapters; the paged AdamW8bit is
+  // the same states held elsewhere.
+  const bool checked = o.optimizer == StepOptimizer::kNone || o.optimizer == StepOptimizer::kAdamW ||
+                       o.optimizer == StepOptimizer::kAdamW8bit || o.optimizer == StepOptimizer::kPagedAdamW8bit ||
+                       o.optimizer == StepOptimizer::kSGD;
+  if (!checked)
     return refuse("--lora with --optimizer " + std::string(optimizer_name(o.optimizer)),
-                  "adapters are priced with AdamW yet; give adamw or none");
+                  "adapters are priced with adamw, adamw8bit, paged-adamw8bit and sgd yet; give one of them");
   return {};
 }
 

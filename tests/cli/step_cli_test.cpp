@@ -153,7 +153,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--lora-targets", "lm_head"}, {"--lora-dtype", "fp16"}, {"--lora", "--tp", "2"}, {"--lora", "--pp", "2"},
         {"--lora", "--fsdp", "--dp", "2"}, {"--lora", "--dp", "2", "--zero", "1"}, {"--lora", "--fp8", "rowwise"},
         {"--lora", "--liger"}, {"--lora", "--recompute", "selective"},
-        {"--lora", "--optimizer", "adamw8bit"}, {"--lora", "--optimizer-in-backward"},
+        {"--lora", "--optimizer", "adafactor"}, {"--lora", "--optimizer-in-backward"},
         {"--lora", "--loss", "torchtune-linear"}, {"--lora", "--loss", "torchtune-chunked"},
         {"--lora", "--offload-activations", "torchtune"}, {"--lora", "--master-weights", "fp32", "--dp", "2", "--zero", "1"}}) {
     std::vector<std::string> args = {"step", toy};

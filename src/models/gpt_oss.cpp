@@ -94,7 +94,8 @@ std::unique_ptr<nn::Norm> build_gpt_oss_final_norm(const ModelConfig& config, nn
   return std::make_unique<nn::GptOssRMSNorm>("norm", config.hidden_size, config.rms_norm_eps, params);
 }
 
-CENSUS_FAMILY(kGptOssFamily) = {.model_type = "gpt_oss", .read = read_gpt_oss, .build_layer = build_gpt_oss_layer, .build_final_norm = build_gpt_oss_final_norm, .liger_patches = true};
+CENSUS_FAMILY(kGptOssFamily) = {.model_type = "gpt_oss", .read = read_gpt_oss, .build_layer = build_gpt_oss_layer, .build_final_norm = build_gpt_oss_final_norm, .liger_patches = true,
+                              .peft_lora = true};
 
 namespace {
 

@@ -6,6 +6,8 @@
 // prints (`--format json`) as tables, and has the module draw that JSON with the charts of `census
 // report` (src/report/). The form itself is the command's `--help`: each option the command line
 // lists is a field, so an option added to the command line is a field here with no change to the page.
+// The one question no command answers alone, what fits, is a search over `census step`: the page only
+// compares each step's printed total with the GPU's memory (fitSearch).
 "use strict";
 
 (function () {
@@ -25,16 +27,17 @@
   };
   // The command each question's form is the --help of, and runs.
   const COMMAND = {step: "step", plan: "plan", report: "report", fit: "step"};
-  // The GPUs the fit question offers, by their memory as census reads a size (GiB: 2^30 B, GB: 10^9 B).
+  // The GPUs the fit question offers: their memory as census takes a size, and its bytes (GiB: 2^30 B, GB: 10^9 B).
+  const GiB = 2 ** 30;
   const GPUS = [
-    ["24 GiB: RTX 3090, RTX 4090, A10, L4", "24GiB"],
-    ["32 GiB: RTX 5090", "32GiB"],
-    ["40 GiB: A100 40GB", "40GiB"],
-    ["48 GiB: L40S, RTX 6000 Ada, A40", "48GiB"],
-    ["80 GiB: A100 80GB, H100", "80GiB"],
-    ["96 GiB: RTX PRO 6000", "96GiB"],
-    ["141 GB: H200", "141GB"],
-    ["180 GB: B200", "180GB"],
+    ["24 GiB: RTX 3090, RTX 4090, A10, L4", "24GiB", 24 * GiB],
+    ["32 GiB: RTX 5090", "32GiB", 32 * GiB],
+    ["40 GiB: A100 40GB", "40GiB", 40 * GiB],
+    ["48 GiB: L40S, RTX 6000 Ada, A40", "48GiB", 48 * GiB],
+    ["80 GiB: A100 80GB, H100", "80GiB", 80 * GiB],
+    ["96 GiB: RTX PRO 6000", "96GiB", 96 * GiB],
+    ["141 GB: H200", "141GB", 141e9],
+    ["180 GB: B200", "180GB", 180e9],
   ];
   // The largest value a fit search tries, by the option it grows.
   const SEARCH_LIMIT = {"--micro-batch-size": 4096, "--seq-length": 1 << 20};
@@ -378,12 +381,6 @@
   }
 
   // ---- the fine-tuner's question: what fits ---------------------------------------------------
-  // A size as census reads one: 24GiB, 141GB.
-  function sizeBytes(text) {
-    const m = /^(\d+)(GiB|GB)$/.exec(text);
-    return Number(m[1]) * (m[2] === "GiB" ? 2 ** 30 : 1e9);
-  }
-
   // census step with `key` set to `value` (the form's other options as given): {value, code, stderr, step,
   // total}, total the worst stage's bytes (its peak and the stated overheads), as census step prints it.
   function probe(args, key, value) {
@@ -473,7 +470,7 @@
       census.FS.writeFile(PASTED_PATH, $("#pasted").value);
     if (command() === "fit") {
       const gpu = $("#fit-gpu").selectedOptions[0].textContent;
-      return renderFit(argv(false), $("#fit-key").value, gpu, sizeBytes($("#fit-gpu").value));
+      return renderFit(argv(false), $("#fit-key").value, gpu, GPUS[$("#fit-gpu").selectedIndex][2]);
     }
     const args = argv(true);
     if (command() === "report") args.push("--output", "report.html");

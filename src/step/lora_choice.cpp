@@ -4,6 +4,7 @@
 #include <string>
 
 #include "models/registry.h"
+#include "util/escape.h"
 
 namespace census {
 
@@ -26,10 +27,15 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
   if (!lora.all_linear && lora.target_modules.empty() && config.family->lora_default_targets == nullptr)
     return refuse("--lora-targets", "PEFT has no default target modules for " + config.model_type +
                                         "; name them (q_proj,v_proj, ...), or give all-linear");
-  for (const std::string& name : lora.target_modules)
-    if (name == "lm_head" || name.find('.') != std::string::npos)
-      return refuse("--lora-targets " + name, "give module names a Linear's path ends in (q_proj, up_proj, ...) or "
-                                               "all-linear; adapting the LM head is not priced yet");
+  for (const std::string& name : lora.target_modules) {
+    if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                            std::string::npos)
+      return refuse("--lora-targets " + echoed(name), "is not a module name; give names of Linears (q_proj, up_proj, "
+                                                      "...), comma-separated, or all-linear");
+    if (name == "lm_head")
+      return refuse("--lora-targets lm_head", "adapting the LM head is not priced yet; give the layers' Linears or "
+                                              "all-linear");
+  }
   if (config.moe.num_experts > 0) {
     if (lora.all_linear)
       return refuse("--lora-targets all-linear on " + config.model_type,

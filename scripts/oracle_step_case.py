@@ -93,6 +93,16 @@ def trimmed(case, folder):
         out["lora"]["adapted_linears"] = len(lora["adapted_modules"])
         out["lora"]["trainable_parameters"] = {"count": lora["trainable_parameters"], "bytes": lora["trainable_bytes"]}
         out["lora"]["frozen_parameters"] = {"count": lora["frozen_parameters"], "bytes": lora["frozen_bytes"]}
+        quant = lora.get("quantization")
+        if quant:  # Transformers' bitsandbytes 4-bit base under the adapters (census_oracle_steady_qlora.py)
+            prepared = quant.get("prepare_model_for_kbit_training")
+            out["quantization"] = {
+                "quant_type": quant["quant_type"], "double_quant": quant["double_quant"],
+                "compute_dtype": quant["compute_dtype"], "quant_storage": quant["quant_storage"],
+                "bitsandbytes": quant["bitsandbytes"].split(" ")[0], "prepare_kbit": bool(prepared),
+                "prepare_kbit_checkpointing": bool(prepared) and "use_gradient_checkpointing=True" in prepared,
+                "quantized_linears": quant["converted_linears"], "packed_weight_bytes": quant["packed_bytes"],
+                "quantization_state_bytes": quant["state_bytes"]}
     offload = case.get("offload")
     if offload and offload.get("enabled"):  # the offloading oracle's record of the step (census step's "host")
         out["host"] = {

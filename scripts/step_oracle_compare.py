@@ -105,7 +105,21 @@ def options(case):
                  "ac_torchtitan_layer2": "torchtitan-layer:2"}.get(kind)
     if recompute:
         args += ["--recompute", recompute]
-    return args + lora_options(case.get("lora"))
+    return args + lora_options(case.get("lora")) + quantize_options(case.get("quantization"))
+
+
+def quantize_options(quant):
+    """The BitsAndBytesConfig and PEFT helper the QLoRA oracle ran (census_oracle_steady_qlora.py), as options."""
+    if not quant:
+        return []
+    names = {"bfloat16": "bf16", "float32": "fp32", "uint8": "uint8"}
+    args = ["--quantize", quant["quant_type"], "--compute-dtype", names[quant["compute_dtype"]],
+            "--quant-storage", names[quant["quant_storage"]],
+            "--bnb-version", "0.49" if quant["bitsandbytes"].startswith("0.49") else "0.50"]
+    args += ["--double-quant"] if quant["double_quant"] else []
+    args += ["--prepare-kbit"] if quant["prepare_kbit"] else []
+    # PEFT's helper enables checkpointing by default: torch.utils.checkpoint without use_reentrant, reentrant
+    return args + (["--recompute", "full-reentrant"] if quant.get("prepare_kbit_checkpointing") else [])
 
 
 def lora_options(lora):
@@ -164,6 +178,10 @@ def differences(case, got):
         same("lora.adapted_linears", want["adapted_linears"], have.get("adapted_linears"))
         for key in ("trainable_parameters", "frozen_parameters"):
             same(f"lora.{key}", want[key], have.get(key))
+    if "quantization" in case:  # the packed weights and their quantization state
+        want, have = case["quantization"], got.get("quantization") or {}
+        for key in ("quantized_linears", "packed_weight_bytes", "quantization_state_bytes"):
+            same(f"quantization.{key}", want[key], have.get(key))
     if "host" in case:  # what the oracle records of it (not the caching host allocator's blocks)
         same("host", case["host"], {key: (got.get("host") or {}).get(key) for key in case["host"]})
     same("phases", [p["name"] for p in case["phases"]], [p["name"] for p in got["phases"]])

@@ -461,7 +461,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 offload_activations: Any = None, liger: bool = False, cpu_offload: bool = False,
                 fp8: Any = None, fp8_skip_head: bool = False, lora: bool = False, lora_rank: Any = None,
                 lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
-                lora_dtype: Any = None, use_dora: bool = False) -> Dict[str, Any]:
+                lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
+                quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
+                prepare_kbit: bool = False) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -486,7 +488,11 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     adapters of rank *lora_rank* (8) and *lora_alpha* (8), *lora_dropout* (0), on *lora_targets* (None or
     ``"default"``: the model type's; ``"all-linear"``; or module names, a list or a comma-separated str),
     in *lora_dtype* ``"fp32"`` (PEFT's default) or ``"bf16"``, as DoRA with *use_dora*; ``"lora"`` holds what
-    they and the frozen base hold. The step is the steady state, every step from the second on, with the
+    they and the frozen base hold. *quantize* ``"nf4"`` or ``"fp4"`` loads the base in bitsandbytes' 4 bits, as
+    BitsAndBytesConfig(load_in_4bit=True) does (``census step --quantize``), with *double_quant*, *quant_storage*
+    (``"uint8"``, ``"bf16"``, ``"fp32"``), *compute_dtype* (``"fp32"``, ``"bf16"``), *bnb_version* (``"0.50"``,
+    ``"0.49"``) and *prepare_kbit* (PEFT's prepare_model_for_kbit_training's casts); None or False is
+    BitsAndBytesConfig's default; ``"quantization"`` holds the packed weights' and their state's bytes. The step is the steady state, every step from the second on, with the
     optimizer's states alive from the start (``"step": "steady"``); *first_step* prices the first, whose
     optimizer makes them (``"step": "first"``). The rank's layers at TP *tp*, its S / *cp* tokens of each sequence, each MoE layer's
     num_experts / *ep* experts. With *fsdp*, FSDP2 over *dp* ranks runs on the rank (fully_shard per
@@ -540,7 +546,13 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         None if lora_rank is None else _integer("lora_rank", lora_rank),
                         _real_or_none("lora_alpha", lora_alpha), _real_or_none("lora_dropout", lora_dropout),
                         _lora_targets(lora_targets),
-                        _name_or_none("lora_dtype", lora_dtype, "fp32 or bf16", "fp32"), _switch("use_dora", use_dora))
+                        _name_or_none("lora_dtype", lora_dtype, "fp32 or bf16", "fp32"), _switch("use_dora", use_dora),
+                        _name_or_none("quantize", quantize, "nf4 or fp4", "a bf16 base"),
+                        _switch("double_quant", double_quant),
+                        _name_or_none("quant_storage", quant_storage, "uint8, bf16 or fp32", "uint8"),
+                        _name_or_none("compute_dtype", compute_dtype, "fp32 or bf16", "fp32"),
+                        _name_or_none("bnb_version", bnb_version, "0.50 or 0.49", "0.50"),
+                        _switch("prepare_kbit", prepare_kbit))
     return json.loads(text)
 
 

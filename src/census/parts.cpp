@@ -20,6 +20,7 @@ class PartFlops final : public Observer {
         return;
       case FlopsRule::kMatmul:
       case FlopsRule::kBiasedMatmul:
+      case FlopsRule::kGemm4bit:
         flops[std::string(part_of_op(call, Session::current().modules(), /*recurrent=*/true))] +=
             call.def.flops(call.inputs) * Session::current().op_weight();
         return;

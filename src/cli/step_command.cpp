@@ -100,6 +100,40 @@ std::optional<nn::LoraConfig> lora_config_of(const StepArgs& a) {
   return lora;
 }
 
+bool uses_quantize(const StepArgs& a) {
+  return !a.quantize.empty() || a.double_quant || !a.quant_storage.empty() || !a.compute_dtype.empty() ||
+         !a.bnb_version.empty() || a.prepare_kbit;
+}
+
+DType dtype_named(const std::string& name) {
+  return name == "bf16" ? DType::kBFloat16 : name == "fp32" ? DType::kFloat32 : DType::kUInt8;
+}
+
+// The 4-bit base asked for, or none (its names checked by check_names; --quantize's absence by check_quantize).
+std::optional<nn::Bnb4bitConfig> quantize_config_of(const StepArgs& a) {
+  if (a.quantize.empty()) return std::nullopt;
+  nn::Bnb4bitConfig q;
+  q.quant_type = a.quantize == "nf4" ? nn::Bnb4bitType::kNf4 : nn::Bnb4bitType::kFp4;
+  q.double_quant = a.double_quant;
+  if (!a.quant_storage.empty()) q.quant_storage = dtype_named(a.quant_storage);
+  if (!a.compute_dtype.empty()) q.compute_dtype = dtype_named(a.compute_dtype);
+  q.version = a.bnb_version == "0.49" ? ops::BnbVersion::k0_49 : ops::BnbVersion::k0_50;
+  q.prepare_kbit = a.prepare_kbit;
+  return q;
+}
+
+// ", nf4 4-bit base (double quant, bf16 compute, uint8 storage, bitsandbytes 0.50)", or nothing.
+std::string quantize_label(const StepArgs& a) {
+  const std::optional<nn::Bnb4bitConfig> q = quantize_config_of(a);
+  if (!q) return "";
+  std::string label = ", " + std::string(nn::bnb_4bit_type_name(q->quant_type)) + " 4-bit base (" +
+                      (q->double_quant ? "double quant, " : "") + std::string(dtype_name(q->compute_dtype)) +
+                      " compute, " + std::string(dtype_name(q->quant_storage)) + " storage, bitsandbytes " +
+                      (q->version == ops::BnbVersion::k0_49 ? "0.49" : "0.50") + ")";
+  if (q->prepare_kbit) label += ", prepare_model_for_kbit_training's fp32 casts";
+  return label;
+}
+
 // The module names LoRA targets: all-linear, the names given, or the model type's default.
 ordered_json lora_targets_json(const nn::LoraConfig& lora, const ModelConfig& config) {
   if (lora.all_linear) return "all-linear";
@@ -245,6 +279,20 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   } else {
     j["lora"] = nullptr;
   }
+  if (const std::optional<nn::Bnb4bitConfig> q = quantize_config_of(a)) {
+    j["quantization"] = {{"method", "bitsandbytes 4-bit"},
+                         {"quant_type", nn::bnb_4bit_type_name(q->quant_type)},
+                         {"double_quant", q->double_quant},
+                         {"compute_dtype", dtype_name(q->compute_dtype)},
+                         {"quant_storage", dtype_name(q->quant_storage)},
+                         {"bitsandbytes", q->version == ops::BnbVersion::k0_49 ? "0.49" : "0.50"},
+                         {"prepare_kbit", q->prepare_kbit},
+                         {"quantized_linears", s.quantized_linears},
+                         {"packed_weight_bytes", s.quantized_weight_bytes},
+                         {"quantization_state_bytes", s.quantization_state_bytes}};
+  } else {
+    j["quantization"] = nullptr;
+  }
   j["parallel"] = parallel_json(a);
   j["stage"] = {{"index", run.stage},
                 {"layers", {s.first_layer, s.end_layer}},
@@ -383,6 +431,13 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
                    " Linears: the gradients and optimizer states are theirs alone"});
     table.add({"  of them frozen base", grouped(frozen), human_bytes(frozen),
                grouped(s.parameter_count - s.trainable_parameter_count) + ", no gradient and no optimizer state"});
+  }
+  if (s.quantized_linears > 0) {
+    table.add({"  of them 4-bit weights", grouped(s.quantized_weight_bytes), human_bytes(s.quantized_weight_bytes),
+               "packed, two to a byte, on " + std::to_string(s.quantized_linears) + " Linear4bit"});
+    table.add({"buffers", grouped(s.buffer_bytes), human_bytes(s.buffer_bytes), "the model's, whole step"});
+    table.add({"  of them quantization state", grouped(s.quantization_state_bytes),
+               human_bytes(s.quantization_state_bytes), "absmax, codes and the second level's, beside each weight"});
   }
   if (optimizer_of(a) != StepOptimizer::kNone) {
     table.add({"optimizer states", grouped(s.optimizer_state_bytes), human_bytes(s.optimizer_state_bytes),
@@ -527,6 +582,26 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                 "DoRA, as LoraConfig(use_dora=True) runs it: a trained magnitude vector beside each adapter pair, and "
                 "in each forward the adapters' weight, an fp32 copy of the base weight and its row norms; implies "
                 "--lora");
+  add_choice_option(*sub, "--quantize", a.quantize, {"nf4", "fp4"},
+                    "a bitsandbytes 4-bit base, as BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=...) "
+                    "loads it: every Linear but the LM head a frozen Linear4bit, its weight packed two to a byte "
+                    "beside its quantization state; needs adapters to train (--lora)");
+  sub->add_flag("--double-quant", a.double_quant,
+                "with --quantize: bnb_4bit_use_double_quant, the absmax quantized to 8 bits (off by default)");
+  add_choice_option(*sub, "--quant-storage", a.quant_storage, {"uint8", "bf16", "fp32"},
+                    "with --quantize: bnb_4bit_quant_storage, the packed weight's dtype (uint8 by default; the same "
+                    "bytes, bf16 is what FSDP shards)");
+  add_choice_option(*sub, "--compute-dtype", a.compute_dtype, {"fp32", "bf16"},
+                    "with --quantize: bnb_4bit_compute_dtype (fp32, BitsAndBytesConfig's default): the input cast to "
+                    "it, the product and the weight dequantized in it");
+  add_choice_option(*sub, "--bnb-version", a.bnb_version, {"0.50", "0.49"},
+                    "with --quantize: how bitsandbytes runs the 4-bit product: 0.50 (default) its fused kernel, the "
+                    "weight dequantized past 1536 tokens; 0.49 the weight dequantized in every forward; both "
+                    "dequantize it in the backward");
+  sub->add_flag("--prepare-kbit", a.prepare_kbit,
+                "with --quantize: PEFT's prepare_model_for_kbit_training's casts, every other bf16 parameter to "
+                "fp32 (embedding, norms, head), which runs the residual stream in fp32; its checkpointing is "
+                "--recompute full-reentrant");
   sub->add_flag("--first-step", a.first_step,
                 "price the first step, whose optimizer makes its states inside its step (default: the steady "
                 "state, step 2 and later, with the states alive from the start)");
@@ -596,6 +671,13 @@ Status check_names(const StepArgs& a) {
     CENSUS_TRY(parse_choice("--offload-activations", {"trl", "torchtune"}, a.offload_activations));
   if (!a.fp8.empty()) CENSUS_TRY(parse_choice("--fp8", {"tensorwise", "rowwise", "rowwise-gw-hp"}, a.fp8));
   if (!a.lora_dtype.empty()) CENSUS_TRY(parse_choice("--lora-dtype", {"fp32", "bf16"}, a.lora_dtype));
+  if (!a.quantize.empty()) CENSUS_TRY(parse_choice("--quantize", {"nf4", "fp4"}, a.quantize));
+  if (!a.quant_storage.empty()) CENSUS_TRY(parse_choice("--quant-storage", {"uint8", "bf16", "fp32"}, a.quant_storage));
+  if (!a.compute_dtype.empty()) CENSUS_TRY(parse_choice("--compute-dtype", {"fp32", "bf16"}, a.compute_dtype));
+  if (!a.bnb_version.empty()) CENSUS_TRY(parse_choice("--bnb-version", {"0.50", "0.49"}, a.bnb_version));
+  if (uses_quantize(a) && a.quantize.empty())
+    return refuse("--double-quant, --quant-storage, --compute-dtype, --bnb-version and --prepare-kbit",
+                  "describe a 4-bit base; give --quantize nf4 or fp4 with them");
   if (a.lora_rank) CENSUS_TRY(check_integer(kLoraRankRule, *a.lora_rank));
   if (a.lora_alpha) CENSUS_TRY(check_number(kLoraAlphaRule, *a.lora_alpha));
   if (a.lora_dropout) CENSUS_TRY(check_number(kLoraDropoutRule, *a.lora_dropout));
@@ -686,6 +768,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   if (!a.fp8.empty()) o.fp8 = nn::float8_recipe_named(a.fp8);
   o.fp8_skip_head = a.fp8_skip_head;
   o.lora = lora_config_of(a);
+  o.quantize = quantize_config_of(a);
   o.fsdp.cpu_offload = a.cpu_offload;
   o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
@@ -778,7 +861,7 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
          << (a.liger ? ", Liger's kernels" : "") << (a.fp8.empty() ? "" : ", FP8 " + a.fp8 + (a.fp8_skip_head ? " (torchao, eager, the head bf16)" : " (torchao, eager)")) << (loss_of(a) != "hf" ? ", loss " + loss_of(a) : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
-         << (a.first_step ? ", the first step" : ", steady state (step 2 on)") << lora_label(a, c);
+         << (a.first_step ? ", the first step" : ", steady state (step 2 on)") << lora_label(a, c) << quantize_label(a);
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)

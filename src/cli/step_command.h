@@ -47,6 +47,14 @@ struct StepArgs {
   std::string lora_targets;             // default (the model type's), all-linear, or names, comma-separated
   std::string lora_dtype;               // fp32 (autocast_adapter_dtype=True, the default) or bf16
   bool use_dora = false;                // LoraConfig's use_dora
+  // bitsandbytes' 4-bit base (nn/linear4bit.h): on with --quantize; each other option left out is
+  // BitsAndBytesConfig's default.
+  std::string quantize;                 // nf4 or fp4 (bnb_4bit_quant_type); empty: a bf16 base
+  bool double_quant = false;            // bnb_4bit_use_double_quant
+  std::string quant_storage;            // uint8 (the default), bf16 or fp32 (bnb_4bit_quant_storage)
+  std::string compute_dtype;            // fp32 (the default) or bf16 (bnb_4bit_compute_dtype)
+  std::string bnb_version;              // 0.50 (the default) or 0.49: how matmul_4bit dequantizes
+  bool prepare_kbit = false;            // PEFT's prepare_model_for_kbit_training's casts
   int64_t tp = 1;
   int64_t dp = 1;
   int64_t zero = 0;

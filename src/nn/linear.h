@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "nn/linear4bit.h"
 #include "nn/lora.h"
 #include "nn/module.h"
 
@@ -20,8 +21,9 @@ class Linear {
 
  private:
   std::string path_;
-  Tensor weight_;  // (out, in)
+  Tensor weight_;  // (out, in); the packed 4-bit data where quantized
   Tensor bias_;    // (out) or undefined
+  std::optional<Linear4bitWeight> quantized_;  // where bitsandbytes quantized it
   std::optional<LoraAdapter> lora_;  // where PEFT's LoRA adapts it
 };
 

@@ -131,4 +131,21 @@ Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter
   return ops::to(sum, result_dtype);
 }
 
+Tensor lora_forward_4bit(const Tensor& input, Tensor base_result, const LoraAdapter& adapter) {
+  const LoraConfig& config = *g_config;
+  Tensor result = ops::clone(base_result);  // result = result.clone(): the base's goes
+  base_result = Tensor();
+  const DType expected_dtype = result.dtype();
+  const Tensor x = ops::to(input, adapter.lora_A.dtype());
+  Tensor output;
+  {
+    // lora_B(lora_A(dropout(x))) * scaling: each temporary goes once used (what the products save stays).
+    const Tensor dropped = config.dropout > 0 ? ops::native_dropout(x, config.dropout) : x;
+    const Tensor a = ops::linear(dropped, adapter.lora_A, Tensor());
+    output = ops::mul_number(ops::linear(a, adapter.lora_B, Tensor()), config.scaling());
+  }
+  output = ops::to(output, expected_dtype);
+  return ops::add(result, output);
+}
+
 }  // namespace census::nn

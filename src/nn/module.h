@@ -6,6 +6,7 @@
 // and must not move afterwards (observers keep views of their paths).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,22 @@ inline Tensor register_parameter(ParameterList& list, const std::string& module_
   list.push_back(make_parameter(sizes, module_path + "." + name, dtype));
   return list.back();
 }
+
+// While alive, parameters are made in the dtype their module names, where PEFT's
+// prepare_model_for_kbit_training would widen bf16 ones: the packed 4-bit weights, and the adapters PEFT
+// adds after it ran.
+class ParametersKeepDtype {
+ public:
+  ParametersKeepDtype() : previous_(Session::current().bf16_parameter_dtype()) {
+    Session::current().set_bf16_parameter_dtype(std::nullopt);
+  }
+  ~ParametersKeepDtype() { Session::current().set_bf16_parameter_dtype(previous_); }
+  ParametersKeepDtype(const ParametersKeepDtype&) = delete;
+  ParametersKeepDtype& operator=(const ParametersKeepDtype&) = delete;
+
+ private:
+  std::optional<DType> previous_;
+};
 
 inline std::string child_path(const std::string& parent, const char* name) {
   return parent.empty() ? std::string(name) : parent + "." + name;

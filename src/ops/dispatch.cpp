@@ -159,6 +159,8 @@ Tensor make_tensor(const Dims& sizes, DType dtype, bool requires_grad) {
 
 Tensor make_parameter(const Dims& sizes, std::string name, DType dtype) {
   if (const std::optional<DType> uniform = Session::current().parameter_dtype()) dtype = *uniform;
+  if (const std::optional<DType> widened = Session::current().bf16_parameter_dtype(); widened && dtype == DType::kBFloat16)
+    dtype = *widened;
   auto impl = arena_shared<TensorImpl>();
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);

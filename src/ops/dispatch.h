@@ -164,6 +164,10 @@ class Session : public StorageListener, public SavedTensorHooks {
   // (PEFT's _mark_only_adapters_as_trainable sets requires_grad=False on every parameter but the adapters').
   bool parameters_require_grad() const { return parameters_require_grad_; }
   void set_parameters_require_grad(bool require) { parameters_require_grad_ = require; }
+  // The dtype a bf16 parameter made now takes instead: fp32 where PEFT's prepare_model_for_kbit_training
+  // casts every floating parameter of a quantized model but the packed weights (nn/linear4bit.h).
+  std::optional<DType> bf16_parameter_dtype() const { return bf16_parameter_dtype_; }
+  void set_bf16_parameter_dtype(std::optional<DType> dtype) { bf16_parameter_dtype_ = dtype; }
   // The dtype the model is built in (torch.get_default_dtype() while its modules are made): a buffer a
   // module makes without naming a dtype takes it. bf16, the model's; fp32 where torchtitan builds the
   // model in fp32 for FSDP2's mixed precision.
@@ -218,6 +222,7 @@ class Session : public StorageListener, public SavedTensorHooks {
   bool fold_alike_ = false;
   std::optional<DType> parameter_dtype_;
   bool parameters_require_grad_ = true;
+  std::optional<DType> bf16_parameter_dtype_;
   DType default_dtype_ = DType::kBFloat16;
   bool muted_ = false;
   int64_t op_weight_ = 1;

@@ -231,6 +231,10 @@ constexpr std::array<OpDef, static_cast<size_t>(Op::kCount)> kCatalogue = {{
     {Op::kNewOnes, "aten.new_ones.default", OpKind::kFactory},
     {Op::kContiguous, "aten.contiguous.default", OpKind::kCompute},
     {Op::kScaledMm, "aten._scaled_mm.default", OpKind::kMatmul, SacClass::kAlwaysSave, FlopsRule::kMatmul},  // torchtitan saves it
+    // bitsandbytes' custom ops, named as torch.ops names them
+    {Op::kBnbGemm4bit, "bitsandbytes.gemm_4bit.default", OpKind::kMatmul, SacClass::kAlwaysSave, FlopsRule::kGemm4bit},
+    {Op::kBnbDequantize4bit, "bitsandbytes.dequantize_4bit.default", OpKind::kCompute},
+    {Op::kBnbDequantizeBlockwise, "bitsandbytes.dequantize_blockwise.default", OpKind::kCompute},
 }};
 
 constexpr bool catalogue_in_order() {
@@ -255,6 +259,11 @@ int64_t OpDef::flops(std::span<const Tensor> inputs) const {
       return kFmaFlops * inputs[0].numel() * inputs[1].size(-1);
     case FlopsRule::kBiasedMatmul:
       return kFmaFlops * inputs[1].numel() * inputs[2].size(-1);
+    case FlopsRule::kGemm4bit: {
+      // The packed weight holds its (out, in) elements two to a byte (an odd count rounded up).
+      const int64_t packed_bytes = inputs[1].nbytes();
+      return kFmaFlops * inputs[0].numel() * (2 * packed_bytes / inputs[0].size(-1));
+    }
     case FlopsRule::kScores: {
       const Tensor& query = inputs[0];
       const Tensor& key = inputs[1];

@@ -17,7 +17,7 @@ enum class OpKind : uint8_t {
   kCompute,          // allocates its outputs and runs a kernel
   kView,             // aliases its input's storage; no kernel, no bytes moved
   kInPlace,          // writes into its first argument (a Triton kernel: into the outputs its Python made)
-  kMatmul,           // mm, addmm, bmm, _grouped_mm: FLOPs = 2 * numel(first) * last dim of second
+  kMatmul,           // mm, addmm, bmm, _grouped_mm, bitsandbytes' gemm_4bit: their FLOPs by their rule
   kAttentionKernel,  // the census's flash-attention contract: its FLOPs are the scores', its saves attBMM/softmax
   kFactory,          // creates a tensor from no tensor input (arange, empty, zeros)
   kCollective,       // a c10d functional collective: its output allocated on the rank, no FLOPs, bytes on
@@ -36,6 +36,7 @@ enum class FlopsRule : uint8_t {
   kMatmul,        // 2 * numel(first input) * last dim of the second
   kBiasedMatmul,  // addmm: the same of its 2nd and 3rd inputs (the bias aside)
   kScores,        // the attention kernel: QK^T and AV at every pair of tokens (causal mask explicit)
+  kGemm4bit,      // bitsandbytes' gemm_4bit: 2 * numel(A) * N, N the packed weight's (out, in) over A's last dim
 };
 
 // The saved-op bucket of what is saved right after the op runs, where the op decides it (else the
@@ -121,6 +122,8 @@ enum class Op : uint8_t {
   // torchao's FP8 training (ops/float8.cpp): the casts' amax and scale arithmetic, the fp8 operands'
   // copies, and the scaled matrix product
   kAbs, kMax, kReciprocal, kLog2, kExp2, kNewOnes, kContiguous, kScaledMm,
+  // bitsandbytes' 4-bit base (ops/bnb_4bit.cpp): its fused product and its dequantizations
+  kBnbGemm4bit, kBnbDequantize4bit, kBnbDequantizeBlockwise,
   kCount,
 };
 

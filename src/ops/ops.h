@@ -43,6 +43,26 @@ Tensor copy_across_devices(const Tensor& self);
 enum class Float8Recipe : uint8_t { kTensorwise, kRowwise, kRowwiseWithGwHp };
 Tensor float8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias, Float8Recipe recipe);
 
+// bitsandbytes' 4-bit weight (ops/bnb_4bit.cpp): the QuantState functional.quantize_4bit returns beside the
+// packed weight (blocks of 64), and bnb.matmul_4bit(A, weight, quant_state, bias) as a release line runs it
+// on CUDA: 0.49 dequantizes the whole weight in every forward; 0.50 runs its fused kernel, and the same
+// dequantization (its fallback) past 1536 tokens or where the inner dimension is no multiple of the block.
+// Either saves nothing but the packed weight; its backward dequantizes the weight again.
+enum class BnbVersion : uint8_t { k0_49, k0_50 };
+struct QuantState4bit {
+  Dims shape;          // the weight's (out, in)
+  DType dtype;         // the weight's dtype when quantized: the dequantized weight's
+  int64_t blocksize = 64;
+  Tensor absmax;       // fp32 [blocks], or uint8 where nested (double quantization)
+  Tensor code;         // the 4-bit type's 16 values, fp32
+  Tensor offset;       // nested: the fp32 mean taken off the absmax before its own quantization
+  Tensor state2_absmax;  // nested: fp32 [ceil(blocks / 256)]
+  Tensor state2_code;    // nested: its copy of the dynamic map, fp32 [256]
+  bool nested() const { return offset.defined(); }
+};
+Tensor bnb_matmul_4bit(const Tensor& input, const Tensor& packed, const Tensor& bias, const QuantState4bit& state,
+                       BnbVersion version);
+
 // --- Elementwise ---
 Tensor to(const Tensor& self, DType dtype);  // _to_copy, or self when the dtype already matches
 Tensor pow(const Tensor& self, double exponent);

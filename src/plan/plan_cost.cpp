@@ -70,6 +70,7 @@ class OpRecorder final : public Observer {
         break;
       case FlopsRule::kMatmul:
       case FlopsRule::kBiasedMatmul:
+      case FlopsRule::kGemm4bit:
         r.cls = OpClass::kGemm;
         r.flops = call.def.flops(call.inputs);
         if (call.def.name == kGroupedMm) {

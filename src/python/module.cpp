@@ -426,9 +426,17 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& loss, const std::string& offload_activations, bool liger, bool cpu_offload,
                  const std::string& fp8, bool fp8_skip_head, bool lora, std::optional<int64_t> lora_rank,
                  std::optional<double> lora_alpha, std::optional<double> lora_dropout,
-                 const std::string& lora_targets, const std::string& lora_dtype, bool use_dora) {
+                 const std::string& lora_targets, const std::string& lora_dtype, bool use_dora,
+                 const std::string& quantize, bool double_quant, const std::string& quant_storage,
+                 const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
+  a.quantize = quantize;
+  a.double_quant = double_quant;
+  a.quant_storage = quant_storage;
+  a.compute_dtype = compute_dtype;
+  a.bnb_version = bnb_version;
+  a.prepare_kbit = prepare_kbit;
   a.lora = lora;
   a.lora_rank = lora_rank;
   a.lora_alpha = lora_alpha;
@@ -590,7 +598,9 @@ PYBIND11_MODULE(_census, m) {
         py::arg("fp8") = "", py::arg("fp8_skip_head") = false, py::arg("lora") = false,
         py::arg("lora_rank") = std::nullopt, py::arg("lora_alpha") = std::nullopt,
         py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "",
-        py::arg("use_dora") = false);
+        py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
+        py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
+        py::arg("prepare_kbit") = false);
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
         py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
         py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),

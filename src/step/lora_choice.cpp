@@ -73,11 +73,14 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
     return refuse("--lora with --offload-activations torchtune",
                   "PEFT's LoRA is priced with TRL's offloading, which its SFTTrainer runs; torchtune's recipes train "
                   "torchtune's own LoRA; give --offload-activations trl");
-  bool other_mode = o.recompute != Recompute::kNone && o.recompute != Recompute::kFull;
+  bool other_mode = o.recompute != Recompute::kNone && o.recompute != Recompute::kFull &&
+                    o.recompute != Recompute::kFullReentrant;
   other_mode = other_mode || !o.recompute_by_kind.empty() || o.recompute_every_nth_layer > 0;
   if (other_mode)
     return refuse("--lora with --recompute", "adapters are priced with no checkpointing or with full checkpointing "
-                                             "(the HF Trainer's gradient_checkpointing) yet; give none or full");
+                                             "(the HF Trainer's gradient_checkpointing, or the reentrant one "
+                                             "prepare_model_for_kbit_training sets) yet; give none, full or "
+                                             "full-reentrant");
   // AdamW (each form), bitsandbytes' 8-bit AdamW and SGD are checked over the adapters; the paged AdamW8bit is
   // the same states held elsewhere.
   const bool checked = o.optimizer == StepOptimizer::kNone || o.optimizer == StepOptimizer::kAdamW ||

@@ -15,6 +15,7 @@
 #include "nn/float8_training.h"
 #include "ops/ops.h"
 #include "step/lora_choice.h"
+#include "step/quantize_choice.h"
 
 namespace census {
 
@@ -269,6 +270,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   }
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
   CENSUS_TRY(check_lora(config, o));
+  CENSUS_TRY(check_quantize(config, o));
   if (o.loss == nn::CausalLMLoss::kLigerFlce && !config.family->liger_patches)
     return refuse("--loss liger-flce on " + config.model_type,
                   "Liger has no patch for this model type (MODEL_TYPE_TO_APPLY_LIGER_FN); give --loss hf or "
@@ -612,6 +614,7 @@ void StepRunner::build() {
     session_.set_default_dtype(DType::kFloat32);
   }
   session_.set_parameters_require_grad(!lora_);  // under LoRA the base is frozen; its adapters train
+  if (o_.quantize && o_.quantize->prepare_kbit) session_.set_bf16_parameter_dtype(DType::kFloat32);
   for (const ModelChunk& chunk : chunks_) {
     models_.push_back(build_causal_lm(model_config_, layer_config_, chunk));
     const CausalLM& model = *models_.back();
@@ -622,6 +625,7 @@ void StepRunner::build() {
   session_.set_parameter_dtype(std::nullopt);
   session_.set_default_dtype(DType::kBFloat16);
   session_.set_parameters_require_grad(true);
+  session_.set_bf16_parameter_dtype(std::nullopt);
   // Counted as the model's (a DTensor's numel is its global one).
   for (const Tensor& p : params_)
     parameter_count_ += styles_ && sharded_by_plan(p.impl()->name) ? p.numel() * o_.tensor_parallel : p.numel();
@@ -746,8 +750,11 @@ StepCensus StepRunner::run() {
   const nn::Float8TrainingScope fp8(o_.fp8, o_.fp8_skip_head);
   // Transformers' gradient_checkpointing_enable runs enable_input_require_grads on a text model.
   const nn::LoraScope lora(lora_ ? &*lora_ : nullptr, o_.recompute != Recompute::kNone);
+  const nn::Bnb4bitScope quantized(o_.quantize ? &*o_.quantize : nullptr);
   session_.set_fold_alike_iterations(!o_.allocator.has_value());
   build();
+  // The quantization state, beside each packed weight: the model's buffers, made with it.
+  buffers_.insert(buffers_.end(), quantized.state_tensors().begin(), quantized.state_tensors().end());
   if (lora_) {
     adapted_linears_ = lora.adapted_linears();
     unmatched_lora_target_ = lora.unmatched_target();
@@ -772,6 +779,9 @@ StepCensus StepRunner::run() {
     result.trainable_parameter_bytes += p.storage()->nbytes;
   }
   result.adapted_linears = adapted_linears_;
+  result.quantized_linears = quantized.quantized_linears();
+  for (const Tensor& p : quantized.packed_weights()) result.quantized_weight_bytes += p.storage()->nbytes;
+  for (const Tensor& b : quantized.state_tensors()) result.quantization_state_bytes += b.storage()->nbytes;
   for (const Tensor& b : buffers_) {
     bytes_.track(b);
     bytes_.note(b, StepCategory::kBuffers);

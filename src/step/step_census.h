@@ -81,6 +81,11 @@ struct StepCensus {
   int64_t adapted_linears = 0;
   int64_t trainable_parameter_count = 0;
   int64_t trainable_parameter_bytes = 0;
+  // Under a 4-bit base: the Linears quantized, their packed weights' bytes (of parameter_bytes), and their
+  // quantization state's (of buffer_bytes).
+  int64_t quantized_linears = 0;
+  int64_t quantized_weight_bytes = 0;
+  int64_t quantization_state_bytes = 0;
   int64_t optimizer_state_bytes = 0;        // 0 without an optimizer
   // Of those, the states held in unified memory outside the caching allocator (PagedAdamW8bit's paged
   // states): in no device figure.

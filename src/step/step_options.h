@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/offload_activations.h"
+#include "nn/linear4bit.h"
 #include "nn/lora.h"
 #include "nn/loss.h"
 #include "ops/ops.h"
@@ -79,6 +80,10 @@ struct StepOptions {
   // them alone (the Trainer's, over the parameters that require grad). Empty targets: the model type's
   // default (Family::lora_default_targets). None: every parameter trains.
   std::optional<nn::LoraConfig> lora;
+  // bitsandbytes' 4-bit base (nn/linear4bit.h): every Linear but the head a frozen Linear4bit, as
+  // BitsAndBytesConfig(load_in_4bit=True, ...) loads the model; with PEFT's prepare_model_for_kbit_training
+  // where asked. Adapters train beside it. None: the base in bf16.
+  std::optional<nn::Bnb4bitConfig> quantize;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.

@@ -37,7 +37,8 @@ TEST(Catalogue, EveryRowsFactsAgreeWithItsKind) {
     SCOPED_TRACE(std::string(def.name));
     EXPECT_EQ(static_cast<size_t>(def.op), index++);
     EXPECT_EQ(&def, &op_def(def.op));
-    const bool matmul_rule = def.flops_rule == FlopsRule::kMatmul || def.flops_rule == FlopsRule::kBiasedMatmul;
+    const bool matmul_rule = def.flops_rule == FlopsRule::kMatmul || def.flops_rule == FlopsRule::kBiasedMatmul ||
+                             def.flops_rule == FlopsRule::kGemm4bit;
     switch (def.kind) {
       case OpKind::kView:
         EXPECT_EQ(def.flops_rule, FlopsRule::kNone);

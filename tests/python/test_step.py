@@ -265,6 +265,29 @@ def test_sequence_and_loss_parallel_are_the_parallel_oracles():
                               loss_parallel=True, optimizer="none")["peak"] == step["peak"]
 
 
+def test_qlora_is_the_qlora_oracles():
+    with open(os.path.join(STEP_CASES, "steady", "qwen3_toy_L4_s128_single_adamw_qlora_all_kbit_steady.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, optimizer_impl="for-loop", lora_rank=16,
+                              lora_alpha=32, lora_targets="all-linear", quantize="nf4", double_quant=True,
+                              compute_dtype="bf16", prepare_kbit=True, recompute="full-reentrant")
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["quantization"]["quantized_linears"] == oracle["quantization"]["quantized_linears"] == 28
+    assert step["quantization"]["packed_weight_bytes"] == oracle["quantization"]["packed_weight_bytes"]
+    assert step["quantization"]["quantization_state_bytes"] == oracle["quantization"]["quantization_state_bytes"]
+    assert step["lora"]["frozen_parameters"] == oracle["lora"]["frozen_parameters"]
+    assert census.census_step(oracle["config"], seq_length=128, lora=True)["quantization"] is None
+    for bad, name in ((dict(quantize="nf4"), "quantize"), (dict(lora=True, quantize="int4"), "quantize"),
+                      (dict(lora=True, quantize=4), "quantize"), (dict(lora=True, double_quant=True), "double_quant"),
+                      (dict(lora=True, quantize="nf4", compute_dtype="fp16"), "compute"),
+                      (dict(lora=True, quantize="nf4", quant_storage=""), "quant_storage"),
+                      (dict(lora=True, quantize="nf4", prepare_kbit="yes"), "prepare_kbit"),
+                      (dict(lora=True, quantize="nf4", use_dora=True), "dora")):
+        with pytest.raises(ValueError, match=name):
+            census.census_step(oracle["config"], seq_length=128, **bad)
+
+
 def test_lora_is_the_lora_oracles():
     with open(os.path.join(STEP_CASES, "steady", "llama_toy_L4_s128_single_adamw_lora_all_dropout_steady.json"),
               encoding="utf-8") as handle:

@@ -100,6 +100,24 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     lora.use_dora = l.value("use_dora", false);
     o.lora = lora;
   }
+  // The QLoRA oracle's BitsAndBytesConfig and PEFT helper (scripts/oracle/census_oracle_steady_qlora.py).
+  if (oracle.contains("quantization")) {
+    const nlohmann::json& q = oracle.at("quantization");
+    const auto dtype = [](const std::string& name) {
+      return name == "bfloat16" ? DType::kBFloat16 : name == "float32" ? DType::kFloat32 : DType::kUInt8;
+    };
+    nn::Bnb4bitConfig quantize;
+    quantize.quant_type = q.at("quant_type") == "nf4" ? nn::Bnb4bitType::kNf4 : nn::Bnb4bitType::kFp4;
+    quantize.double_quant = q.at("double_quant");
+    quantize.compute_dtype = dtype(q.at("compute_dtype"));
+    quantize.quant_storage = dtype(q.at("quant_storage"));
+    quantize.version = q.at("bitsandbytes").get<std::string>().starts_with("0.49") ? ops::BnbVersion::k0_49
+                                                                                  : ops::BnbVersion::k0_50;
+    quantize.prepare_kbit = q.at("prepare_kbit");
+    // PEFT's helper enables checkpointing by default: reentrant (use_reentrant left unset).
+    if (q.value("prepare_kbit_checkpointing", false)) o.recompute = Recompute::kFullReentrant;
+    o.quantize = quantize;
+  }
   return o;
 }
 

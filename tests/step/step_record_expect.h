@@ -107,6 +107,13 @@ inline void expect_step_case(const StepCensus& step, const nlohmann::json& oracl
     EXPECT_EQ(step.trainable_parameter_bytes, lora.at("trainable_parameters").at("bytes").get<int64_t>());
     EXPECT_EQ(step.parameter_bytes - step.trainable_parameter_bytes, lora.at("frozen_parameters").at("bytes").get<int64_t>());
   }
+  // The QLoRA oracle's record: the Linears bitsandbytes quantized, their packed weights and their state.
+  if (oracle.contains("quantization")) {
+    const auto& q = oracle.at("quantization");
+    EXPECT_EQ(step.quantized_linears, q.at("quantized_linears").get<int64_t>());
+    EXPECT_EQ(step.quantized_weight_bytes, q.at("packed_weight_bytes").get<int64_t>());
+    EXPECT_EQ(step.quantization_state_bytes, q.at("quantization_state_bytes").get<int64_t>());
+  }
   // The offloading oracle's record: the pinned host memory and what the packs did.
   if (oracle.contains("host")) {
     const auto& host = oracle.at("host");

@@ -1,0 +1,17 @@
+// File: quantize_choice.h
+// Which 4-bit base census step prices (StepOptions::quantize, nn/linear4bit.h), and the refusals of the rest:
+// each names the option and says what to do. Checked against the oracle's QLoRA cases (Transformers'
+// bitsandbytes quantization of the model, PEFT's prepare_model_for_kbit_training and get_peft_model, from
+// their sources) on the dense families the oracle quantizes: one rank's whole model, adapters training beside
+// the frozen 4-bit base.
+#pragma once
+
+#include "models/config.h"
+#include "step/step_options.h"
+#include "util/result.h"
+
+namespace census {
+
+Status check_quantize(const ModelConfig& config, const StepOptions& o);
+
+}  // namespace census

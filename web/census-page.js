@@ -22,7 +22,8 @@
            "--gpus-per-node", "--top", "--optimizer", "--loss", "--liger", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
     // The fine-tuner's question: census step's options, searched over one of them (fitSearch).
-    fit: ["--lora", "--lora-rank", "--lora-alpha", "--lora-targets", "--lora-dtype", "--use-dora", "--seq-length",
+    fit: ["--lora", "--lora-rank", "--lora-alpha", "--lora-targets", "--lora-dtype", "--use-dora", "--quantize",
+          "--double-quant", "--compute-dtype", "--prepare-kbit", "--seq-length",
           "--micro-batch-size", "--recompute", "--optimizer", "--loss", "--liger", "--offload-activations", "--first-step"],
   };
   // The command each question's form is the --help of, and runs.
@@ -169,8 +170,22 @@
       const value = f.element.value.trim();
       if (value !== "") args.push(f.flag, value);
     }
+    if (command() === "fit") tune(args, $("#fit-tuning").value);
     if (json && command() !== "report") args.push("--format", "json");
     return args;
+  }
+
+  // The fit question's way of training, where the form's own options do not already say it: LoRA adds
+  // PEFT's adapters (--lora); QLoRA the usual recipe's 4-bit base beside them (nf4, double quantization,
+  // bf16 compute). Full fine-tuning adds nothing.
+  function tune(args, tuning) {
+    if (tuning !== "lora" && tuning !== "qlora") return;
+    const has = (flag) => args.some((a) => a === flag || a.startsWith(flag + "-"));
+    if (!has("--lora") && !args.includes("--use-dora")) args.push("--lora");
+    if (tuning !== "qlora") return;
+    if (!args.includes("--quantize")) args.push("--quantize", "nf4");
+    if (!args.includes("--double-quant")) args.push("--double-quant");
+    if (!args.includes("--compute-dtype")) args.push("--compute-dtype", "bf16");
   }
 
   function shellLine(args) {

@@ -331,15 +331,21 @@ def main():
                       f"{'equal to' if not wrong else 'DIFFERENT from'} census plan --format json; {page['ms']:.1f} ms in the page")
 
             # The fine-tuner's question: the largest micro-batch, and the longest sequence, that fit on a 24 GiB
-            # card. The answer must fit natively, and one more (a sequence or 256 tokens) must not, or be refused.
-            for key, fixed in (("--micro-batch-size", ("--seq-length", "2048")), ("--seq-length", ("--micro-batch-size", "1"))):
-                fit_options = [("--lora", None), ("--lora-targets", "all-linear"), ("--recompute", "full"), fixed,
-                               ("gpu", "24GiB"), ("search", key)]
+            # card, with LoRA; and the largest micro-batch with QLoRA (the page's training choice adds the recipe's
+            # 4-bit base). The answer must fit natively, and one more (a sequence or 256 tokens) must not, or be
+            # refused.
+            qlora = ["--lora", "--quantize", "nf4", "--double-quant", "--compute-dtype", "bf16"]
+            for key, fixed, tuning in (("--micro-batch-size", ("--seq-length", "2048"), "lora"),
+                                       ("--seq-length", ("--micro-batch-size", "1"), "lora"),
+                                       ("--micro-batch-size", ("--seq-length", "2048"), "qlora")):
+                fit_options = [("--lora-targets", "all-linear"), ("--recompute", "full"), fixed,
+                               ("tuning", tuning), ("gpu", "24GiB"), ("search", key)]
                 browser.evaluate(FILL % json.dumps({"source": "shipped", "config": "qwen3-8b", "command": "fit",
                                                     "options": fit_options}))
                 page = browser.evaluate(READ_FIT)
                 memory = 24 * 2 ** 30
-                base = ["step", "qwen3-8b", "--lora", "--lora-targets", "all-linear", "--recompute", "full", *fixed]
+                base = ["step", "qwen3-8b", "--lora-targets", "all-linear", "--recompute", "full", *fixed,
+                        *(qlora if tuning == "qlora" else ["--lora"])]
                 if page["best"] is None:
                     failures.append(f"fit {key}: the page found nothing that fits ({page['status']})")
                     continue
@@ -355,7 +361,7 @@ def main():
                     failures.append(f"fit {key}: {best + step} fits too ({over} B), the page stopped at {best}")
                 if len(page["probes"]) < 2:
                     failures.append(f"fit {key}: the page shows {len(page['probes'])} steps searched")
-                print(f"fit {key}: {best} on 24 GiB (census: {total:,} B; {best + step}: "
+                print(f"fit {tuning} {key}: {best} on 24 GiB (census: {total:,} B; {best + step}: "
                       f"{'refused' if over is None else f'{over:,} B'}), {len(page['probes'])} steps searched in the page")
 
             # A config the command line refuses: its one line, and nothing drawn.

@@ -62,6 +62,10 @@ QLORA_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_qlora_all_kbit_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=QLORA, kbit="gc"),
     "single_adamw_qlora_all_kbit_no_gc_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=QLORA,
                                                      kbit="no_gc"),
+    # a mixture of experts' and a hybrid's attention (their experts are no nn.Linear: Transformers leaves them)
+    "single_adamw_qlora_attn_steady": dict(m=1, batch=1, foreach=False, lora=LORA.ATTN, quant=QLORA),
+    "single_adamw_qlora_attn_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full", lora=LORA.ATTN,
+                                                   quant=QLORA),
     "single_adamw_qlora_all_bnb049_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=QLORA, bnb="0.49"),
     "single_adamw_qlora_all_kbit_bnb049_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=QLORA,
                                                       kbit="gc", bnb="0.49"),
@@ -256,6 +260,8 @@ E.EXT_FAMILIES = {k: ("llama", "qwen3") for k in QLORA_KINDS}
 for _k in ("single_adamw_qlora_all_steady", "single_adamw_qlora_all_ac_full_steady", "single_adamw_qlora_all_kbit_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3", "qwen2", "mistral", "gemma3")
 E.EXT_FAMILIES["single_adamw_qlora_all_bnb_defaults_steady"] = ("llama", "qwen2")
+E.EXT_FAMILIES["single_adamw_qlora_attn_steady"] = ("mixtral", "qwen3_moe", "gpt_oss", "qwen3_next")
+E.EXT_FAMILIES["single_adamw_qlora_attn_ac_full_steady"] = ("qwen3_moe", "qwen3_next")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_qlora"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

@@ -340,6 +340,29 @@ BENCHMARK_CAPTURE(BM_StepLora, full_finetune, false, census::Recompute::kNone)->
 BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16, true, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16_full_ac, true, census::Recompute::kFull)->Unit(benchmark::kMillisecond);
 
+// QLoRA (nn/linear4bit.h): the same adapters over bitsandbytes' 4-bit base, the QLoRA recipe (nf4, double
+// quantization, bf16 compute), each Linear's product the fallback's dequantized weight at 8,192 tokens.
+void BM_StepQlora(benchmark::State& state, census::Recompute recompute) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 2048;
+  options.micro_batch_size = 4;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.recompute = recompute;
+  census::nn::LoraConfig adapters;
+  adapters.r = 16;
+  adapters.all_linear = true;
+  options.lora = adapters;
+  census::nn::Bnb4bitConfig quantize;
+  quantize.quant_type = census::nn::Bnb4bitType::kNf4;
+  quantize.double_quant = true;
+  quantize.compute_dtype = census::DType::kBFloat16;
+  options.quantize = quantize;
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepQlora, all_linear_r16, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepQlora, all_linear_r16_full_ac, census::Recompute::kFull)->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

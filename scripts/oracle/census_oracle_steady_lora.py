@@ -230,6 +230,7 @@ for _k in ("single_adamw_fused_lora_all_steady", "single_adamw8bit_lora_all_stea
 for _k in ("single_adamw_dora_all_steady", "single_adamw_dora_all_bf16_steady", "single_adamw_dora_all_dropout_steady",
            "single_adamw_dora_all_ac_full_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3", "gemma3")
+E.EXT_FAMILIES["single_adamw_dora_all_steady"] = ("llama", "qwen3", "gemma3", "qwen2")  # Qwen2's biases
 E.EXT_FAMILIES["single_adamw_lora_attn_steady"] = ("llama", "mixtral", "qwen3_moe", "gpt_oss", "qwen3_next")
 E.EXT_FAMILIES["single_adamw_lora_attn_ac_full_steady"] = ("mixtral", "qwen3_moe", "gpt_oss", "qwen3_next")
 for _k in ("single_b2_adamw_lora_all_steady", "accum_m4_adamw_lora_all_steady",

@@ -62,6 +62,15 @@ QLORA_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_qlora_all_kbit_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=QLORA, kbit="gc"),
     "single_adamw_qlora_all_kbit_no_gc_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=QLORA,
                                                      kbit="no_gc"),
+    # as TRL's SFTTrainer runs a QLoRA model (its chunked loss, checkpointing, its activation offloading), and
+    # the QLoRA paper's optimizer (bitsandbytes' 8-bit AdamW; its paged form holds the same states elsewhere)
+    "single_adamw_qlora_all_trl_chunked_nll_offload_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll", offload=True, lora=ALL16, quant=QLORA),
+    "single_adamw8bit_qlora_all_steady": dict(m=1, batch=1, optimizer="adamw8bit", lora=ALL16, quant=QLORA),
+    # DoRA over the 4-bit base: its weight dequantized in each forward (dequantize_module_weight)
+    "single_adamw_qlora_dora_all_steady": dict(m=1, batch=1, foreach=False, lora=dict(ALL16, dora=True), quant=QLORA),
+    "single_adamw_qlora_dora_all_dropout_steady": dict(m=1, batch=1, foreach=False,
+                                                       lora=dict(ALL16, dora=True, dropout=0.1), quant=QLORA),
     # a mixture of experts' and a hybrid's attention (their experts are no nn.Linear: Transformers leaves them)
     "single_adamw_qlora_attn_steady": dict(m=1, batch=1, foreach=False, lora=LORA.ATTN, quant=QLORA),
     "single_adamw_qlora_attn_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full", lora=LORA.ATTN,
@@ -118,6 +127,39 @@ def cuda_dispatch() -> str:
     functions.torch = _Namespace(torch, ops=ops)
     return ("gemm_4bit as CUDA dispatches it: _dequant_linear_fallback past 1536 tokens or a misaligned inner "
             "dimension (its buffers made as it makes them), else the fused kernel's fake output")
+
+
+def dequantize_stand_in() -> str:
+    """PEFT's dequantize_module_weight (which DoRA reads) tells a Params4bit by its class name; the oracle's packed
+    weight is a fake tensor carrying Params4bit's attributes: dequantized as dequantize_bnb_weight does it."""
+    import peft.tuners.lora.dora as dora  # pylint: disable=import-outside-toplevel
+    original = dora.dequantize_module_weight
+    if getattr(original, "stands_in", False):
+        return original.stands_in
+
+    def dequantize_module_weight(module: Any) -> Any:
+        weight = getattr(module, "weight", None)
+        if getattr(weight, "bnb_quantized", False) and getattr(weight, "quant_state", None) is not None:
+            return _bnb().functional.dequantize_4bit(weight.data, weight.quant_state)
+        return original(module)
+
+    copy_module = dora.deepcopy
+
+    def deepcopy(module: Any, memo: Any = None) -> Any:
+        # DoraLinearLayer.update_layer copies a Linear4bit before it reads its weight's norm (for FSDP's sake);
+        # a fake tensor cannot be deep-copied (its data pointer), and the copy is gone once the magnitude is
+        # made, before any step: the layer itself is read.
+        if isinstance(module, _bnb().nn.Linear4bit):
+            return module
+        return copy_module(module, memo)
+
+    dequantize_module_weight.stands_in = (  # type: ignore[attr-defined]
+        "peft.tuners.lora.dora.dequantize_module_weight: a stand-in packed weight dequantized as "
+        "dequantize_bnb_weight does (bnb.functional.dequantize_4bit(weight.data, weight.quant_state)); "
+        "its deepcopy of a Linear4bit at DoRA's init: the layer itself (the copy goes before any step)")
+    dora.dequantize_module_weight = dequantize_module_weight
+    dora.deepcopy = deepcopy
+    return dequantize_module_weight.stands_in
 
 
 def quantize(model: Any, quant: Dict[str, Any]) -> Dict[str, Any]:
@@ -194,6 +236,7 @@ def quantize(model: Any, quant: Dict[str, Any]) -> Dict[str, Any]:
         "quant_storage": str(config.bnb_4bit_quant_storage).replace("torch.", ""),
         "not_converted": sorted(skip), "converted_linears": len(converted),
         "packed_bytes": packed_bytes, "state_bytes": state_bytes, "gemm_4bit": cuda_dispatch(),
+        "dequantize_module_weight": dequantize_stand_in(),
     }
 
 
@@ -260,6 +303,7 @@ E.EXT_FAMILIES = {k: ("llama", "qwen3") for k in QLORA_KINDS}
 for _k in ("single_adamw_qlora_all_steady", "single_adamw_qlora_all_ac_full_steady", "single_adamw_qlora_all_kbit_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3", "qwen2", "mistral", "gemma3")
 E.EXT_FAMILIES["single_adamw_qlora_all_bnb_defaults_steady"] = ("llama", "qwen2")
+E.EXT_FAMILIES["single_adamw_qlora_dora_all_steady"] = ("llama", "qwen3", "qwen2")
 E.EXT_FAMILIES["single_adamw_qlora_attn_steady"] = ("mixtral", "qwen3_moe", "gpt_oss", "qwen3_next")
 E.EXT_FAMILIES["single_adamw_qlora_attn_ac_full_steady"] = ("qwen3_moe", "qwen3_next")
 E.STEADY_SIBLING = {}

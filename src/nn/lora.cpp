@@ -1,5 +1,6 @@
 #include "nn/lora.h"
 
+#include <functional>
 #include <utility>
 
 #include "ops/ops.h"
@@ -88,31 +89,39 @@ LoraAdapter make_lora_adapter(const std::string& path, int64_t in_features, int6
 namespace {
 
 // DoraLinearLayer.forward (lora/dora.py) on `x` (cast to the adapters' dtype, dropped where dropout runs),
-// `base_result` the base's output, or undefined where dropout ran (the base is run again on x).
-Tensor dora_forward(const Tensor& x, const Tensor& base_result, const LoraAdapter& adapter, const Tensor& weight,
-                    double scaling) {
+// `base_result` the base's output, or undefined where dropout ran (the base is run again on x). `base_weight`
+// gives the base layer's weight as dequantize_module_weight does, once the adapters' is made: the parameter,
+// or a 4-bit one dequantized.
+Tensor dora_forward(const Tensor& x, Tensor base_result, const LoraAdapter& adapter,
+                    const std::function<Tensor()>& base_weight, const Tensor& bias, double scaling) {
   // get_lora_weight: lora_B(lora_A(eye)).T, the product through the modules (not B @ A, for FSDP's sake).
   const Tensor x_eye = ops::eye(adapter.lora_A.size(1), adapter.lora_A.dtype());
   const Tensor lora_weight = ops::t(ops::linear(ops::linear(x_eye, adapter.lora_A, Tensor()), adapter.lora_B, Tensor()));
-  const Tensor weight_x = ops::to(weight, x.dtype());  // weight.to(x.dtype): an fp32 copy under fp32 adapters
+  Tensor weight = base_weight();
+  const int64_t out_features = weight.size(0);
+  weight = ops::to(weight, x.dtype());  // weight.to(x.dtype): an fp32 copy under fp32 adapters
   Tensor weight_norm;
   {
     // get_weight_norm(weight, lora_weight.detach(), scaling): no gradient reaches it (detached after, too).
-    const Tensor summed = ops::add(weight_x, ops::mul_number(lora_weight.detach(), scaling));
+    const Tensor summed = ops::add(weight, ops::mul_number(lora_weight.detach(), scaling));
     weight_norm = ops::linalg_vector_norm(summed, 1, /*keepdim=*/false).detach();
   }
-  const Tensor mag_norm_scale = ops::view(ops::div(adapter.magnitude, weight_norm), Dims{1, weight.size(0)});
+  const Tensor mag_norm_scale = ops::view(ops::div(adapter.magnitude, weight_norm), Dims{1, out_features});
   const Tensor lora_result = ops::linear(ops::linear(x, adapter.lora_A, Tensor()), adapter.lora_B, Tensor());
-  const Tensor base = base_result.defined() ? base_result : ops::linear(x, weight_x, Tensor());
+  if (!base_result.defined())
+    base_result = ops::linear(x, weight, Tensor());
+  else if (bias.defined())
+    base_result = ops::sub(base_result, bias);  // base_result - bias: the bias is no part of the scaled base
   // (mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scaling, left to right.
-  const Tensor scaled_base = ops::mul(ops::sub(mag_norm_scale, 1.0), base);
+  const Tensor scaled_base = ops::mul(ops::sub(mag_norm_scale, 1.0), base_result);
   const Tensor scaled_lora = ops::mul_number(ops::mul(mag_norm_scale, lora_result), scaling);
   return ops::add(scaled_base, scaled_lora);
 }
 
 }  // namespace
 
-Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight) {
+Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight,
+                    const Tensor& bias) {
   const LoraConfig& config = *g_config;
   const DType result_dtype = result.dtype();  // torch_result_dtype
   // _cast_input_dtype: each adapted Linear makes its own copy where the dtypes differ.
@@ -120,7 +129,8 @@ Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter
   if (adapter.magnitude.defined()) {  // DoraLinearVariant.forward: with dropout, the base runs again on it
     const bool dropped = config.dropout > 0;
     const Tensor dora_x = dropped ? ops::native_dropout(x, config.dropout) : x;
-    const Tensor dora = dora_forward(dora_x, dropped ? Tensor() : result, adapter, weight, config.scaling());
+    const Tensor dora = dora_forward(dora_x, dropped ? Tensor() : result, adapter, [&] { return weight; }, bias,
+                                     config.scaling());
     return ops::to(ops::add(result, dora), result_dtype);
   }
   const Tensor dropped = config.dropout > 0 ? ops::native_dropout(x, config.dropout) : x;
@@ -131,12 +141,22 @@ Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter
   return ops::to(sum, result_dtype);
 }
 
-Tensor lora_forward_4bit(const Tensor& input, Tensor base_result, const LoraAdapter& adapter) {
+Tensor lora_forward_4bit(const Tensor& input, Tensor base_result, const LoraAdapter& adapter,
+                         const Linear4bitWeight& weight, const Tensor& bias) {
   const LoraConfig& config = *g_config;
   Tensor result = ops::clone(base_result);  // result = result.clone(): the base's goes
   base_result = Tensor();
   const DType expected_dtype = result.dtype();
   const Tensor x = ops::to(input, adapter.lora_A.dtype());
+  if (adapter.magnitude.defined()) {
+    // DoraLinearVariant.forward, its base weight dequantize_module_weight's: dequantize_4bit of the packed one.
+    const bool dropped = config.dropout > 0;
+    const Tensor dora_x = dropped ? ops::native_dropout(x, config.dropout) : x;
+    const auto dequantized = [&] { return ops::bnb_dequantize_4bit(weight.packed, weight.state); };
+    result = ops::add(result, dora_forward(dora_x, dropped ? Tensor() : result, adapter, dequantized, bias,
+                                           config.scaling()));
+    return ops::to(result, expected_dtype);
+  }
   Tensor output;
   {
     // lora_B(lora_A(dropout(x))) * scaling: each temporary goes once used (what the products save stays).

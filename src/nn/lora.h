@@ -12,8 +12,8 @@
 //   - scaling = lora_alpha / r (rsLoRA's lora_alpha / sqrt(r) changes the number alone, no byte).
 //   - DoRA (use_dora, DoraLinearVariant and DoraLinearLayer.forward): a trained magnitude vector (out) beside
 //     the pair; each forward makes the adapters' weight B(A(eye(in))).T, an fp32 copy of the base weight, their
-//     scaled sum and its row norms (detached), then (m / norm - 1) * base + (m / norm) * B(A(x)) * scaling,
-//     added to the base's output. With dropout the base is run again on the dropped input (F.linear).
+//     scaled sum and its row norms (detached), then (m / norm - 1) * (base - bias) + (m / norm) * B(A(x)) *
+//     scaling, added to the base's output. With dropout the base is run again on the dropped input (F.linear).
 // Targets as PEFT matches a list: a Linear whose module path is a name or ends in "." + a name;
 // "all-linear": every nn.Linear but the output embedding (lm_head). Under checkpointing, Transformers'
 // gradient_checkpointing_enable makes the input embeddings' output a leaf that requires grad
@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/linear4bit.h"
 #include "nn/module.h"
 
 namespace census::nn {
@@ -78,9 +79,12 @@ LoraAdapter make_lora_adapter(const std::string& path, int64_t in_features, int6
                               ParameterList& params);
 // The adapted Linear's forward after its base layer's: `result` is base_layer(input), of the frozen
 // `weight` (DoRA reads it).
-Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight);
+Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight,
+                    const Tensor& bias);
 // lora.Linear4bit's (lora/bnb.py), over a bitsandbytes 4-bit base: the base's result cloned ("defensively",
-// its comment says), the adapters' output cast to the result's dtype before the sum (outside autocast).
-Tensor lora_forward_4bit(const Tensor& input, Tensor result, const LoraAdapter& adapter);
+// its comment says), the adapters' output cast to the result's dtype before the sum (outside autocast); DoRA's
+// sum in the promoted dtype, cast after, its base weight dequantized in each forward.
+Tensor lora_forward_4bit(const Tensor& input, Tensor result, const LoraAdapter& adapter,
+                         const Linear4bitWeight& weight, const Tensor& bias);
 
 }  // namespace census::nn

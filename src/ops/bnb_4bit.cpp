@@ -80,6 +80,8 @@ class MatMul4BitBackward final : public Node {
 
 }  // namespace
 
+Tensor bnb_dequantize_4bit(const Tensor& packed, const QuantState4bit& state) { return dequantize_4bit(packed, state); }
+
 Tensor bnb_matmul_4bit(const Tensor& input, const Tensor& packed, const Tensor& bias, const QuantState4bit& state,
                        BnbVersion version) {
   // A frozen bias: no gradient reaches it (the step's bases are frozen).

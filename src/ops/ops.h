@@ -62,6 +62,9 @@ struct QuantState4bit {
 };
 Tensor bnb_matmul_4bit(const Tensor& input, const Tensor& packed, const Tensor& bias, const QuantState4bit& state,
                        BnbVersion version);
+// functional.dequantize_4bit(packed, state): the (out, in) weight in the state's dtype, with no autograd
+// history (PEFT's dequantize_module_weight, which DoRA reads).
+Tensor bnb_dequantize_4bit(const Tensor& packed, const QuantState4bit& state);
 
 // --- Elementwise ---
 Tensor to(const Tensor& self, DType dtype);  // _to_copy, or self when the dtype already matches

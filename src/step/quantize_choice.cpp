@@ -8,7 +8,8 @@ namespace census {
 namespace {
 
 // The model types whose 4-bit base the oracle checks (scripts/oracle/census_oracle_steady_qlora.py).
-constexpr std::array<std::string_view, 5> kCheckedModelTypes{"llama", "mistral", "qwen2", "qwen3", "gemma3_text"};
+constexpr std::array<std::string_view, 9> kCheckedModelTypes{"llama", "mistral", "qwen2", "qwen3", "gemma3_text",
+                                                            "mixtral", "qwen3_moe", "gpt_oss", "qwen3_next"};
 
 }  // namespace
 
@@ -28,9 +29,6 @@ Status check_quantize(const ModelConfig& config, const StepOptions& o) {
     return refuse("--quantize on " + config.model_type,
                   "a bitsandbytes 4-bit base is checked against the oracle on " + names +
                       "; it is not priced on this model type yet");
-  if (o.lora->use_dora)
-    return refuse("--use-dora with --quantize", "DoRA over a 4-bit base (its weight dequantized in each forward) is "
-                                                "not priced yet; drop one of them");
   // PEFT moves the adapters to the base layer's dtype, a Linear4bit's compute_dtype, before it upcasts them.
   if (o.lora->dtype == DType::kBFloat16 && q.compute_dtype != DType::kBFloat16)
     return refuse("--lora-dtype bf16 with --compute-dtype fp32",

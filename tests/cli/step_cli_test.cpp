@@ -156,12 +156,12 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--lora", "--optimizer", "adafactor"}, {"--lora", "--optimizer-in-backward"},
         {"--lora", "--loss", "torchtune-linear"}, {"--lora", "--loss", "torchtune-chunked"},
         {"--lora", "--offload-activations", "torchtune"}, {"--lora", "--master-weights", "fp32", "--dp", "2", "--zero", "1"},
-        // A 4-bit base with nothing to train, of no such type or dtype, its options without it, DoRA over it,
-        // bf16 adapters PEFT would make fp32, and beside a layout
+        // A 4-bit base with nothing to train, of no such type or dtype, its options without it, bf16 adapters
+        // PEFT would make fp32, and beside a layout
         {"--quantize", "nf4"}, {"--lora", "--quantize", "int4"}, {"--lora", "--quantize", "nf4", "--quant-storage", "fp16"},
         {"--lora", "--quantize", "nf4", "--compute-dtype", "fp16"}, {"--lora", "--quantize", "nf4", "--bnb-version", "0.48"},
         {"--lora", "--double-quant"}, {"--lora", "--prepare-kbit"}, {"--lora", "--compute-dtype", "bf16"},
-        {"--use-dora", "--quantize", "nf4"}, {"--lora-dtype", "bf16", "--quantize", "nf4"},
+        {"--lora-dtype", "bf16", "--quantize", "nf4"},
         {"--lora", "--quantize", "nf4", "--fsdp", "--dp", "2"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -180,7 +180,7 @@ TEST(StepCli, LoraWhereItIsNotPricedIsRefusedByName) {
            {{"step", "mixtral-8x7b", "--lora"}, "census: --lora-targets: "},
            {{"step", "mixtral-8x7b", "--lora-targets", "all-linear"}, "census: --lora-targets all-linear on mixtral: "},
            {{"step", "mixtral-8x7b", "--lora-targets", "q_proj,w1"}, "census: --lora-targets w1 on mixtral: "},
-           {{"step", "mixtral-8x7b", "--lora-targets", "q_proj", "--quantize", "nf4"}, "census: --quantize on mixtral: "}}) {
+           {{"step", "phi-4", "--lora-targets", "all-linear", "--quantize", "nf4"}, "census: --quantize on phi3: "}}) {
     const CliRun run = census(args);
     EXPECT_EQ(run.code, 2);
     EXPECT_TRUE(run.out.empty());

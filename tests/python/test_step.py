@@ -282,8 +282,7 @@ def test_qlora_is_the_qlora_oracles():
                       (dict(lora=True, quantize=4), "quantize"), (dict(lora=True, double_quant=True), "double_quant"),
                       (dict(lora=True, quantize="nf4", compute_dtype="fp16"), "compute"),
                       (dict(lora=True, quantize="nf4", quant_storage=""), "quant_storage"),
-                      (dict(lora=True, quantize="nf4", prepare_kbit="yes"), "prepare_kbit"),
-                      (dict(lora=True, quantize="nf4", use_dora=True), "dora")):
+                      (dict(lora=True, quantize="nf4", prepare_kbit="yes"), "prepare_kbit")):
         with pytest.raises(ValueError, match=name):
             census.census_step(oracle["config"], seq_length=128, **bad)
 

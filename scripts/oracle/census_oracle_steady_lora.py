@@ -61,6 +61,9 @@ LORA_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_foreach_lora_all_steady": dict(m=1, batch=1, foreach=True, lora=ALL16),
     "single_b2_adamw_lora_all_steady": dict(m=1, batch=S.B2, foreach=False, lora=ALL16),
     "accum_m4_adamw_lora_all_steady": dict(m=S.ACCUM_M, batch=1, foreach=False, lora=ALL16),
+    # the LM head adapted beside the attention's q and v (an untied head; Transformers' loss on its logits)
+    "single_adamw_lora_head_steady": dict(m=1, batch=1, foreach=False,
+                                          lora=dict(r=8, alpha=16, targets=["q_proj", "v_proj", "lm_head"])),
     # other optimizers over the adapters: AdamW fused (the HF Trainer's adamw_torch_fused), bitsandbytes' 8-bit
     # AdamW (its adamw_bnb_8bit), SGD
     "single_adamw_fused_lora_all_steady": dict(m=1, batch=1, foreach=False, fused=True, lora=ALL16),
@@ -238,6 +241,7 @@ for _k in ("single_b2_adamw_lora_all_steady", "accum_m4_adamw_lora_all_steady",
            "single_adamw_lora_all_trl_chunked_nll_offload_ac_full_steady", "single_adamw_lora_all_offload_steady",
            "single_adamw_lora_all_offload_ac_full_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3")
+E.EXT_FAMILIES["single_adamw_lora_head_steady"] = ("llama", "qwen2", "mistral")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_lora"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

@@ -34,8 +34,8 @@ Tensor Linear::forward(const Tensor& input) const {
     Tensor result = linear4bit_forward(input, *quantized_, bias_);
     return lora_ ? lora_forward_4bit(input, std::move(result), *lora_, *quantized_, bias_) : result;
   }
-  const Tensor result = linear(input, weight_, bias_);
-  return lora_ ? lora_forward(input, result, *lora_, weight_, bias_) : result;
+  Tensor result = linear(input, weight_, bias_);
+  return lora_ ? lora_forward(input, std::move(result), *lora_, weight_, bias_) : result;
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {

@@ -120,7 +120,7 @@ Tensor dora_forward(const Tensor& x, Tensor base_result, const LoraAdapter& adap
 
 }  // namespace
 
-Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight,
+Tensor lora_forward(const Tensor& input, Tensor result, const LoraAdapter& adapter, const Tensor& weight,
                     const Tensor& bias) {
   const LoraConfig& config = *g_config;
   const DType result_dtype = result.dtype();  // torch_result_dtype
@@ -129,16 +129,19 @@ Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter
   if (adapter.magnitude.defined()) {  // DoraLinearVariant.forward: with dropout, the base runs again on it
     const bool dropped = config.dropout > 0;
     const Tensor dora_x = dropped ? ops::native_dropout(x, config.dropout) : x;
-    const Tensor dora = dora_forward(dora_x, dropped ? Tensor() : result, adapter, [&] { return weight; }, bias,
-                                     config.scaling());
-    return ops::to(ops::add(result, dora), result_dtype);
+    result = ops::add(result, dora_forward(dora_x, dropped ? Tensor() : result, adapter, [&] { return weight; },
+                                           bias, config.scaling()));
+    return ops::to(result, result_dtype);
   }
-  const Tensor dropped = config.dropout > 0 ? ops::native_dropout(x, config.dropout) : x;
-  const Tensor a = ops::linear(dropped, adapter.lora_A, Tensor());
-  const Tensor b = ops::linear(a, adapter.lora_B, Tensor());
-  // result + lora_B(...) * scaling: a Python float, then the sum in the promoted dtype.
-  const Tensor sum = ops::add(result, ops::mul_number(b, config.scaling()));
-  return ops::to(sum, result_dtype);
+  {
+    // result = result + lora_B(lora_A(dropout(x))) * scaling: each temporary goes once used (what the
+    // products save stays), the base's output once the sum is made; the sum in the promoted dtype.
+    const Tensor dropped = config.dropout > 0 ? ops::native_dropout(x, config.dropout) : x;
+    const Tensor a = ops::linear(dropped, adapter.lora_A, Tensor());
+    Tensor scaled = ops::mul_number(ops::linear(a, adapter.lora_B, Tensor()), config.scaling());
+    result = ops::add(result, scaled);
+  }
+  return ops::to(result, result_dtype);  // result.to(torch_result_dtype)
 }
 
 Tensor lora_forward_4bit(const Tensor& input, Tensor base_result, const LoraAdapter& adapter,

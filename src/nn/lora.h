@@ -79,7 +79,7 @@ LoraAdapter make_lora_adapter(const std::string& path, int64_t in_features, int6
                               ParameterList& params);
 // The adapted Linear's forward after its base layer's: `result` is base_layer(input), of the frozen
 // `weight` (DoRA reads it).
-Tensor lora_forward(const Tensor& input, const Tensor& result, const LoraAdapter& adapter, const Tensor& weight,
+Tensor lora_forward(const Tensor& input, Tensor result, const LoraAdapter& adapter, const Tensor& weight,
                     const Tensor& bias);
 // lora.Linear4bit's (lora/bnb.py), over a bitsandbytes 4-bit base: the base's result cloned ("defensively",
 // its comment says), the adapters' output cast to the result's dtype before the sum (outside autocast); DoRA's

@@ -32,9 +32,16 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
                             std::string::npos)
       return refuse("--lora-targets " + echoed(name), "is not a module name; give names of Linears (q_proj, up_proj, "
                                                       "...), comma-separated, or all-linear");
-    if (name == "lm_head")
-      return refuse("--lora-targets lm_head", "adapting the LM head is not priced yet; give the layers' Linears or "
-                                              "all-linear");
+    // The head adapted: a lora.Linear run by Transformers' forward, before its loss on the logits. TRL's and
+    // Liger's losses read the head's weight themselves, past the adapter; a tied head is the embedding's.
+    if (name == "lm_head" && config.tie_word_embeddings)
+      return refuse("--lora-targets lm_head on " + config.model_type,
+                    "the head is tied to the embedding here, which adapting it is not priced for; give the layers' "
+                    "Linears or all-linear");
+    if (name == "lm_head" && o.loss != nn::CausalLMLoss::kForCausalLM)
+      return refuse("--lora-targets lm_head with --loss " + std::string(nn::causal_lm_loss_name(o.loss)),
+                    "that loss reads the head's weight itself, past its adapter; give --loss hf, or leave lm_head "
+                    "out");
   }
   if (config.moe.num_experts > 0) {
     if (lora.all_linear)

@@ -150,7 +150,7 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--lora-rank", "0"}, {"--lora-rank", "2000000"}, {"--lora-alpha", "0"}, {"--lora-alpha", "-1"},
         {"--lora-dropout", "1"}, {"--lora-dropout", "nan"}, {"--lora-targets", ""}, {"--lora-targets", ","},
         {"--lora-targets", "q_proj,.*"}, {"--lora-targets", "embed_tokens"}, {"--lora-targets", "q_proj,w1"},
-        {"--lora-targets", "lm_head"}, {"--lora-dtype", "fp16"}, {"--lora", "--tp", "2"}, {"--lora", "--pp", "2"},
+        {"--lora-targets", "lm_head", "--loss", "trl-chunked-nll"}, {"--lora-dtype", "fp16"}, {"--lora", "--tp", "2"}, {"--lora", "--pp", "2"},
         {"--lora", "--fsdp", "--dp", "2"}, {"--lora", "--dp", "2", "--zero", "1"}, {"--lora", "--fp8", "rowwise"},
         {"--lora", "--liger"}, {"--lora", "--recompute", "selective"},
         {"--lora", "--optimizer", "adafactor"}, {"--lora", "--optimizer-in-backward"},

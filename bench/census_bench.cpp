@@ -320,48 +320,41 @@ BENCHMARK_CAPTURE(BM_StepFloat8, tensorwise, census::ops::Float8Recipe::kTensorw
 BENCHMARK_CAPTURE(BM_StepFloat8, rowwise, census::ops::Float8Recipe::kRowwise)->Unit(benchmark::kMillisecond);
 
 // PEFT's LoRA (nn/lora.h): `census step llama-3.1-8b --seq-length 2048 --micro-batch-size 4 --lora-rank 16
-// --lora-targets all-linear [--recompute full]`, 224 adapted Linears, the base frozen; the full fine-tune beside.
-void BM_StepLora(benchmark::State& state, bool lora, census::Recompute recompute) {
+// --lora-targets all-linear [--recompute full]`, 224 adapted Linears, the base frozen; the full fine-tune beside;
+// and QLoRA (nn/linear4bit.h), the same adapters over bitsandbytes' 4-bit base of the QLoRA recipe (nf4, double
+// quantization, bf16 compute: `--quantize nf4 --double-quant --compute-dtype bf16`), each Linear's product the
+// fallback's dequantized weight at 8,192 tokens.
+enum class Tuning { kFull, kLora, kQlora };
+void BM_StepLora(benchmark::State& state, Tuning tuning, census::Recompute recompute) {
   const census::ModelConfig config = shipped("llama-3.1-8b");
   census::StepOptions options;
   options.seq_length = 2048;
   options.micro_batch_size = 4;
   options.optimizer = census::StepOptimizer::kAdamW;
   options.recompute = recompute;
-  if (lora) {
+  if (tuning != Tuning::kFull) {
     census::nn::LoraConfig adapters;
     adapters.r = 16;
     adapters.all_linear = true;
     options.lora = adapters;
   }
+  if (tuning == Tuning::kQlora) {
+    census::nn::Bnb4bitConfig quantize;
+    quantize.quant_type = census::nn::Bnb4bitType::kNf4;
+    quantize.double_quant = true;
+    quantize.compute_dtype = census::DType::kBFloat16;
+    options.quantize = quantize;
+  }
   for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
 }
-BENCHMARK_CAPTURE(BM_StepLora, full_finetune, false, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16, true, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16_full_ac, true, census::Recompute::kFull)->Unit(benchmark::kMillisecond);
-
-// QLoRA (nn/linear4bit.h): the same adapters over bitsandbytes' 4-bit base, the QLoRA recipe (nf4, double
-// quantization, bf16 compute), each Linear's product the fallback's dequantized weight at 8,192 tokens.
-void BM_StepQlora(benchmark::State& state, census::Recompute recompute) {
-  const census::ModelConfig config = shipped("llama-3.1-8b");
-  census::StepOptions options;
-  options.seq_length = 2048;
-  options.micro_batch_size = 4;
-  options.optimizer = census::StepOptimizer::kAdamW;
-  options.recompute = recompute;
-  census::nn::LoraConfig adapters;
-  adapters.r = 16;
-  adapters.all_linear = true;
-  options.lora = adapters;
-  census::nn::Bnb4bitConfig quantize;
-  quantize.quant_type = census::nn::Bnb4bitType::kNf4;
-  quantize.double_quant = true;
-  quantize.compute_dtype = census::DType::kBFloat16;
-  options.quantize = quantize;
-  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
-}
-BENCHMARK_CAPTURE(BM_StepQlora, all_linear_r16, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_StepQlora, all_linear_r16_full_ac, census::Recompute::kFull)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLora, full_finetune, Tuning::kFull, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16, Tuning::kLora, census::Recompute::kNone)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLora, all_linear_r16_full_ac, Tuning::kLora, census::Recompute::kFull)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLora, qlora_all_linear_r16, Tuning::kQlora, census::Recompute::kNone)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepLora, qlora_all_linear_r16_full_ac, Tuning::kQlora, census::Recompute::kFull)
+    ->Unit(benchmark::kMillisecond);
 
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,

@@ -100,9 +100,14 @@ std::optional<nn::LoraConfig> lora_config_of(const StepArgs& a) {
   return lora;
 }
 
-bool uses_quantize(const StepArgs& a) {
-  return !a.quantize.empty() || a.double_quant || !a.quant_storage.empty() || !a.compute_dtype.empty() ||
-         !a.bnb_version.empty() || a.prepare_kbit;
+// The first option given that describes a 4-bit base (--quantize aside), or nullptr.
+const char* quantize_option_given(const StepArgs& a) {
+  return a.double_quant               ? "--double-quant"
+         : !a.quant_storage.empty()   ? "--quant-storage"
+         : !a.compute_dtype.empty()   ? "--compute-dtype"
+         : !a.bnb_version.empty()     ? "--bnb-version"
+         : a.prepare_kbit             ? "--prepare-kbit"
+                                      : nullptr;
 }
 
 DType dtype_named(const std::string& name) {
@@ -117,7 +122,8 @@ std::optional<nn::Bnb4bitConfig> quantize_config_of(const StepArgs& a) {
   q.double_quant = a.double_quant;
   if (!a.quant_storage.empty()) q.quant_storage = dtype_named(a.quant_storage);
   if (!a.compute_dtype.empty()) q.compute_dtype = dtype_named(a.compute_dtype);
-  q.version = a.bnb_version == "0.49" ? ops::BnbVersion::k0_49 : ops::BnbVersion::k0_50;
+  q.version = a.bnb_version == nn::bnb_version_name(ops::BnbVersion::k0_49) ? ops::BnbVersion::k0_49
+                                                                           : ops::BnbVersion::k0_50;
   q.prepare_kbit = a.prepare_kbit;
   return q;
 }
@@ -129,7 +135,7 @@ std::string quantize_label(const StepArgs& a) {
   std::string label = ", " + std::string(nn::bnb_4bit_type_name(q->quant_type)) + " 4-bit base (" +
                       (q->double_quant ? "double quant, " : "") + std::string(dtype_name(q->compute_dtype)) +
                       " compute, " + std::string(dtype_name(q->quant_storage)) + " storage, bitsandbytes " +
-                      (q->version == ops::BnbVersion::k0_49 ? "0.49" : "0.50") + ")";
+                      std::string(nn::bnb_version_name(q->version)) + ")";
   if (q->prepare_kbit) label += ", prepare_model_for_kbit_training's fp32 casts";
   return label;
 }
@@ -285,7 +291,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
                          {"double_quant", q->double_quant},
                          {"compute_dtype", dtype_name(q->compute_dtype)},
                          {"quant_storage", dtype_name(q->quant_storage)},
-                         {"bitsandbytes", q->version == ops::BnbVersion::k0_49 ? "0.49" : "0.50"},
+                         {"bitsandbytes", nn::bnb_version_name(q->version)},
                          {"prepare_kbit", q->prepare_kbit},
                          {"quantized_linears", s.quantized_linears},
                          {"packed_weight_bytes", s.quantized_weight_bytes},
@@ -675,9 +681,8 @@ Status check_names(const StepArgs& a) {
   if (!a.quant_storage.empty()) CENSUS_TRY(parse_choice("--quant-storage", {"uint8", "bf16", "fp32"}, a.quant_storage));
   if (!a.compute_dtype.empty()) CENSUS_TRY(parse_choice("--compute-dtype", {"fp32", "bf16"}, a.compute_dtype));
   if (!a.bnb_version.empty()) CENSUS_TRY(parse_choice("--bnb-version", {"0.50", "0.49"}, a.bnb_version));
-  if (uses_quantize(a) && a.quantize.empty())
-    return refuse("--double-quant, --quant-storage, --compute-dtype, --bnb-version and --prepare-kbit",
-                  "describe a 4-bit base; give --quantize nf4 or fp4 with them");
+  if (const char* option = quantize_option_given(a); option != nullptr && a.quantize.empty())
+    return refuse(std::string(option) + " without --quantize", "it describes a 4-bit base; give --quantize nf4 or fp4");
   if (a.lora_rank) CENSUS_TRY(check_integer(kLoraRankRule, *a.lora_rank));
   if (a.lora_alpha) CENSUS_TRY(check_number(kLoraAlphaRule, *a.lora_alpha));
   if (a.lora_dropout) CENSUS_TRY(check_number(kLoraDropoutRule, *a.lora_dropout));

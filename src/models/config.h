@@ -332,6 +332,10 @@ struct Family {
   // huggingface/peft 5d602fd), comma-separated; nullptr where PEFT maps none and a user must name them.
   bool peft_lora = false;
   const char* lora_default_targets = nullptr;
+  // Transformers' bitsandbytes 4-bit conversion (replace_with_bnb_linear: every exact nn.Linear but the
+  // head) reaches the same Linears here, checked against the oracle's QLoRA cases (nn/linear4bit.h):
+  // --quantize runs on it. A mixture of experts' experts and routers are no nn.Linear in either.
+  bool bnb_4bit = false;
 };
 
 // Defines a family's registry entry in its own file:

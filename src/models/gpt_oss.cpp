@@ -95,7 +95,7 @@ std::unique_ptr<nn::Norm> build_gpt_oss_final_norm(const ModelConfig& config, nn
 }
 
 CENSUS_FAMILY(kGptOssFamily) = {.model_type = "gpt_oss", .read = read_gpt_oss, .build_layer = build_gpt_oss_layer, .build_final_norm = build_gpt_oss_final_norm, .liger_patches = true,
-                              .peft_lora = true};
+                              .peft_lora = true, .bnb_4bit = true};
 
 namespace {
 

@@ -26,6 +26,10 @@ Tensor new_state_tensor(const Dims& sizes, DType dtype) {
 
 std::string_view bnb_4bit_type_name(Bnb4bitType type) { return type == Bnb4bitType::kNf4 ? "nf4" : "fp4"; }
 
+std::string_view bnb_version_name(ops::BnbVersion version) {
+  return version == ops::BnbVersion::k0_49 ? "0.49" : "0.50";
+}
+
 const Bnb4bitConfig* bnb_4bit_config() { return g_bnb_config; }
 
 // get_keys_to_not_convert: the output embeddings (and the last parameter's module, tied keys: the head, or

@@ -39,6 +39,8 @@ struct Bnb4bitConfig {
 };
 
 std::string_view bnb_4bit_type_name(Bnb4bitType type);
+// "0.49" or "0.50", as census step's --bnb-version names the release lines.
+std::string_view bnb_version_name(ops::BnbVersion version);
 
 // The 4-bit base the step's Linears get, or none; whether the Linear at `path` is quantized.
 const Bnb4bitConfig* bnb_4bit_config();

@@ -1,17 +1,10 @@
 #include "step/quantize_choice.h"
 
-#include <array>
 #include <string>
-#include <string_view>
+
+#include "models/registry.h"
 
 namespace census {
-namespace {
-
-// The model types whose 4-bit base the oracle checks (scripts/oracle/census_oracle_steady_qlora.py).
-constexpr std::array<std::string_view, 9> kCheckedModelTypes{"llama", "mistral", "qwen2", "qwen3", "gemma3_text",
-                                                            "mixtral", "qwen3_moe", "gpt_oss", "qwen3_next"};
-
-}  // namespace
 
 Status check_quantize(const ModelConfig& config, const StepOptions& o) {
   if (!o.quantize) return {};
@@ -19,16 +12,14 @@ Status check_quantize(const ModelConfig& config, const StepOptions& o) {
   if (!o.lora)
     return refuse("--quantize without --lora",
                   "a 4-bit base is frozen and has nothing to train; add adapters (--lora, --lora-rank, ...)");
-  bool checked = false;
-  std::string names;
-  for (std::string_view type : kCheckedModelTypes) {
-    checked = checked || config.model_type == type;
-    names += (names.empty() ? "" : ", ") + std::string(type);
-  }
-  if (!checked)
+  if (!config.family->bnb_4bit) {
+    std::string checked;
+    for (const Family* family : families())
+      if (family->bnb_4bit) checked += (checked.empty() ? "" : ", ") + std::string(family->model_type);
     return refuse("--quantize on " + config.model_type,
-                  "a bitsandbytes 4-bit base is checked against the oracle on " + names +
+                  "a bitsandbytes 4-bit base is checked against the oracle on " + checked +
                       "; it is not priced on this model type yet");
+  }
   // PEFT moves the adapters to the base layer's dtype, a Linear4bit's compute_dtype, before it upcasts them.
   if (o.lora->dtype == DType::kBFloat16 && q.compute_dtype != DType::kBFloat16)
     return refuse("--lora-dtype bf16 with --compute-dtype fp32",

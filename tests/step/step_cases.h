@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/registry.h"
 #include "step/step_census.h"
 
 namespace census::testing {
@@ -119,6 +120,13 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     o.quantize = quantize;
   }
   return o;
+}
+
+// The config an oracle case in `folder` was built from, or the test's failure with its refusal.
+inline ModelConfig case_config(const std::string& name, const std::string& folder) {
+  auto config = read_config(step_case(name, folder).at("config"));
+  if (!config) throw std::runtime_error(config.refusal().message());
+  return config.take();
 }
 
 // The step census_step prices, or the test's failure with its refusal.

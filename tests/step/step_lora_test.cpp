@@ -18,9 +18,7 @@ namespace {
 constexpr int64_t kFrozen = 4'327'680, kAdapters = 26'624;
 
 ModelConfig llama_toy() {
-  auto config = read_config(testing::step_case("llama_toy_L4_s128_single_adamw_lora_steady", "step/steady").at("config"));
-  if (!config) throw std::runtime_error(config.refusal().message());
-  return config.take();
+  return testing::case_config("llama_toy_L4_s128_single_adamw_lora_steady", "step/steady");
 }
 
 StepOptions adapted(nn::LoraConfig lora = {}) {

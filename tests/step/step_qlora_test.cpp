@@ -19,9 +19,7 @@ namespace {
 constexpr int64_t kPacked = 1'114'112, kUnquantizedBf16 = 4'198'912;
 
 ModelConfig llama_toy() {
-  auto config = read_config(testing::step_case("llama_toy_L4_s128_single_adamw_qlora_all_steady", "step/steady").at("config"));
-  if (!config) throw std::runtime_error(config.refusal().message());
-  return config.take();
+  return testing::case_config("llama_toy_L4_s128_single_adamw_qlora_all_steady", "step/steady");
 }
 
 // all-linear adapters at r 16, fp32, over a 4-bit base.

@@ -38,6 +38,7 @@ from census._api import (
     shipped_config,
     shipped_models,
     tp_config,
+    trainer_run,
 )
 from census._records import OPS, KindActivations, activations_from_dict
 
@@ -46,5 +47,5 @@ __all__ = [
     "census_activations", "census_final_norm", "census_flops", "census_layer", "census_output",
     "census_output_activations", "census_parameters", "census_plan", "census_recomputed",
     "census_saved_ops", "census_stack", "census_step", "census_traffic", "layer_stack", "load_config", "report",
-    "shipped_config", "shipped_models", "tp_config",
+    "shipped_config", "shipped_models", "tp_config", "trainer_run",
 ]

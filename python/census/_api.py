@@ -556,6 +556,28 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     return json.loads(text)
 
 
+def trainer_run(trainer: str, path: Any, world: Any = None, config: Any = None) -> Dict[str, Any]:
+    """The run a trainer's own config file states, as ``census step --from TRAINER FILE`` reads it.
+
+    *trainer* is ``"torchtitan"`` (its TOML job config, v0.1 or v0.2); *world* is the GPU count where the file
+    leaves a degree to the launcher (``data_parallel_shard_degree = -1``). The result's ``"arguments"`` are
+    :func:`census_step`'s keyword arguments for the run: ``census_step(**run["arguments"])`` prices it. Their
+    ``"config"`` is the shipped model the file names, or *config* (a mapping, a config.json path or a
+    Transformers config) where it names one Census does not ship. ``"flags"`` are the same run as ``census
+    step``'s arguments, ``"ignored"`` the fields that move no memory (each ``{"field", "why"}``), ``"notes"``
+    where the run Census prices differs from the trainer's. ValueError for a file or field it refuses.
+    """
+    if not isinstance(trainer, str):
+        raise ValueError(f"trainer: must be a trainer's name (torchtitan), not {_shown(trainer)}")
+    run = json.loads(_census.trainer_run(trainer, _path("path", path), 0 if world is None else _integer("world", world),
+                                         config is not None))
+    arguments = run["arguments"]
+    model = arguments.pop("model")
+    arguments = {"config": shipped_config(model) if config is None else config, **arguments}
+    return {"format": run["format"], "flags": run["flags"], "arguments": arguments, "ignored": run["ignored"],
+            "notes": run["notes"]}
+
+
 def _real_or_none(name: str, value: Any) -> Any:
     """A number as a float (the step holds it to its range), None as not given; ValueError naming *name*."""
     if value is None:

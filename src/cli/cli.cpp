@@ -126,7 +126,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   }
   request.format = format == "json" ? Format::kJson : Format::kTable;
 
-  if (step->parsed()) return run_step_command(step_args, out, err);
+  if (step->parsed()) {
+    if (Status beside = check_flags_beside_from(*step, step_args); !beside) return refuse_line(err, beside.refusal().message());
+    return run_step_command(step_args, out, err);
+  }
   if (plan->parsed()) return run_plan_command(plan_args, out, err);
   if (models->parsed()) {
     list_models(request.format, out);

@@ -64,7 +64,7 @@ struct NumberRule {
 
 // The rules of options several commands share. Tokens of a sequence are at most 2^32, as a config's
 // sizes are; the census refuses fewer where a model's counts would pass 64 bits (cli/request.h).
-inline constexpr IntegerRule kSeqLengthRule{"--seq-length", 1, int64_t{1} << 32, "the most tokens a census prices"};
+inline constexpr IntegerRule kSeqLengthRule{"--seq-length", 1, kLargestSeqLength, "the most tokens a census prices"};
 inline constexpr IntegerRule kLayerIndexRule{"--layer-index", 0, kLargestLayerCount - 1,
                                              "the last layer of the largest config (2^20 layers)"};
 // A parallel degree (--tp, --dp, --pp, ...): 1 to 2^20 ranks.

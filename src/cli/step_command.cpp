@@ -15,6 +15,7 @@
 #include "models/config.h"
 #include "nn/float8_training.h"
 #include "nn/lora.h"
+#include "run/trainer_file.h"
 #include "step/lora_choice.h"
 #include "util/checked.h"
 #include "util/parallel.h"
@@ -507,7 +508,15 @@ void print_stage(const StageRun& run, const StepArgs& a, const StepComposition& 
 
 CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   CLI::App* sub = app.add_subcommand("step", "one rank's whole training step: peak memory, where, and its split");
-  sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
+  sub->add_option("config", a.model,
+                  "a config.json path, or a shipped model name (census models); with --from, the config of the model "
+                  "the file names, where Census ships none");
+  sub->add_option("--from", a.from,
+                  "TRAINER FILE: the run as a trainer's own config file states it: torchtitan (its TOML job config, "
+                  "v0.1 or v0.2); the flags beside it may only say which step and machine (--world, --first-step, "
+                  "--stage, the overheads, the allocator's) and how to show it")
+      ->expected(2)
+      ->type_name("TRAINER FILE");
   add_integer_option(*sub, kSeqLengthRule, a.seq_length, "tokens of each sequence (default 4096)");
   add_integer_option(*sub, kMicroBatchSizeRule, a.micro_batch_size, "sequences of each micro-batch (default 1)");
   add_integer_option(*sub, kMicroBatchesRule, a.micro_batches, "micro-batches accumulated per step (default 1)");
@@ -833,7 +842,65 @@ ordered_json runs_json(const StepRuns& r, const StepArgs& a) {
           {"total_bytes", total_of(r.runs[r.worst].step, r.composition)}};
 }
 
+// The step's arguments with the run that --from's file states; `a` itself without --from. Beside --from,
+// a flag that describes the run is refused (the file states it): only the model's config (where the file
+// names a model Census does not ship), the GPU count, which step and the machine's overheads are taken.
+struct FromFile {
+  StepArgs args;
+  std::optional<TrainerFile> file;
+};
+
+Result<FromFile> with_trainer_file(const StepArgs& a) {
+  if (a.from.empty()) return FromFile{a, std::nullopt};
+  if (a.from.size() != 2) return refuse("--from", "give the trainer and its file: --from torchtitan job.toml");
+  Run beside = a;
+  beside.model.clear();
+  beside.world = 0;
+  beside.first_step = false;
+  beside.cuda_context = beside.nccl_buffers = beside.fragmentation = 0;
+  if (const std::vector<std::string> flags = step_flags(beside); flags.size() > 1)
+    return refuse(flags[1] + " beside --from",
+                  "the file states the run; change the file, or give the run as flags without --from");
+  auto file = read_trainer_file(a.from[0], a.from[1], {a.world, !a.model.empty()});
+  CENSUS_TRY(file);
+  FromFile out{a, file.take()};
+  static_cast<Run&>(out.args) = out.file->run;
+  if (!a.model.empty()) out.args.model = a.model;
+  out.args.world = a.world;
+  out.args.first_step = a.first_step;
+  out.args.cuda_context = a.cuda_context;
+  out.args.nccl_buffers = a.nccl_buffers;
+  out.args.fragmentation = a.fragmentation;
+  return out;
+}
+
+// What --from read, as JSON: the file, its format, the flags that state the same run, what was ignored.
+ordered_json from_json(const StepArgs& a, const FromFile& from) {
+  ordered_json ignored = ordered_json::array();
+  for (const IgnoredField& f : from.file->ignored) ignored.push_back({{"field", f.field}, {"why", std::string(f.why)}});
+  return {{"trainer", a.from[0]},
+          {"file", a.from[1]},
+          {"format", from.file->format},
+          {"flags", step_flags(from.args)},
+          {"ignored", ignored},
+          {"notes", from.file->notes}};
+}
+
 }  // namespace
+
+Status check_flags_beside_from(const CLI::App& step, const StepArgs& a) {
+  if (a.from.empty()) return {};
+  static constexpr std::string_view kTaken[] = {"--from", "--world", "--first-step", "--stage", "--format",
+                                                "--explain", "--allocator", "--alloc-conf", "--gpu-memory",
+                                                "--cuda-context", "--nccl-buffers", "--fragmentation", "config"};
+  for (const CLI::Option* option : step.get_options()) {
+    if (option->count() == 0) continue;
+    const std::string name = option->get_name(false, true);
+    if (std::find(std::begin(kTaken), std::end(kTaken), name) != std::end(kTaken) || name == "--help") continue;
+    return refuse(name + " beside --from", "the file states the run; change the file, or give the run as flags without --from");
+  }
+  return {};
+}
 
 Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& config) {
   auto runs = run_step(a, config);
@@ -841,7 +908,12 @@ Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& conf
   return runs_json(*runs, a);
 }
 
-int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
+int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err) {
+  auto from = with_trainer_file(given);
+  if (!from) return refuse_line(err, from.refusal().message());
+  const StepArgs& a = from->args;
+  if (a.model.empty())
+    return refuse_line(err, "census step: give a config.json or a shipped model name (census models), or --from TRAINER FILE");
   auto model = resolve_model(a.model);
   if (!model) return refuse_line(err, model.refusal().message());
   auto result = run_step(a, *model);
@@ -853,9 +925,16 @@ int run_step_command(const StepArgs& a, std::ostream& out, std::ostream& err) {
 
   std::ostringstream answer;  // printed whole or not at all
   if (a.format == "json") {
-    answer << runs_json(r, a).dump(2) << '\n';
+    ordered_json report = runs_json(r, a);
+    if (from->file) report["from"] = from_json(given, *from);
+    answer << report.dump(2) << '\n';
     out << answer.str();
     return 0;
+  }
+  if (from->file) {
+    answer << "from " << given.from[1] << " (" << from->file->format << "): " << step_command_line(a) << '\n';
+    for (const std::string& line : ignored_lines(from->file->ignored)) answer << line << '\n';
+    for (const std::string& note : from->file->notes) answer << "note: " << note << '\n';
   }
   const ModelConfig& c = r.config;
   const PipelineSplit split{a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer};

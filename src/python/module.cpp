@@ -24,6 +24,7 @@
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
 #include "models/registry.h"
+#include "run/trainer_file.h"
 #include "util/checked.h"
 #include "util/escape.h"
 
@@ -491,6 +492,49 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
   return report->dump();
 }
 
+// The run a trainer's file states, as JSON text: {"format", "flags", "arguments", "ignored", "notes"};
+// "arguments" are census_step's keyword arguments for the run (its model's name as "model").
+std::string trainer_run(const std::string& trainer, const std::string& path, int64_t world, bool model_given) {
+  if (world != 0) {
+    if (Status status = cli::check_integer(cli::degree_rule("world"), world); !status) throw argument_error(status.refusal());
+  }
+  const auto names = trainer_names();
+  if (std::find(names.begin(), names.end(), trainer) == names.end())
+    throw py::value_error("trainer: " + echoed(trainer) + " is not a trainer whose files Census reads; give torchtitan");
+  auto file = read_trainer_file(trainer, path, {world, model_given});
+  if (!file) throw argument_error(file.refusal());
+  const Run& r = file->run;
+  nlohmann::ordered_json arguments = {
+      {"model", r.model}, {"seq_length", r.seq_length}, {"micro_batch_size", r.micro_batch_size},
+      {"micro_batches", r.micro_batches}, {"recompute", r.recompute}, {"optimizer", r.optimizer},
+      {"optimizer_impl", r.optimizer_impl.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.optimizer_impl)},
+      {"optimizer_in_backward", r.optimizer_in_backward},
+      {"fp8", r.fp8.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.fp8)},
+      {"fp8_skip_head", r.fp8_skip_head}, {"tp", r.tp}, {"dp", r.dp}, {"fsdp", r.fsdp}, {"cpu_offload", r.cpu_offload},
+      {"sequence_parallel", r.sequence_parallel}, {"loss_parallel", r.loss_parallel}, {"world", r.world},
+      {"reshard_after_forward", r.reshard_after_forward}, {"master_weights", r.master_weights}};
+  // What a reader leaves at its default is left out of the arguments; a field one sets must be listed above.
+  Run listed = r;
+  const Run d;
+  listed.model = d.model;
+  listed.seq_length = d.seq_length, listed.micro_batch_size = d.micro_batch_size, listed.micro_batches = d.micro_batches;
+  listed.recompute = d.recompute, listed.optimizer = d.optimizer, listed.optimizer_impl = d.optimizer_impl;
+  listed.optimizer_in_backward = d.optimizer_in_backward, listed.fp8 = d.fp8, listed.fp8_skip_head = d.fp8_skip_head;
+  listed.tp = d.tp, listed.dp = d.dp, listed.fsdp = d.fsdp, listed.cpu_offload = d.cpu_offload;
+  listed.sequence_parallel = d.sequence_parallel, listed.loss_parallel = d.loss_parallel, listed.world = d.world;
+  listed.reshard_after_forward = d.reshard_after_forward, listed.master_weights = d.master_weights;
+  if (const std::vector<std::string> unlisted = step_flags(listed); unlisted.size() > 1)
+    throw std::logic_error("trainer_run: the reader set " + unlisted[1] + ", which census_step's arguments here leave out");
+  nlohmann::ordered_json ignored = nlohmann::ordered_json::array();
+  for (const IgnoredField& f : file->ignored) ignored.push_back({{"field", f.field}, {"why", std::string(f.why)}});
+  return nlohmann::ordered_json{{"format", file->format},
+                                {"flags", step_flags(r)},
+                                {"arguments", arguments},
+                                {"ignored", ignored},
+                                {"notes", file->notes}}
+      .dump();
+}
+
 // A size argument of census_plan ("80GiB", or bytes as text), read by the command line's byte rule
 // (cli/options.h), or ValueError.
 int64_t size_argument(const char* name, const std::string& text) {
@@ -583,6 +627,8 @@ PYBIND11_MODULE(_census, m) {
         py::arg("path"), py::arg("layer_index"), py::arg("seq_length"), py::arg("tp"), py::arg("selective"),
         py::arg("gdn_backend"), py::arg("svg_dir"), py::arg("name"));
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
+  m.def("trainer_run", &trainer_run, "the run a trainer's config file states (JSON text)", py::arg("trainer"),
+        py::arg("path"), py::arg("world"), py::arg("model_given"));
   m.def("step", &step, "one rank's training step, as census step --format json reports it (JSON text)",
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),

@@ -16,6 +16,7 @@
 #include "nn/lora.h"
 #include "nn/loss.h"
 #include "ops/ops.h"
+#include "run/run.h"
 #include "step/fsdp.h"
 #include "step/optimizer_choice.h"
 #include "step/pipeline_split.h"
@@ -25,17 +26,8 @@
 
 namespace census {
 
-// The most micro-batches a step accumulates, model chunks counted (M x V under the interleaved
-// schedule): 2^12. Each is a forward and a backward the step replays and two phases it reports, so its
-// time, memory and answer grow with them (4096 take Llama-3.1-8B's step about a second and 120 MB; 2^16
-// took 17 s and 2 GB). Llama 3.1's batches of 2048 sequences run on one data-parallel rank within it.
-inline constexpr int64_t kLargestMicroBatches = int64_t{1} << 12;
-// The most sequences a micro-batch holds (--micro-batch-size): 2^16. Its B x S tokens run the ops a
-// sequence's do, so their counts are weighed as a sequence of B x S tokens' (cli/request.h).
-inline constexpr int64_t kLargestMicroBatchSize = int64_t{1} << 16;
-// The largest parallel degree (TP, CP, EP, DP, PP, a plan's devices): 2^20 ranks, more than any run
-// has. PP and V are bounded below it by the layers they divide.
-inline constexpr int64_t kLargestDegree = int64_t{1} << 20;
+// The limits of a run's sizes (kLargestMicroBatches, kLargestMicroBatchSize, kLargestDegree) are the
+// Run's (run/run.h).
 
 enum class PipelineSchedule : uint8_t { k1F1B, kGPipe, kInterleaved };
 

@@ -1,0 +1,130 @@
+// `census step --from TRAINER FILE`: the run a trainer's file states answers as the flags that state the same
+// run (the file's "from" line prints them), flags beside the file are refused, and the flags a Run prints
+// parse back to that Run.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/step_command.h"
+#include "cli_run.h"
+
+namespace census {
+namespace {
+
+using testing::CliRun;
+using testing::census;
+
+const std::string kData = std::string(CENSUS_TEST_DATA) + "/trainers/torchtitan/";
+
+// The done-when of the run description: torchtitan v0.2's llama3_8b.toml on 8 GPUs prints the answer of
+// the flags that state its run, whole, less the block that says what was read.
+TEST(StepFromCli, TorchtitansLlama3_8bAnswersAsItsFlags) {
+  const CliRun from = census({"step", "--from", "torchtitan", kData + "v0.2.0-llama3_8b.toml", "--world", "8",
+                              "--format", "json"});
+  ASSERT_EQ(from.code, 0) << from.err;
+  nlohmann::json answer = nlohmann::json::parse(from.out);
+  const nlohmann::json read = answer["from"];
+  answer.erase("from");
+  const std::vector<std::string> flags = {"llama-3.1-8b", "--seq-length", "8192", "--recompute", "torchtitan-op",
+                                          "--optimizer-impl", "fused", "--dp", "8", "--fsdp", "--world", "8",
+                                          "--reshard-after-forward", "true", "--master-weights", "fp32"};
+  EXPECT_EQ(read["flags"].get<std::vector<std::string>>(), flags);
+  EXPECT_EQ(read["format"], "torchtitan's TOML job config, v0.2");
+  EXPECT_EQ(read["notes"].size(), 2u);
+  std::vector<std::string> args = {"step"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"--format", "json"});
+  const CliRun equivalent = census(args);
+  ASSERT_EQ(equivalent.code, 0) << equivalent.err;
+  EXPECT_EQ(answer, nlohmann::json::parse(equivalent.out));
+}
+
+// The table: what was read first (the flags, the ignored fields by reason, the notes), then the flags' table.
+TEST(StepFromCli, TheTableSaysWhatWasRead) {
+  const CliRun from = census({"step", "--from", "torchtitan", kData + "v0.1.0-llama3_8b.toml", "--world", "8"});
+  ASSERT_EQ(from.code, 0) << from.err;
+  EXPECT_EQ(from.out.rfind("from " + kData + "v0.1.0-llama3_8b.toml (torchtitan's TOML job config, v0.1): census step "
+                           "llama-3.1-8b --seq-length 8192 --recompute torchtitan-op --optimizer-impl fused --dp 8 --fsdp "
+                           "--world 8 --master-weights fp32\n",
+                           0),
+            0u)
+      << from.out;
+  EXPECT_NE(from.out.find("\nignored, not priced (the gradient clip's fp32 norm of each gradient, a few hundred bytes a "
+                          "tensor): training.max_norm\n"),
+            std::string::npos);
+  const CliRun equivalent = census({"step", "llama-3.1-8b", "--seq-length", "8192", "--recompute", "torchtitan-op",
+                                    "--optimizer-impl", "fused", "--dp", "8", "--fsdp", "--world", "8",
+                                    "--master-weights", "fp32"});
+  ASSERT_EQ(equivalent.code, 0) << equivalent.err;
+  const size_t answer = from.out.find("llama-3.1-8b (llama): one rank's training step");
+  ASSERT_NE(answer, std::string::npos);
+  EXPECT_EQ(from.out.substr(answer), equivalent.out);
+}
+
+// Which step, the machine's overheads and how to show it are taken beside the file; the model's config too,
+// where the file names a model Census does not ship.
+TEST(StepFromCli, TakesTheStepAndTheMachineBesideTheFile) {
+  const CliRun first = census({"step", "--from", "torchtitan", kData + "v0.2.0-llama3_8b.toml", "--world", "8",
+                               "--first-step", "--cuda-context", "1GiB", "--format", "json"});
+  ASSERT_EQ(first.code, 0) << first.err;
+  const nlohmann::json answer = nlohmann::json::parse(first.out);
+  EXPECT_EQ(answer["step"], "first");
+  const std::string job = testing::write_test_file("from_405b.toml", "[model]\nname = \"llama3\"\nflavor = \"405B\"\n");
+  const CliRun unshipped = census({"step", "--from", "torchtitan", job, "--world", "8"});
+  EXPECT_EQ(unshipped.code, 2);
+  EXPECT_NE(unshipped.err.find("model.flavor"), std::string::npos) << unshipped.err;
+  const CliRun given = census({"step", "llama-3.1-70b", "--from", "torchtitan", job, "--world", "8", "--format", "json"});
+  ASSERT_EQ(given.code, 0) << given.err;
+  EXPECT_EQ(nlohmann::json::parse(given.out)["from"]["flags"][0], "llama-3.1-70b");
+}
+
+void expect_refused(const std::vector<std::string>& args, const std::string& named) {
+  const CliRun run = census(args);
+  EXPECT_EQ(run.code, 2) << named;
+  EXPECT_TRUE(run.out.empty()) << named;
+  EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
+TEST(StepFromCli, RefusesTheRunsFlagsBesideTheFile) {
+  const std::string job = kData + "v0.2.0-llama3_8b.toml";
+  expect_refused({"step", "--from", "torchtitan", job, "--world", "8", "--tp", "2"}, "census: --tp beside --from: the file states the run");
+  expect_refused({"step", "--from", "torchtitan", job, "--world", "8", "--tp", "1"}, "--tp beside --from");  // even at its default
+  expect_refused({"step", "--from", "torchtitan", job, "--world", "8", "--liger"}, "--liger beside --from");
+  expect_refused({"step", "--from", "torchtitan", job}, "data_parallel_shard_degree");
+  expect_refused({"step", "--from", "axolotl", job}, "--from 'axolotl'");
+  expect_refused({"step", "--from", "torchtitan"}, "--from");
+  expect_refused({"step"}, "census step: give a config.json or a shipped model name");
+}
+
+// Every field of a Run printed as flags (step_flags) parses back to the same Run: the flags are a reader of
+// it, and the printer leaves none out.
+TEST(StepFromCli, AFlagForEveryFieldOfTheRun) {
+  cli::StepArgs all;
+  census::Run& r = all;
+  r.model = "llama-3.1-8b";
+  r.seq_length = 2048, r.micro_batch_size = 2, r.micro_batches = 4, r.pp = 2, r.schedule = "interleaved";
+  r.virtual_stages = 2, r.first_stage_layers = 3, r.last_stage_layers = 5, r.embedding_as_layer = true;
+  r.loss_as_layer = true, r.recompute = "none,moe=full", r.offload_activations = "trl", r.optimizer = "sgd";
+  r.optimizer_impl = "foreach", r.optimizer_in_backward = true, r.first_step = true, r.loss = "trl-chunked-nll";
+  r.liger = true, r.fp8 = "rowwise", r.fp8_skip_head = true, r.experts_implementation = "eager", r.kernels = "cuda";
+  r.train_yaml = "my train.yaml", r.lora = true, r.lora_rank = 16, r.lora_alpha = 0.1, r.lora_dropout = 0.05;
+  r.lora_targets = "q_proj,v_proj", r.lora_dtype = "bf16", r.use_dora = true, r.quantize = "nf4", r.double_quant = true;
+  r.quant_storage = "bf16", r.compute_dtype = "bf16", r.bnb_version = "0.49", r.prepare_kbit = true, r.tp = 2;
+  r.dp = 4, r.zero = 1, r.fsdp = true, r.cpu_offload = true, r.sequence_parallel = true, r.loss_parallel = true;
+  r.world = 16, r.reshard_after_forward = "false", r.cp = 2, r.ep = 2, r.expert_tp = 1, r.master_weights = "fp32";
+  r.grad_dtype = "fp32", r.cuda_context = 1, r.nccl_buffers = 2, r.fragmentation = 3;
+  CLI::App app;
+  cli::StepArgs parsed;
+  add_step_command(app, parsed);
+  std::vector<std::string> args = step_flags(r);
+  args.insert(args.begin(), "step");
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+  ASSERT_NO_THROW(app.parse(args));
+  EXPECT_EQ(step_flags(parsed), step_flags(r));
+  EXPECT_EQ(step_flags(census::Run{}).size(), 1u);  // a default Run: its model alone
+  EXPECT_EQ(step_command_line(r).find("--train-yaml 'my train.yaml'") != std::string::npos, true);
+}
+
+}  // namespace
+}  // namespace census

@@ -1,0 +1,56 @@
+"""census.trainer_run: the run a trainer's file states, priced by census_step as census step --from prices it."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import census
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCHTITAN = os.path.join(HERE, "..", "data", "trainers", "torchtitan")
+LLAMA3_8B = os.path.join(TORCHTITAN, "v0.2.0-llama3_8b.toml")
+
+
+def test_torchtitans_llama3_8b_is_the_commands():
+    run = census.trainer_run("torchtitan", LLAMA3_8B, world=8)
+    assert run["format"] == "torchtitan's TOML job config, v0.2"
+    assert run["flags"][:3] == ["llama-3.1-8b", "--seq-length", "8192"]
+    arguments = run["arguments"]
+    assert arguments["config"] == census.shipped_config("llama-3.1-8b")
+    assert (arguments["fsdp"], arguments["dp"], arguments["master_weights"]) == (True, 8, "fp32")
+    assert {"field": "training.max_norm",
+            "why": "not priced (the gradient clip's fp32 norm of each gradient, a few hundred bytes a tensor)"} \
+        in run["ignored"]
+    step = census.census_step(**arguments)
+    command = os.environ.get("CENSUS_BINARY")
+    if command is None:
+        pytest.skip("CENSUS_BINARY names no census command")
+    answer = json.loads(subprocess.run([command, "step", "--from", "torchtitan", LLAMA3_8B, "--world", "8",
+                                        "--format", "json"], check=True, capture_output=True, text=True).stdout)
+    assert answer.pop("from")["flags"] == run["flags"]
+    assert step == answer
+
+
+def test_a_config_for_a_model_census_does_not_ship(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\nname = "llama3"\nflavor = "405B"\n[training]\nseq_len = 1024\n')
+    with pytest.raises(ValueError, match="model.flavor"):
+        census.trainer_run("torchtitan", job, world=8)
+    config = census.shipped_config("llama-3.1-70b")
+    run = census.trainer_run("torchtitan", job, world=8, config=config)
+    assert run["arguments"]["config"] is config
+    assert run["arguments"]["seq_length"] == 1024
+
+
+@pytest.mark.parametrize("trainer, path, world, named", [
+    ("axolotl", LLAMA3_8B, 8, "trainer: 'axolotl'"),
+    ("torchtitan", LLAMA3_8B, None, "data_parallel_shard_degree"),
+    ("torchtitan", LLAMA3_8B, 0.5, "world"),
+    ("torchtitan", LLAMA3_8B, 1 << 21, "world"),
+    ("torchtitan", 3, 8, "path"),
+    (None, LLAMA3_8B, 8, "trainer"),
+])
+def test_refusals_name_the_argument(trainer, path, world, named):
+    with pytest.raises(ValueError, match=named):
+        census.trainer_run(trainer, path, world=world)

@@ -1,19 +1,20 @@
-// Fuzzing the reader of torchtitan's job config: any bytes as a job.toml give a run within the step's
-// bounds, every field read or listed as ignored, or a one-line refusal.
+// Fuzzing the readers of trainers' files: any bytes, as torchtitan's job.toml and as torchtune's recipe
+// YAML, give a run within the step's bounds, or a one-line refusal.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "fuzz_check.h"
 #include "run/torchtitan_toml.h"
+#include "run/torchtune_yaml.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+namespace {
+
+void check(const census::Result<census::TrainerFile>& file) {
   using namespace census;
-  const std::string text(reinterpret_cast<const char*>(data), size);
-  auto file = read_torchtitan_toml(text, "job.toml", {8, false});
   if (!file) {
     fuzz::expect_one_line(file.refusal());
-    return 0;
+    return;
   }
   const Run& r = file->run;
   if (r.seq_length < 1 || r.seq_length > kLargestSeqLength || r.micro_batch_size < 1 ||
@@ -21,5 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       r.dp < 1 || r.dp > kLargestDegree || r.tp < 1 || r.tp > kLargestDegree || r.model.empty())
     __builtin_trap();
   if (step_flags(r).front() != r.model) __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  check(census::read_torchtitan_toml(text, "job.toml", {8, false, 0}));
+  check(census::read_torchtune_yaml(text, "recipe.yaml", {8, false, 2048}));
   return 0;
 }

@@ -556,11 +556,14 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     return json.loads(text)
 
 
-def trainer_run(trainer: str, path: Any, world: Any = None, config: Any = None) -> Dict[str, Any]:
+def trainer_run(trainer: str, path: Any, world: Any = None, config: Any = None,
+                seq_length: Any = None) -> Dict[str, Any]:
     """The run a trainer's own config file states, as ``census step --from TRAINER FILE`` reads it.
 
-    *trainer* is ``"torchtitan"`` (its TOML job config, v0.1 or v0.2); *world* is the GPU count where the file
-    leaves a degree to the launcher (``data_parallel_shard_degree = -1``). The result's ``"arguments"`` are
+    *trainer* is ``"torchtitan"`` (its TOML job config, v0.1 or v0.2) or ``"torchtune"`` (a full-finetune
+    recipe config, v0.6.1); *world* is the GPU count where the file leaves it to the launcher
+    (``data_parallel_shard_degree = -1``, torchtune's ranks); *seq_length* the tokens a sequence has where the
+    file leaves it to the data (a torchtune tokenizer's ``max_seq_len: null``). The result's ``"arguments"`` are
     :func:`census_step`'s keyword arguments for the run: ``census_step(**run["arguments"])`` prices it. Their
     ``"config"`` is the shipped model the file names, or *config* (a mapping, a config.json path or a
     Transformers config) where it names one Census does not ship. ``"flags"`` are the same run as ``census
@@ -570,7 +573,8 @@ def trainer_run(trainer: str, path: Any, world: Any = None, config: Any = None) 
     if not isinstance(trainer, str):
         raise ValueError(f"trainer: must be a trainer's name (torchtitan), not {_shown(trainer)}")
     run = json.loads(_census.trainer_run(trainer, _path("path", path), 0 if world is None else _integer("world", world),
-                                         config is not None))
+                                         config is not None,
+                                         0 if seq_length is None else _integer("seq_length", seq_length)))
     arguments = run["arguments"]
     model = arguments.pop("model")
     arguments = {"config": shipped_config(model) if config is None else config, **arguments}

@@ -128,6 +128,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
   if (step->parsed()) {
     if (Status beside = check_flags_beside_from(*step, step_args); !beside) return refuse_line(err, beside.refusal().message());
+    step_args.seq_length_given = step->get_option("--seq-length")->count() > 0;
     return run_step_command(step_args, out, err);
   }
   if (plan->parsed()) return run_plan_command(plan_args, out, err);

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "cli/yaml_text.h"
+#include "run/yaml_text.h"
 #include "util/checked.h"
 #include "util/escape.h"
 #include "util/read_file.h"

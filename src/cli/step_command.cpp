@@ -513,8 +513,9 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                   "the file names, where Census ships none");
   sub->add_option("--from", a.from,
                   "TRAINER FILE: the run as a trainer's own config file states it: torchtitan (its TOML job config, "
-                  "v0.1 or v0.2); the flags beside it may only say which step and machine (--world, --first-step, "
-                  "--stage, the overheads, the allocator's) and how to show it")
+                  "v0.1 or v0.2) or torchtune (a full-finetune recipe config); the flags beside it may only say "
+                  "which step and machine (--world, --first-step, --stage, the overheads, the allocator's), the "
+                  "sequence length where the file leaves it to the data (--seq-length), and how to show it")
       ->expected(2)
       ->type_name("TRAINER FILE");
   add_integer_option(*sub, kSeqLengthRule, a.seq_length, "tokens of each sequence (default 4096)");
@@ -857,11 +858,13 @@ Result<FromFile> with_trainer_file(const StepArgs& a) {
   beside.model.clear();
   beside.world = 0;
   beside.first_step = false;
+  beside.seq_length = Run{}.seq_length;  // the reader takes it where the file leaves it open
   beside.cuda_context = beside.nccl_buffers = beside.fragmentation = 0;
   if (const std::vector<std::string> flags = step_flags(beside); flags.size() > 1)
     return refuse(flags[1] + " beside --from",
                   "the file states the run; change the file, or give the run as flags without --from");
-  auto file = read_trainer_file(a.from[0], a.from[1], {a.world, !a.model.empty()});
+  const bool seq_length_given = a.seq_length_given || a.seq_length != Run{}.seq_length;
+  auto file = read_trainer_file(a.from[0], a.from[1], {a.world, !a.model.empty(), seq_length_given ? a.seq_length : 0});
   CENSUS_TRY(file);
   FromFile out{a, file.take()};
   static_cast<Run&>(out.args) = out.file->run;
@@ -890,7 +893,7 @@ ordered_json from_json(const StepArgs& a, const FromFile& from) {
 
 Status check_flags_beside_from(const CLI::App& step, const StepArgs& a) {
   if (a.from.empty()) return {};
-  static constexpr std::string_view kTaken[] = {"--from", "--world", "--first-step", "--stage", "--format",
+  static constexpr std::string_view kTaken[] = {"--from", "--world", "--seq-length", "--first-step", "--stage", "--format",
                                                 "--explain", "--allocator", "--alloc-conf", "--gpu-memory",
                                                 "--cuda-context", "--nccl-buffers", "--fragmentation", "config"};
   for (const CLI::Option* option : step.get_options()) {

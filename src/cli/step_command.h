@@ -23,6 +23,7 @@ namespace census::cli {
 struct StepArgs : Run {
   std::optional<int64_t> stage;   // not given: every stage
   std::vector<std::string> from;  // --from TRAINER FILE: the run read from a trainer's file (run/trainer_file.h)
+  bool seq_length_given = false;  // --seq-length was given (beside --from, for a file that leaves it open)
   std::string format = "table";
   bool explain = false;
   // PyTorch's caching allocator over the step (cli/step_allocator.h)

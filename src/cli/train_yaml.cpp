@@ -2,7 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "cli/yaml_text.h"
+#include "run/yaml_text.h"
 #include "util/escape.h"
 #include "util/read_file.h"
 

@@ -494,14 +494,19 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
 
 // The run a trainer's file states, as JSON text: {"format", "flags", "arguments", "ignored", "notes"};
 // "arguments" are census_step's keyword arguments for the run (its model's name as "model").
-std::string trainer_run(const std::string& trainer, const std::string& path, int64_t world, bool model_given) {
+std::string trainer_run(const std::string& trainer, const std::string& path, int64_t world, bool model_given,
+                        int64_t seq_length) {
   if (world != 0) {
     if (Status status = cli::check_integer(cli::degree_rule("world"), world); !status) throw argument_error(status.refusal());
   }
   const auto names = trainer_names();
   if (std::find(names.begin(), names.end(), trainer) == names.end())
-    throw py::value_error("trainer: " + echoed(trainer) + " is not a trainer whose files Census reads; give torchtitan");
-  auto file = read_trainer_file(trainer, path, {world, model_given});
+    throw py::value_error("trainer: " + echoed(trainer) +
+                          " is not a trainer whose files Census reads; give torchtitan or torchtune");
+  if (seq_length != 0) {
+    if (Status status = cli::check_integer(cli::kSeqLengthRule, seq_length); !status) throw argument_error(status.refusal());
+  }
+  auto file = read_trainer_file(trainer, path, {world, model_given, seq_length});
   if (!file) throw argument_error(file.refusal());
   const Run& r = file->run;
   nlohmann::ordered_json arguments = {
@@ -510,6 +515,9 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
       {"optimizer_impl", r.optimizer_impl.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.optimizer_impl)},
       {"optimizer_in_backward", r.optimizer_in_backward},
       {"fp8", r.fp8.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.fp8)},
+      {"loss", r.loss.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.loss)},
+      {"offload_activations",
+       r.offload_activations.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.offload_activations)},
       {"fp8_skip_head", r.fp8_skip_head}, {"tp", r.tp}, {"dp", r.dp}, {"fsdp", r.fsdp}, {"cpu_offload", r.cpu_offload},
       {"sequence_parallel", r.sequence_parallel}, {"loss_parallel", r.loss_parallel}, {"world", r.world},
       {"reshard_after_forward", r.reshard_after_forward}, {"master_weights", r.master_weights}};
@@ -520,6 +528,7 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
   listed.seq_length = d.seq_length, listed.micro_batch_size = d.micro_batch_size, listed.micro_batches = d.micro_batches;
   listed.recompute = d.recompute, listed.optimizer = d.optimizer, listed.optimizer_impl = d.optimizer_impl;
   listed.optimizer_in_backward = d.optimizer_in_backward, listed.fp8 = d.fp8, listed.fp8_skip_head = d.fp8_skip_head;
+  listed.loss = d.loss, listed.offload_activations = d.offload_activations;
   listed.tp = d.tp, listed.dp = d.dp, listed.fsdp = d.fsdp, listed.cpu_offload = d.cpu_offload;
   listed.sequence_parallel = d.sequence_parallel, listed.loss_parallel = d.loss_parallel, listed.world = d.world;
   listed.reshard_after_forward = d.reshard_after_forward, listed.master_weights = d.master_weights;
@@ -628,7 +637,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("gdn_backend"), py::arg("svg_dir"), py::arg("name"));
   m.def("shipped_models", &shipped, "(name, config.json text) of each shipped model");
   m.def("trainer_run", &trainer_run, "the run a trainer's config file states (JSON text)", py::arg("trainer"),
-        py::arg("path"), py::arg("world"), py::arg("model_given"));
+        py::arg("path"), py::arg("world"), py::arg("model_given"), py::arg("seq_length"));
   m.def("step", &step, "one rank's training step, as census step --format json reports it (JSON text)",
         py::arg("config"), py::arg("seq_length"), py::arg("micro_batches"), py::arg("pp"), py::arg("stage"),
         py::arg("schedule"), py::arg("virtual_stages"), py::arg("recompute"), py::arg("optimizer"), py::arg("tp"), py::arg("dp"), py::arg("zero"),

@@ -1,6 +1,7 @@
 // File: trainer_file.h
 // Reading a run from a trainer's own config file (`census step --from TRAINER FILE`). Each trainer's
-// reader is a file of this folder: torchtitan's TOML job config (torchtitan_toml.h). A reader makes
+// reader is a file of this folder: torchtitan's TOML job config (torchtitan_toml.h), torchtune's recipe
+// config (torchtune_yaml.h). A reader makes
 // the Run the file describes, as Census prices it: every field that moves memory is read, or refused by
 // name where Census does not price it yet; every field that moves none is listed as ignored. Nothing
 // in the file is dropped unseen: a section or field the trainer does not have is refused too.
@@ -21,7 +22,15 @@ namespace census {
 struct TrainerFileContext {
   int64_t world = 0;  // the GPUs the run spans (--world), where the file leaves a degree to the launcher
   bool model_given = false;  // the step names the model's config itself: the file's model name is not mapped
+  int64_t seq_length = 0;    // --seq-length beside the file, for a file that leaves it to the data; 0: not given
 };
+
+// What a reader does with a field of a trainer's file: reads it (it moves memory, or decides what does),
+// or leaves it alone, for the reason named.
+enum class FieldUse : uint8_t { kRead, kNoMemory, kBetweenSteps, kUnused, kClip };
+
+// Why a field left alone moves no memory of the step, or why it is not priced: "they move no memory".
+std::string_view why_ignored(FieldUse use);
 
 // A field the reader saw and left alone, and why it moves no memory of the step (or why it is not priced).
 struct IgnoredField {

@@ -16,6 +16,14 @@ using testing::census;
 
 const std::string kData = std::string(CENSUS_TEST_DATA) + "/trainers/torchtitan/";
 
+void expect_refused(const std::vector<std::string>& args, const std::string& named) {
+  const CliRun run = census(args);
+  EXPECT_EQ(run.code, 2) << named;
+  EXPECT_TRUE(run.out.empty()) << named;
+  EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
 // The done-when of the run description: torchtitan v0.2's llama3_8b.toml on 8 GPUs prints the answer of
 // the flags that state its run, whole, less the block that says what was read.
 TEST(StepFromCli, TorchtitansLlama3_8bAnswersAsItsFlags) {
@@ -37,6 +45,29 @@ TEST(StepFromCli, TorchtitansLlama3_8bAnswersAsItsFlags) {
   const CliRun equivalent = census(args);
   ASSERT_EQ(equivalent.code, 0) << equivalent.err;
   EXPECT_EQ(answer, nlohmann::json::parse(equivalent.out));
+}
+
+// A torchtune recipe whose keys are all priced (llama3_1/8B_full_single_device.yaml): its sequence length is the
+// data's (max_seq_len null), given beside the file; the answer is the flags'.
+TEST(StepFromCli, TorchtunesFullSingleDeviceRecipeAnswersAsItsFlags) {
+  const std::string recipe = std::string(CENSUS_TEST_DATA) + "/trainers/torchtune/v0.6.1-llama3_1-8B_full_single_device.yaml";
+  const CliRun from = census({"step", "--from", "torchtune", recipe, "--seq-length", "2048", "--format", "json"});
+  ASSERT_EQ(from.code, 0) << from.err;
+  nlohmann::json answer = nlohmann::json::parse(from.out);
+  const std::vector<std::string> flags = {"llama-3.1-8b", "--seq-length", "2048", "--micro-batch-size", "2",
+                                          "--recompute", "full", "--optimizer", "paged-adamw8bit",
+                                          "--optimizer-in-backward", "--loss", "torchtune-chunked"};
+  EXPECT_EQ(answer["from"]["flags"].get<std::vector<std::string>>(), flags);
+  answer.erase("from");
+  std::vector<std::string> args = {"step"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"--format", "json"});
+  const CliRun equivalent = census(args);
+  ASSERT_EQ(equivalent.code, 0) << equivalent.err;
+  EXPECT_EQ(answer, nlohmann::json::parse(equivalent.out));
+  // Where the file states the length, --seq-length beside it is refused, even at the default's value.
+  expect_refused({"step", "--from", "torchtitan", kData + "v0.2.0-llama3_8b.toml", "--world", "8", "--seq-length", "4096"},
+                 "--seq-length beside --from");
 }
 
 // The table: what was read first (the flags, the ignored fields by reason, the notes), then the flags' table.
@@ -78,13 +109,6 @@ TEST(StepFromCli, TakesTheStepAndTheMachineBesideTheFile) {
   EXPECT_EQ(nlohmann::json::parse(given.out)["from"]["flags"][0], "llama-3.1-70b");
 }
 
-void expect_refused(const std::vector<std::string>& args, const std::string& named) {
-  const CliRun run = census(args);
-  EXPECT_EQ(run.code, 2) << named;
-  EXPECT_TRUE(run.out.empty()) << named;
-  EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
-  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-}
 
 TEST(StepFromCli, RefusesTheRunsFlagsBesideTheFile) {
   const std::string job = kData + "v0.2.0-llama3_8b.toml";

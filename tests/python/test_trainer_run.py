@@ -54,3 +54,20 @@ def test_a_config_for_a_model_census_does_not_ship(tmp_path):
 def test_refusals_name_the_argument(trainer, path, world, named):
     with pytest.raises(ValueError, match=named):
         census.trainer_run(trainer, path, world=world)
+
+
+def test_torchtunes_recipe_takes_the_sequence_length_it_leaves_open():
+    recipe = os.path.join(HERE, "..", "data", "trainers", "torchtune", "v0.6.1-llama3_1-8B_full_single_device.yaml")
+    with pytest.raises(ValueError, match="max_seq_len"):
+        census.trainer_run("torchtune", recipe)
+    run = census.trainer_run("torchtune", recipe, seq_length=2048)
+    arguments = run["arguments"]
+    assert (arguments["optimizer"], arguments["loss"], arguments["optimizer_in_backward"]) == \
+        ("paged-adamw8bit", "torchtune-chunked", True)
+    step = census.census_step(**arguments)
+    flags = census.census_step(census.shipped_config("llama-3.1-8b"), seq_length=2048, micro_batch_size=2,
+                               recompute="full", optimizer="paged-adamw8bit", optimizer_in_backward=True,
+                               loss="torchtune-chunked")
+    assert step == flags
+    with pytest.raises(ValueError, match="seq_length"):
+        census.trainer_run("torchtune", recipe, seq_length=0.5)

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace census::cli {
+namespace census {
 
 // The document of `text`; throws YAML::Exception where it is not valid YAML. yaml-cpp (0.7) closes a
 // quoted scalar left open at the end of the text when a line break follows it, which would read
@@ -17,4 +17,4 @@ inline YAML::Node load_yaml(const std::string& text) {
   return YAML::Load(end == std::string::npos ? std::string() : text.substr(0, end + 1));
 }
 
-}  // namespace census::cli
+}  // namespace census

@@ -463,7 +463,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
                 lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
                 quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
-                prepare_kbit: bool = False) -> Dict[str, Any]:
+                prepare_kbit: bool = False, kernels: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -510,6 +510,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     and *last_stage_layers* (Megatron's num_layers_in_first/last_pipeline_stage), or *embedding_as_layer*
     and *loss_as_layer*, make uneven pipeline stages; *expert_tp* 1 keeps every rank's experts whole.
 
+    *kernels* is the kernel profile (``census step --kernels``): ``"npu"`` (None, the reference's flash
+    contract) or ``"cuda"`` (CUDA's flash attention's).
+
     *allocator* simulates PyTorch's CUDA caching allocator over the step (``census step --allocator``):
     each stage's ``"allocator"`` holds ``reserved_peak``, ``allocated_peak``, ``largest_inactive_split``,
     ``num_alloc_retries``, ``out_of_memory`` (None without *gpu_memory*) and ``requested_peak``, under
@@ -552,7 +555,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _name_or_none("quant_storage", quant_storage, "uint8, bf16 or fp32", "uint8"),
                         _name_or_none("compute_dtype", compute_dtype, "fp32 or bf16", "fp32"),
                         _name_or_none("bnb_version", bnb_version, "0.50 or 0.49", "0.50"),
-                        _switch("prepare_kbit", prepare_kbit))
+                        _switch("prepare_kbit", prepare_kbit),
+                        _name_or_none("kernels", kernels, "npu or cuda", "npu"))
     return json.loads(text)
 
 

@@ -429,9 +429,11 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  std::optional<double> lora_alpha, std::optional<double> lora_dropout,
                  const std::string& lora_targets, const std::string& lora_dtype, bool use_dora,
                  const std::string& quantize, bool double_quant, const std::string& quant_storage,
-                 const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit) {
+                 const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit,
+                 const std::string& kernels) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
+  a.kernels = kernels;
   a.quantize = quantize;
   a.double_quant = double_quant;
   a.quant_storage = quant_storage;
@@ -518,7 +520,8 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
       {"loss", r.loss.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.loss)},
       {"offload_activations",
        r.offload_activations.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.offload_activations)},
-      {"fp8_skip_head", r.fp8_skip_head}, {"tp", r.tp}, {"dp", r.dp}, {"fsdp", r.fsdp}, {"cpu_offload", r.cpu_offload},
+      {"fp8_skip_head", r.fp8_skip_head},
+      {"kernels", r.kernels.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.kernels)}, {"tp", r.tp}, {"dp", r.dp}, {"fsdp", r.fsdp}, {"cpu_offload", r.cpu_offload},
       {"sequence_parallel", r.sequence_parallel}, {"loss_parallel", r.loss_parallel}, {"world", r.world},
       {"reshard_after_forward", r.reshard_after_forward}, {"master_weights", r.master_weights}};
   // What a reader leaves at its default is left out of the arguments; a field one sets must be listed above.
@@ -528,7 +531,7 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
   listed.seq_length = d.seq_length, listed.micro_batch_size = d.micro_batch_size, listed.micro_batches = d.micro_batches;
   listed.recompute = d.recompute, listed.optimizer = d.optimizer, listed.optimizer_impl = d.optimizer_impl;
   listed.optimizer_in_backward = d.optimizer_in_backward, listed.fp8 = d.fp8, listed.fp8_skip_head = d.fp8_skip_head;
-  listed.loss = d.loss, listed.offload_activations = d.offload_activations;
+  listed.loss = d.loss, listed.offload_activations = d.offload_activations, listed.kernels = d.kernels;
   listed.tp = d.tp, listed.dp = d.dp, listed.fsdp = d.fsdp, listed.cpu_offload = d.cpu_offload;
   listed.sequence_parallel = d.sequence_parallel, listed.loss_parallel = d.loss_parallel, listed.world = d.world;
   listed.reshard_after_forward = d.reshard_after_forward, listed.master_weights = d.master_weights;
@@ -655,7 +658,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "",
         py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
         py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
-        py::arg("prepare_kbit") = false);
+        py::arg("prepare_kbit") = false, py::arg("kernels") = "");
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
         py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
         py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),

@@ -344,6 +344,7 @@ Result<TrainerFile> read_torchtitan_toml(const std::string& text, const std::str
   TrainerFile out;
   out.format = std::string("torchtitan's TOML job config, ") + (version01 ? "v0.1" : "v0.2");
   Run& run = out.run;
+  run.kernels = "cuda";  // torchtitan trains on CUDA GPUs: their flash attention's contract, not the NPU's
 
   // Code the file would import, and trainers' modes Census does not price.
   for (const char* custom : {"job.custom_config_module", "experimental.custom_import", "experimental.custom_args_module"})

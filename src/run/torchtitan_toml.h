@@ -4,7 +4,7 @@
 // [validation], [float8] (v0.1) or [quantize.linear.float8] (v0.2). Later torchtitan builds its config
 // in Python, which is not read.
 //
-// What the run is, as torchtitan's train.py and parallelize_llama build it:
+// What the run is, as torchtitan's train.py and parallelize_llama build it (on CUDA: --kernels cuda):
 //   [training] local_batch_size, seq_len         --micro-batch-size, --seq-length
 //   global_batch_size                             --micro-batches: global / (local x data-parallel ranks)
 //   [parallelism] data_parallel_shard_degree      --fsdp --dp N (-1: the GPUs --world gives, over the

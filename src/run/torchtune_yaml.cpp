@@ -195,6 +195,7 @@ Result<TrainerFile> read_recipe(const YAML::Node& root, const std::string& path,
                                      "False to price the eager run");
   CENSUS_ASSIGN(const std::string device, recipe.text_of(recipe.at("device"), "device"));
   if (!device.empty() && device != "cuda") return recipe.refused("device", echoed(device) + ": Census prices CUDA; give cuda");
+  run.kernels = "cuda";  // the CUDA kernels' contracts (flash attention's), not the NPU's
   CENSUS_ASSIGN(const std::string dtype, recipe.text_of(recipe.at("dtype"), "dtype"));
   if (dtype != "bf16")
     return recipe.refused("dtype", (dtype.empty() ? std::string("is missing") : echoed(dtype)) +

@@ -1,7 +1,7 @@
 // File: torchtune_yaml.h
 // A torchtune recipe config (YAML), as torchtune v0.6.1 (a6290a5) ships them for its full-finetune
 // recipes: full_finetune_single_device on one GPU (--world 1, or left out), full_finetune_distributed on
-// more. What each key makes of the run:
+// more. What each key makes of the run (device cuda: --kernels cuda):
 //   model._component_                 a shipped config of the builder's architecture (llama3_1_8b, 70b;
 //                                     qwen2_5_7b_base, _instruct; gemma2_9b, 27b; phi4_14b); torchtune's
 //                                     LoRA and QLoRA builders (its own LoRALinear) are refused

@@ -34,8 +34,8 @@ TEST(StepFromCli, TorchtitansLlama3_8bAnswersAsItsFlags) {
   const nlohmann::json read = answer["from"];
   answer.erase("from");
   const std::vector<std::string> flags = {"llama-3.1-8b", "--seq-length", "8192", "--recompute", "torchtitan-op",
-                                          "--optimizer-impl", "fused", "--dp", "8", "--fsdp", "--world", "8",
-                                          "--reshard-after-forward", "true", "--master-weights", "fp32"};
+                                          "--optimizer-impl", "fused", "--kernels", "cuda", "--dp", "8", "--fsdp",
+                                          "--world", "8", "--reshard-after-forward", "true", "--master-weights", "fp32"};
   EXPECT_EQ(read["flags"].get<std::vector<std::string>>(), flags);
   EXPECT_EQ(read["format"], "torchtitan's TOML job config, v0.2");
   EXPECT_EQ(read["notes"].size(), 2u);
@@ -56,7 +56,7 @@ TEST(StepFromCli, TorchtunesFullSingleDeviceRecipeAnswersAsItsFlags) {
   nlohmann::json answer = nlohmann::json::parse(from.out);
   const std::vector<std::string> flags = {"llama-3.1-8b", "--seq-length", "2048", "--micro-batch-size", "2",
                                           "--recompute", "full", "--optimizer", "paged-adamw8bit",
-                                          "--optimizer-in-backward", "--loss", "torchtune-chunked"};
+                                          "--optimizer-in-backward", "--loss", "torchtune-chunked", "--kernels", "cuda"};
   EXPECT_EQ(answer["from"]["flags"].get<std::vector<std::string>>(), flags);
   answer.erase("from");
   std::vector<std::string> args = {"step"};
@@ -75,8 +75,8 @@ TEST(StepFromCli, TheTableSaysWhatWasRead) {
   const CliRun from = census({"step", "--from", "torchtitan", kData + "v0.1.0-llama3_8b.toml", "--world", "8"});
   ASSERT_EQ(from.code, 0) << from.err;
   EXPECT_EQ(from.out.rfind("from " + kData + "v0.1.0-llama3_8b.toml (torchtitan's TOML job config, v0.1): census step "
-                           "llama-3.1-8b --seq-length 8192 --recompute torchtitan-op --optimizer-impl fused --dp 8 --fsdp "
-                           "--world 8 --master-weights fp32\n",
+                           "llama-3.1-8b --seq-length 8192 --recompute torchtitan-op --optimizer-impl fused --kernels cuda --dp 8 "
+                           "--fsdp --world 8 --master-weights fp32\n",
                            0),
             0u)
       << from.out;
@@ -84,8 +84,8 @@ TEST(StepFromCli, TheTableSaysWhatWasRead) {
                           "tensor): training.max_norm\n"),
             std::string::npos);
   const CliRun equivalent = census({"step", "llama-3.1-8b", "--seq-length", "8192", "--recompute", "torchtitan-op",
-                                    "--optimizer-impl", "fused", "--dp", "8", "--fsdp", "--world", "8",
-                                    "--master-weights", "fp32"});
+                                    "--optimizer-impl", "fused", "--kernels", "cuda", "--dp", "8", "--fsdp",
+                                    "--world", "8", "--master-weights", "fp32"});
   ASSERT_EQ(equivalent.code, 0) << equivalent.err;
   const size_t answer = from.out.find("llama-3.1-8b (llama): one rank's training step");
   ASSERT_NE(answer, std::string::npos);

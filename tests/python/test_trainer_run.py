@@ -67,7 +67,7 @@ def test_torchtunes_recipe_takes_the_sequence_length_it_leaves_open():
     step = census.census_step(**arguments)
     flags = census.census_step(census.shipped_config("llama-3.1-8b"), seq_length=2048, micro_batch_size=2,
                                recompute="full", optimizer="paged-adamw8bit", optimizer_in_backward=True,
-                               loss="torchtune-chunked")
+                               loss="torchtune-chunked", kernels="cuda")
     assert step == flags
     with pytest.raises(ValueError, match="seq_length"):
         census.trainer_run("torchtune", recipe, seq_length=0.5)

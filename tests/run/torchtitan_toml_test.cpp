@@ -61,10 +61,11 @@ TEST(TorchtitanToml, Llama3_8bOfV02) {
   EXPECT_EQ(r.tp, 1);
   EXPECT_EQ(r.master_weights, "fp32");
   EXPECT_EQ(r.reshard_after_forward, "true");
+  EXPECT_EQ(r.kernels, "cuda");  // torchtitan trains on CUDA: its flash attention's contract
   EXPECT_TRUE(r.fp8.empty());  // [quantize.linear.float8] without the converter in model.converters
   EXPECT_EQ(step_command_line(r),
-            "census step llama-3.1-8b --seq-length 8192 --recompute torchtitan-op --optimizer-impl fused --dp 8 --fsdp "
-            "--world 8 --reshard-after-forward true --master-weights fp32");
+            "census step llama-3.1-8b --seq-length 8192 --recompute torchtitan-op --optimizer-impl fused --kernels cuda "
+            "--dp 8 --fsdp --world 8 --reshard-after-forward true --master-weights fp32");
   EXPECT_TRUE(ignored(file, "training.max_norm"));
   EXPECT_TRUE(ignored(file, "quantize.linear.float8.filter_fqns"));
   EXPECT_TRUE(ignored(file, "checkpoint.async_mode"));

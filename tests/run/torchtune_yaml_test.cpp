@@ -46,7 +46,7 @@ TEST(TorchtuneYaml, Llama3_1_8bFullSingleDevice) {
   EXPECT_EQ(file->format, "torchtune's recipe config, v0.6.1");
   EXPECT_EQ(step_command_line(file->run),
             "census step llama-3.1-8b --seq-length 2048 --micro-batch-size 2 --recompute full --optimizer "
-            "paged-adamw8bit --optimizer-in-backward --loss torchtune-chunked");
+            "paged-adamw8bit --optimizer-in-backward --loss torchtune-chunked --kernels cuda");
   EXPECT_TRUE(std::any_of(file->ignored.begin(), file->ignored.end(),
                           [](const IgnoredField& f) { return f.field == "checkpointer"; }));
 }

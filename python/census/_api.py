@@ -463,7 +463,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
                 lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
                 quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
-                prepare_kbit: bool = False, kernels: Any = None) -> Dict[str, Any]:
+                prepare_kbit: bool = False, kernels: Any = None, fsdp_wrap: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -511,7 +511,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     and *loss_as_layer*, make uneven pipeline stages; *expert_tp* 1 keeps every rank's experts whole.
 
     *kernels* is the kernel profile (``census step --kernels``): ``"npu"`` (None, the reference's flash
-    contract) or ``"cuda"`` (CUDA's flash attention's).
+    contract) or ``"cuda"`` (CUDA's flash attention's). *fsdp_wrap* names FSDP2's units under *fsdp*
+    (``census step --fsdp-wrap``): ``"layers"`` (None: each decoder layer, then the root) or ``"torchtitan"``
+    (torchtitan v0.2's: the embedding, each layer, the final norm with the head, then the root).
 
     *allocator* simulates PyTorch's CUDA caching allocator over the step (``census step --allocator``):
     each stage's ``"allocator"`` holds ``reserved_peak``, ``allocated_peak``, ``largest_inactive_split``,
@@ -556,7 +558,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _name_or_none("compute_dtype", compute_dtype, "fp32 or bf16", "fp32"),
                         _name_or_none("bnb_version", bnb_version, "0.50 or 0.49", "0.50"),
                         _switch("prepare_kbit", prepare_kbit),
-                        _name_or_none("kernels", kernels, "npu or cuda", "npu"))
+                        _name_or_none("kernels", kernels, "npu or cuda", "npu"),
+                        _name_or_none("fsdp_wrap", fsdp_wrap, "layers or torchtitan", "layers"))
     return json.loads(text)
 
 

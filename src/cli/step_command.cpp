@@ -15,7 +15,7 @@
 #include "models/config.h"
 #include "nn/float8_training.h"
 #include "nn/lora.h"
-#include "run/trainer_file.h"
+#include "run/read_trainer_file.h"
 #include "step/lora_choice.h"
 #include "util/checked.h"
 #include "util/parallel.h"
@@ -238,7 +238,10 @@ ordered_json parallel_json(const StepArgs& a) {
                     : a.zero > 0 ? "zero-" + std::to_string(a.zero) + " (composed)"
                                  : std::string("replicated")}};
   if (a.fsdp)
-    j["fsdp"] = {{"units", "fully_shard per decoder layer, then the root (embedding, final norm, head)"},
+    j["fsdp"] = {{"units", a.fsdp_wrap == "torchtitan"
+                               ? "fully_shard of the embedding, each decoder layer, [final norm, head], then the root "
+                                 "(no parameter of its own)"
+                               : "fully_shard per decoder layer, then the root (embedding, final norm, head)"},
                  {"reshard_after_forward", a.reshard_after_forward},
                  {"mp_policy",
                   {{"param_dtype", "bfloat16"},
@@ -642,6 +645,11 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
   add_integer_option(*sub, kWorldRule, a.world, "ranks in all, if stated: --dp x --tp x --pp x --cp must equal it");
   add_choice_option(*sub, "--reshard-after-forward", a.reshard_after_forward, {"default", "true", "false"},
                     "FSDP2's reshard_after_forward: default (every layer but the last, and the root), true, false");
+  add_choice_option(*sub, "--fsdp-wrap", a.fsdp_wrap, {"layers", "torchtitan"},
+                    "FSDP2's units: layers (the default: fully_shard per decoder layer, then the root, torchtitan's until "
+                    "v0.1) or torchtitan (v0.2's apply_fsdp: the embedding, each layer, the final norm with the head, "
+                    "then the root; its reshard_after_forward default reshards every layer and the embedding, not the "
+                    "norm and head)");
   add_integer_option(*sub, degree_rule("--cp"), a.cp,
                      "context-parallel degree: the rank's S / C tokens, plus the K/V its ring receives (default 1)");
   add_integer_option(*sub, degree_rule("--ep"), a.ep,
@@ -716,6 +724,10 @@ Status check_names(const StepArgs& a) {
     return refuse("--recompute", "is empty; give none, selective, full, full-reentrant, torchtitan-op, torchtitan-layer:N, "
                                  "or a mode per layer kind ('none,moe=full')");
   CENSUS_TRY(parse_choice("--reshard-after-forward", {"default", "true", "false"}, a.reshard_after_forward));
+  if (!a.fsdp_wrap.empty()) {
+    CENSUS_TRY(parse_choice("--fsdp-wrap", {"layers", "torchtitan"}, a.fsdp_wrap));
+    if (!a.fsdp) return refuse("--fsdp-wrap", "names FSDP2's units; give --fsdp, or drop the option");
+  }
   if (a.world != 0) CENSUS_TRY(check_integer(kWorldRule, a.world));
   if (a.fsdp && a.dp < 2) return refuse("--fsdp", "shards over the data-parallel ranks; give --dp N with N > 1");
   if (a.fsdp && a.zero > 0)
@@ -798,6 +810,7 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.composition.fp32_master_weights = a.master_weights == "fp32" && !a.fsdp;
   if (a.fsdp) {
     o.fsdp.shards = a.dp;
+    o.fsdp.wrap = a.fsdp_wrap == "torchtitan" ? FsdpWrap::kTorchtitan : FsdpWrap::kLayers;
     o.fsdp.mixed_precision = a.master_weights == "fp32";  // torchtitan: fp32 shards, bf16 compute, fp32 reduce
     o.fsdp.reshard_after_forward = a.reshard_after_forward == "true"    ? ReshardAfterForward::kAlways
                                    : a.reshard_after_forward == "false" ? ReshardAfterForward::kNever
@@ -955,7 +968,9 @@ int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err
     answer << ", DP " << a.dp << " ZeRO-" << a.zero << ", master weights " << a.master_weights << ", grads "
            << a.grad_dtype;
   if (a.fsdp)
-    answer << ", FSDP2 over " << a.dp << " (fully_shard per layer and root, "
+    answer << ", FSDP2 over " << a.dp
+           << (a.fsdp_wrap == "torchtitan" ? " (fully_shard of the embedding, each layer, the norm with the head, and the root, "
+                                           : " (fully_shard per layer and root, ")
            << (a.master_weights == "fp32" ? "fp32 shards, MixedPrecisionPolicy(bf16, fp32)" : "bf16 shards, no policy")
            << ", reshard_after_forward " << a.reshard_after_forward << (a.cpu_offload ? ", CPUOffloadPolicy" : "") << ")";
   answer << ", bf16 parameters\n";

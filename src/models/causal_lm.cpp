@@ -125,7 +125,8 @@ nn::PositionEmbeddings layer_position_embeddings(const nn::PositionEmbeddings& p
 
 Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, const LayerRunner& runner) const {
   // inputs_embeds = self.embed_tokens(input_ids), or the inputs_embeds a later stage is handed.
-  const Tensor inputs_embeds = chunk_.first ? embed(input_ids) : received;  // (B, S, H)
+  const Tensor inputs_embeds =
+      chunk_.first ? runner.run_embedding(input_ids, [this](const Tensor& ids) { return embed(ids); }) : received;  // (B, S, H)
   // enable_input_require_grads' forward hook on the input embeddings (the frozen base's, under checkpointing):
   // output.requires_grad_(True), which makes it a leaf that requires grad.
   if (chunk_.first && nn::lora_inputs_require_grad() && !inputs_embeds.requires_grad())
@@ -161,7 +162,7 @@ Tensor CausalLM::model_forward(const Tensor& input_ids, const Tensor& received, 
       return layer->forward(input, kind);
     });
   }
-  if (chunk_.last) hidden_states = final_norm(hidden_states);
+  if (chunk_.last) hidden_states = runner.run_final_norm(hidden_states, [this](const Tensor& h) { return final_norm(h); });
   return hidden_states;
 }
 
@@ -171,7 +172,8 @@ Tensor CausalLM::causal_lm_loss(Tensor hidden_states, const Tensor& labels) cons
   return loss_function(logits_, labels);  // logits_ goes on return, once the loss is made
 }
 
-CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& labels, nn::CausalLMLoss loss) const {
+CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& labels, nn::CausalLMLoss loss,
+                                             const LayerRunner* runner) const {
   // *ForCausalLM.forward's frame holds the model's last hidden state until it returns: where the head
   // keeps another tensor (the all-gathered one under sequence parallelism), it goes only then.
   Output out;
@@ -201,6 +203,7 @@ CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& 
     return out;
   }
   out.logits = logits(hidden_states);
+  if (runner != nullptr) out.logits = runner->head_output(out.logits);
   OffloadActivations::model_output_made();
   out.loss = loss_function(out.logits, labels);
   return out;

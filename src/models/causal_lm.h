@@ -49,6 +49,15 @@ class LayerRunner {
  public:
   virtual ~LayerRunner() = default;
   virtual Tensor run(int64_t index, const Tensor& hidden_states, const LayerForward& forward) const = 0;
+  // The model's other calls, made through the runner where a wrapper hooks them (FSDP2's units of their own
+  // around the embedding and around the final norm with the head, as torchtitan wraps them): the embedding of
+  // the input ids, the final norm, and the head's logits once made (before the loss). Plain by default.
+  using ModuleForward = std::function<Tensor(const Tensor&)>;
+  virtual Tensor run_embedding(const Tensor& input_ids, const ModuleForward& embed) const { return embed(input_ids); }
+  virtual Tensor run_final_norm(const Tensor& hidden_states, const ModuleForward& norm) const {
+    return norm(hidden_states);
+  }
+  virtual Tensor head_output(const Tensor& logits) const { return logits; }
   // The dtype the runner casts a layer's floating-point arguments to before it runs the layer, or none:
   // FSDP2's MixedPrecisionPolicy(cast_forward_inputs=True) casts them to its param_dtype.
   virtual std::optional<DType> forward_input_dtype() const { return std::nullopt; }
@@ -101,8 +110,10 @@ class CausalLM {
     Tensor logits;
     std::vector<Tensor> counts;  // TRL's num_correct_tokens, entropy_sum, num_valid_tokens
   };
+  // `runner`, where given, sees the head's logits as they are made (LayerRunner::head_output).
   Output causal_lm_output(Tensor hidden_states, const Tensor& labels,
-                          nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM) const;
+                          nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM,
+                          const LayerRunner* runner = nullptr) const;
 
   // The chunk's parameters in the order model.parameters() lists them: the embedding, the layers, the
   // final norm, the model's other modules, the head (each storage once: a tied head adds none).
@@ -112,6 +123,14 @@ class CausalLM {
   const std::vector<Tensor>& buffers() const { return buffers_; }
   const std::vector<std::unique_ptr<DecoderLayer>>& layers() const { return layers_; }
   const ModelChunk& chunk() const { return chunk_; }
+  // The parameters of the embedding (the first chunk's), and of the final norm and the head (the last
+  // chunk's; no head of its own where it is tied).
+  const nn::ParameterList& embedding_parameters() const { return embedding_params_; }
+  nn::ParameterList final_norm_and_head_parameters() const {
+    nn::ParameterList out = norm_params_;
+    out.insert(out.end(), head_params_.begin(), head_params_.end());
+    return out;
+  }
   // The most parameter bytes one decoder layer of the chunk holds (ZeRO-3's gathered unit).
   int64_t largest_layer_parameter_bytes() const;
 

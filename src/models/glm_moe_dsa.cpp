@@ -90,7 +90,8 @@ class GlmMoeDsaForCausalLM final : public CausalLM {
   using CausalLM::CausalLM;
 
   Tensor model_forward(const Tensor& input_ids, const Tensor& received, const LayerRunner& runner) const override {
-    const Tensor inputs_embeds = chunk_.first ? embed(input_ids) : received;
+    const Tensor inputs_embeds =
+        chunk_.first ? runner.run_embedding(input_ids, [this](const Tensor& ids) { return embed(ids); }) : received;
     nn::PositionEmbeddings positions;
     {
       const Tensor arange = ops::arange(inputs_embeds.size(1));  // position_ids = arange(S) + 0: a temporary
@@ -112,7 +113,7 @@ class GlmMoeDsaForCausalLM final : public CausalLM {
                                    return out;
                                  });
     }
-    if (chunk_.last) hidden_states = final_norm(hidden_states);
+    if (chunk_.last) hidden_states = runner.run_final_norm(hidden_states, [this](const Tensor& h) { return final_norm(h); });
     return hidden_states;  // the model's locals, the last top-k among them, go on return
   }
 };

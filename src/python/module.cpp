@@ -24,7 +24,7 @@
 #include "cli/shipped_models.h"
 #include "cli/train_yaml.h"
 #include "models/registry.h"
-#include "run/trainer_file.h"
+#include "run/read_trainer_file.h"
 #include "util/checked.h"
 #include "util/escape.h"
 
@@ -430,10 +430,11 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& lora_targets, const std::string& lora_dtype, bool use_dora,
                  const std::string& quantize, bool double_quant, const std::string& quant_storage,
                  const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit,
-                 const std::string& kernels) {
+                 const std::string& kernels, const std::string& fsdp_wrap) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.kernels = kernels;
+  a.fsdp_wrap = fsdp_wrap;
   a.quantize = quantize;
   a.double_quant = double_quant;
   a.quant_storage = quant_storage;
@@ -523,7 +524,9 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
       {"fp8_skip_head", r.fp8_skip_head},
       {"kernels", r.kernels.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.kernels)}, {"tp", r.tp}, {"dp", r.dp}, {"fsdp", r.fsdp}, {"cpu_offload", r.cpu_offload},
       {"sequence_parallel", r.sequence_parallel}, {"loss_parallel", r.loss_parallel}, {"world", r.world},
-      {"reshard_after_forward", r.reshard_after_forward}, {"master_weights", r.master_weights}};
+      {"reshard_after_forward", r.reshard_after_forward},
+      {"fsdp_wrap", r.fsdp_wrap.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.fsdp_wrap)},
+      {"master_weights", r.master_weights}};
   // What a reader leaves at its default is left out of the arguments; a field one sets must be listed above.
   Run listed = r;
   const Run d;
@@ -535,6 +538,7 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
   listed.tp = d.tp, listed.dp = d.dp, listed.fsdp = d.fsdp, listed.cpu_offload = d.cpu_offload;
   listed.sequence_parallel = d.sequence_parallel, listed.loss_parallel = d.loss_parallel, listed.world = d.world;
   listed.reshard_after_forward = d.reshard_after_forward, listed.master_weights = d.master_weights;
+  listed.fsdp_wrap = d.fsdp_wrap;
   if (const std::vector<std::string> unlisted = step_flags(listed); unlisted.size() > 1)
     throw std::logic_error("trainer_run: the reader set " + unlisted[1] + ", which census_step's arguments here leave out");
   nlohmann::ordered_json ignored = nlohmann::ordered_json::array();
@@ -658,7 +662,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "",
         py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
         py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
-        py::arg("prepare_kbit") = false, py::arg("kernels") = "");
+        py::arg("prepare_kbit") = false, py::arg("kernels") = "", py::arg("fsdp_wrap") = "");
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
         py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
         py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),

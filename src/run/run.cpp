@@ -85,6 +85,7 @@ std::vector<std::string> step_flags(const Run& r) {
   flag("--loss-parallel", r.loss_parallel);
   integer("--world", r.world, d.world);
   text("--reshard-after-forward", r.reshard_after_forward, d.reshard_after_forward);
+  text("--fsdp-wrap", r.fsdp_wrap, d.fsdp_wrap);
   integer("--cp", r.cp, d.cp);
   integer("--ep", r.ep, d.ep);
   integer("--expert-tp", r.expert_tp, d.expert_tp);

@@ -83,7 +83,8 @@ struct Run {
   bool sequence_parallel = false;                  // DTensor's TP plan with SequenceParallel
   bool loss_parallel = false;                      // loss_parallel: the vocabulary-sharded loss
   int64_t world = 0;                               // 0: not stated; else dp x tp x pp x cp must equal it
-  std::string reshard_after_forward = "default";  // FSDP2's: default (every layer but the last), true, false
+  std::string reshard_after_forward = "default";  // FSDP2's: default (the wrapping's own), true, false
+  std::string fsdp_wrap;                           // FSDP2's units: layers (empty, the default) or torchtitan (v0.2's)
   int64_t cp = 1;
   int64_t ep = 1;
   int64_t expert_tp = 0;  // 0: tp

@@ -472,12 +472,18 @@ Result<TrainerFile> read_torchtitan_toml(const std::string& text, const std::str
   if (reshard != "default" && reshard != "always" && reshard != "never")
     return not_priced(job, "parallelism.fsdp_reshard_after_forward",
                       echoed(reshard) + " is not torchtitan's; give default, always or never");
-  if (run.fsdp) {
-    // v0.1 reshards every block but the last by default (Census's default); v0.2 every block.
-    if (reshard == "never") run.reshard_after_forward = "false";
-    else if (reshard == "always" || !version01) run.reshard_after_forward = "true";
-  }
   run.cpu_offload = run.fsdp && job.flag("training.enable_cpu_offload");
+  // FSDP2's units: v0.1 wraps each block, then the root (Census's default units, whose default reshards every
+  // block but the last); v0.2 the embedding, each block, the final norm with the head, then the root, which
+  // Census runs as torchtitan's units alone: beside TP or CPU offloading it keeps its default units, every
+  // block resharded.
+  bool v02_units = false;
+  if (run.fsdp) {
+    v02_units = !version01 && run.tp == 1 && !run.cpu_offload;
+    if (v02_units) run.fsdp_wrap = "torchtitan";
+    if (reshard == "never") run.reshard_after_forward = "false";
+    else if (reshard == "always" || (!version01 && !v02_units)) run.reshard_after_forward = "true";
+  }
 
   // Activation checkpointing (torchtitan's apply_ac).
   const std::string mode = job.text("activation_checkpoint.mode", "selective");
@@ -556,10 +562,12 @@ Result<TrainerFile> read_torchtitan_toml(const std::string& text, const std::str
 
   out.notes.emplace_back("Census re-runs Transformers' modeling of the architecture, not torchtitan's model code "
                          "(its rotary embedding in complex fp32, for one)");
-  if (run.fsdp && !version01)
-    out.notes.emplace_back("torchtitan v0.2 shards the embedding, and the final norm with the head, as FSDP2 units of "
-                           "their own; Census's root unit holds the three (its embedding is gathered again for the "
-                           "backward, where torchtitan's waits until the embedding's own)");
+  if (run.fsdp && !version01 && !v02_units)
+    out.notes.emplace_back(std::string("torchtitan v0.2 shards the embedding, and the final norm with the head, as "
+                                       "FSDP2 units of their own; beside ") +
+                           (run.tp > 1 ? "TP" : "CPU offloading") +
+                           " Census prices its default units, whose root holds the three (its embedding gathered "
+                           "again for the backward, where torchtitan's waits until the embedding's own)");
   // Everything else read is ignored, each with its reason; the float8 section without its converter too.
   for (const JobField* f : job.order()) {
     FieldUse use = f->use;

@@ -11,8 +11,11 @@
 //                                                 other degrees); FSDP2 with MixedPrecisionPolicy(bf16,
 //                                                 fp32) over fp32 parameters (training.dtype float32,
 //                                                 its default): --master-weights fp32
-//   fsdp_reshard_after_forward                    default and always: every block resharded (true);
-//                                                 never: false
+//   FSDP2's units                                 v0.1: each block, then the root (--fsdp-wrap layers);
+//                                                 v0.2: the embedding, each block, the norm with the head,
+//                                                 then the root (--fsdp-wrap torchtitan; beside TP or CPU
+//                                                 offloading, the layers' units, every block resharded)
+//   fsdp_reshard_after_forward                    default: the wrapping's own; always: true; never: false
 //   tensor_parallel_degree                        --tp T --sequence-parallel, and --loss-parallel
 //                                                 unless disable_loss_parallel
 //   training.enable_cpu_offload                   --cpu-offload
@@ -25,9 +28,7 @@
 //   model.name, model.flavor                      a shipped config: llama3 8B and 70B (Llama 3.1),
 //                                                 qwen3 8B and 32B; any other needs its config.json
 // Census runs Transformers' modeling of the named architecture: torchtitan's own model files (its
-// rotary embedding in complex fp32, for one) are not what Census re-runs, and FSDP2's units are
-// Census's (each decoder layer, then the root), where torchtitan wraps the embedding, and the final
-// norm with the head, as units of their own.
+// rotary embedding in complex fp32, for one) are not what Census re-runs.
 #pragma once
 
 #include <string>

@@ -1,14 +1,13 @@
 // File: trainer_file.h
-// Reading a run from a trainer's own config file (`census step --from TRAINER FILE`). Each trainer's
-// reader is a file of this folder: torchtitan's TOML job config (torchtitan_toml.h), torchtune's recipe
-// config (torchtune_yaml.h). A reader makes
+// What a reader of a trainer's own config file makes (`census step --from TRAINER FILE`, read_trainer_file.h).
+// Each trainer's reader is a file of this folder: torchtitan's TOML job config (torchtitan_toml.h), torchtune's
+// recipe config (torchtune_yaml.h). A reader makes
 // the Run the file describes, as Census prices it: every field that moves memory is read, or refused by
 // name where Census does not price it yet; every field that moves none is listed as ignored. Nothing
 // in the file is dropped unseen: a section or field the trainer does not have is refused too.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,15 +43,6 @@ struct TrainerFile {
   std::vector<IgnoredField> ignored;  // by name
   std::vector<std::string> notes;     // where the run Census prices differs from the trainer's, and how
 };
-
-// The trainers whose files Census reads, as --from names them.
-std::span<const std::string_view> trainer_names();
-
-// The run of the file at `path`, written for `trainer` (one of trainer_names()). Refused, in one line
-// naming the file and the field: an unknown trainer, a file that cannot be read or parsed, a section or
-// field the trainer does not have, a value of the wrong type, a field that moves memory and is not
-// priced, or a model name without a shipped config (the step's own config argument then names it).
-Result<TrainerFile> read_trainer_file(std::string_view trainer, const std::string& path, const TrainerFileContext& context);
 
 // The ignored fields as lines, those with one reason together: "ignored, they move no memory: a, b".
 std::vector<std::string> ignored_lines(const std::vector<IgnoredField>& ignored);

@@ -37,22 +37,44 @@ Fsdp2::Fsdp2(StepBytes& bytes, const FsdpPolicy& policy, const std::vector<const
     unit.shards.push_back(shard);
     unit.shard_numel += shard.numel();
   };
+  const bool torchtitan = policy_.wrap == FsdpWrap::kTorchtitan;
   for (const CausalLM* model : chunks) {
-    std::vector<Unit> units(model->layers().size() + 1);
-    std::set<int64_t> in_layers;
-    for (size_t i = 0; i < model->layers().size(); ++i) {
-      for (const Tensor& p : model->layers()[i]->parameters()) {
-        shard_of(units[i], p);
-        in_layers.insert(p.storage_id());
+    const size_t layers = model->layers().size();
+    // The units of their own: the first chunk's embedding and the last's final norm with its head.
+    const int64_t embedding = torchtitan && model->chunk().first ? static_cast<int64_t>(layers) : -1;
+    const int64_t head = torchtitan && model->chunk().last ? static_cast<int64_t>(layers) + (embedding >= 0) : -1;
+    std::vector<Unit> units(layers + (embedding >= 0) + (head >= 0) + 1);
+    std::set<int64_t> in_units;
+    auto own = [&](Unit& unit, const std::vector<Tensor>& params) {
+      for (const Tensor& p : params) {
+        shard_of(unit, p);
+        in_units.insert(p.storage_id());
       }
-      // torchtitan: every layer but the last resharded after forward (its backward runs next).
-      units[i].reshard_after_forward = policy_.reshard_after_forward == ReshardAfterForward::kAlways ||
-                                       (policy_.reshard_after_forward == ReshardAfterForward::kDefault &&
-                                        i + 1 < model->layers().size());
+    };
+    for (size_t i = 0; i < layers; ++i) {
+      own(units[i], model->layers()[i]->parameters());
+      // torchtitan until v0.1: every layer but the last resharded after forward (its backward runs next);
+      // v0.2: every layer.
+      units[i].reshard_after_forward =
+          policy_.reshard_after_forward == ReshardAfterForward::kAlways ||
+          (policy_.reshard_after_forward == ReshardAfterForward::kDefault && (torchtitan || i + 1 < layers));
     }
+    if (embedding >= 0) {
+      own(units[static_cast<size_t>(embedding)], model->embedding_parameters());
+      units[static_cast<size_t>(embedding)].reshard_after_forward =
+          policy_.reshard_after_forward != ReshardAfterForward::kNever;
+      units[static_cast<size_t>(embedding)].hooked = false;
+    }
+    if (head >= 0) {
+      own(units[static_cast<size_t>(head)], model->final_norm_and_head_parameters());
+      units[static_cast<size_t>(head)].reshard_after_forward = policy_.reshard_after_forward == ReshardAfterForward::kAlways;
+      units[static_cast<size_t>(head)].hooked = false;
+    }
+    embedding_unit_.push_back(embedding);
+    head_unit_.push_back(head);
     Unit& root = units.back();
     for (const Tensor& p : model->parameters())
-      if (!in_layers.contains(p.storage_id())) shard_of(root, p);
+      if (!in_units.contains(p.storage_id())) shard_of(root, p);
     root.reshard_after_forward = policy_.reshard_after_forward != ReshardAfterForward::kNever;
     // model.parameters() order: the embedding, the layers, the rest.
     std::vector<Tensor> order;
@@ -228,20 +250,66 @@ Tensor Fsdp2::Layers::run(int64_t index, const Tensor& hidden_states, const Laye
   return ops::backward_hook(out, [&fsdp, &unit] { fsdp.pre_backward(unit); });
 }
 
-void Fsdp2::root_pre_forward(size_t chunk) { pre_forward(units_[chunk].back()); }
+Tensor Fsdp2::Layers::run_embedding(const Tensor& input_ids, const ModuleForward& embed) const {
+  Unit* unit = fsdp_.unit_at(chunk_, fsdp_.embedding_unit_[chunk_]);
+  if (unit == nullptr) return inner_.run_embedding(input_ids, embed);
+  unit->hooked = true;
+  fsdp_.pre_forward(*unit);  // its input, the ids, needs no gradient: no post-backward hook
+  Tensor out = inner_.run_embedding(input_ids, embed);
+  fsdp_.post_forward(*unit);
+  Fsdp2& fsdp = fsdp_;
+  return ops::backward_hook(out, [&fsdp, unit] { fsdp.pre_backward(*unit); });
+}
+
+Tensor Fsdp2::Layers::run_final_norm(const Tensor& hidden_states, const ModuleForward& norm) const {
+  Unit* unit = fsdp_.unit_at(chunk_, fsdp_.head_unit_[chunk_]);
+  if (unit == nullptr) return inner_.run_final_norm(hidden_states, norm);
+  unit->hooked = true;
+  fsdp_.pre_forward(*unit);  // fully_shard([norm, output]): unsharded at the norm's forward
+  Fsdp2& fsdp = fsdp_;
+  const Tensor input = ops::backward_hook(hidden_states, [&fsdp, unit] { fsdp.post_backward(*unit); });
+  return inner_.run_final_norm(input, norm);
+}
+
+Tensor Fsdp2::Layers::head_output(const Tensor& logits) const {
+  Unit* unit = fsdp_.unit_at(chunk_, fsdp_.head_unit_[chunk_]);
+  if (unit == nullptr) return inner_.head_output(logits);
+  fsdp_.post_forward(*unit);  // the group's post-forward, once its last module (the head) has run
+  Fsdp2& fsdp = fsdp_;
+  return ops::backward_hook(inner_.head_output(logits), [&fsdp, unit] { fsdp.pre_backward(*unit); });
+}
+
+bool Fsdp2::units_hooked() const {
+  for (const std::vector<Unit>& units : units_)
+    for (const Unit& unit : units)
+      if (!unit.hooked) return false;
+  return true;
+}
+
+// A root that holds no parameter (torchtitan's units) has no parameter group: FSDP2 runs none of its
+// group's hooks, and it takes no place in the forward order that backward prefetch follows.
+void Fsdp2::root_pre_forward(size_t chunk) {
+  if (!units_[chunk].back().params.empty()) pre_forward(units_[chunk].back());
+}
 
 void Fsdp2::root_post_forward(size_t chunk) {
-  post_forward(units_[chunk].back());
+  if (!units_[chunk].back().params.empty()) post_forward(units_[chunk].back());
   all_gather_state_ = Tensor();  // the last all-gather result, freed when the root's forward ends
 }
 
 Tensor Fsdp2::root_output(size_t chunk, const Tensor& output) {
   Unit& root = units_[chunk].back();
+  if (root.params.empty()) return output;
   return ops::backward_hook(output, [this, &root] { pre_backward(root); });
 }
 
 void Fsdp2::end_of_backward(size_t chunk) {
-  post_backward(units_[chunk].back());
+  // _root_post_backward_final_callback: in the order the states were made (the root, the embedding, ...),
+  // the post-backward of each unit still unsharded: the root's, and the embedding's, whose input needed no
+  // gradient (a layer or the norm and head's ran when their input's gradient came).
+  if (!units_[chunk].back().params.empty()) post_backward(units_[chunk].back());
+  if (Unit* embedding = unit_at(chunk, embedding_unit_[chunk]); embedding != nullptr && embedding->unsharded)
+    post_backward(*embedding);
   reduce_scatter_states_.clear();
   post_forward_order_.clear();
   for (std::vector<Unit>& units : units_)

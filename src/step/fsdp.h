@@ -51,10 +51,23 @@ namespace census {
 
 enum class ReshardAfterForward : uint8_t { kDefault, kAlways, kNever };
 
+// Which modules are FSDP2's units (fully_shard's calls):
+//   kLayers      each decoder layer, then the root, which holds the rest (the embedding, final norm and
+//                head); by default every layer but the last resharded after forward, and the root
+//                (torchtitan's apply_fsdp until v0.1)
+//   kTorchtitan  torchtitan v0.2's apply_fsdp (29624e3): the embedding, each decoder layer, the final norm
+//                with the head as one unit (fully_shard([norm, output])), then the root, which holds no
+//                parameter; by default the embedding and every layer resharded after forward, the norm
+//                and head only under kAlways. The norm and head's unit unshards at the norm's forward, and
+//                its post-forward (and pre-backward hook) comes with the head's logits, before the loss;
+//                the embedding's input needs no gradient, so its post-backward runs at the backward's end.
+enum class FsdpWrap : uint8_t { kLayers, kTorchtitan };
+
 struct FsdpPolicy {
   int64_t shards = 1;                  // the data-parallel shard degree
   bool mixed_precision = false;        // fp32 shards, bf16 all-gather, fp32 reduce-scatter
   ReshardAfterForward reshard_after_forward = ReshardAfterForward::kDefault;
+  FsdpWrap wrap = FsdpWrap::kLayers;
   // FSDP2 over DTensor's TP shards (set by the step): before the reduce-scatter each unsharded gradient is
   // redistributed to its parameter's placement: the replicated whole embedding table to the rank's rows
   // (a copy), a norm's partial gradient under SP all-reduced.
@@ -72,6 +85,9 @@ class Fsdp2 {
   Fsdp2(StepBytes& bytes, const FsdpPolicy& policy, const std::vector<const CausalLM*>& chunks);
 
   const std::vector<Tensor>& sharded_parameters() const { return sharded_; }
+  // Under FsdpWrap::kTorchtitan: whether every embedding and final-norm unit was run through the model's
+  // hooks (a family whose model runs them itself is not wrapped so).
+  bool units_hooked() const;
 
   // The root of chunk `chunk` (the CausalLM): its forward's start and end, its output's backward start,
   // and the end of the backward (the engine's final callback).
@@ -90,6 +106,10 @@ class Fsdp2 {
       if (fsdp_.policy_.mixed_precision) return DType::kBFloat16;
       return inner_.forward_input_dtype();
     }
+    // torchtitan's units of their own (FsdpWrap::kTorchtitan); plain where the chunk has none.
+    Tensor run_embedding(const Tensor& input_ids, const ModuleForward& embed) const override;
+    Tensor run_final_norm(const Tensor& hidden_states, const ModuleForward& norm) const override;
+    Tensor head_output(const Tensor& logits) const override;
 
    private:
     Fsdp2& fsdp_;
@@ -105,6 +125,7 @@ class Fsdp2 {
     bool reshard_after_forward = true;
     bool allocated = false;       // the unsharded parameters made once
     bool unsharded = false;
+    bool hooked = true;           // an embedding's or head's unit: the model has run it through the hooks
     Tensor all_gather_output;     // pending between unshard and wait_for_unshard
     std::vector<int64_t> post_forward_indices;
   };
@@ -116,11 +137,16 @@ class Fsdp2 {
   void post_forward(Unit& unit);
   void pre_backward(Unit& unit);
   void post_backward(Unit& unit);
+  Unit* unit_at(size_t chunk, int64_t index) {
+    return index < 0 ? nullptr : &units_[chunk][static_cast<size_t>(index)];
+  }
 
   StepBytes& bytes_;
   FsdpPolicy policy_;
   std::vector<Tensor> sharded_;
-  std::vector<std::vector<Unit>> units_;  // by chunk: its layers', then its root's (last)
+  std::vector<std::vector<Unit>> units_;  // by chunk: its layers', its embedding's and head's, then its root's (last)
+  std::vector<int64_t> embedding_unit_;   // by chunk: the embedding's unit (FsdpWrap::kTorchtitan), or -1
+  std::vector<int64_t> head_unit_;        // by chunk: the final norm and head's unit, or -1
   std::vector<int64_t> begins_;           // by chunk: its first layer's index
   std::vector<Unit*> post_forward_order_;
   Tensor all_gather_state_;               // the last forward all-gather's output, kept for overlap

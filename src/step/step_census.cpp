@@ -306,6 +306,24 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
     return refuse("--fp8-skip-head", "leaves FP8 training's head in bf16; give --fp8 RECIPE, or drop the option");
   if (o.fsdp.cpu_offload && o.fsdp.shards <= 1)
     return refuse("--cpu-offload", "is FSDP2's CPUOffloadPolicy; give --fsdp --dp N, or drop the option");
+  if (o.fsdp.wrap == FsdpWrap::kTorchtitan) {
+    // torchtitan's units are checked against the oracle under FSDP2 alone, on models whose head is their own.
+    if (o.fsdp.shards <= 1)
+      return refuse("--fsdp-wrap torchtitan", "names FSDP2's units; give --fsdp --dp N, or drop the option");
+    const char* with = o.tensor_parallel > 1    ? "--tp"
+                       : o.pipeline_stages > 1  ? "--pp"
+                       : o.fsdp.cpu_offload     ? "--cpu-offload"
+                       : config.liger.any()     ? "--liger"
+                       : o.fp8                  ? "--fp8"
+                                                : nullptr;
+    if (with != nullptr)
+      return refuse(std::string("--fsdp-wrap torchtitan with ") + with,
+                    "torchtitan's units are checked against the oracle under FSDP2 alone, not beside it yet; drop one "
+                    "of them");
+    if (config.tie_word_embeddings)
+      return refuse("--fsdp-wrap torchtitan", config.model_type + " ties its head to its embedding, which torchtitan's "
+                                                                  "units would shard apart; use --fsdp-wrap layers");
+  }
   if (o.fp8) {
     // Float8Linear is checked against the oracle on the families that say so (Family::float8_linears), on a
     // rank's whole model and under FSDP2 with a bf16 all-gather; torchao's float8 tensor parallelism, its fp8 all-gather and the other
@@ -572,6 +590,8 @@ class StepRunner {
   }
   int64_t left_unpacked() const { return offload_ ? offload_->left_unpacked() : 0; }
   bool too_large() const { return bytes_.too_large(); }
+  // FSDP2's embedding or head unit (--fsdp-wrap torchtitan) that the family's model ran outside its hooks.
+  bool fsdp_units_unhooked() const { return fsdp_ && !fsdp_->units_hooked(); }
 
  private:
   void build();
@@ -660,6 +680,7 @@ Held StepRunner::forward(size_t chunk) {
   // caller's variable holds the ids until the forward returns (the embedding's save may not: activation
   // offloading moves it to the host).
   Tensor input_ids;
+  std::optional<Fsdp2::Layers> sharded;  // FSDP2's runner of the model's units, the head's too
   {
     if (model.chunk().first) {
       input_ids = ops::randint(Dims{batch, seq});
@@ -672,8 +693,8 @@ Held StepRunner::forward(size_t chunk) {
     }
     if (fsdp_) {
       fsdp_->root_pre_forward(chunk);
-      const Fsdp2::Layers sharded(*fsdp_, chunk, *layers_);
-      hidden_states = model.model_forward(input_ids, held.x, sharded);
+      sharded.emplace(*fsdp_, chunk, *layers_);
+      hidden_states = model.model_forward(input_ids, held.x, *sharded);
     } else {
       hidden_states = model.model_forward(input_ids, held.x, *layers_);
     }
@@ -688,7 +709,7 @@ Held StepRunner::forward(size_t chunk) {
   }
   // The causal LM's logits and loss; the output object (loss and logits) returned, then dropped with its
   // logits; the loss kept, scaled by 1/M.
-  CausalLM::Output out = model.causal_lm_output(std::move(hidden_states), labels, o_.loss);
+  CausalLM::Output out = model.causal_lm_output(std::move(hidden_states), labels, o_.loss, sharded ? &*sharded : nullptr);
   if (fsdp_) {  // the root's forward ends as the model returns, before the output object is dropped
     fsdp_->root_post_forward(chunk);
     out.loss = fsdp_->root_output(chunk, out.loss);
@@ -998,6 +1019,9 @@ Result<StepCensus> checked_run(const ModelConfig& config, StepRunner& runner) {
                   "the backward leaves " + std::to_string(runner.left_unpacked()) +
                       " saves unpacked (nodes that never run), and torchtune's OffloadActivations asserts at the next "
                       "forward that it left none; give --offload-activations trl, whose next step forgets them");
+  if (runner.fsdp_units_unhooked())
+    return refuse("--fsdp-wrap torchtitan", config.model_type + "'s model runs its embedding or final norm itself, "
+                                            "outside the units torchtitan wraps; use --fsdp-wrap layers");
   if (runner.too_large())
     return refuse("config", "one rank's step holds more than 2^59 bytes (512 PiB) at once, past the counts Census "
                             "keeps exact; give more --pp or --tp ranks, fewer tokens or micro-batches, or fix the config");

@@ -353,5 +353,23 @@ TEST(StepCli, RefusesTheLoadBalancingLossItDoesNotPrice) {
   EXPECT_EQ(census({"layer", path, "--seq-length", "128"}).code, 0);  // one layer's census is unchanged by it
 }
 
+// torchtitan v0.2's FSDP2 units (--fsdp-wrap torchtitan) are checked against the oracle under FSDP2 alone,
+// on a head of its own: beside TP, without FSDP2, or on a tied head they are refused by name.
+TEST(StepCli, TorchtitansUnitsAreRefusedWhereTheyAreNotPriced) {
+  expect_refused(toy_llama(), {"--fsdp-wrap", "torchtitan"}, "--fsdp-wrap: names FSDP2's units; give --fsdp");
+  expect_refused(toy_llama(), {"--fsdp", "--dp", "4", "--fsdp-wrap", "ring"}, "--fsdp-wrap");
+  expect_refused(toy_llama(), {"--fsdp", "--dp", "2", "--tp", "2", "--fsdp-wrap", "torchtitan"},
+                 "--fsdp-wrap torchtitan with --tp");
+  const std::string tied = testing::write_test_file("step_toy_llama_tied.json", R"({"model_type": "llama",
+    "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+    "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 8192, "tie_word_embeddings": true})");
+  expect_refused(tied, {"--fsdp", "--dp", "4", "--fsdp-wrap", "torchtitan"}, "ties its head to its embedding");
+  const CliRun run = census({"step", toy_llama(), "--seq-length", "128", "--fsdp", "--dp", "4", "--fsdp-wrap",
+                             "torchtitan", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("fully_shard of the embedding, each decoder layer, [final norm, head], then the root"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace census

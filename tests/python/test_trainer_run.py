@@ -71,3 +71,14 @@ def test_torchtunes_recipe_takes_the_sequence_length_it_leaves_open():
     assert step == flags
     with pytest.raises(ValueError, match="seq_length"):
         census.trainer_run("torchtune", recipe, seq_length=0.5)
+
+
+def test_fsdp_wrap_is_the_commands():
+    config = census.shipped_config("llama-3.1-8b")
+    wrapped = census.census_step(config, seq_length=1024, fsdp=True, dp=8, fsdp_wrap="torchtitan")
+    assert wrapped["parallel"]["fsdp"]["units"].startswith("fully_shard of the embedding")
+    assert wrapped["peak"]["bytes"] < census.census_step(config, seq_length=1024, fsdp=True, dp=8)["peak"]["bytes"]
+    with pytest.raises(ValueError, match="fsdp_wrap"):
+        census.census_step(config, seq_length=1024, fsdp=True, dp=8, fsdp_wrap=3)
+    with pytest.raises(ValueError, match="fsdp_wrap"):
+        census.census_step(config, seq_length=1024, fsdp_wrap="torchtitan")

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "run/torchtitan_toml.h"
-#include "run/trainer_file.h"
+#include "run/read_trainer_file.h"
 
 namespace census {
 namespace {
@@ -60,17 +60,18 @@ TEST(TorchtitanToml, Llama3_8bOfV02) {
   EXPECT_EQ(r.world, 8);
   EXPECT_EQ(r.tp, 1);
   EXPECT_EQ(r.master_weights, "fp32");
-  EXPECT_EQ(r.reshard_after_forward, "true");
+  EXPECT_EQ(r.fsdp_wrap, "torchtitan");  // v0.2's units: the embedding, each block, [norm, output], the root
+  EXPECT_EQ(r.reshard_after_forward, "default");
   EXPECT_EQ(r.kernels, "cuda");  // torchtitan trains on CUDA: its flash attention's contract
   EXPECT_TRUE(r.fp8.empty());  // [quantize.linear.float8] without the converter in model.converters
   EXPECT_EQ(step_command_line(r),
             "census step llama-3.1-8b --seq-length 8192 --recompute torchtitan-op --optimizer-impl fused --kernels cuda "
-            "--dp 8 --fsdp --world 8 --reshard-after-forward true --master-weights fp32");
+            "--dp 8 --fsdp --world 8 --fsdp-wrap torchtitan --master-weights fp32");
   EXPECT_TRUE(ignored(file, "training.max_norm"));
   EXPECT_TRUE(ignored(file, "quantize.linear.float8.filter_fqns"));
   EXPECT_TRUE(ignored(file, "checkpoint.async_mode"));
   EXPECT_TRUE(ignored(file, "validation.freq"));  // validation.enable = false
-  EXPECT_EQ(file.notes.size(), 2u);               // Transformers' modeling; v0.2's FSDP2 units
+  EXPECT_EQ(file.notes.size(), 1u);               // Transformers' modeling
 }
 
 // v0.1's file: the same run, but v0.1 reshards every block but the last (Census's default units).
@@ -96,6 +97,9 @@ TEST(TorchtitanToml, Llama3_70bOfV02) {
   EXPECT_TRUE(r.loss_parallel);
   EXPECT_EQ(r.recompute, "full");
   EXPECT_EQ(r.micro_batch_size, 8);
+  EXPECT_TRUE(r.fsdp_wrap.empty());  // beside TP, the layers' units, every block resharded (a note says so)
+  EXPECT_EQ(r.reshard_after_forward, "true");
+  EXPECT_EQ(file.notes.size(), 2u);
   auto alone = read_trainer_file("torchtitan", kData + "v0.2.0-llama3_70b.toml", {8, false});
   ASSERT_FALSE(alone.ok());
   EXPECT_NE(alone.refusal().message().find("training.dtype"), std::string::npos) << alone.refusal().message();
@@ -137,6 +141,8 @@ TEST(TorchtitanToml, EachFieldThatMovesMemory) {
   EXPECT_EQ(accumulated.micro_batch_size, 2);
   EXPECT_TRUE(run("[training]\nenable_cpu_offload = true\n").cpu_offload);
   EXPECT_EQ(run("[parallelism]\nfsdp_reshard_after_forward = \"never\"\n").reshard_after_forward, "false");
+  EXPECT_EQ(run("[parallelism]\nfsdp_reshard_after_forward = \"always\"\n").reshard_after_forward, "true");
+  EXPECT_TRUE(run("[training]\nenable_cpu_offload = true\n").fsdp_wrap.empty());
   const census::Run tp = run("[parallelism]\ntensor_parallel_degree = 2\ndisable_loss_parallel = true\n");
   EXPECT_EQ(tp.tp, 2);
   EXPECT_EQ(tp.dp, 4);

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "run/torchtune_yaml.h"
-#include "run/trainer_file.h"
+#include "run/read_trainer_file.h"
 
 namespace census {
 namespace {

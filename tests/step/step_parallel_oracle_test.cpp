@@ -105,6 +105,8 @@ StepOptions options_of(const nlohmann::json& oracle) {
     o.fsdp.shards = p.at("dp_shard");
     o.fsdp.mixed_precision = p.at("mixed_precision");
     o.fsdp.cpu_offload = p.value("cpu_offload", false);
+    // census_oracle_parallel_units.py: torchtitan v0.2's units (the embedding, each layer, [norm, head], root)
+    if (p.value("fsdp_wrap", "") == "torchtitan") o.fsdp.wrap = FsdpWrap::kTorchtitan;
   }
   if (p.contains("fp8")) {  // census_oracle_parallel_fp8.py: torchao's recipe names
     const std::string recipe = p.at("fp8");
@@ -194,6 +196,29 @@ TEST(StepParallelOracle, TheMixedPrecisionPolicyCastsALayersFp32ArgumentsToBf16)
     if (holder.label == "activations:aten.clone.default@F0") clones = holder.bytes;
   EXPECT_EQ(clones, 65'536 + 2 * 8'192);
   EXPECT_EQ(step->analysis.peak.bytes, oracle.at("peak").at("bytes").get<int64_t>());
+}
+
+// torchtitan v0.2's units (census_oracle_parallel_units.py: fully_shard of the embedding, each layer, the
+// final norm with the head, then the root) against the classic ones, at the loss of llama_toy_L4_s128_fsdp4
+// (F0, nll_loss_forward), by hand. Both hold the shards 4,327,680 B, the buffers 128 B, the ids 2,048 B and
+// the activations there, 10,901,008 B. The classic units hold the root's unsharded embedding, norm and head
+// (4,194,816 B), the last layer's parameters, never resharded (1,115,136 B), and its all-gather output, kept
+// until the root's forward ends (1,115,136 B): 21,655,952 B. torchtitan's hold the embedding resharded and
+// every layer too; the norm and head's unit is not resharded: its parameters (256 + 4096 x 256 bf16 =
+// 2,097,664 B) and its all-gather output, the last one, 4 ranks x (64 + 262,144) elements x 2 B = 2,097,664 B:
+// 19,426,192 B.
+TEST(StepParallelOracle, TorchtitansUnitsHoldTheNormAndHeadAloneAtTheLoss) {
+  const int64_t shared = 4'327'680 + 128 + 2'048 + 10'901'008;
+  const nlohmann::json classic = parallel_case("llama_toy_L4_s128_fsdp4_single");
+  const nlohmann::json torchtitan = parallel_case("llama_toy_L4_s128_fsdp4_tt_single");
+  EXPECT_EQ(classic.at("peak").at("bytes").get<int64_t>(), shared + 4'194'816 + 1'115'136 + 1'115'136);
+  EXPECT_EQ(torchtitan.at("peak").at("bytes").get<int64_t>(), shared + 2'097'664 + 2'097'664);
+  auto config = model_of(torchtitan);
+  ASSERT_TRUE(config) << config.refusal().message();
+  auto step = census_step(*config, options_of(torchtitan));
+  ASSERT_TRUE(step) << step.refusal().message();
+  EXPECT_EQ(step->analysis.peak.bytes, shared + 2'097'664 + 2'097'664);
+  EXPECT_EQ(step->analysis.peak.phase, "F0");
 }
 
 // Buffers made without a dtype follow the model's, for gemma4_toy_L4_s128_fsdp4_single (built in fp32, as

@@ -181,18 +181,22 @@ void BM_StepParallelAllStages(benchmark::State& state, const char* model) {
 BENCHMARK_CAPTURE(BM_StepParallelAllStages, llama_3_1_70b_tp8_sp_pp4_fsdp2, "llama-3.1-70b")->Unit(benchmark::kMillisecond);
 
 // `census step llama-3.1-8b --seq-length 8192 --micro-batch-size 2 --fsdp --dp 8 --recompute selective`
-// (torchtitan's Llama 3.1 8B run), with AdamW.
-void BM_StepFsdp(benchmark::State& state, const char* model) {
+// (torchtitan's Llama 3.1 8B run), with AdamW; FSDP2's units per layer and root, or torchtitan v0.2's
+// (--fsdp-wrap torchtitan).
+void BM_StepFsdp(benchmark::State& state, const char* model, census::FsdpWrap wrap) {
   const census::ModelConfig config = shipped(model);
   census::StepOptions options;
   options.seq_length = 8192;
   options.micro_batch_size = 2;
   options.fsdp.shards = 8;
+  options.fsdp.wrap = wrap;
   options.recompute = census::Recompute::kSelective;
   options.optimizer = census::StepOptimizer::kAdamW;
   for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
 }
-BENCHMARK_CAPTURE(BM_StepFsdp, llama_3_1_8b_fsdp8, "llama-3.1-8b")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepFsdp, llama_3_1_8b_fsdp8, "llama-3.1-8b", census::FsdpWrap::kLayers)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepFsdp, llama_3_1_8b_fsdp8_torchtitan_units, "llama-3.1-8b", census::FsdpWrap::kTorchtitan)
+    ->Unit(benchmark::kMillisecond);
 
 // The step a run is judged by against the first: `census step llama-3.1-8b` at 4096 tokens, 4
 // micro-batches, AdamW. Arg 0: the first step with the for-loop AdamW (the states made in its optimizer

@@ -2,7 +2,7 @@
 
     python3 -m pip install --no-build-isolation .
 
-needs cmake, g++, pybind11-dev, nlohmann-json3-dev and libtomlplusplus-dev (scripts/bootstrap.sh installs them) and
+needs cmake, g++, pybind11-dev and nlohmann-json3-dev (scripts/bootstrap.sh installs them) and
 downloads nothing.
 """
 import os

@@ -19,7 +19,7 @@ case "${1:-}" in
   *) echo "bootstrap.sh: unknown argument '$1'; give --all, or nothing" >&2; exit 2 ;;
 esac
 
-packages=(g++ cmake make nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libtomlplusplus-dev)
+packages=(g++ cmake make nlohmann-json3-dev libcli11-dev libyaml-cpp-dev)
 if [ "$all" = ON ]; then
   packages+=(libgtest-dev libbenchmark-dev python3-dev pybind11-dev python3-pytest python3-setuptools
              python3-pip python3-venv chromium clang libclang-rt-14-dev emscripten)

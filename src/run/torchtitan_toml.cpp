@@ -1,7 +1,5 @@
 #include "run/torchtitan_toml.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <array>
 #include <map>
@@ -9,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "run/toml_subset.h"
 #include "util/escape.h"
 
 namespace census {
@@ -212,23 +211,22 @@ const char* type_name(Type type) {
   return "";
 }
 
-bool strings(const toml::node& node) {
-  const toml::array* list = node.as_array();
-  return list != nullptr && std::all_of(list->begin(), list->end(), [](const toml::node& n) { return n.is_string(); });
+bool strings(const TomlValue& value) {
+  return value.is_array() &&
+         std::all_of(value.array().begin(), value.array().end(), [](const TomlValue& v) { return v.is_string(); });
 }
 
-bool has_type(const toml::node& node, Type type) {
+bool has_type(const TomlValue& value, Type type) {
   switch (type) {
-    case Type::kString: return node.is_string();
-    case Type::kInteger: return node.is_integer();
-    case Type::kNumber: return node.is_integer() || node.is_floating_point();
-    case Type::kBool: return node.is_boolean();
-    case Type::kStrings: return strings(node);
-    case Type::kStringOrStrings: return node.is_string() || strings(node);
-    case Type::kStringLists: {
-      const toml::array* list = node.as_array();
-      return list != nullptr && std::all_of(list->begin(), list->end(), [](const toml::node& n) { return strings(n); });
-    }
+    case Type::kString: return value.is_string();
+    case Type::kInteger: return value.is_integer();
+    case Type::kNumber: return value.is_integer() || value.is_float();
+    case Type::kBool: return value.is_bool();
+    case Type::kStrings: return strings(value);
+    case Type::kStringOrStrings: return value.is_string() || strings(value);
+    case Type::kStringLists:
+      return value.is_array() &&
+             std::all_of(value.array().begin(), value.array().end(), [](const TomlValue& v) { return strings(v); });
   }
   return false;
 }
@@ -236,27 +234,27 @@ bool has_type(const toml::node& node, Type type) {
 // The job file's fields by path, each checked against torchtitan's sections, names and types.
 class JobFile {
  public:
-  JobFile(const std::string& path) : path_(path) {}
+  explicit JobFile(const std::string& path) : path_(path) {}
 
-  Status read(const toml::table& table, const std::string& prefix) {
-    for (const auto& [key, node] : table) {
-      const std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
-      if (const toml::table* section = node.as_table()) {
-        if (!is_section(path))
-          return refuse(path_ + ": [" + escaped(path.substr(0, kShownLength)) + "]",
-                        "is not a section of torchtitan's job config (v0.1, v0.2); remove it, or give the file torchtitan reads");
-        CENSUS_TRY(read(*section, path));
-        continue;
-      }
+  Status read(const TomlDocument& doc) {
+    for (const TomlTable& table : doc.tables)
+      if (!is_section(table.path))
+        return refuse(path_ + ": [" + escaped(table.path.substr(0, kShownLength)) + "]",
+                      "is not a section of torchtitan's job config (v0.1, v0.2); remove it, or give the file torchtitan reads");
+    for (const TomlEntry& entry : doc.entries) {
+      const std::string& path = entry.path;
+      if (is_section(path)) return refuse(field_name(path), "is a section of torchtitan's job config, not a value");
       const JobField* field = field_named(path);
+      const size_t dot = path.rfind('.');
+      const std::string prefix = dot == std::string::npos ? std::string() : path.substr(0, dot);
       if (field == nullptr)
         return refuse(field_name(path), prefix.empty() || !is_section(prefix)
                                             ? std::string("is not a field of torchtitan's job config (v0.1, v0.2); remove it")
                                             : "is not a field of torchtitan's [" + prefix + "]; remove it");
-      if (!has_type(node, field->type))
+      if (!has_type(entry.value, field->type))
         return refuse(field_name(path), std::string("must be ") + type_name(field->type) + ", as torchtitan types it");
       order_.push_back(field);
-      values_[field->path] = &node;
+      values_[field->path] = &entry.value;
     }
     return {};
   }
@@ -270,30 +268,30 @@ class JobFile {
 
   std::string text(std::string_view path, std::string_view left_out) const {
     const auto found = values_.find(path);
-    return found == values_.end() ? std::string(left_out) : std::string(*found->second->value<std::string_view>());
+    return found == values_.end() ? std::string(left_out) : found->second->string();
   }
   int64_t integer(std::string_view path, int64_t left_out) const {
     const auto found = values_.find(path);
-    return found == values_.end() ? left_out : *found->second->value<int64_t>();
+    return found == values_.end() ? left_out : found->second->integer();
   }
   bool flag(std::string_view path) const {
     const auto found = values_.find(path);
-    return found != values_.end() && *found->second->value<bool>();
+    return found != values_.end() && found->second->boolean();
   }
   std::vector<std::string> list(std::string_view path) const {
     std::vector<std::string> out;
     const auto found = values_.find(path);
     if (found == values_.end()) return out;
-    if (const toml::array* items = found->second->as_array())
-      for (const toml::node& item : *items) out.emplace_back(*item.value<std::string_view>());
+    if (found->second->is_array())
+      for (const TomlValue& item : found->second->array()) out.push_back(item.string());
     else
-      out.emplace_back(*found->second->value<std::string_view>());
+      out.push_back(found->second->string());
     return out;
   }
 
  private:
   std::string path_;
-  std::map<std::string_view, const toml::node*> values_;
+  std::map<std::string_view, const TomlValue*> values_;
   std::vector<const JobField*> order_;
 };
 
@@ -327,16 +325,10 @@ Refusal not_priced(const JobFile& job, std::string_view path, const std::string&
 
 Result<TrainerFile> read_torchtitan_toml(const std::string& text, const std::string& path,
                                          const TrainerFileContext& context) {
-  toml::table table;
-  try {
-    table = toml::parse(text, std::string_view(path));
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    return refuse(path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column),
-                  "is not TOML (" + escaped(e.description()) + "); give torchtitan's TOML job config");
-  }
+  auto doc = parse_toml_subset(text, path);
+  CENSUS_TRY(doc);
   JobFile job(path);
-  CENSUS_TRY(job.read(table, ""));
+  CENSUS_TRY(job.read(*doc));
   const bool version01 = std::any_of(std::begin(kVersion01Only), std::end(kVersion01Only),
                                      [&](std::string_view f) { return job.has(f); }) ||
                          job.has("float8.recipe_name") || job.has("float8.filter_fqns") || job.has("float8.emulate");

@@ -40,7 +40,7 @@ struct IgnoredField {
 struct TrainerFile {
   Run run;
   std::string format;                // what was read: "torchtitan's TOML job config (v0.1, v0.2)"
-  std::vector<IgnoredField> ignored;  // by name
+  std::vector<IgnoredField> ignored;  // in the file's order
   std::vector<std::string> notes;     // where the run Census prices differs from the trainer's, and how
 };
 

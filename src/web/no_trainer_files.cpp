@@ -1,5 +1,5 @@
-// The page's module is built without toml++ and yaml-cpp (Debian ships yaml-cpp compiled for the host
-// alone), and the page reads no trainer's file. The readers of torchtitan's job config and torchtune's
+// The page reads no trainer's file, and its module is built without yaml-cpp (Debian ships it compiled for
+// the host alone). The readers of torchtitan's job config and torchtune's
 // recipe config (run/torchtitan_toml.cpp, run/torchtune_yaml.cpp) are left out of it, and these refuse
 // --from in one line.
 #include "run/torchtitan_toml.h"

@@ -69,6 +69,8 @@ def trimmed(case, folder):
         out["parallel"]["recompute"] = p.get("recompute", "none")
         out["parallel"]["fp8_filter_fqns"] = p.get("fp8_filter_fqns", [])
         out["fp8"] = case["fp8"]
+    if p.get("loss"):  # census_oracle_parallel_loss.py: torchtune's chunked loss
+        out["parallel"]["loss"] = p["loss"]
     if p.get("fsdp_wrap"):  # census_oracle_parallel_units.py: torchtitan v0.2's FSDP2 units
         out["parallel"]["fsdp_wrap"] = p["fsdp_wrap"]
     if p.get("cpu_offload"):  # census_oracle_parallel_cpu_offload.py: CPUOffloadPolicy, the host's record

@@ -53,6 +53,8 @@ def parallel_options(case):
             args += ["--fp8-skip-head"]
     if p.get("recompute", "none") != "none":  # every decoder layer checkpointed (census_oracle_parallel_fp8.py)
         args += ["--recompute", p["recompute"]]
+    if p.get("loss"):  # torchtune's chunked loss (census_oracle_parallel_loss.py)
+        args += ["--loss", p["loss"]]
     if p.get("fsdp_wrap"):  # torchtitan v0.2's units (census_oracle_parallel_units.py)
         args += ["--fsdp-wrap", p["fsdp_wrap"]]
     if p.get("cpu_offload"):  # CPUOffloadPolicy (census_oracle_parallel_cpu_offload.py)

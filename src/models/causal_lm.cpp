@@ -197,8 +197,11 @@ CausalLM::Output CausalLM::causal_lm_output(Tensor hidden_states, const Tensor& 
   if (loss == nn::CausalLMLoss::kTorchtuneChunked || loss == nn::CausalLMLoss::kTorchtuneLinear) {
     const nn::OutputProjection output = [this](const Tensor& x) { return output_projection(x); };
     if (loss == nn::CausalLMLoss::kTorchtuneLinear) OffloadActivations::model_output_made();  // the normed hidden state
+    const nn::ModelReturns returns = [runner](std::vector<Tensor>& outputs) {
+      if (runner != nullptr) runner->model_returns(outputs);
+    };
     out.loss = loss == nn::CausalLMLoss::kTorchtuneChunked
-                   ? nn::torchtune_chunked_output_loss(std::move(hidden_states), output, labels)
+                   ? nn::torchtune_chunked_output_loss(std::move(hidden_states), output, labels, returns)
                    : nn::torchtune_linear_cross_entropy_loss(hidden_states, output, labels);
     return out;
   }

@@ -58,6 +58,9 @@ class LayerRunner {
     return norm(hidden_states);
   }
   virtual Tensor head_output(const Tensor& logits) const { return logits; }
+  // The model's forward returns `outputs` where the loss runs past it (torchtune's chunked output: the
+  // head's chunks): a wrapper's post-forward of the model runs here, and it may hook each output.
+  virtual void model_returns(std::vector<Tensor>& /*outputs*/) const {}
   // The dtype the runner casts a layer's floating-point arguments to before it runs the layer, or none:
   // FSDP2's MixedPrecisionPolicy(cast_forward_inputs=True) casts them to its param_dtype.
   virtual std::optional<DType> forward_input_dtype() const { return std::nullopt; }

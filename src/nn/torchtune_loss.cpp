@@ -22,12 +22,14 @@ int64_t token_labels(const Tensor& labels) { return labels.numel() / labels.size
 
 }  // namespace
 
-Tensor torchtune_chunked_output_loss(Tensor hidden_states, const OutputProjection& output, const Tensor& labels) {
+Tensor torchtune_chunked_output_loss(Tensor hidden_states, const OutputProjection& output, const Tensor& labels,
+                                     const ModelReturns& model_returns) {
   std::vector<Tensor> outputs;
   for (const Tensor& chunk : ops::tensor_split(hidden_states, kTorchtuneOutputChunks, 1))
     outputs.push_back(output(chunk));
   hidden_states = Tensor();
   OffloadActivations::model_output_made();  // chunked_output returns the list: the model's forward ends
+  if (model_returns) model_returns(outputs);
   const Tensor total_elements = ops::sum(ops::ne(labels, kTorchtuneIgnoreIndex));
   std::vector<Tensor> label_chunks;
   for (const Tensor& chunk : ops::tensor_split(labels, kTorchtuneOutputChunks, 1))

@@ -47,7 +47,10 @@ using OutputProjection = std::function<Tensor(const Tensor&)>;
 
 // TransformerDecoder.chunked_output then CEWithChunkedOutputLoss: `hidden_states` (B, S, H), normed, is
 // taken by value and dropped once the chunks' logits are made; the logits live until the loss is made.
-Tensor torchtune_chunked_output_loss(Tensor hidden_states, const OutputProjection& output, const Tensor& labels);
+// `model_returns`, where given, sees the chunks as the model's forward returns them, before the loss.
+using ModelReturns = std::function<void(std::vector<Tensor>&)>;
+Tensor torchtune_chunked_output_loss(Tensor hidden_states, const OutputProjection& output, const Tensor& labels,
+                                     const ModelReturns& model_returns = nullptr);
 
 // LinearCrossEntropyLoss on the normed hidden states (B, S, H), which the caller holds through it.
 Tensor torchtune_linear_cross_entropy_loss(const Tensor& hidden_states, const OutputProjection& linear_projection,

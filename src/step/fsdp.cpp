@@ -70,6 +70,7 @@ Fsdp2::Fsdp2(StepBytes& bytes, const FsdpPolicy& policy, const std::vector<const
       units[static_cast<size_t>(head)].reshard_after_forward = policy_.reshard_after_forward == ReshardAfterForward::kAlways;
       units[static_cast<size_t>(head)].hooked = false;
     }
+    root_returned_.push_back(false);
     embedding_unit_.push_back(embedding);
     head_unit_.push_back(head);
     Unit& root = units.back();
@@ -286,9 +287,17 @@ bool Fsdp2::units_hooked() const {
   return true;
 }
 
+void Fsdp2::Layers::model_returns(std::vector<Tensor>& outputs) const {
+  inner_.model_returns(outputs);
+  fsdp_.root_post_forward(chunk_);
+  for (Tensor& output : outputs) output = fsdp_.root_output(chunk_, output);
+  fsdp_.root_returned_[chunk_] = true;
+}
+
 // A root that holds no parameter (torchtitan's units) has no parameter group: FSDP2 runs none of its
 // group's hooks, and it takes no place in the forward order that backward prefetch follows.
 void Fsdp2::root_pre_forward(size_t chunk) {
+  root_returned_[chunk] = false;
   if (!units_[chunk].back().params.empty()) pre_forward(units_[chunk].back());
 }
 

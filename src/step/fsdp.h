@@ -95,6 +95,9 @@ class Fsdp2 {
   void root_post_forward(size_t chunk);
   Tensor root_output(size_t chunk, const Tensor& output);  // the pre-backward hook on the root's output
   void end_of_backward(size_t chunk);
+  // Whether the chunk's model returned before its loss (Layers::model_returns) in the forward now running:
+  // its root's post-forward has run, and the caller's is not to.
+  bool root_returned(size_t chunk) const { return root_returned_[chunk]; }
 
   // Each decoder layer as fully_shard(layer) runs it, around `inner` (plain or checkpointed).
   class Layers final : public LayerRunner {
@@ -110,6 +113,9 @@ class Fsdp2 {
     Tensor run_embedding(const Tensor& input_ids, const ModuleForward& embed) const override;
     Tensor run_final_norm(const Tensor& hidden_states, const ModuleForward& norm) const override;
     Tensor head_output(const Tensor& logits) const override;
+    // torchtune's chunked output: the root's forward ends with the chunks (its post-forward, then its
+    // pre-backward hook on each), before the loss.
+    void model_returns(std::vector<Tensor>& outputs) const override;
 
    private:
     Fsdp2& fsdp_;
@@ -147,6 +153,7 @@ class Fsdp2 {
   std::vector<std::vector<Unit>> units_;  // by chunk: its layers', its embedding's and head's, then its root's (last)
   std::vector<int64_t> embedding_unit_;   // by chunk: the embedding's unit (FsdpWrap::kTorchtitan), or -1
   std::vector<int64_t> head_unit_;        // by chunk: the final norm and head's unit, or -1
+  std::vector<bool> root_returned_;       // by chunk: root_returned()
   std::vector<int64_t> begins_;           // by chunk: its first layer's index
   std::vector<Unit*> post_forward_order_;
   Tensor all_gather_state_;               // the last forward all-gather's output, kept for overlap

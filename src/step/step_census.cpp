@@ -358,10 +358,15 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   }
   if (o.loss != nn::CausalLMLoss::kForCausalLM) {
     // TRL gathers a DTensor head with full_tensor(), Liger reads the head's weight under FSDP1's
-    // forward redirection, torchtune redistributes the hidden states to Shard(-1), and each shifts the
-    // labels only where nothing shards the sequence; none of these paths is priced yet.
+    // forward redirection, torchtune redistributes the hidden states to Shard(-1) under TP and runs its
+    // linear loss's head outside the model (on the root's resharded weight), and each shifts the labels
+    // only where nothing shards the sequence; none of these paths is priced yet. torchtune's chunked
+    // output under FSDP2's layers' units is (census_oracle_parallel_loss.py): the model returns the head's
+    // chunks, the root reshards, and its pre-backward hook sits on each chunk.
+    const bool chunked_under_fsdp =
+        o.loss == nn::CausalLMLoss::kTorchtuneChunked && o.fsdp.wrap == FsdpWrap::kLayers && !o.fsdp.cpu_offload;
     const char* with = o.tensor_parallel > 1 ? "--tp"
-                       : o.fsdp.shards > 1  ? "--fsdp"
+                       : o.fsdp.shards > 1 && !chunked_under_fsdp ? "--fsdp"
                        : o.composition.zero == 3 ? "--zero 3"
                        : o.context_parallel > 1  ? "--cp"
                                                  : nullptr;
@@ -710,7 +715,9 @@ Held StepRunner::forward(size_t chunk) {
   // The causal LM's logits and loss; the output object (loss and logits) returned, then dropped with its
   // logits; the loss kept, scaled by 1/M.
   CausalLM::Output out = model.causal_lm_output(std::move(hidden_states), labels, o_.loss, sharded ? &*sharded : nullptr);
-  if (fsdp_) {  // the root's forward ends as the model returns, before the output object is dropped
+  // The root's forward ends as the model returns, before the output object is dropped; where the model
+  // returned before its loss (torchtune's chunked output) it has ended there.
+  if (fsdp_ && !fsdp_->root_returned(chunk)) {
     fsdp_->root_post_forward(chunk);
     out.loss = fsdp_->root_output(chunk, out.loss);
   }

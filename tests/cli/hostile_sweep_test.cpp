@@ -88,7 +88,7 @@ TEST(HostileSweep, EveryOptionOfStep) {
                 "--virtual-stages", "--recompute", "--optimizer", "--tp", "--dp", "--zero", "--cp", "--ep",
                 "--master-weights", "--grad-dtype", "--experts-implementation", "--cuda-context", "--nccl-buffers",
                 "--fragmentation", "--format", "--first-stage-layers", "--last-stage-layers", "--expert-tp",
-                "--kernels", "--train-yaml", "--alloc-conf", "--gpu-memory"},
+                "--kernels", "--train-yaml", "--alloc-conf", "--gpu-memory", "--fsdp-wrap"},
                {// Stage 0 of the one stage; ZeRO-0; no bytes of an overhead; no stage's layers set.
                 {"--stage", "0"}, {"--zero", "0"}, {"--cuda-context", "0"}, {"--nccl-buffers", "0"},
                 {"--fragmentation", "0"}, {"--first-stage-layers", "0"}, {"--last-stage-layers", "0"},

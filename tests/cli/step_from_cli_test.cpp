@@ -68,6 +68,21 @@ TEST(StepFromCli, TorchtunesFullSingleDeviceRecipeAnswersAsItsFlags) {
                  "--seq-length beside --from");
 }
 
+// torchtune's distributed recipe (llama3_1/8B_full.yaml) on 8 GPUs: FSDP2 over 8, bf16 shards, every unit
+// resharded, its chunked loss as the recipe runs it under FSDP2; custom_sharded_layers named in a note.
+TEST(StepFromCli, TorchtunesDistributedRecipeAnswersAsItsFlags) {
+  const std::string recipe = std::string(CENSUS_TEST_DATA) + "/trainers/torchtune/v0.6.1-llama3_1-8B_full.yaml";
+  const nlohmann::json read = expect_answers_as_flags(
+      {"step", "--from", "torchtune", recipe, "--seq-length", "2048", "--world", "8"},
+      {"llama-3.1-8b", "--seq-length", "2048", "--micro-batch-size", "2", "--recompute", "full", "--optimizer-impl",
+       "fused", "--loss", "torchtune-chunked", "--kernels", "cuda", "--dp", "8", "--fsdp", "--world", "8",
+       "--reshard-after-forward", "true"});
+  EXPECT_EQ(read["notes"].size(), 2u);
+  // torchtune's linear loss runs the head outside the model, which FSDP2 is not priced beside.
+  expect_refused({"step", "llama-3.1-8b", "--seq-length", "2048", "--fsdp", "--dp", "8", "--loss", "torchtune-linear"},
+                 "--loss torchtune-linear with --fsdp");
+}
+
 // The table: what was read first (the flags, the ignored fields by reason, the notes), then the flags' table.
 TEST(StepFromCli, TheTableSaysWhatWasRead) {
   const CliRun from = census({"step", "--from", "torchtitan", kData + "v0.1.0-llama3_8b.toml", "--world", "8"});

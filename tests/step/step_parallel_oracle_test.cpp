@@ -117,6 +117,7 @@ StepOptions options_of(const nlohmann::json& oracle) {
       if (fqn == "lm_head") o.fp8_skip_head = true;
   }
   if (p.value("recompute", "none") == "full") o.recompute = Recompute::kFull;
+  if (p.contains("loss")) o.loss = *nn::causal_lm_loss_named(p.at("loss").get<std::string>());  // torchtune's
   o.tensor_parallel = p.at("tp");
   o.sequence_parallel = p.at("sequence_parallel");
   o.loss_parallel = p.at("loss_parallel");

@@ -82,3 +82,20 @@ def test_fsdp_wrap_is_the_commands():
         census.census_step(config, seq_length=1024, fsdp=True, dp=8, fsdp_wrap=3)
     with pytest.raises(ValueError, match="fsdp_wrap"):
         census.census_step(config, seq_length=1024, fsdp_wrap="torchtitan")
+
+
+@pytest.mark.parametrize("arguments", [
+    dict(optimizer="adam"),
+    dict(optimizer="adafactor", optimizer_impl="fused"),
+    dict(master_weights="fp16"),
+    dict(grad_dtype="fp8"),
+    dict(loss="foo"),
+])
+def test_step_and_plan_refuse_a_bad_run_alike(arguments):
+    config = census.shipped_config("llama-3.1-8b")
+    with pytest.raises(ValueError) as stepped:
+        census.census_step(config, seq_length=128, **arguments)
+    with pytest.raises(ValueError) as planned:
+        census.census_plan(config, gpus=8, gpu_memory="80GiB", seq_length=128, **arguments)
+    assert str(stepped.value) == str(planned.value)
+    assert str(stepped.value).startswith(next(iter(arguments)))

@@ -856,9 +856,10 @@ ordered_json runs_json(const StepRuns& r, const StepArgs& a) {
           {"total_bytes", total_of(r.runs[r.worst].step, r.composition)}};
 }
 
-// The step's arguments with the run that --from's file states; `a` itself without --from. Beside --from,
-// a flag that describes the run is refused (the file states it): only the model's config (where the file
-// names a model Census does not ship), the GPU count, which step and the machine's overheads are taken.
+// The step's arguments with the run that --from's file states; `a` itself without --from. The flags given
+// beside --from were checked as the command line parsed them (check_flags_beside_from): the model's config
+// (where the file names a model Census does not ship), the GPU count, the sequence length the file leaves
+// to the data, which step and the machine's overheads are taken from `a`.
 struct FromFile {
   StepArgs args;
   std::optional<TrainerFile> file;
@@ -867,17 +868,7 @@ struct FromFile {
 Result<FromFile> with_trainer_file(const StepArgs& a) {
   if (a.from.empty()) return FromFile{a, std::nullopt};
   if (a.from.size() != 2) return refuse("--from", "give the trainer and its file: --from torchtitan job.toml");
-  Run beside = a;
-  beside.model.clear();
-  beside.world = 0;
-  beside.first_step = false;
-  beside.seq_length = Run{}.seq_length;  // the reader takes it where the file leaves it open
-  beside.cuda_context = beside.nccl_buffers = beside.fragmentation = 0;
-  if (const std::vector<std::string> flags = step_flags(beside); flags.size() > 1)
-    return refuse(flags[1] + " beside --from",
-                  "the file states the run; change the file, or give the run as flags without --from");
-  const bool seq_length_given = a.seq_length_given || a.seq_length != Run{}.seq_length;
-  auto file = read_trainer_file(a.from[0], a.from[1], {a.world, !a.model.empty(), seq_length_given ? a.seq_length : 0});
+  auto file = read_trainer_file(a.from[0], a.from[1], {a.world, !a.model.empty(), a.seq_length_given ? a.seq_length : 0});
   CENSUS_TRY(file);
   FromFile out{a, file.take()};
   static_cast<Run&>(out.args) = out.file->run;

@@ -91,6 +91,8 @@ def optimizer_options(kind):
             args += ["--recompute", "full-reentrant" if "_ac_full_reentrant" in kind else "full"]
         if "_sac_selective" in kind:
             args += ["--recompute", "selective"]
+        if "_autocast" in kind:  # the HF Trainer's bf16=True on fp32 weights (census_oracle_steady_autocast.py)
+            args += ["--autocast", "bf16"]
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]

@@ -463,7 +463,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
                 lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
                 quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
-                prepare_kbit: bool = False, kernels: Any = None, fsdp_wrap: Any = None) -> Dict[str, Any]:
+                prepare_kbit: bool = False, kernels: Any = None, fsdp_wrap: Any = None,
+                autocast: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -514,6 +515,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     contract) or ``"cuda"`` (CUDA's flash attention's). *fsdp_wrap* names FSDP2's units under *fsdp*
     (``census step --fsdp-wrap``): ``"layers"`` (None: each decoder layer, then the root) or ``"torchtitan"``
     (torchtitan v0.2's: the embedding, each layer, the final norm with the head, then the root).
+    *autocast* ``"bf16"`` (``census step --autocast``) prices the HF Trainer's ``bf16=True`` on a model
+    loaded in fp32: fp32 weights, gradients and states, the forward under CUDA's autocast, and accelerate's
+    fp32 copy of the logits; None: no autocast.
 
     *allocator* simulates PyTorch's CUDA caching allocator over the step (``census step --allocator``):
     each stage's ``"allocator"`` holds ``reserved_peak``, ``allocated_peak``, ``largest_inactive_split``,
@@ -559,7 +563,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _name_or_none("bnb_version", bnb_version, "0.50 or 0.49", "0.50"),
                         _switch("prepare_kbit", prepare_kbit),
                         _name_or_none("kernels", kernels, "npu or cuda", "npu"),
-                        _name_or_none("fsdp_wrap", fsdp_wrap, "layers or torchtitan", "layers"))
+                        _name_or_none("fsdp_wrap", fsdp_wrap, "layers or torchtitan", "layers"),
+                        _name_or_none("autocast", autocast, "bf16", "no autocast"))
     return json.loads(text)
 
 

@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "graph/context.h"
 #include "graph/node.h"
+#include "ops/autocast.h"
 
 namespace census {
 
@@ -119,6 +120,7 @@ void CheckpointFrame::recompute() {
   }
   {
     GradModeGuard enable_grad(true);  // the recompute runs under enable_grad
+    const AutocastScope autocast_state(autocast);
     run([&] { recompute_fn(); });
   }
   Session::current().set_muted(false);
@@ -166,6 +168,7 @@ std::vector<Tensor> run_checkpointed(const RegionForward& forward, const std::ve
   frame->cached_log = cached_log;
   frame->selective = selective;
   frame->policy = SelectivePolicy(kind);
+  frame->autocast = autocast::is_enabled();
   CheckpointFrame* raw = frame.get();
   frame->recompute_fn = [raw, forward] { forward(raw->inputs); };
   return raw->run([&] { return forward(inputs); });
@@ -215,13 +218,14 @@ namespace {
 class CheckpointFunctionBackward final : public Node {
  public:
   CheckpointFunctionBackward(uint64_t seq, std::function<Tensor(const Tensor&)> forward)
-      : Node("CheckpointFunctionBackward", seq), forward_(std::move(forward)) {}
+      : Node("CheckpointFunctionBackward", seq), forward_(std::move(forward)), autocast_(autocast::is_enabled()) {}
   GradList apply(GradList& grads) override {
     Tensor detached = input_.unpack().detach();
     detached.impl()->requires_grad = true;
     Tensor outputs;
     {
       GradModeGuard enable_grad(true);
+      const AutocastScope autocast_state(autocast_);  // the forward's autocast, closed before the backward
       outputs = forward_(detached);
     }
     if (outputs.grad_fn() != nullptr) run_backward(outputs, grads[0]);
@@ -232,6 +236,7 @@ class CheckpointFunctionBackward final : public Node {
 
  private:
   std::function<Tensor(const Tensor&)> forward_;
+  bool autocast_;
 };
 
 }  // namespace

@@ -110,6 +110,9 @@ class CheckpointFrame final : public DispatchMode, public SavedTensorHooks, publ
   // False under full checkpointing (no policy): nothing is cached, every save is recomputed.
   bool selective = true;
   SelectivePolicy policy;
+  // Whether the region's forward ran under autocast: its recompute re-enters it (_get_autocast_kwargs),
+  // a region of its own whose casts are made again and cached until the recompute ends.
+  bool autocast = false;
 
  private:
   // Run the recompute (at the first unpack of a holder).

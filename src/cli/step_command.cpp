@@ -289,6 +289,10 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   } else {
     j["lora"] = nullptr;
   }
+  j["autocast"] = a.autocast.empty() ? ordered_json(nullptr)
+                                     : ordered_json{{"dtype", "bfloat16"}, {"op_lists", "cuda"},
+                                                      {"weights", "float32"},
+                                                      {"outputs", "accelerate's convert_outputs_to_fp32"}};
   if (const std::optional<nn::Bnb4bitConfig> q = quantize_config_of(a)) {
     j["quantization"] = {{"method", "bitsandbytes 4-bit"},
                          {"quant_type", nn::bnb_4bit_type_name(q->quant_type)},
@@ -601,6 +605,10 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                 "DoRA, as LoraConfig(use_dora=True) runs it: a trained magnitude vector beside each adapter pair, and "
                 "in each forward the adapters' weight, an fp32 copy of the base weight and its row norms; implies "
                 "--lora");
+  add_choice_option(*sub, "--autocast", a.autocast, {"bf16"},
+                    "the HF Trainer's bf16=True on a model loaded in fp32, as accelerate runs it: the weights, "
+                    "gradients and optimizer states fp32, the forward under torch.autocast (CUDA's op lists, its "
+                    "cast cache) and an fp32 copy of the logits at its end");
   add_choice_option(*sub, "--quantize", a.quantize, {"nf4", "fp4"},
                     "a bitsandbytes 4-bit base, as BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=...) "
                     "loads it: every Linear but the LM head a frozen Linear4bit, its weight packed two to a byte "
@@ -696,6 +704,7 @@ Status check_names(const StepArgs& a) {
   if (!a.fp8.empty()) CENSUS_TRY(parse_choice("--fp8", {"tensorwise", "rowwise", "rowwise-gw-hp"}, a.fp8));
   if (!a.lora_dtype.empty()) CENSUS_TRY(parse_choice("--lora-dtype", {"fp32", "bf16"}, a.lora_dtype));
   if (!a.quantize.empty()) CENSUS_TRY(parse_choice("--quantize", {"nf4", "fp4"}, a.quantize));
+  if (!a.autocast.empty()) CENSUS_TRY(parse_choice("--autocast", {"bf16"}, a.autocast));
   if (!a.quant_storage.empty()) CENSUS_TRY(parse_choice("--quant-storage", {"uint8", "bf16", "fp32"}, a.quant_storage));
   if (!a.compute_dtype.empty()) CENSUS_TRY(parse_choice("--compute-dtype", {"fp32", "bf16"}, a.compute_dtype));
   if (!a.bnb_version.empty()) CENSUS_TRY(parse_choice("--bnb-version", {"0.50", "0.49"}, a.bnb_version));
@@ -796,6 +805,9 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.fp8_skip_head = a.fp8_skip_head;
   o.lora = lora_config_of(a);
   o.quantize = quantize_config_of(a);
+  o.autocast = a.autocast == "bf16";
+  // PEFT's adapters take the base's dtype, fp32, whether autocast_adapter_dtype upcasts or not.
+  if (o.autocast && o.lora) o.lora->dtype = DType::kFloat32;
   o.fsdp.cpu_offload = a.cpu_offload;
   o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
@@ -952,7 +964,8 @@ int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err
          << (a.ep > 1 ? ", EP " + std::to_string(a.ep) : "")
          << (a.expert_tp == 1 && a.tp > 1 ? ", experts' TP 1" : "") << ", recompute " << a.recompute << ", optimizer " << optimizer_label(a)
          << (a.liger ? ", Liger's kernels" : "") << (a.fp8.empty() ? "" : ", FP8 " + a.fp8 + (a.fp8_skip_head ? " (torchao, eager, the head bf16)" : " (torchao, eager)")) << (loss_of(a) != "hf" ? ", loss " + loss_of(a) : "") << (a.offload_activations.empty() ? "" : ", activations offloaded (" + a.offload_activations + ")")
-         << (a.first_step ? ", the first step" : ", steady state (step 2 on)") << lora_label(a, c) << quantize_label(a);
+         << (a.first_step ? ", the first step" : ", steady state (step 2 on)") << lora_label(a, c) << quantize_label(a)
+         << (a.autocast.empty() ? "" : ", " + a.autocast + " autocast (HF Trainer, accelerate)");
   const bool data_parallel_terms =
       composition.zero > 0 || composition.fp32_master_weights || composition.fp32_gradients;
   if (data_parallel_terms)
@@ -964,7 +977,7 @@ int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err
                                            : " (fully_shard per layer and root, ")
            << (a.master_weights == "fp32" ? "fp32 shards, MixedPrecisionPolicy(bf16, fp32)" : "bf16 shards, no policy")
            << ", reshard_after_forward " << a.reshard_after_forward << (a.cpu_offload ? ", CPUOffloadPolicy" : "") << ")";
-  answer << ", bf16 parameters\n";
+  answer << (a.autocast.empty() ? ", bf16 parameters\n" : ", fp32 parameters\n");
   if (a.explain) {
     // The terms that shape what is simulated, by name.
     const ModelConfig rank = rank_config(c, a.tp, a.ep, a.expert_tp);
@@ -998,6 +1011,12 @@ int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err
     answer << "pipeline: " << c.num_hidden_layers << " layers over " << a.pp << " stages ("
            << split_name({a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer})
            << "); stage 0 holds the embedding, the last the final norm, head and loss\n";
+    if (!a.autocast.empty())
+      answer << "autocast: the model loaded in fp32 (its parameters, gradients and optimizer states); its forward "
+                "and loss under torch.autocast(\"cuda\", dtype=torch.bfloat16): the matrix products and the "
+                "attention cast to bf16, a trainable weight once a forward (the cast cache, freed as the forward "
+                "ends), an activation or a frozen weight at every use; pow, rsqrt, exp, softplus, sum, softmax and "
+                "the loss in fp32; then accelerate's fp32 copy of the logits, alive until the loss is taken\n";
     if (data_parallel_terms)
       answer << "data_parallel: DP " << a.dp << ", ZeRO-" << a.zero
              << ": the simulated step's storages counted at their category's share and its peak found again "

@@ -332,10 +332,18 @@ struct Family {
   // huggingface/peft 5d602fd), comma-separated; nullptr where PEFT maps none and a user must name them.
   bool peft_lora = false;
   const char* lora_default_targets = nullptr;
+  // The module names PEFT's Transformers-v5 conversion (utils/transformers_weight_conversion.py,
+  // _MOE_TARGET_MODULE_MAPPING, for the model types Transformers converts as qwen2_moe's or mixtral's) moves
+  // from target_modules to target_parameters, the fused experts': no Linear of these names is adapted, a
+  // dense MLP's neither. Comma-separated; null: none.
+  const char* peft_expert_names = nullptr;
   // Transformers' bitsandbytes 4-bit conversion (replace_with_bnb_linear: every exact nn.Linear but the
   // head) reaches the same Linears here, checked against the oracle's QLoRA cases (nn/linear4bit.h):
   // --quantize runs on it. A mixture of experts' experts and routers are no nn.Linear in either.
   bool bnb_4bit = false;
+  // The HF Trainer's bf16=True on the model loaded in fp32 (ops/autocast.h) is checked against the oracle's
+  // autocast cases on this family's layers: --autocast runs on it (dense MLPs only: step/autocast_choice.h).
+  bool autocast = false;
 };
 
 // Defines a family's registry entry in its own file:

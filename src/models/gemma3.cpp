@@ -25,7 +25,7 @@ CENSUS_FAMILY(kGemma3TextFamily) = {
     .composite_ties_word_embeddings = true,
     .liger_patches = true, .liger_kernels = true,
     .float8_linears = true,
-    .peft_lora = true, .lora_default_targets = "q_proj,v_proj", .bnb_4bit = true,
+    .peft_lora = true, .lora_default_targets = "q_proj,v_proj", .bnb_4bit = true, .autocast = true,
 };
 
 namespace {

@@ -48,7 +48,7 @@ nn::Routing GptOssTopKRouter::forward(const Tensor& hidden_states) const {
   Tensor router_logits = ops::linear(hidden_states, weight_, bias_);  // (T, E), addmm
   auto [router_top_value, router_indices] = ops::topk(router_logits, top_k_);
   // Already in its own dtype: no copy before the softmax. The top-k values are dropped at return.
-  Tensor router_scores = ops::softmax(router_top_value, -1, router_top_value.dtype());
+  Tensor router_scores = ops::softmax(router_top_value, -1, std::nullopt);
   return {std::move(router_logits), std::move(router_scores), std::move(router_indices)};
 }
 

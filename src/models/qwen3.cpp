@@ -18,7 +18,7 @@ CENSUS_FAMILY(kQwen3Family) = {.model_type = "qwen3", .read = read_qwen3, .build
                                .build_final_norm = build_llama_final_norm, .class_prefix = "Qwen3",
                                .names_llama_tp_plan = true,
     .liger_patches = true, .liger_kernels = true, .float8_linears = true,
-    .peft_lora = true, .lora_default_targets = "q_proj,v_proj", .bnb_4bit = true};
+    .peft_lora = true, .lora_default_targets = "q_proj,v_proj", .bnb_4bit = true, .autocast = true};
 
 namespace {
 

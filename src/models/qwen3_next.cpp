@@ -219,7 +219,7 @@ std::unique_ptr<DecoderLayer> build_qwen3_next_layer(const ModelConfig& config, 
 }  // namespace
 
 CENSUS_FAMILY(kQwen3NextFamily) = {.model_type = "qwen3_next", .read = read_qwen3_next, .build_layer = build_qwen3_next_layer, .build_final_norm = build_qwen3_next_final_norm, .liger_patches = true,
-                                  .peft_lora = true, .bnb_4bit = true};
+                                  .peft_lora = true, .peft_expert_names = "gate,gate_proj,up_proj,down_proj", .bnb_4bit = true, .autocast = true};
 
 namespace {
 

@@ -44,7 +44,7 @@ HyperConnection::Output HyperConnection::forward(const Tensor& hidden_streams) c
   square[square.size() - 1] = hc;
   square.push_back(hc);
   Tensor comb_logits = ops::add(ops::mul(ops::view(mix[2], square), scale[2]), ops::view(base[2], Dims{hc, hc}));
-  Tensor comb = ops::add(ops::softmax(comb_logits, -1, comb_logits.dtype()), sizes_.hc_eps);
+  Tensor comb = ops::add(ops::softmax(comb_logits, -1, std::nullopt), sizes_.hc_eps);
   comb_logits = Tensor();
   // Sinkhorn: columns (dim -2) first, then rows and columns alternately.
   const int columns = comb.dim() - 2, rows = comb.dim() - 1;

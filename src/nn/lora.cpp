@@ -37,6 +37,8 @@ const LoraConfig* lora_config() { return g_config; }
 
 bool lora_adapts(std::string_view path) {
   if (g_config == nullptr) return false;
+  for (const std::string& name : g_config->expert_names)
+    if (ends_with_module(path, name)) return false;
   if (g_config->all_linear) return path != "lm_head";
   bool adapts = false;
   for (size_t i = 0; i < g_config->target_modules.size(); ++i)

@@ -38,6 +38,8 @@ struct LoraConfig {
   std::vector<std::string> target_modules;  // else these module names (the model type's default if none given)
   DType dtype = DType::kFloat32;  // the adapters': fp32 (autocast_adapter_dtype=True) or bf16 (False)
   bool use_dora = false;     // DoRA: a magnitude vector beside each adapter pair (lora/dora.py)
+  // Names PEFT moves to target_parameters on this model type (Family::peft_expert_names): never a Linear's.
+  std::vector<std::string> expert_names;
   double scaling() const { return alpha / static_cast<double>(r); }
 };
 

@@ -7,6 +7,7 @@
 //
 // Its autograd node saves q, k, v, out and both statistics after the kernel ran; its backward
 // returns empty_like(q), empty_like(k), empty_like(v).
+#include "ops/autocast.h"
 #include "ops/contract_node.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
@@ -19,6 +20,11 @@ using internal::dispatch;
 
 
 FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tensor& value, Op op) {
+  // Called where Transformers calls scaled_dot_product_attention, which autocast casts to bf16.
+  if (const autocast::Wrap cast; cast) {
+    const Tensor q = cast.lower(query), k = cast.lower(key), v = cast.lower(value);
+    return flash_attention(q, k, v, op);
+  }
   const Dims out_sizes{query.size(0), query.size(1), query.size(2), value.size(-1)};
   const Dims stats_sizes{query.size(0), query.size(1), query.size(2), kFlashStats};
   // Note [Materialized statistics gradients] The statistics are not differentiable: their gradients
@@ -45,6 +51,10 @@ FlashOutputs flash_attention(const Tensor& query, const Tensor& key, const Tenso
 
 
 Tensor cuda_flash_attention(const Tensor& query, const Tensor& key, const Tensor& value) {
+  if (const autocast::Wrap cast; cast) {
+    const Tensor q = cast.lower(query), k = cast.lower(key), v = cast.lower(value);
+    return cuda_flash_attention(q, k, v);
+  }
   const int64_t batch = query.size(0), heads = query.size(1), seq = query.size(2);
   const Dims lse_sizes{batch, heads, seq};
   // The log-sum-exp and the RNG state are not differentiable: their gradients come in as zeros.

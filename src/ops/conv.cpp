@@ -2,6 +2,7 @@
 // conv1d of a batched input is aten.convolution (input (B, C, L), weight (C, 1, K), groups C, a bias
 // (C) where the mixer's conv has one), whose result
 // (B, C, L + 2P - K + 1) is laid out contiguously (a 3-d input suggests no channels-last format).
+#include "ops/autocast.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -38,6 +39,10 @@ class ConvolutionBackward0 final : public Node {
 }  // namespace
 
 Tensor conv1d_depthwise(const Tensor& input, const Tensor& weight, int64_t padding, const Tensor& bias) {
+  if (const autocast::Wrap cast; cast) {
+    const Tensor x = cast.lower(input), w = cast.lower(weight), b = cast.lower(bias);
+    return conv1d_depthwise(x, w, padding, b);
+  }
   auto node = make_node<ConvolutionBackward0>({&input, &weight, &bias}, bias.defined() ? bias.sizes() : Dims{});
   if (node) {
     node->input_.save(input);

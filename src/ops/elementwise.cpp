@@ -1,5 +1,6 @@
 // Elementwise ops: arithmetic, activations, and the gated delta net's gates (sigmoid, softplus, exp), masks
 // and decays (tril, triu, cumsum, masked_fill, flip). Above each node, the derivatives.yaml entry it follows.
+#include "ops/autocast.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -277,6 +278,7 @@ Tensor to(const Tensor& self, DType dtype) {
 }
 
 Tensor pow(const Tensor& self, double exponent) {
+  if (const autocast::Wrap cast; cast) return pow(cast.fp32(self), exponent);
   auto node = make_node<PowBackward0>({&self}, exponent);
   if (node) node->self_.save(self);
   Tensor out = unary(Op::kPowTensorScalar, self);
@@ -285,6 +287,7 @@ Tensor pow(const Tensor& self, double exponent) {
 }
 
 Tensor rsqrt(const Tensor& self) {
+  if (const autocast::Wrap cast; cast) return rsqrt(cast.fp32(self));
   auto node = make_node<RsqrtBackward0>({&self});
   Tensor out = unary(Op::kRsqrt, self);
   set_history(out, node);
@@ -439,6 +442,7 @@ Tensor sub(const Tensor& self, const Tensor& other) {
 }
 
 Tensor exp(const Tensor& self) {
+  if (const autocast::Wrap cast; cast) return exp(cast.fp32(self));
   auto node = make_node<ExpBackward0>({&self});
   Tensor out = unary(Op::kExp, self);
   set_history(out, node);
@@ -463,6 +467,7 @@ Tensor tanh(const Tensor& self) {
 }
 
 Tensor softplus(const Tensor& self) {
+  if (const autocast::Wrap cast; cast) return softplus(cast.fp32(self));
   auto node = make_node<SoftplusBackward0>({&self});
   if (node) node->self_.save(self);
   Tensor out = unary(Op::kSoftplus, self);
@@ -485,6 +490,7 @@ Tensor triu(const Tensor& self, int64_t diagonal) {
 }
 
 Tensor cumsum(const Tensor& self, int64_t dim, std::optional<DType> dtype) {
+  if (const autocast::Wrap cast; cast) return cumsum(self, dim, dtype ? dtype : cast.opt_dtype(self));
   auto node = make_node<CumsumBackward0>({&self}, wrap_dim(dim, self.dim()), self.dtype());
   Tensor out = elementwise_result(self, dtype.value_or(self.dtype()));
   dispatch<1, 1>(Op::kCumsum, {self}, {out});

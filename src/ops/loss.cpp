@@ -3,6 +3,7 @@
 // chunked loss runs on its labels and logits (none of which autograd tracks).
 #include <cassert>
 
+#include "ops/autocast.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -58,7 +59,9 @@ Tensor ones_like(const Tensor& self) {
 
 Tensor constant_pad(const Tensor& self, int64_t left, int64_t right) { return constant_pad_nd(self, {left, right}); }
 
-Tensor log_softmax(const Tensor& self, int64_t /*dim*/) {
+Tensor log_softmax(const Tensor& self, int64_t dim) {
+  // log_softmax.int(self, dim, dtype=None): under autocast, dtype fp32, and _log_softmax of self.to(dtype).
+  if (const autocast::Wrap cast; cast) return log_softmax(to(self, cast.opt_dtype(self)), dim);
   auto node = make_node<LogSoftmaxBackward0>({&self}, self.dtype());
   Tensor out = alloc(self.sizes(), self.dtype());
   dispatch<1, 1>(Op::kLogSoftmax, {self}, {out});
@@ -68,6 +71,7 @@ Tensor log_softmax(const Tensor& self, int64_t /*dim*/) {
 }
 
 Tensor nll_loss(const Tensor& self, const Tensor& target) {
+  if (const autocast::Wrap cast; cast) return nll_loss(cast.fp32(self), target);
   auto node = make_node<NllLossBackward0>({&self});
   if (node) {
     node->self_.save(self);

@@ -4,6 +4,7 @@
 // _unsafe_view back); the chunked gated delta rule multiplies (B, H, C, 64, D) blocks this way.
 #include <cassert>
 
+#include "ops/autocast.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -155,6 +156,10 @@ class GroupedMmBackward0 final : public Node {
 }  // namespace
 
 Tensor mm(const Tensor& self, const Tensor& mat2) {
+  if (const autocast::Wrap cast; cast) {
+    const Tensor a = cast.lower(self), b = cast.lower(mat2);  // cast in argument order
+    return mm(a, b);
+  }
   assert(self.dim() == 2 && mat2.dim() == 2 && self.size(1) == mat2.size(0));
   auto node = make_node<MmBackward0>({&self, &mat2}, self, mat2);
   if (node) {
@@ -170,6 +175,10 @@ Tensor mm(const Tensor& self, const Tensor& mat2) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2) {
+  if (const autocast::Wrap cast; cast) {
+    const Tensor b = cast.lower(bias), m1 = cast.lower(mat1), m2 = cast.lower(mat2);
+    return addmm(b, m1, m2);
+  }
   auto node = make_node<AddmmBackward0>({&bias, &mat1, &mat2}, mat1, mat2);
   if (node) {
     if (node->should_compute_output(1)) node->mat2_.save(mat2);
@@ -182,6 +191,10 @@ Tensor addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2) {
 }
 
 Tensor bmm(const Tensor& self, const Tensor& mat2) {
+  if (const autocast::Wrap cast; cast) {
+    const Tensor a = cast.lower(self), b = cast.lower(mat2);
+    return bmm(a, b);
+  }
   assert(self.dim() == 3 && mat2.dim() == 3 && self.size(2) == mat2.size(1));
   auto node = make_node<BmmBackward0>({&self, &mat2});
   if (node) {
@@ -233,6 +246,10 @@ Tensor grouped_mm(const Tensor& self, const Tensor& mat2, const Tensor& offs) {
 // contiguous), one mm, then _unsafe_view back.
 
 Tensor matmul(const Tensor& self, const Tensor& other) {
+  if (const autocast::Wrap cast; cast) {
+    const Tensor a = cast.lower(self), b = cast.lower(other);
+    return matmul(a, b);
+  }
   if (self.dim() == 2 && other.dim() == 2) return mm(self, other);
   if (self.dim() >= 3 && other.dim() >= 3) return batched_matmul(self, other);
   assert(self.dim() >= 3 && other.dim() == 2);
@@ -245,6 +262,10 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
 // ATen linear: addmm for 2-d input with bias; for contiguous 3-d input with bias, _flatten_nd_linear
 // (reshape, addmm, view); without bias, matmul(input, weight.t()).
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (const autocast::Wrap cast; cast) {
+    const Tensor x = cast.lower(input), w = cast.lower(weight), b = cast.lower(bias);
+    return linear(x, w, b);
+  }
   if (!bias.defined()) return matmul(input, t(weight));
   if (input.dim() == 2) return addmm(bias, input, t(weight));
   assert(input.dim() == 3 && input.is_contiguous());

@@ -123,7 +123,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 
 // --- Routing and experts ---
 // softmax(self, dim, dtype): a _to_copy to `dtype` where it differs, then _softmax, which saves its result.
-Tensor softmax(const Tensor& self, int64_t dim, DType dtype);
+// No dtype: self's (fp32 under autocast).
+Tensor softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype);
 Tensor div(const Tensor& self, const Tensor& other);
 // self /= other on a tensor autograd tracks: its node keeps a clone of self as it was, and other.
 Tensor& div_(Tensor& self, const Tensor& other);

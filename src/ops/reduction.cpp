@@ -1,6 +1,7 @@
 // Reductions. Their nodes save sizes only: torch 2 keeps no input for mean's backward.
 #include <algorithm>
 
+#include "ops/autocast.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -81,8 +82,10 @@ Tensor mean(const Tensor& self, int64_t dim, bool keepdim) {
 }
 
 Tensor sum(const Tensor& self, const std::vector<int>& dims, bool keepdim) {
+  DType dtype = self.dtype();  // sum.dim_IntList(..., dtype=None); under autocast, fp32 (fp32_set_opt_dtype)
+  if (const autocast::Wrap cast; cast) dtype = cast.opt_dtype(self);
   auto node = make_node<SumBackward1>({&self}, self.sizes(), dims, keepdim);
-  Tensor out = alloc(reduced_sizes(self.sizes(), dims, keepdim), self.dtype());
+  Tensor out = alloc(reduced_sizes(self.sizes(), dims, keepdim), dtype);
   dispatch<1, 1>(Op::kSumDimIntList, {self}, {out});
   set_history(out, node);
   return out;

@@ -8,6 +8,7 @@
 // scatter into a fresh tensor. Each of these allocates once more than the in-place path would.
 #include <cassert>
 
+#include "ops/autocast.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 
@@ -160,8 +161,9 @@ class ClampBackward1 final : public Node {
 }  // namespace
 
 // Over any dim: the result has the input's shape either way (DeepSeek-V4's compressors take dim 2).
-Tensor softmax(const Tensor& self, int64_t /*dim*/, DType dtype) {
-  const Tensor converted = to(self, dtype);
+Tensor softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype) {
+  if (const autocast::Wrap cast; cast) return softmax(self, dim, dtype ? dtype : cast.opt_dtype(self));
+  const Tensor converted = dtype ? to(self, *dtype) : self;
   auto node = make_node<SoftmaxBackward0>({&converted}, converted.dtype());
   Tensor out = internal::alloc_like(converted, converted.dtype());
   dispatch<1, 1>(Op::kSoftmax, {converted}, {out});

@@ -61,6 +61,7 @@ std::vector<std::string> step_flags(const Run& r) {
   text("--fp8", r.fp8, d.fp8);
   flag("--fp8-skip-head", r.fp8_skip_head);
   text("--experts-implementation", r.experts_implementation, d.experts_implementation);
+  text("--autocast", r.autocast, d.autocast);
   text("--kernels", r.kernels, d.kernels);
   text("--train-yaml", r.train_yaml, d.train_yaml);
   flag("--lora", r.lora);

@@ -56,6 +56,9 @@ struct Run {
   std::string fp8;               // torchao's Float8Linear recipe (nn/float8_training.h); empty: bf16
   bool fp8_skip_head = false;    // the LM head left bf16
   std::string experts_implementation;
+  // The HF Trainer's bf16=True on a model loaded in fp32: accelerate's autocast around the forward and its
+  // fp32 copy of the outputs (ops/autocast.h). bf16; empty: none.
+  std::string autocast;
   std::string kernels;     // the kernel profile (npu, cuda); empty: npu
   std::string train_yaml;  // a HyperParallel train.yaml whose fused modules the trainer builds
   // PEFT's LoRA (nn/lora.h): on with `lora` or any lora_* field; each left out is LoraConfig's default.

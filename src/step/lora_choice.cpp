@@ -43,7 +43,10 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
                     "that loss reads the head's weight itself, past its adapter; give --loss hf, or leave lm_head "
                     "out");
   }
-  if (config.moe.num_experts > 0) {
+  // A layer with experts (mlp_only_layers may list every one: then the model has none).
+  bool experts = false;
+  for (int64_t i = 0; i < config.num_hidden_layers && !experts; ++i) experts = is_moe_layer(config, i);
+  if (experts) {
     if (lora.all_linear)
       return refuse("--lora-targets all-linear on " + config.model_type,
                     "on a mixture-of-experts model PEFT's all-linear also adapts the router and, through "

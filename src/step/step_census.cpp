@@ -13,7 +13,9 @@
 #include "census/stack_census.h"
 #include "models/causal_lm.h"
 #include "nn/float8_training.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
+#include "step/autocast_choice.h"
 #include "step/lora_choice.h"
 #include "step/quantize_choice.h"
 
@@ -271,6 +273,7 @@ Status check_step_options(const ModelConfig& config, const StepOptions& o) {
   CENSUS_TRY(check_optimizer(o.optimizer, o.optimizer_impl));
   CENSUS_TRY(check_lora(config, o));
   CENSUS_TRY(check_quantize(config, o));
+  CENSUS_TRY(check_autocast(config, o));
   if (o.loss == nn::CausalLMLoss::kLigerFlce && !config.family->liger_patches)
     return refuse("--loss liger-flce on " + config.model_type,
                   "Liger has no patch for this model type (MODEL_TYPE_TO_APPLY_LIGER_FN); give --loss hf or "
@@ -564,6 +567,8 @@ class StepRunner {
     // LoraConfig's target_modules left out: PEFT's default for the model type.
     if (lora_ && !lora_->all_linear && lora_->target_modules.empty() && c_.family->lora_default_targets != nullptr)
       lora_->target_modules = nn::lora_target_list(c_.family->lora_default_targets);
+    if (lora_ && c_.family->peft_expert_names != nullptr)
+      lora_->expert_names = nn::lora_target_list(c_.family->peft_expert_names);
     if (dtensor_plan(o_)) {
       // The model's embedding and head hold the rank's V / T rows (vocabulary parallel).
       model_config_.vocab_size = c_.vocab_size / o_.tensor_parallel;
@@ -640,6 +645,11 @@ void StepRunner::build() {
   }
   session_.set_parameters_require_grad(!lora_);  // under LoRA the base is frozen; its adapters train
   if (o_.quantize && o_.quantize->prepare_kbit) session_.set_bf16_parameter_dtype(DType::kFloat32);
+  // Loaded in fp32 for the Trainer's autocast: every parameter and every buffer made without a dtype.
+  if (o_.autocast) {
+    session_.set_bf16_parameter_dtype(DType::kFloat32);
+    session_.set_default_dtype(DType::kFloat32);
+  }
   for (const ModelChunk& chunk : chunks_) {
     models_.push_back(build_causal_lm(model_config_, layer_config_, chunk));
     const CausalLM& model = *models_.back();
@@ -686,6 +696,10 @@ Held StepRunner::forward(size_t chunk) {
   // offloading moves it to the host).
   Tensor input_ids;
   std::optional<Fsdp2::Layers> sharded;  // FSDP2's runner of the model's units, the head's too
+  // accelerate's wrapped forward: the model's forward and its loss inside the autocast region, whose cast
+  // cache goes as it closes, before convert_outputs_to_fp32 copies the outputs.
+  std::optional<AutocastScope> autocast;
+  if (o_.autocast) autocast.emplace(/*enabled=*/true);
   {
     if (model.chunk().first) {
       input_ids = ops::randint(Dims{batch, seq});
@@ -721,8 +735,14 @@ Held StepRunner::forward(size_t chunk) {
     fsdp_->root_post_forward(chunk);
     out.loss = fsdp_->root_output(chunk, out.loss);
   }
+  autocast.reset();
+  // convert_outputs_to_fp32: a new output object holding an fp32 copy of the bf16 logits; the model's own
+  // goes as it returns (its logits with it), the copy with the new one, once the loss is taken from it.
+  Tensor fp32_logits;
+  if (o_.autocast && out.logits.defined()) fp32_logits = ops::to(out.logits, DType::kFloat32);
   Tensor loss = std::move(out.loss);
   out = CausalLM::Output();
+  fp32_logits = Tensor();
   held.loss = o_.micro_batches > 1 ? ops::div_number(loss, static_cast<double>(o_.micro_batches)) : loss;
   return held;
 }

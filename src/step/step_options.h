@@ -76,6 +76,11 @@ struct StepOptions {
   // BitsAndBytesConfig(load_in_4bit=True, ...) loads the model; with PEFT's prepare_model_for_kbit_training
   // where asked. Adapters train beside it. None: the base in bf16.
   std::optional<nn::Bnb4bitConfig> quantize;
+  // The HF Trainer's bf16=True on a model loaded in fp32, as accelerate wraps its forward: every parameter
+  // (and so its gradient and optimizer states) fp32; the forward and its loss inside torch.autocast("cuda",
+  // dtype=torch.bfloat16) (ops/autocast.h), a checkpoint's recompute too; then convert_outputs_to_fp32's
+  // fp32 copy of the logits, alive until the loss is taken from the output (step/autocast_choice.h).
+  bool autocast = false;
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.

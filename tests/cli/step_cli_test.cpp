@@ -371,5 +371,40 @@ TEST(StepCli, TorchtitansUnitsAreRefusedWhereTheyAreNotPriced) {
             std::string::npos);
 }
 
+// The HF Trainer's autocast (--autocast bf16): a dtype it has no lists for, a model type the oracle does not
+// check, experts Transformers cannot run in fp32, and a layout, base, loss or checkpointing it is not priced
+// beside: one line naming the option, exit 2, nothing on stdout.
+TEST(StepCli, AutocastWhereItIsNotPricedIsRefusedByName) {
+  const std::string toy = toy_llama();
+  for (const auto& [args, start] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"step", toy, "--autocast", "fp16"}, "census: --autocast: "},
+           {{"step", "gemma-2-9b", "--autocast", "bf16"}, "census: --autocast on gemma2: "},
+           {{"step", "qwen3-next-80b-a3b", "--autocast", "bf16"}, "census: --autocast on qwen3_next's experts (layer 0): "},
+           {{"step", toy, "--autocast", "bf16", "--fsdp", "--dp", "2"}, "census: --autocast with --fsdp: "},
+           {{"step", toy, "--autocast", "bf16", "--lora", "--quantize", "nf4"}, "census: --autocast with --quantize: "},
+           {{"step", toy, "--autocast", "bf16", "--use-dora"}, "census: --autocast with --use-dora: "},
+           {{"step", toy, "--autocast", "bf16", "--recompute", "selective"}, "census: --autocast with --recompute: "},
+           {{"step", toy, "--autocast", "bf16", "--loss", "trl-chunked-nll"},
+            "census: --autocast with --loss trl-chunked-nll: "}}) {
+    const CliRun run = census(args);
+    EXPECT_EQ(run.code, 2) << run.err;
+    EXPECT_TRUE(run.out.empty());
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_EQ(run.err.find(start), 0u) << run.err;
+  }
+}
+
+// Under --autocast every parameter is fp32 (4 B), and so are its gradient and AdamW's two states; the JSON
+// says which autocast ran.
+TEST(StepCli, AutocastPricesFp32WeightsAndSaysSo) {
+  const CliRun run = census({"step", toy_llama(), "--seq-length", "128", "--autocast", "bf16", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  const int64_t count = j.at("parameters").at("count");
+  EXPECT_EQ(j.at("parameters").at("bytes"), 4 * count);
+  EXPECT_EQ(j.at("autocast").at("dtype"), "bfloat16");
+  EXPECT_EQ(j.at("autocast").at("weights"), "float32");
+}
+
 }  // namespace
 }  // namespace census

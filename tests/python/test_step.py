@@ -318,3 +318,23 @@ def test_lora_is_the_lora_oracles():
         census.census_step(oracle["config"], seq_length=128, use_dora="yes")
     with pytest.raises(ValueError, match="lora with tp"):
         census.census_step(oracle["config"], seq_length=128, lora=True, tp=2)
+
+
+def test_autocast_is_the_autocast_oracles():
+    with open(os.path.join(STEP_CASES, "steady", "qwen3_toy_L4_s128_single_adamw_lora_all_autocast_ac_full_steady.json"),
+              encoding="utf-8") as handle:
+        oracle = json.load(handle)
+    step = census.census_step(oracle["config"], seq_length=128, optimizer_impl="for-loop", lora_rank=16,
+                              lora_alpha=32, lora_targets="all-linear", recompute="full", autocast="bf16")
+    assert step["peak"] == census.census_step(oracle["config"], seq_length=128, optimizer_impl="for-loop",
+                                              lora_rank=16, lora_alpha=32, lora_targets="all-linear",
+                                              recompute="full", autocast="bf16")["peak"]
+    assert step["peak"]["bytes"] == oracle["peak"]["bytes"]
+    assert step["autocast"]["weights"] == "float32"
+    assert step["lora"]["frozen_parameters"]["bytes"] == 4 * step["lora"]["frozen_parameters"]["count"]
+    assert census.census_step(oracle["config"], seq_length=128)["autocast"] is None
+    for bad in (dict(autocast="fp16"), dict(autocast=""), dict(autocast=True)):
+        with pytest.raises(ValueError, match="^autocast"):
+            census.census_step(oracle["config"], seq_length=128, **bad)
+    with pytest.raises(ValueError, match="^autocast with fsdp"):
+        census.census_step(oracle["config"], seq_length=128, autocast="bf16", fsdp=True, dp=2)

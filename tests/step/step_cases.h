@@ -75,6 +75,7 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     if (kind.find("_ac_full") != std::string::npos)
       o.recompute = kind.find("_ac_full_reentrant") != std::string::npos ? Recompute::kFullReentrant : Recompute::kFull;
     if (kind.find("_sac_selective") != std::string::npos) o.recompute = Recompute::kSelective;
+    o.autocast = kind.find("_autocast") != std::string::npos;  // the HF Trainer's bf16=True on fp32 weights
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
                          : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused

@@ -1,0 +1,57 @@
+#include "step/autocast_choice.h"
+
+#include <string>
+
+#include "models/registry.h"
+
+namespace census {
+
+Status check_autocast(const ModelConfig& config, const StepOptions& o) {
+  if (!o.autocast) return {};
+  if (!config.family->autocast) {
+    std::string checked;
+    for (const Family* family : families())
+      if (family->autocast) checked += (checked.empty() ? "" : ", ") + std::string(family->model_type);
+    return refuse("--autocast on " + config.model_type,
+                  "the HF Trainer's autocast is checked against the oracle on " + checked +
+                      "; it is not priced on this model type yet");
+  }
+  // Transformers' grouped_mm experts refuse fp32 weights ("Expected mat_a to be BFloat16"), on CUDA as on
+  // the oracle's fakes; its eager experts are not checked under autocast.
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
+    if (is_moe_layer(config, i))
+      return refuse("--autocast on " + config.model_type + "'s experts (layer " + std::to_string(i) + ")",
+                    "Transformers' grouped_mm experts refuse fp32 weights, and its eager experts are not priced under "
+                    "autocast yet; list every layer in mlp_only_layers, or load the model in bf16 (drop --autocast)");
+  const char* with = sharding_flag(o) != nullptr     ? sharding_flag(o)
+                     : o.fsdp.shards > 1               ? "--fsdp"
+                     : o.composition.data_parallel > 1 ? "--dp"
+                                                       : nullptr;
+  if (with != nullptr)
+    return refuse(std::string("--autocast with ") + with,
+                  "autocast is priced on one rank's whole model yet (no --tp, --pp, --cp, --ep, --dp, --zero or "
+                  "--fsdp)");
+  with = o.quantize                                                    ? "--quantize"
+         : o.lora && o.lora->use_dora                                  ? "--use-dora"
+         : o.fp8                                                       ? "--fp8"
+         : config.liger.any() || o.loss == nn::CausalLMLoss::kLigerFlce ? "--liger"
+         : o.offload_activations                                       ? "--offload-activations"
+         : o.composition.fp32_master_weights                           ? "--master-weights fp32"
+         : o.composition.fp32_gradients                                ? "--grad-dtype fp32"
+                                                                       : nullptr;
+  if (with != nullptr)
+    return refuse(std::string("--autocast with ") + with, "is not priced beside autocast yet; drop one of them");
+  if (o.loss != nn::CausalLMLoss::kForCausalLM)
+    return refuse("--autocast with --loss " + std::string(nn::causal_lm_loss_name(o.loss)),
+                  "accelerate's autocast is priced around Transformers' own loss, inside the model's forward; give "
+                  "--loss hf");
+  const bool other_mode = (o.recompute != Recompute::kNone && o.recompute != Recompute::kFull) ||
+                          !o.recompute_by_kind.empty() || o.recompute_every_nth_layer > 0;
+  if (other_mode)
+    return refuse("--autocast with --recompute",
+                  "autocast is priced with no checkpointing or with the HF Trainer's gradient checkpointing "
+                  "(non-reentrant) yet; give none or full");
+  return {};
+}
+
+}  // namespace census

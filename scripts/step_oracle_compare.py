@@ -92,7 +92,7 @@ def optimizer_options(kind):
         if "_sac_selective" in kind:
             args += ["--recompute", "selective"]
         if "_autocast" in kind:  # the HF Trainer's bf16=True on fp32 weights (census_oracle_steady_autocast.py)
-            args += ["--autocast", "bf16"]
+            args += ["--autocast", "bf16"] + (["--load-dtype", "bf16"] if "_load_bf16" in kind else [])
         return args + (["--first-step"] if kind.endswith("_first") else [])
     if kind == "accum_adamw" or kind.endswith("_adamw"):
         return ["--optimizer", "adamw", "--optimizer-impl", "for-loop", "--first-step"]

@@ -464,7 +464,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
                 quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
                 prepare_kbit: bool = False, kernels: Any = None, fsdp_wrap: Any = None,
-                autocast: Any = None) -> Dict[str, Any]:
+                autocast: Any = None, load_dtype: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -517,7 +517,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     (torchtitan v0.2's: the embedding, each layer, the final norm with the head, then the root).
     *autocast* ``"bf16"`` (``census step --autocast``) prices the HF Trainer's ``bf16=True`` on a model
     loaded in fp32: fp32 weights, gradients and states, the forward under CUDA's autocast, and accelerate's
-    fp32 copy of the logits; None: no autocast.
+    fp32 copy of the logits; None: no autocast. *load_dtype* ``"bf16"`` loads the model in bf16 under it
+    (``census step --load-dtype``; Transformers 5's ``dtype="auto"``); None: fp32.
 
     *allocator* simulates PyTorch's CUDA caching allocator over the step (``census step --allocator``):
     each stage's ``"allocator"`` holds ``reserved_peak``, ``allocated_peak``, ``largest_inactive_split``,
@@ -564,7 +565,8 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _switch("prepare_kbit", prepare_kbit),
                         _name_or_none("kernels", kernels, "npu or cuda", "npu"),
                         _name_or_none("fsdp_wrap", fsdp_wrap, "layers or torchtitan", "layers"),
-                        _name_or_none("autocast", autocast, "bf16", "no autocast"))
+                        _name_or_none("autocast", autocast, "bf16", "no autocast"),
+                        _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"))
     return json.loads(text)
 
 

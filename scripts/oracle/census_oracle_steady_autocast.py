@@ -30,9 +30,12 @@ on the fakes' device, the CPU. What is stood in for, since the oracle's tensors 
   custom op no autocast list names) where ``torch.nn.functional.scaled_dot_product_attention`` would run: q, k and
   v are cast as that op's lower_precision_fp kernel casts them, then the kernel runs.
 
+The ``_load_bf16`` kinds build the model in bf16 (Transformers 5's ``dtype="auto"`` on a bf16 checkpoint, which TRL
+loads by default) and wrap it the same way: the products already bf16, the fp32 lists and the output copy alike.
+
 Checkpointing (``_ac_full``) is ``torch.utils.checkpoint`` non-reentrant, whose recompute re-enters the autocast
 state its forward saw (``_get_autocast_kwargs``), so its casts are made again and cached in the recompute's own
-region. No kind runs a mixture of experts: Transformers' ``grouped_mm`` refuses fp32 experts (``_grouped_mm``'s
+region. No fp32 kind runs a mixture of experts: Transformers' ``grouped_mm`` refuses fp32 experts (``_grouped_mm``'s
 check: "Expected mat_a to be BFloat16"), as it does on CUDA, and its eager experts loop over ``nonzero``, whose
 size fake tensors cannot know. Qwen3-Next's kinds build every layer's MLP dense (``mlp_only_layers`` all of them):
 its gated delta rule, causal convolution and gated attention run under autocast beside dense MLPs.
@@ -66,6 +69,18 @@ AUTOCAST_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_lora_all_autocast_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full", lora=ALL16,
                                                          autocast=True),
     "single_adamw_lora_autocast_steady": dict(m=1, batch=1, foreach=False, lora={}, autocast=True),
+    # the model loaded in bf16 (Transformers 5's dtype="auto", TRL's default) under the same bf16=True
+    "single_adamw_autocast_load_bf16_steady": dict(m=1, batch=1, foreach=False, autocast=True, load="bf16"),
+    "single_adamw_autocast_load_bf16_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full", autocast=True,
+                                                           load="bf16"),
+    # TRL's SFTTrainer on a PEFT model by default: bf16 load, fp32 adapters, checkpointing, bf16=True
+    "single_adamw_lora_all_autocast_load_bf16_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full",
+                                                                    lora=ALL16, autocast=True, load="bf16"),
+    # ... with TRL's default loss, its chunked cross-entropy patched into the forward, so under the autocast too
+    "single_adamw_lora_all_trl_chunked_nll_autocast_load_bf16_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll", lora=ALL16, autocast=True, load="bf16"),
+    "single_adamw_trl_chunked_nll_autocast_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full",
+                                                                 loss="trl-chunked-nll", autocast=True),
 }
 CURRENT: Dict[str, Any] = {}
 
@@ -183,7 +198,8 @@ _default_dtype = O._default_dtype  # pylint: disable=protected-access
 
 @contextlib.contextmanager
 def _fp32_when_autocast(dtype: Any):
-    with _default_dtype(torch.float32 if CURRENT.get("autocast") else dtype):
+    fp32 = CURRENT.get("autocast") and CURRENT.get("load") != "bf16"
+    with _default_dtype(torch.float32 if fp32 else dtype):
         yield
 
 
@@ -193,7 +209,7 @@ _make_config = O.make_config
 
 def make_config(family: str, kwargs: Any) -> Any:
     config, how = _make_config(family, kwargs)
-    if CURRENT.get("autocast") and family in HYBRID:
+    if CURRENT.get("autocast") and CURRENT.get("load") != "bf16" and family in HYBRID:
         config.mlp_only_layers = list(range(config.num_hidden_layers))
         how += "; mlp_only_layers = every layer (dense MLPs)"
     return config, how
@@ -227,7 +243,8 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
     notes["mixed_precision"] = (
         f"accelerate {accelerate.__version__} Accelerator.prepare_model(mixed_precision='bf16') as it wraps the "
         "forward: torch.autocast(device_type='cpu', dtype=torch.bfloat16) (CUDA's policy registered), then "
-        "convert_outputs_to_fp32; the model built with fp32 as the default dtype")
+        "convert_outputs_to_fp32; the model built with "
+        + ("bf16 (the step oracle's own build)" if CURRENT.get("load") == "bf16" else "fp32 as the default dtype"))
     by_dtype: Dict[str, int] = {}
     for p in model.parameters():
         d = str(p.dtype).replace("torch.", "")
@@ -250,7 +267,8 @@ def run_steady_case_autocast(group: Dict[str, Any], case: Dict[str, Any], sets: 
     finally:
         CURRENT.clear()
         CACHE.clear()
-    result["autocast"] = {"dtype": "bfloat16", "device_policy": "cuda", "weights": "float32",
+    result["autocast"] = {"dtype": "bfloat16", "device_policy": "cuda",
+                          "weights": "bfloat16" if case.get("load") == "bf16" else "float32",
                           "outputs": "accelerate convert_outputs_to_fp32"} if case.get("autocast") else None
     return result
 
@@ -263,6 +281,12 @@ for _k in ("single_adamw_foreach_autocast_steady", "accum_m4_adamw_autocast_stea
            "single_adamw_lora_autocast_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 E.EXT_FAMILIES["single_adamw_lora_all_autocast_ac_full_steady"] = ("llama", "qwen3", "qwen3_next")
+# Loaded in bf16 the experts run Transformers' grouped_mm (bf16), and Qwen3-Next keeps its mixture of experts
+E.EXT_FAMILIES["single_adamw_autocast_load_bf16_steady"] = DENSE + ("qwen3_next", "qwen3_moe", "mixtral")
+E.EXT_FAMILIES["single_adamw_autocast_load_bf16_ac_full_steady"] = ("llama", "qwen3", "qwen3_next", "qwen3_moe")
+E.EXT_FAMILIES["single_adamw_lora_all_autocast_load_bf16_ac_full_steady"] = ("llama", "qwen3", "gemma3")
+E.EXT_FAMILIES["single_adamw_lora_all_trl_chunked_nll_autocast_load_bf16_ac_full_steady"] = ("llama", "qwen3", "gemma3")
+E.EXT_FAMILIES["single_adamw_trl_chunked_nll_autocast_ac_full_steady"] = ("llama", "qwen3")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_autocast"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

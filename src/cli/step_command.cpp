@@ -291,7 +291,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
   }
   j["autocast"] = a.autocast.empty() ? ordered_json(nullptr)
                                      : ordered_json{{"dtype", "bfloat16"}, {"op_lists", "cuda"},
-                                                      {"weights", "float32"},
+                                                      {"weights", a.load_dtype == "bf16" ? "bfloat16" : "float32"},
                                                       {"outputs", "accelerate's convert_outputs_to_fp32"}};
   if (const std::optional<nn::Bnb4bitConfig> q = quantize_config_of(a)) {
     j["quantization"] = {{"method", "bitsandbytes 4-bit"},
@@ -609,6 +609,9 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                     "the HF Trainer's bf16=True on a model loaded in fp32, as accelerate runs it: the weights, "
                     "gradients and optimizer states fp32, the forward under torch.autocast (CUDA's op lists, its "
                     "cast cache) and an fp32 copy of the logits at its end");
+  add_choice_option(*sub, "--load-dtype", a.load_dtype, {"fp32", "bf16"},
+                    "with --autocast: the dtype the model is loaded in, fp32 (the default) or bf16 (Transformers 5's "
+                    "dtype=\"auto\" on a bf16 checkpoint, as TRL loads it)");
   add_choice_option(*sub, "--quantize", a.quantize, {"nf4", "fp4"},
                     "a bitsandbytes 4-bit base, as BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=...) "
                     "loads it: every Linear but the LM head a frozen Linear4bit, its weight packed two to a byte "
@@ -705,6 +708,7 @@ Status check_names(const StepArgs& a) {
   if (!a.lora_dtype.empty()) CENSUS_TRY(parse_choice("--lora-dtype", {"fp32", "bf16"}, a.lora_dtype));
   if (!a.quantize.empty()) CENSUS_TRY(parse_choice("--quantize", {"nf4", "fp4"}, a.quantize));
   if (!a.autocast.empty()) CENSUS_TRY(parse_choice("--autocast", {"bf16"}, a.autocast));
+  if (!a.load_dtype.empty()) CENSUS_TRY(parse_choice("--load-dtype", {"fp32", "bf16"}, a.load_dtype));
   if (!a.quant_storage.empty()) CENSUS_TRY(parse_choice("--quant-storage", {"uint8", "bf16", "fp32"}, a.quant_storage));
   if (!a.compute_dtype.empty()) CENSUS_TRY(parse_choice("--compute-dtype", {"fp32", "bf16"}, a.compute_dtype));
   if (!a.bnb_version.empty()) CENSUS_TRY(parse_choice("--bnb-version", {"0.50", "0.49"}, a.bnb_version));
@@ -806,8 +810,9 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.lora = lora_config_of(a);
   o.quantize = quantize_config_of(a);
   o.autocast = a.autocast == "bf16";
-  // PEFT's adapters take the base's dtype, fp32, whether autocast_adapter_dtype upcasts or not.
-  if (o.autocast && o.lora) o.lora->dtype = DType::kFloat32;
+  if (!a.load_dtype.empty()) o.load_dtype = a.load_dtype == "fp32" ? DType::kFloat32 : DType::kBFloat16;
+  // On an fp32 base PEFT's adapters take its dtype, fp32, whether autocast_adapter_dtype upcasts or not.
+  if (o.fp32_weights() && o.lora) o.lora->dtype = DType::kFloat32;
   o.fsdp.cpu_offload = a.cpu_offload;
   o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;
@@ -977,7 +982,7 @@ int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err
                                            : " (fully_shard per layer and root, ")
            << (a.master_weights == "fp32" ? "fp32 shards, MixedPrecisionPolicy(bf16, fp32)" : "bf16 shards, no policy")
            << ", reshard_after_forward " << a.reshard_after_forward << (a.cpu_offload ? ", CPUOffloadPolicy" : "") << ")";
-  answer << (a.autocast.empty() ? ", bf16 parameters\n" : ", fp32 parameters\n");
+  answer << (a.autocast.empty() || a.load_dtype == "bf16" ? ", bf16 parameters\n" : ", fp32 parameters\n");
   if (a.explain) {
     // The terms that shape what is simulated, by name.
     const ModelConfig rank = rank_config(c, a.tp, a.ep, a.expert_tp);
@@ -1012,7 +1017,8 @@ int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err
            << split_name({a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer})
            << "); stage 0 holds the embedding, the last the final norm, head and loss\n";
     if (!a.autocast.empty())
-      answer << "autocast: the model loaded in fp32 (its parameters, gradients and optimizer states); its forward "
+      answer << "autocast: the model loaded in " << (a.load_dtype == "bf16" ? "bf16" : "fp32")
+             << " (its parameters, gradients and optimizer states); its forward "
                 "and loss under torch.autocast(\"cuda\", dtype=torch.bfloat16): the matrix products and the "
                 "attention cast to bf16, a trainable weight once a forward (the cast cache, freed as the forward "
                 "ends), an activation or a frozen weight at every use; pow, rsqrt, exp, softplus, sum, softmax and "

@@ -342,7 +342,8 @@ struct Family {
   // --quantize runs on it. A mixture of experts' experts and routers are no nn.Linear in either.
   bool bnb_4bit = false;
   // The HF Trainer's bf16=True on the model loaded in fp32 (ops/autocast.h) is checked against the oracle's
-  // autocast cases on this family's layers: --autocast runs on it (dense MLPs only: step/autocast_choice.h).
+  // autocast cases on this family's layers: --autocast runs on it (its experts only loaded in bf16:
+  // step/autocast_choice.h).
   bool autocast = false;
 };
 

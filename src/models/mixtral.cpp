@@ -29,7 +29,7 @@ CENSUS_FAMILY(kMixtralFamily) = {.model_type = "mixtral", .read = read_mixtral, 
                                  .build_final_norm = build_llama_final_norm, .class_prefix = "Mixtral",
                                  .names_llama_tp_plan = true,
     .liger_patches = true, .float8_linears = true,
-    .peft_lora = true, .peft_expert_names = "gate,w1,w2,w3", .bnb_4bit = true};  // PEFT maps q_proj,v_proj for mixtral, yet its get_peft_model finds no target on it
+    .peft_lora = true, .peft_expert_names = "gate,w1,w2,w3", .bnb_4bit = true, .autocast = true};  // PEFT maps q_proj,v_proj for mixtral, yet its get_peft_model finds no target on it
 
 namespace {
 

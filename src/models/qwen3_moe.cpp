@@ -31,7 +31,7 @@ CENSUS_FAMILY(kQwen3MoeFamily) = {.model_type = "qwen3_moe", .read = read_qwen3_
                                   .build_layer = build_qwen3_moe_layer, .build_final_norm = build_llama_final_norm,
                                   .class_prefix = "Qwen3Moe", .names_llama_tp_plan = true,
     .liger_patches = true, .float8_linears = true,
-    .peft_lora = true, .peft_expert_names = "gate,gate_proj,up_proj,down_proj", .bnb_4bit = true};  // PEFT maps no default targets for qwen3_moe
+    .peft_lora = true, .peft_expert_names = "gate,gate_proj,up_proj,down_proj", .bnb_4bit = true, .autocast = true};  // PEFT maps no default targets for qwen3_moe
 
 namespace {
 

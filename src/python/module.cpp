@@ -430,11 +430,13 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& lora_targets, const std::string& lora_dtype, bool use_dora,
                  const std::string& quantize, bool double_quant, const std::string& quant_storage,
                  const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit,
-                 const std::string& kernels, const std::string& fsdp_wrap, const std::string& autocast) {
+                 const std::string& kernels, const std::string& fsdp_wrap, const std::string& autocast,
+                 const std::string& load_dtype) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
   a.kernels = kernels;
   a.autocast = autocast;
+  a.load_dtype = load_dtype;
   a.fsdp_wrap = fsdp_wrap;
   a.quantize = quantize;
   a.double_quant = double_quant;
@@ -663,7 +665,8 @@ PYBIND11_MODULE(_census, m) {
         py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "",
         py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
         py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
-        py::arg("prepare_kbit") = false, py::arg("kernels") = "", py::arg("fsdp_wrap") = "", py::arg("autocast") = "");
+        py::arg("prepare_kbit") = false, py::arg("kernels") = "", py::arg("fsdp_wrap") = "", py::arg("autocast") = "",
+        py::arg("load_dtype") = "");
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
         py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
         py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),

@@ -62,6 +62,7 @@ std::vector<std::string> step_flags(const Run& r) {
   flag("--fp8-skip-head", r.fp8_skip_head);
   text("--experts-implementation", r.experts_implementation, d.experts_implementation);
   text("--autocast", r.autocast, d.autocast);
+  text("--load-dtype", r.load_dtype, d.load_dtype);
   text("--kernels", r.kernels, d.kernels);
   text("--train-yaml", r.train_yaml, d.train_yaml);
   flag("--lora", r.lora);

@@ -59,6 +59,9 @@ struct Run {
   // The HF Trainer's bf16=True on a model loaded in fp32: accelerate's autocast around the forward and its
   // fp32 copy of the outputs (ops/autocast.h). bf16; empty: none.
   std::string autocast;
+  // The dtype the model is loaded in (from_pretrained's dtype): fp32 (the default under autocast) or bf16
+  // (Transformers 5's dtype="auto" on a bf16 checkpoint, as TRL loads it); empty: the default.
+  std::string load_dtype;
   std::string kernels;     // the kernel profile (npu, cuda); empty: npu
   std::string train_yaml;  // a HyperParallel train.yaml whose fused modules the trainer builds
   // PEFT's LoRA (nn/lora.h): on with `lora` or any lora_* field; each left out is LoraConfig's default.

@@ -7,7 +7,13 @@
 namespace census {
 
 Status check_autocast(const ModelConfig& config, const StepOptions& o) {
-  if (!o.autocast) return {};
+  if (!o.autocast) {
+    if (o.load_dtype == DType::kFloat32)
+      return refuse("--load-dtype fp32 without --autocast",
+                    "a model trained in fp32 throughout is not priced yet; add --autocast bf16 (the HF Trainer's "
+                    "bf16=True), or drop the option");
+    return {};
+  }
   if (!config.family->autocast) {
     std::string checked;
     for (const Family* family : families())
@@ -18,11 +24,11 @@ Status check_autocast(const ModelConfig& config, const StepOptions& o) {
   }
   // Transformers' grouped_mm experts refuse fp32 weights ("Expected mat_a to be BFloat16"), on CUDA as on
   // the oracle's fakes; its eager experts are not checked under autocast.
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
+  for (int64_t i = 0; i < config.num_hidden_layers && o.fp32_weights(); ++i)
     if (is_moe_layer(config, i))
       return refuse("--autocast on " + config.model_type + "'s experts (layer " + std::to_string(i) + ")",
                     "Transformers' grouped_mm experts refuse fp32 weights, and its eager experts are not priced under "
-                    "autocast yet; list every layer in mlp_only_layers, or load the model in bf16 (drop --autocast)");
+                    "autocast yet; give --load-dtype bf16, as Transformers 5 loads a bf16 checkpoint");
   const char* with = sharding_flag(o) != nullptr     ? sharding_flag(o)
                      : o.fsdp.shards > 1               ? "--fsdp"
                      : o.composition.data_parallel > 1 ? "--dp"
@@ -41,10 +47,11 @@ Status check_autocast(const ModelConfig& config, const StepOptions& o) {
                                                                        : nullptr;
   if (with != nullptr)
     return refuse(std::string("--autocast with ") + with, "is not priced beside autocast yet; drop one of them");
-  if (o.loss != nn::CausalLMLoss::kForCausalLM)
+  // TRL's chunked loss is patched into the model's forward, so it runs under the autocast too.
+  if (o.loss != nn::CausalLMLoss::kForCausalLM && o.loss != nn::CausalLMLoss::kTrlChunkedNll)
     return refuse("--autocast with --loss " + std::string(nn::causal_lm_loss_name(o.loss)),
-                  "accelerate's autocast is priced around Transformers' own loss, inside the model's forward; give "
-                  "--loss hf");
+                  "accelerate's autocast is priced around the losses the HF Trainer and TRL run inside the model's "
+                  "forward; give --loss hf or trl-chunked-nll");
   const bool other_mode = (o.recompute != Recompute::kNone && o.recompute != Recompute::kFull) ||
                           !o.recompute_by_kind.empty() || o.recompute_every_nth_layer > 0;
   if (other_mode)

@@ -646,7 +646,7 @@ void StepRunner::build() {
   session_.set_parameters_require_grad(!lora_);  // under LoRA the base is frozen; its adapters train
   if (o_.quantize && o_.quantize->prepare_kbit) session_.set_bf16_parameter_dtype(DType::kFloat32);
   // Loaded in fp32 for the Trainer's autocast: every parameter and every buffer made without a dtype.
-  if (o_.autocast) {
+  if (o_.fp32_weights()) {
     session_.set_bf16_parameter_dtype(DType::kFloat32);
     session_.set_default_dtype(DType::kFloat32);
   }

@@ -81,6 +81,11 @@ struct StepOptions {
   // dtype=torch.bfloat16) (ops/autocast.h), a checkpoint's recompute too; then convert_outputs_to_fp32's
   // fp32 copy of the logits, alive until the loss is taken from the output (step/autocast_choice.h).
   bool autocast = false;
+  // The dtype the model is loaded in: none, the default (fp32 under autocast, else bf16); bf16 under autocast is
+  // Transformers 5's dtype="auto" on a bf16 checkpoint: the products already bf16, the fp32 lists and the output
+  // copy as they are.
+  std::optional<DType> load_dtype;
+  bool fp32_weights() const { return autocast && load_dtype.value_or(DType::kFloat32) == DType::kFloat32; }
   // The rank's layers as tp_config holds them; the embedding, final norm, LM head and loss whole. With
   // sequence_parallel or loss_parallel, DTensor's plan instead (step/tensor_parallel.h): the embedding
   // and head vocabulary-parallel, the collectives run on the rank, the norms on S / T tokens under SP.

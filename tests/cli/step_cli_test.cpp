@@ -384,8 +384,12 @@ TEST(StepCli, AutocastWhereItIsNotPricedIsRefusedByName) {
            {{"step", toy, "--autocast", "bf16", "--lora", "--quantize", "nf4"}, "census: --autocast with --quantize: "},
            {{"step", toy, "--autocast", "bf16", "--use-dora"}, "census: --autocast with --use-dora: "},
            {{"step", toy, "--autocast", "bf16", "--recompute", "selective"}, "census: --autocast with --recompute: "},
-           {{"step", toy, "--autocast", "bf16", "--loss", "trl-chunked-nll"},
-            "census: --autocast with --loss trl-chunked-nll: "}}) {
+           {{"step", toy, "--autocast", "bf16", "--loss", "torchtune-chunked"},
+            "census: --autocast with --loss torchtune-chunked: "},
+           {{"step", toy, "--load-dtype", "fp32"}, "census: --load-dtype fp32 without --autocast: "},
+           {{"step", toy, "--autocast", "bf16", "--load-dtype", "int8"}, "census: --load-dtype: "},
+           {{"step", "qwen3-30b-a3b", "--autocast", "bf16", "--load-dtype", "fp32"},
+            "census: --autocast on qwen3_moe's experts (layer 0): "}}) {
     const CliRun run = census(args);
     EXPECT_EQ(run.code, 2) << run.err;
     EXPECT_TRUE(run.out.empty());
@@ -404,6 +408,13 @@ TEST(StepCli, AutocastPricesFp32WeightsAndSaysSo) {
   EXPECT_EQ(j.at("parameters").at("bytes"), 4 * count);
   EXPECT_EQ(j.at("autocast").at("dtype"), "bfloat16");
   EXPECT_EQ(j.at("autocast").at("weights"), "float32");
+  // Loaded in bf16 (--load-dtype bf16): 2 B a parameter, and a mixture of experts runs.
+  const CliRun bf16 = census({"step", toy_llama(), "--seq-length", "128", "--autocast", "bf16", "--load-dtype", "bf16",
+                              "--format", "json"});
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_EQ(nlohmann::json::parse(bf16.out).at("parameters").at("bytes"), 2 * count);
+  EXPECT_EQ(census({"step", "qwen3-30b-a3b", "--seq-length", "256", "--autocast", "bf16", "--load-dtype", "bf16"}).code,
+            0);
 }
 
 }  // namespace

@@ -338,3 +338,7 @@ def test_autocast_is_the_autocast_oracles():
             census.census_step(oracle["config"], seq_length=128, **bad)
     with pytest.raises(ValueError, match="^autocast with fsdp"):
         census.census_step(oracle["config"], seq_length=128, autocast="bf16", fsdp=True, dp=2)
+    loaded = census.census_step(oracle["config"], seq_length=128, autocast="bf16", load_dtype="bf16")
+    assert loaded["autocast"]["weights"] == "bfloat16"
+    with pytest.raises(ValueError, match="^load_dtype fp32 without autocast"):
+        census.census_step(oracle["config"], seq_length=128, load_dtype="fp32")

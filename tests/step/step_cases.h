@@ -76,6 +76,7 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
       o.recompute = kind.find("_ac_full_reentrant") != std::string::npos ? Recompute::kFullReentrant : Recompute::kFull;
     if (kind.find("_sac_selective") != std::string::npos) o.recompute = Recompute::kSelective;
     o.autocast = kind.find("_autocast") != std::string::npos;  // the HF Trainer's bf16=True on fp32 weights
+    if (kind.find("_load_bf16") != std::string::npos) o.load_dtype = DType::kBFloat16;  // or on bf16 ones
     if (!optimizer_forms(o.optimizer).empty())
       o.optimizer_impl = kind.find("_foreach") != std::string::npos ? nn::OptimizerImpl::kForEach
                          : kind.find("_fused") != std::string::npos ? nn::OptimizerImpl::kFused

@@ -1,5 +1,5 @@
-// Fuzzing the readers of trainers' files: any bytes, as torchtitan's job.toml and as torchtune's recipe
-// YAML, give a run within the step's bounds, or a one-line refusal.
+// Fuzzing the readers of trainers' files: any bytes, as torchtitan's job.toml, as torchtune's recipe YAML and
+// as TRL's trl sft YAML, give a run within the step's bounds, or a one-line refusal.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -7,6 +7,7 @@
 #include "fuzz_check.h"
 #include "run/torchtitan_toml.h"
 #include "run/torchtune_yaml.h"
+#include "run/trl_yaml.h"
 
 namespace {
 
@@ -30,5 +31,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   check(census::read_torchtitan_toml(text, "job.toml", {8, false, 0}));
   check(census::read_torchtune_yaml(text, "recipe.yaml", {8, false, 2048}));
+  check(census::read_trl_yaml(text, "sft.yaml", {0, false, 0}));
   return 0;
 }

@@ -574,8 +574,8 @@ def trainer_run(trainer: str, path: Any, world: Any = None, config: Any = None,
                 seq_length: Any = None) -> Dict[str, Any]:
     """The run a trainer's own config file states, as ``census step --from TRAINER FILE`` reads it.
 
-    *trainer* is ``"torchtitan"`` (its TOML job config, v0.1 or v0.2) or ``"torchtune"`` (a full-finetune
-    recipe config, v0.6.1); *world* is the GPU count where the file leaves it to the launcher
+    *trainer* is ``"torchtitan"`` (its TOML job config, v0.1 or v0.2), ``"torchtune"`` (a full-finetune
+    recipe config, v0.6.1) or ``"trl"`` (a ``trl sft --config`` YAML, one GPU); *world* is the GPU count where the file leaves it to the launcher
     (``data_parallel_shard_degree = -1``, torchtune's ranks); *seq_length* the tokens a sequence has where the
     file leaves it to the data (a torchtune tokenizer's ``max_seq_len: null``). The result's ``"arguments"`` are
     :func:`census_step`'s keyword arguments for the run: ``census_step(**run["arguments"])`` prices it. Their

@@ -520,7 +520,7 @@ CLI::App* add_step_command(CLI::App& app, StepArgs& a) {
                   "the file names, where Census ships none");
   sub->add_option("--from", a.from,
                   "TRAINER FILE: the run as a trainer's own config file states it: torchtitan (its TOML job config, "
-                  "v0.1 or v0.2) or torchtune (a full-finetune recipe config); the flags beside it may only say "
+                  "v0.1 or v0.2), torchtune (a full-finetune recipe config) or trl (a trl sft config); the flags beside it may only say "
                   "which step and machine (--world, --first-step, --stage, the overheads, the allocator's), the "
                   "sequence length where the file leaves it to the data (--seq-length), and how to show it")
       ->expected(2)

@@ -508,7 +508,7 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
   const auto names = trainer_names();
   if (std::find(names.begin(), names.end(), trainer) == names.end())
     throw py::value_error("trainer: " + echoed(trainer) +
-                          " is not a trainer whose files Census reads; give torchtitan or torchtune");
+                          " is not a trainer whose files Census reads; give torchtitan, torchtune or trl");
   if (seq_length != 0) {
     if (Status status = cli::check_integer(cli::kSeqLengthRule, seq_length); !status) throw argument_error(status.refusal());
   }
@@ -529,7 +529,16 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
       {"sequence_parallel", r.sequence_parallel}, {"loss_parallel", r.loss_parallel}, {"world", r.world},
       {"reshard_after_forward", r.reshard_after_forward},
       {"fsdp_wrap", r.fsdp_wrap.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.fsdp_wrap)},
-      {"master_weights", r.master_weights}};
+      {"master_weights", r.master_weights}, {"liger", r.liger},
+      {"autocast", r.autocast.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.autocast)},
+      {"load_dtype", r.load_dtype.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.load_dtype)}, {"lora", r.lora},
+      {"lora_rank", r.lora_rank ? nlohmann::ordered_json(*r.lora_rank) : nlohmann::ordered_json(nullptr)},
+      {"lora_alpha", r.lora_alpha ? nlohmann::ordered_json(*r.lora_alpha) : nlohmann::ordered_json(nullptr)},
+      {"lora_dropout", r.lora_dropout ? nlohmann::ordered_json(*r.lora_dropout) : nlohmann::ordered_json(nullptr)},
+      {"lora_targets", r.lora_targets.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.lora_targets)}, {"use_dora", r.use_dora},
+      {"quantize", r.quantize.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.quantize)}, {"double_quant", r.double_quant},
+      {"quant_storage", r.quant_storage.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.quant_storage)},
+      {"compute_dtype", r.compute_dtype.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.compute_dtype)}};
   // What a reader leaves at its default is left out of the arguments; a field one sets must be listed above.
   Run listed = r;
   const Run d;
@@ -541,7 +550,11 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
   listed.tp = d.tp, listed.dp = d.dp, listed.fsdp = d.fsdp, listed.cpu_offload = d.cpu_offload;
   listed.sequence_parallel = d.sequence_parallel, listed.loss_parallel = d.loss_parallel, listed.world = d.world;
   listed.reshard_after_forward = d.reshard_after_forward, listed.master_weights = d.master_weights;
-  listed.fsdp_wrap = d.fsdp_wrap;
+  listed.fsdp_wrap = d.fsdp_wrap, listed.liger = d.liger, listed.autocast = d.autocast, listed.load_dtype = d.load_dtype;
+  listed.lora = d.lora, listed.lora_rank = d.lora_rank, listed.lora_alpha = d.lora_alpha;
+  listed.lora_dropout = d.lora_dropout, listed.lora_targets = d.lora_targets, listed.use_dora = d.use_dora;
+  listed.quantize = d.quantize, listed.double_quant = d.double_quant, listed.quant_storage = d.quant_storage;
+  listed.compute_dtype = d.compute_dtype;
   if (const std::vector<std::string> unlisted = step_flags(listed); unlisted.size() > 1)
     throw std::logic_error("trainer_run: the reader set " + unlisted[1] + ", which census_step's arguments here leave out");
   nlohmann::ordered_json ignored = nlohmann::ordered_json::array();

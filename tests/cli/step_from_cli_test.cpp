@@ -44,6 +44,18 @@ nlohmann::json expect_answers_as_flags(std::vector<std::string> args, const std:
   return read;
 }
 
+// TRL's trl sft config of a LoRA run (tests/data/trainers/trl/census-qwen3-8b-lora.yaml): TRL's defaults beside what
+// it states, the fp32 load under the Trainer's autocast among them; the answer is the flags'.
+TEST(StepFromCli, TrlsSftConfigAnswersAsItsFlags) {
+  const std::string config = std::string(CENSUS_TEST_DATA) + "/trainers/trl/census-qwen3-8b-lora.yaml";
+  const nlohmann::json read = expect_answers_as_flags(
+      {"step", "--from", "trl", config},
+      {"qwen3-8b", "--seq-length", "2048", "--micro-batch-size", "2", "--micro-batches", "8", "--recompute", "full",
+       "--optimizer-impl", "fused", "--loss", "trl-chunked-nll", "--autocast", "bf16", "--kernels", "cuda", "--lora",
+       "--lora-rank", "32", "--lora-alpha", "16", "--lora-dropout", "0.05", "--lora-targets", "all-linear"});
+  EXPECT_EQ(read["notes"].size(), 3u);
+}
+
 // The done-when of the run description: torchtitan v0.2's llama3_8b.toml on 8 GPUs prints the answer of
 // the flags that state its run.
 TEST(StepFromCli, TorchtitansLlama3_8bAnswersAsItsFlags) {
@@ -150,7 +162,8 @@ TEST(StepFromCli, AFlagForEveryFieldOfTheRun) {
   r.quant_storage = "bf16", r.compute_dtype = "bf16", r.bnb_version = "0.49", r.prepare_kbit = true, r.tp = 2;
   r.dp = 4, r.zero = 1, r.fsdp = true, r.cpu_offload = true, r.sequence_parallel = true, r.loss_parallel = true;
   r.world = 16, r.reshard_after_forward = "false", r.fsdp_wrap = "torchtitan", r.cp = 2, r.ep = 2, r.expert_tp = 1, r.master_weights = "fp32";
-  r.grad_dtype = "fp32", r.cuda_context = 1, r.nccl_buffers = 2, r.fragmentation = 3;
+  r.grad_dtype = "fp32", r.cuda_context = 1, r.nccl_buffers = 2, r.fragmentation = 3, r.autocast = "bf16";
+  r.load_dtype = "bf16";
   CLI::App app;
   cli::StepArgs parsed;
   add_step_command(app, parsed);

@@ -342,3 +342,19 @@ def test_autocast_is_the_autocast_oracles():
     assert loaded["autocast"]["weights"] == "bfloat16"
     with pytest.raises(ValueError, match="^load_dtype fp32 without autocast"):
         census.census_step(oracle["config"], seq_length=128, load_dtype="fp32")
+
+
+def test_a_trl_config_is_its_flags():
+    path = os.path.join(HERE, "..", "data", "trainers", "trl", "census-qwen3-8b-lora.yaml")
+    run = census.trainer_run("trl", path)
+    arguments = run["arguments"]
+    assert (arguments["autocast"], arguments["load_dtype"], arguments["loss"]) == ("bf16", None, "trl-chunked-nll")
+    assert (arguments["lora_rank"], arguments["lora_alpha"], arguments["lora_dropout"]) == (32, 16.0, 0.05)
+    step = census.census_step(**arguments)
+    flags = census.census_step(census.shipped_config("qwen3-8b"), seq_length=2048, micro_batch_size=2,
+                               micro_batches=8, recompute="full", optimizer_impl="fused", loss="trl-chunked-nll",
+                               autocast="bf16", kernels="cuda", lora=True, lora_rank=32, lora_alpha=16,
+                               lora_dropout=0.05, lora_targets="all-linear")
+    assert step == flags
+    with pytest.raises(ValueError, match="world 8 with from trl"):
+        census.trainer_run("trl", path, world=8)

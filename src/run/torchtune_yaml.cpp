@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "run/yaml_fields.h"
 #include "run/yaml_text.h"
 #include "util/escape.h"
 
@@ -85,46 +86,12 @@ constexpr ShippedOptimizer kOptimizers[] = {
     {"torchao.optim.AdamW4bit", "torchao-adamw4bit"},
 };
 
-class Recipe {
+// The recipe's fields, and its components: a section whose _component_ names what torchtune instantiates.
+class Recipe : public YamlFields {
  public:
-  Recipe(const std::string& path, const YAML::Node& root) : path_(path), root_(root) {}
+  using YamlFields::YamlFields;
 
-  std::string name(std::string_view key) const { return path_ + ": " + std::string(key); }
-  Refusal refused(std::string_view key, const std::string& why) const { return refuse(name(key), why); }
-
-  // A key's node, or an undefined node where the file leaves it out.
-  YAML::Node at(const std::string& key) const {
-    const YAML::Node node = root_[key];  // a missing key's node is invalid: asking its type would throw
-    return node.IsDefined() ? node : YAML::Node(YAML::NodeType::Undefined);
-  }
-  bool given(const std::string& key) const {
-    const YAML::Node node = root_[key];
-    return node.IsDefined() && !node.IsNull();
-  }
-
-  Result<bool> flag(const std::string& key, bool left_out) const { return flag_of(at(key), key, left_out); }
-  Result<bool> flag_of(const YAML::Node& node, const std::string& key, bool left_out) const {
-    if (!node.IsDefined() || node.IsNull()) return left_out;
-    bool value = false;
-    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) return refused(key, "must be True or False");
-    return value;
-  }
-  Result<std::optional<int64_t>> integer(const std::string& key, std::string_view key_name) const {
-    return integer_of(at(key), key_name);
-  }
-  Result<std::optional<int64_t>> integer_of(const YAML::Node& node, std::string_view key) const {
-    if (!node.IsDefined() || node.IsNull()) return std::optional<int64_t>();
-    int64_t value = 0;
-    if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, value))
-      return refused(key, "must be a whole number, not " + echoed(node.IsScalar() ? node.Scalar() : "a list or mapping"));
-    return std::optional<int64_t>(value);
-  }
-  Result<std::string> text_of(const YAML::Node& node, std::string_view key) const {
-    if (!node.IsDefined() || node.IsNull()) return std::string();
-    if (!node.IsScalar()) return refused(key, "must be a string");
-    return node.Scalar();
-  }
-  // A component section's _component_, its other keys checked against `allowed` (those it reads or ignores).
+  // A component section's _component_.
   Result<std::string> component(const std::string& key) const {
     const YAML::Node node = at(key);
     if (!node.IsDefined() || node.IsNull()) return refused(key, "is missing; torchtune's recipes need it");
@@ -133,15 +100,11 @@ class Recipe {
     if (out.empty()) return refused(key + "._component_", "is missing; name the component");
     return out;
   }
-
- private:
-  std::string path_;
-  YAML::Node root_;
 };
 
 // A positive count from the file, at most `most`.
 Result<int64_t> count(const Recipe& recipe, const std::string& key, int64_t left_out, int64_t most, const char* what) {
-  CENSUS_ASSIGN(const std::optional<int64_t> value, recipe.integer(key, key));
+  CENSUS_ASSIGN(const std::optional<int64_t> value, recipe.integer(key));
   if (!value) return left_out;
   if (*value < 1 || *value > most)
     return recipe.refused(key, std::to_string(*value) + " " + what + ": give 1 to " + std::to_string(most));

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "run/yaml_fields.h"
 #include "run/yaml_text.h"
 #include "util/escape.h"
 
@@ -176,20 +177,12 @@ std::string lowercase_of(std::string_view text) {
   return out;
 }
 
-class TrlConfig {
+// The config's fields, and whether one is set to anything but its default.
+class TrlConfig : public YamlFields {
  public:
-  TrlConfig(const std::string& path, const YAML::Node& root) : path_(path), root_(root) {}
+  using YamlFields::YamlFields;
 
-  Refusal refused(std::string_view key, const std::string& why) const { return refuse(path_ + ": " + std::string(key), why); }
-  YAML::Node at(const std::string& key) const {
-    const YAML::Node node = root_[key];
-    return node.IsDefined() ? node : YAML::Node(YAML::NodeType::Undefined);
-  }
-  bool given(const std::string& key) const {
-    const YAML::Node node = root_[key];
-    return node.IsDefined() && !node.IsNull();
-  }
-  // Set to something other than its default: given, and not false, 0, an empty text or an empty list.
+  // Given, and not false, 0, an empty text or an empty list.
   bool set(const std::string& key) const {
     const YAML::Node node = at(key);
     if (!node.IsDefined() || node.IsNull()) return false;
@@ -197,39 +190,6 @@ class TrlConfig {
     const std::string text = lowercase_of(node.Scalar());
     return !(text.empty() || text == "false" || text == "0" || text == "0.0" || text == "none" || text == "null");
   }
-  Result<bool> flag(const std::string& key, bool left_out) const {
-    const YAML::Node node = at(key);
-    if (!node.IsDefined() || node.IsNull()) return left_out;
-    bool value = false;
-    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) return refused(key, "must be true or false");
-    return value;
-  }
-  Result<std::optional<int64_t>> integer(const std::string& key) const {
-    const YAML::Node node = at(key);
-    if (!node.IsDefined() || node.IsNull()) return std::optional<int64_t>();
-    int64_t value = 0;
-    if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, value))
-      return refused(key, "must be a whole number, not " + echoed(node.IsScalar() ? node.Scalar() : "a list or mapping"));
-    return std::optional<int64_t>(value);
-  }
-  Result<std::optional<double>> number(const std::string& key) const {
-    const YAML::Node node = at(key);
-    if (!node.IsDefined() || node.IsNull()) return std::optional<double>();
-    double value = 0;
-    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value))
-      return refused(key, "must be a number, not " + echoed(node.IsScalar() ? node.Scalar() : "a list or mapping"));
-    return std::optional<double>(value);
-  }
-  Result<std::string> text(const std::string& key) const {
-    const YAML::Node node = at(key);
-    if (!node.IsDefined() || node.IsNull()) return std::string();
-    if (!node.IsScalar()) return refused(key, "must be a string");
-    return node.Scalar();
-  }
-
- private:
-  std::string path_;
-  YAML::Node root_;
 };
 
 // A positive count, at most `most`; `left_out` where the file leaves it out.

@@ -29,10 +29,7 @@ Status check_autocast(const ModelConfig& config, const StepOptions& o) {
       return refuse("--autocast on " + config.model_type + "'s experts (layer " + std::to_string(i) + ")",
                     "Transformers' grouped_mm experts refuse fp32 weights, and its eager experts are not priced under "
                     "autocast yet; give --load-dtype bf16, as Transformers 5 loads a bf16 checkpoint");
-  const char* with = sharding_flag(o) != nullptr     ? sharding_flag(o)
-                     : o.fsdp.shards > 1               ? "--fsdp"
-                     : o.composition.data_parallel > 1 ? "--dp"
-                                                       : nullptr;
+  const char* with = layout_flag(o);
   if (with != nullptr)
     return refuse(std::string("--autocast with ") + with,
                   "autocast is priced on one rank's whole model yet (no --tp, --pp, --cp, --ep, --dp, --zero or "

@@ -58,10 +58,7 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
                       "on a mixture-of-experts model LoRA is priced on the attention's projections alone "
                       "(q_proj,k_proj,v_proj,o_proj) yet");
   }
-  const char* with = sharding_flag(o) != nullptr       ? sharding_flag(o)
-                     : o.fsdp.shards > 1                 ? "--fsdp"
-                     : o.composition.data_parallel > 1   ? "--dp"
-                                                         : nullptr;
+  const char* with = layout_flag(o);
   if (with != nullptr)
     return refuse(std::string("--lora with ") + with,
                   "adapters on a parallel layout are not priced yet; price one rank's whole model (no --tp, --pp, "

@@ -11,4 +11,9 @@ const char* sharding_flag(const StepOptions& o) {
                                    : nullptr;
 }
 
+const char* layout_flag(const StepOptions& o) {
+  if (const char* flag = sharding_flag(o)) return flag;
+  return o.fsdp.shards > 1 ? "--fsdp" : o.composition.data_parallel > 1 ? "--dp" : nullptr;
+}
+
 }  // namespace census

@@ -123,5 +123,8 @@ struct StepOptions {
 // The first option that shards or splits the rank's model across others (--tp, --pp, --cp, --ep, --zero
 // over more than one rank), as a refusal names it; nullptr where none does.
 const char* sharding_flag(const StepOptions& options);
+// The same, or --fsdp or --dp over more than one rank: the first option that makes the step one rank's of
+// many; nullptr for one rank's whole model.
+const char* layout_flag(const StepOptions& options);
 
 }  // namespace census

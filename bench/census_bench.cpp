@@ -360,6 +360,34 @@ BENCHMARK_CAPTURE(BM_StepLora, qlora_all_linear_r16, Tuning::kQlora, census::Rec
 BENCHMARK_CAPTURE(BM_StepLora, qlora_all_linear_r16_full_ac, Tuning::kQlora, census::Recompute::kFull)
     ->Unit(benchmark::kMillisecond);
 
+// The HF Trainer's autocast (ops/autocast.h): `census step llama-3.1-8b --seq-length 2048 --micro-batch-size 4
+// --autocast bf16 [--recompute full]`, the model loaded in fp32, every product's casts and the cast cache; and
+// TRL's default LoRA run over it (all-linear r 16, checkpointing, its chunked loss). The bf16 step is
+// BM_StepLora/full_finetune.
+void BM_StepAutocast(benchmark::State& state, Tuning tuning, census::Recompute recompute) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options;
+  options.seq_length = 2048;
+  options.micro_batch_size = 4;
+  options.optimizer = census::StepOptimizer::kAdamW;
+  options.recompute = recompute;
+  options.autocast = true;
+  if (tuning == Tuning::kLora) {
+    census::nn::LoraConfig adapters;
+    adapters.r = 16;
+    adapters.all_linear = true;
+    options.lora = adapters;
+    options.loss = census::nn::CausalLMLoss::kTrlChunkedNll;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
+}
+BENCHMARK_CAPTURE(BM_StepAutocast, full_finetune, Tuning::kFull, census::Recompute::kNone)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepAutocast, full_finetune_full_ac, Tuning::kFull, census::Recompute::kFull)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepAutocast, trl_lora_all_linear_r16_full_ac, Tuning::kLora, census::Recompute::kFull)
+    ->Unit(benchmark::kMillisecond);
+
 // Flagship MoE steps, the whole rank through each family's own causal LM:
 // `census step deepseek-v3 --micro-batches 32 --tp 8 --ep 8` (61 layers, 58 of them MoE, 4096 tokens,
 // AdamW), and the first stage of `census step qwen3.5-397b-a17b --pp 4 --micro-batches 32 --tp 8 --ep 8`

@@ -287,6 +287,11 @@ E.EXT_FAMILIES["single_adamw_autocast_load_bf16_ac_full_steady"] = ("llama", "qw
 E.EXT_FAMILIES["single_adamw_lora_all_autocast_load_bf16_ac_full_steady"] = ("llama", "qwen3", "gemma3")
 E.EXT_FAMILIES["single_adamw_lora_all_trl_chunked_nll_autocast_load_bf16_ac_full_steady"] = ("llama", "qwen3", "gemma3")
 E.EXT_FAMILIES["single_adamw_trl_chunked_nll_autocast_ac_full_steady"] = ("llama", "qwen3")
+# More dense families, each kind's plainest forms
+MORE_DENSE = ("gemma", "gemma2", "smollm3", "phi3", "olmo3", "seed_oss")
+for _k in ("single_adamw_autocast_steady", "single_adamw_autocast_ac_full_steady", "single_adamw_autocast_load_bf16_steady",
+           "single_adamw_lora_all_autocast_steady"):
+    E.EXT_FAMILIES[_k] = E.EXT_FAMILIES[_k] + MORE_DENSE
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_autocast"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

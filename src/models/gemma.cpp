@@ -175,7 +175,7 @@ CENSUS_FAMILY(kGemmaFamily) = {
     .build_causal_lm = build_gemma_causal_lm,
     .ties_word_embeddings = true,
     .liger_patches = true, .liger_kernels = true,
-    .peft_lora = true, .lora_default_targets = "q_proj,v_proj",
+    .peft_lora = true, .lora_default_targets = "q_proj,v_proj", .autocast = true,
 };
 
 namespace {

@@ -133,7 +133,7 @@ CENSUS_FAMILY(kOlmo3Family) = {
     .build_final_norm = build_olmo3_final_norm,
     .rotary_per_layer_type = true,
     .liger_patches = true,
-    .peft_lora = true,
+    .peft_lora = true, .autocast = true,
 };
 
 namespace {

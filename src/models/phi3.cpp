@@ -103,7 +103,7 @@ std::unique_ptr<DecoderLayer> build_phi3_layer(const ModelConfig& config, int64_
 }  // namespace
 
 CENSUS_FAMILY(kPhi3Family) = {.model_type = "phi3", .read = read_phi3, .build_layer = build_phi3_layer, .build_final_norm = build_llama_final_norm, .liger_patches = true,
-                              .peft_lora = true};
+                              .peft_lora = true, .autocast = true};
 
 namespace {
 

@@ -38,7 +38,7 @@ std::unique_ptr<DecoderLayer> build_seed_oss_layer(const ModelConfig& config, in
 }  // namespace
 
 CENSUS_FAMILY(kSeedOssFamily) = {.model_type = "seed_oss", .read = read_seed_oss, .build_layer = build_seed_oss_layer,
-                                 .build_final_norm = build_llama_final_norm, .peft_lora = true};
+                                 .build_final_norm = build_llama_final_norm, .peft_lora = true, .autocast = true};
 
 namespace {
 

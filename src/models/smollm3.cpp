@@ -36,7 +36,7 @@ Status read_no_rope_layers(const ConfigReader& r, ModelConfig& c) {
 }  // namespace
 
 CENSUS_FAMILY(kSmolLM3Family) = {.model_type = "smollm3", .read = read_smollm3, .build_layer = build_smollm3_layer, .build_final_norm = build_llama_final_norm, .liger_patches = true, .liger_kernels = true,
-                                 .peft_lora = true};
+                                 .peft_lora = true, .autocast = true};
 
 namespace {
 

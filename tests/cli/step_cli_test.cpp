@@ -378,7 +378,7 @@ TEST(StepCli, AutocastWhereItIsNotPricedIsRefusedByName) {
   const std::string toy = toy_llama();
   for (const auto& [args, start] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"step", toy, "--autocast", "fp16"}, "census: --autocast: "},
-           {{"step", "gemma-2-9b", "--autocast", "bf16"}, "census: --autocast on gemma2: "},
+           {{"step", "gpt-oss-20b", "--autocast", "bf16"}, "census: --autocast on gpt_oss: "},
            {{"step", "qwen3-next-80b-a3b", "--autocast", "bf16"}, "census: --autocast on qwen3_next's experts (layer 0): "},
            {{"step", toy, "--autocast", "bf16", "--fsdp", "--dp", "2"}, "census: --autocast with --fsdp: "},
            {{"step", toy, "--autocast", "bf16", "--lora", "--quantize", "nf4"}, "census: --autocast with --quantize: "},

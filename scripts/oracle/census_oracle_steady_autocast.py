@@ -41,6 +41,7 @@ size fake tensors cannot know. Qwen3-Next's kinds build every layer's MLP dense 
 its gated delta rule, causal convolution and gated attention run under autocast beside dense MLPs.
 """
 import contextlib
+import functools
 import os
 import sys
 import types
@@ -81,6 +82,12 @@ AUTOCAST_KINDS: Dict[str, Dict[str, Any]] = {
         m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll", lora=ALL16, autocast=True, load="bf16"),
     "single_adamw_trl_chunked_nll_autocast_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full",
                                                                  loss="trl-chunked-nll", autocast=True),
+    # reentrant checkpointing (gradient_checkpointing_kwargs={"use_reentrant": True}, or {}): the forward under
+    # no_grad fills the cast cache all the same, and the recompute re-enters the autocast
+    "single_adamw_autocast_ac_full_reentrant_steady": dict(m=1, batch=1, foreach=False, ac="full", reentrant=True,
+                                                           autocast=True),
+    "single_adamw_lora_all_autocast_ac_full_reentrant_steady": dict(m=1, batch=1, foreach=False, ac="full",
+                                                                    reentrant=True, lora=ALL16, autocast=True),
 }
 CURRENT: Dict[str, Any] = {}
 
@@ -233,6 +240,13 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
     model, config, notes = _build_lora(family, config_kwargs, device)
     if not CURRENT.get("autocast"):
         return model, config, notes
+    if CURRENT.get("reentrant"):
+        for layer in S.backbone(model).layers:
+            layer._gradient_checkpointing_func = functools.partial(  # pylint: disable=protected-access
+                torch.utils.checkpoint.checkpoint, use_reentrant=True)
+        notes["activation_checkpointing"] = (
+            "every decoder layer: functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=True), as "
+            "gradient_checkpointing_enable({'use_reentrant': True}) sets it")
     from accelerate.utils import convert_outputs_to_fp32  # pylint: disable=import-outside-toplevel
     import accelerate  # pylint: disable=import-outside-toplevel
     notes["autocast_policy"] = register_cuda_policy()
@@ -292,6 +306,8 @@ MORE_DENSE = ("gemma", "gemma2", "smollm3", "phi3", "olmo3", "seed_oss")
 for _k in ("single_adamw_autocast_steady", "single_adamw_autocast_ac_full_steady", "single_adamw_autocast_load_bf16_steady",
            "single_adamw_lora_all_autocast_steady"):
     E.EXT_FAMILIES[_k] = E.EXT_FAMILIES[_k] + MORE_DENSE
+E.EXT_FAMILIES["single_adamw_autocast_ac_full_reentrant_steady"] = ("llama", "qwen3", "qwen3_next")
+E.EXT_FAMILIES["single_adamw_lora_all_autocast_ac_full_reentrant_steady"] = ("llama", "qwen3")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_autocast"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

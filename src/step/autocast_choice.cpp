@@ -49,12 +49,13 @@ Status check_autocast(const ModelConfig& config, const StepOptions& o) {
     return refuse("--autocast with --loss " + std::string(nn::causal_lm_loss_name(o.loss)),
                   "accelerate's autocast is priced around the losses the HF Trainer and TRL run inside the model's "
                   "forward; give --loss hf or trl-chunked-nll");
-  const bool other_mode = (o.recompute != Recompute::kNone && o.recompute != Recompute::kFull) ||
+  const bool other_mode = (o.recompute != Recompute::kNone && o.recompute != Recompute::kFull &&
+                           o.recompute != Recompute::kFullReentrant) ||
                           !o.recompute_by_kind.empty() || o.recompute_every_nth_layer > 0;
   if (other_mode)
     return refuse("--autocast with --recompute",
                   "autocast is priced with no checkpointing or with the HF Trainer's gradient checkpointing "
-                  "(non-reentrant) yet; give none or full");
+                  "(reentrant or not) yet; give none, full or full-reentrant");
   return {};
 }
 

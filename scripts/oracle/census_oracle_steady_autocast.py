@@ -88,6 +88,14 @@ AUTOCAST_KINDS: Dict[str, Dict[str, Any]] = {
                                                            autocast=True),
     "single_adamw_lora_all_autocast_ac_full_reentrant_steady": dict(m=1, batch=1, foreach=False, ac="full",
                                                                     reentrant=True, lora=ALL16, autocast=True),
+    # TRL's activation offloading (SFTConfig.activation_offloading): its context around the micro-batch's forward,
+    # loss and backward, the autocast inside the forward
+    "single_adamw_autocast_offload_steady": dict(m=1, batch=1, foreach=False, offload=True, autocast=True),
+    "single_adamw_lora_all_trl_chunked_nll_offload_autocast_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll", offload=True, lora=ALL16, autocast=True),
+    "single_adamw_lora_all_trl_chunked_nll_offload_autocast_load_bf16_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll", offload=True, lora=ALL16, autocast=True,
+        load="bf16"),
 }
 CURRENT: Dict[str, Any] = {}
 
@@ -308,6 +316,9 @@ for _k in ("single_adamw_autocast_steady", "single_adamw_autocast_ac_full_steady
     E.EXT_FAMILIES[_k] = E.EXT_FAMILIES[_k] + MORE_DENSE
 E.EXT_FAMILIES["single_adamw_autocast_ac_full_reentrant_steady"] = ("llama", "qwen3", "qwen3_next")
 E.EXT_FAMILIES["single_adamw_lora_all_autocast_ac_full_reentrant_steady"] = ("llama", "qwen3")
+for _k in ("single_adamw_autocast_offload_steady", "single_adamw_lora_all_trl_chunked_nll_offload_autocast_ac_full_steady",
+           "single_adamw_lora_all_trl_chunked_nll_offload_autocast_load_bf16_ac_full_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_autocast"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

@@ -38,7 +38,7 @@ Status check_autocast(const ModelConfig& config, const StepOptions& o) {
          : o.lora && o.lora->use_dora                                  ? "--use-dora"
          : o.fp8                                                       ? "--fp8"
          : config.liger.any() || o.loss == nn::CausalLMLoss::kLigerFlce ? "--liger"
-         : o.offload_activations                                       ? "--offload-activations"
+         : o.offload_activations == OffloadPolicy::kTorchtune          ? "--offload-activations torchtune"
          : o.composition.fp32_master_weights                           ? "--master-weights fp32"
          : o.composition.fp32_gradients                                ? "--grad-dtype fp32"
                                                                        : nullptr;

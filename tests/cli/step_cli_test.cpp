@@ -384,6 +384,8 @@ TEST(StepCli, AutocastWhereItIsNotPricedIsRefusedByName) {
            {{"step", toy, "--autocast", "bf16", "--lora", "--quantize", "nf4"}, "census: --autocast with --quantize: "},
            {{"step", toy, "--autocast", "bf16", "--use-dora"}, "census: --autocast with --use-dora: "},
            {{"step", toy, "--autocast", "bf16", "--recompute", "selective"}, "census: --autocast with --recompute: "},
+           {{"step", toy, "--autocast", "bf16", "--offload-activations", "torchtune"},
+            "census: --autocast with --offload-activations torchtune: "},
            {{"step", toy, "--autocast", "bf16", "--loss", "torchtune-chunked"},
             "census: --autocast with --loss torchtune-chunked: "},
            {{"step", toy, "--load-dtype", "fp32"}, "census: --load-dtype fp32 without --autocast: "},

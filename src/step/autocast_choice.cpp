@@ -37,18 +37,18 @@ Status check_autocast(const ModelConfig& config, const StepOptions& o) {
   with = o.quantize                                                    ? "--quantize"
          : o.lora && o.lora->use_dora                                  ? "--use-dora"
          : o.fp8                                                       ? "--fp8"
-         : config.liger.any() || o.loss == nn::CausalLMLoss::kLigerFlce ? "--liger"
          : o.offload_activations == OffloadPolicy::kTorchtune          ? "--offload-activations torchtune"
          : o.composition.fp32_master_weights                           ? "--master-weights fp32"
          : o.composition.fp32_gradients                                ? "--grad-dtype fp32"
                                                                        : nullptr;
   if (with != nullptr)
     return refuse(std::string("--autocast with ") + with, "is not priced beside autocast yet; drop one of them");
-  // TRL's chunked loss is patched into the model's forward, so it runs under the autocast too.
-  if (o.loss != nn::CausalLMLoss::kForCausalLM && o.loss != nn::CausalLMLoss::kTrlChunkedNll)
+  // TRL's chunked loss and Liger's fused one are patched into the model's forward, so they run under the
+  // autocast too; torchtune's run outside it, in recipes that have none.
+  if (o.loss == nn::CausalLMLoss::kTorchtuneChunked || o.loss == nn::CausalLMLoss::kTorchtuneLinear)
     return refuse("--autocast with --loss " + std::string(nn::causal_lm_loss_name(o.loss)),
                   "accelerate's autocast is priced around the losses the HF Trainer and TRL run inside the model's "
-                  "forward; give --loss hf or trl-chunked-nll");
+                  "forward; give --loss hf, trl-chunked-nll or liger-flce");
   const bool other_mode = (o.recompute != Recompute::kNone && o.recompute != Recompute::kFull &&
                            o.recompute != Recompute::kFullReentrant) ||
                           !o.recompute_by_kind.empty() || o.recompute_every_nth_layer > 0;

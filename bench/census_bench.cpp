@@ -329,8 +329,8 @@ BENCHMARK_CAPTURE(BM_StepFloat8, rowwise, census::ops::Float8Recipe::kRowwise)->
 // quantization, bf16 compute: `--quantize nf4 --double-quant --compute-dtype bf16`), each Linear's product the
 // fallback's dequantized weight at 8,192 tokens.
 enum class Tuning { kFull, kLora, kQlora };
-void BM_StepLora(benchmark::State& state, Tuning tuning, census::Recompute recompute) {
-  const census::ModelConfig config = shipped("llama-3.1-8b");
+// Llama-3.1-8B's step of 4 x 2,048 tokens with AdamW, all-linear adapters of rank 16 where `tuning` asks.
+census::StepOptions fine_tuning_step(Tuning tuning, census::Recompute recompute) {
   census::StepOptions options;
   options.seq_length = 2048;
   options.micro_batch_size = 4;
@@ -342,6 +342,11 @@ void BM_StepLora(benchmark::State& state, Tuning tuning, census::Recompute recom
     adapters.all_linear = true;
     options.lora = adapters;
   }
+  return options;
+}
+void BM_StepLora(benchmark::State& state, Tuning tuning, census::Recompute recompute) {
+  const census::ModelConfig config = shipped("llama-3.1-8b");
+  census::StepOptions options = fine_tuning_step(tuning, recompute);
   if (tuning == Tuning::kQlora) {
     census::nn::Bnb4bitConfig quantize;
     quantize.quant_type = census::nn::Bnb4bitType::kNf4;
@@ -366,19 +371,9 @@ BENCHMARK_CAPTURE(BM_StepLora, qlora_all_linear_r16_full_ac, Tuning::kQlora, cen
 // BM_StepLora/full_finetune.
 void BM_StepAutocast(benchmark::State& state, Tuning tuning, census::Recompute recompute) {
   const census::ModelConfig config = shipped("llama-3.1-8b");
-  census::StepOptions options;
-  options.seq_length = 2048;
-  options.micro_batch_size = 4;
-  options.optimizer = census::StepOptimizer::kAdamW;
-  options.recompute = recompute;
+  census::StepOptions options = fine_tuning_step(tuning, recompute);
   options.autocast = true;
-  if (tuning == Tuning::kLora) {
-    census::nn::LoraConfig adapters;
-    adapters.r = 16;
-    adapters.all_linear = true;
-    options.lora = adapters;
-    options.loss = census::nn::CausalLMLoss::kTrlChunkedNll;
-  }
+  if (tuning == Tuning::kLora) options.loss = census::nn::CausalLMLoss::kTrlChunkedNll;
   for (auto _ : state) benchmark::DoNotOptimize(census::census_step(config, options));
 }
 BENCHMARK_CAPTURE(BM_StepAutocast, full_finetune, Tuning::kFull, census::Recompute::kNone)

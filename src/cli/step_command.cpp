@@ -97,6 +97,9 @@ std::optional<nn::LoraConfig> lora_config_of(const StepArgs& a) {
   lora.all_linear = a.lora_targets == "all-linear";
   if (!lora.all_linear && a.lora_targets != "default") lora.target_modules = nn::lora_target_list(a.lora_targets);
   lora.dtype = a.lora_dtype == "bf16" ? DType::kBFloat16 : DType::kFloat32;
+  // On a base loaded in fp32 (the Trainer's autocast) PEFT makes the adapters in its dtype, fp32, whether
+  // autocast_adapter_dtype upcasts or not: --lora-dtype bf16 asks for what PEFT does not make.
+  if (a.autocast == "bf16" && a.load_dtype != "bf16") lora.dtype = DType::kFloat32;
   lora.use_dora = a.use_dora;
   return lora;
 }
@@ -811,8 +814,6 @@ Result<StepRuns> run_step(const StepArgs& a, const ModelConfig& model) {
   o.quantize = quantize_config_of(a);
   o.autocast = a.autocast == "bf16";
   if (!a.load_dtype.empty()) o.load_dtype = a.load_dtype == "fp32" ? DType::kFloat32 : DType::kBFloat16;
-  // On an fp32 base PEFT's adapters take its dtype, fp32, whether autocast_adapter_dtype upcasts or not.
-  if (o.fp32_weights() && o.lora) o.lora->dtype = DType::kFloat32;
   o.fsdp.cpu_offload = a.cpu_offload;
   o.loss = nn::causal_lm_loss_named(loss_of(a)).value_or(nn::CausalLMLoss::kForCausalLM);
   o.tensor_parallel = a.tp;

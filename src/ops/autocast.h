@@ -5,10 +5,10 @@
 //   lower_precision_fp  mm, addmm, bmm, matmul, linear, conv1d, scaled_dot_product_attention: to bf16
 //   fp32                pow, rsqrt, exp, softplus, nll_loss: to fp32
 //   fp32_set_opt_dtype  sum, softmax, log_softmax, cumsum: an fp32 result where no dtype is asked
-//   promote             index_put, scatter_add: to the widest of them
 // and the ops it runs inside see no autocast (WrapFunction_'s ExcludeDispatchKeyGuard): linear casts
 // once, then its addmm runs as it is. Every other op runs as it is (mean, silu, mul, add, embedding,
-// _grouped_mm: no list names them). The lists are CUDA's, not the CPU's (AutocastCPU also promotes cat
+// _grouped_mm: no list names them). CUDA's promote list (index_put, scatter_add, addcmul, ...) is not
+// wrapped: no forward Census prices under autocast runs them on floating tensors of two dtypes. The lists are CUDA's, not the CPU's (AutocastCPU also promotes cat
 // and stack, and has no fp32 rule for pow, rsqrt, exp, softmax or sum).
 //
 // An op casts its arguments in their order, as the oracle's kernels do (CUDA's kernels expand them in a C++

@@ -34,6 +34,9 @@ Status check_autocast(const ModelConfig& config, const StepOptions& o) {
     return refuse(std::string("--autocast with ") + with,
                   "autocast is priced on one rank's whole model yet (no --tp, --pp, --cp, --ep, --dp, --zero or "
                   "--fsdp)");
+  if (o.fp32_weights() && o.lora && o.lora->dtype != DType::kFloat32)
+    return refuse("--lora-dtype bf16 with --autocast", "on a base loaded in fp32 PEFT makes the adapters fp32; give "
+                                                       "--lora-dtype fp32, or --load-dtype bf16");
   with = o.quantize                                                    ? "--quantize"
          : o.lora && o.lora->use_dora                                  ? "--use-dora"
          : o.fp8                                                       ? "--fp8"

@@ -417,6 +417,13 @@ TEST(StepCli, AutocastPricesFp32WeightsAndSaysSo) {
   EXPECT_EQ(nlohmann::json::parse(bf16.out).at("parameters").at("bytes"), 2 * count);
   EXPECT_EQ(census({"step", "qwen3-30b-a3b", "--seq-length", "256", "--autocast", "bf16", "--load-dtype", "bf16"}).code,
             0);
+  // --lora-dtype bf16 on the fp32 base: PEFT makes fp32 adapters, and the answer says so where it prices them.
+  const CliRun adapters = census({"step", toy_llama(), "--seq-length", "128", "--autocast", "bf16", "--lora-dtype",
+                                  "bf16", "--format", "json"});
+  ASSERT_EQ(adapters.code, 0) << adapters.err;
+  const nlohmann::json lora = nlohmann::json::parse(adapters.out).at("lora");
+  EXPECT_EQ(lora.at("adapter_dtype"), "float32");
+  EXPECT_EQ(lora.at("trainable_parameters").at("bytes"), 4 * lora.at("trainable_parameters").at("count").get<int64_t>());
 }
 
 }  // namespace

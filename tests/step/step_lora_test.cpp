@@ -84,6 +84,15 @@ TEST(StepLora, BadTargetsAndLayoutsAreRefusedByName) {
   refused = census_step(llama_toy(), tp);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.refusal().message().rfind("--lora with --tp: ", 0), 0u) << refused.refusal().message();
+  // bf16 adapters on a base loaded in fp32 under the Trainer's autocast: what PEFT never makes.
+  nn::LoraConfig bf16;
+  bf16.dtype = DType::kBFloat16;
+  StepOptions autocast = adapted(bf16);
+  autocast.autocast = true;
+  refused = census_step(llama_toy(), autocast);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.refusal().message().rfind("--lora-dtype bf16 with --autocast: ", 0), 0u)
+      << refused.refusal().message();
 }
 
 }  // namespace

@@ -385,6 +385,9 @@ Result<int64_t> rope_dim(const ConfigReader& r, const char* type, int64_t head_d
                    : 1.0;
     }
   }
+  // A share of head_dim: checked before the product is cast (1e45 * head_dim would not fit 64 bits).
+  if (!(factor > 0 && factor <= 1))
+    return refuse("partial_rotary_factor", "must be a number in (0, 1], not " + shown(factor) + "; fix the config");
   const auto dim = static_cast<int64_t>(static_cast<double>(head_dim) * factor);
   if (dim <= 0 || dim % 2 != 0 || dim > head_dim)
     return refuse("partial_rotary_factor", "makes a rope width of " + std::to_string(dim) + " of head_dim " +

@@ -14,8 +14,11 @@ Result<double> read_partial_rotary_factor(const ConfigReader& r, const nlohmann:
 }
 
 Result<int64_t> rotary_width(int64_t head_dim, double factor) {
+  // A share of head_dim: checked before the product is cast (1e45 * head_dim would not fit 64 bits).
+  if (!(factor > 0 && factor <= 1))
+    return refuse("partial_rotary_factor", "must be a number in (0, 1], not " + shown(factor) + "; fix the config");
   const auto width = static_cast<int64_t>(static_cast<double>(head_dim) * factor);
-  if (factor <= 0 || factor > 1 || width < 2 || width % 2 != 0)
+  if (width < 2 || width % 2 != 0)
     return refuse("partial_rotary_factor", "gives a rotary width of " + std::to_string(width) + " of head_dim " +
                                                std::to_string(head_dim) + "; it must be even and positive, fix the config");
   return width;

@@ -281,6 +281,29 @@ TEST(HostilePresentButWrong, RopeParametersAndTextConfig) {
   expect_refused(census({"layer", write_json("type.json", {{"model_type", 5}})}), "model_type: must be a string");
 }
 
+// A share of head_dim past 1 is refused before head_dim * factor is cast to an integer (1e45 would not fit 64
+// bits), by each reader of partial_rotary_factor: the top level's, rope_parameters', per layer type, per rope.
+TEST(HostilePresentButWrong, PartialRotaryFactorsPastOne) {
+  for (const double factor : {1e45, -1e45, 1.5}) {
+    const nlohmann::json huge = factor;
+    expect_refused(census({"layer", write_json("phi.json", {{"model_type", "phi3"}, {"partial_rotary_factor", huge}})}),
+                   "partial_rotary_factor");
+    expect_refused(census({"layer", write_json("phi.json", {{"model_type", "phi3"},
+                                                            {"rope_parameters", {{"partial_rotary_factor", huge}}}})}),
+                   "partial_rotary_factor");
+    expect_refused(census({"layer", write_json("mimo.json", {{"model_type", "mimo_v2_flash"},
+                                                             {"partial_rotary_factor", huge}})}),
+                   "partial_rotary_factor");
+    expect_refused(census({"layer", write_json("gptneox.json", {{"model_type", "qwen3_next"},
+                                                                {"partial_rotary_factor", huge}})}),
+                   "partial_rotary_factor");
+    const nlohmann::json rope = {{"main", {{"rope_theta", 10000}, {"partial_rotary_factor", huge}}},
+                                 {"compress", {{"rope_theta", 160000}, {"partial_rotary_factor", huge}}}};
+    expect_refused(census({"layer", write_json("v4.json", {{"model_type", "deepseek_v4"}, {"rope_parameters", rope}})}),
+                   "partial_rotary_factor");
+  }
+}
+
 TEST(HostilePresentButWrong, UnclosedQuoteInARecipe) {
   const std::string recipe = write_file("quote.yaml", "plan_overrides:\n  - match: \"*.mlp\n    module_type: a.B\n"
                                                       "    replace_module: x.y\n");

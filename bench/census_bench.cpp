@@ -478,6 +478,33 @@ BENCHMARK_CAPTURE(BM_Plan, deepseek_v4_flash_256_h100, "deepseek-v4-flash", 256,
 BENCHMARK_CAPTURE(BM_Plan, qwen3_next_80b_a3b_16384_h100, "qwen3-next-80b-a3b", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Plan, deepseek_v4_flash_16384_h100, "deepseek-v4-flash", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Plan, kimi_k2_16384_h100, "kimi-k2-instruct", 16384, 16384)->Unit(benchmark::kMillisecond)->UseRealTime();
+// A fine-tuner's plan (`census plan qwen3-8b --gpus 1 --gpu-memory 24GiB --seq-length 2048 --global-batch 8
+// --lora-rank 16 --lora-targets all-linear --quantize nf4 --double-quant --compute-dtype bf16`): b 1 to 8
+// under no and full checkpointing, every layout simulated (no memory bound holds beside a frozen base).
+void BM_PlanQlora(benchmark::State& state) {
+  const census::ModelConfig config = shipped("qwen3-8b");
+  census::PlanOptions options;
+  options.run.gpus = 1;
+  options.run.seq_length = 2048;
+  options.run.global_batch = 8;
+  census::nn::LoraConfig adapters;
+  adapters.r = 16;
+  adapters.all_linear = true;
+  options.run.lora = adapters;
+  census::nn::Bnb4bitConfig quantize;
+  quantize.quant_type = census::nn::Bnb4bitType::kNf4;
+  quantize.double_quant = true;
+  quantize.compute_dtype = census::DType::kBFloat16;
+  options.run.quantize = quantize;
+  options.gpu_memory = 24LL << 30;
+  options.device = *census::find_device("h100");
+  for (auto _ : state) {
+    auto plan = census::census_plan(config, options);
+    if (!plan) throw std::runtime_error(plan.refusal().message());
+    benchmark::DoNotOptimize(plan->top.size());
+  }
+}
+BENCHMARK(BM_PlanQlora)->Unit(benchmark::kMillisecond)->UseRealTime();
 // --search loss,optimizer: 25 combinations, the later ones cut to what beats the top found so far.
 BENCHMARK_CAPTURE(BM_Plan, llama_3_1_70b_64_h100_search, "llama-3.1-70b", 64, 64, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Plan, qwen3_235b_a22b_256_h100_search, "qwen3-235b-a22b", 256, 256, true)

@@ -552,22 +552,31 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _name_or_none("offload_activations", offload_activations, "trl or torchtune", "none"),
                         _switch("liger", liger), _switch("cpu_offload", cpu_offload),
                         _name_or_none("fp8", fp8, "tensorwise, rowwise or rowwise-gw-hp", "bf16"),
-                        _switch("fp8_skip_head", fp8_skip_head), _switch("lora", lora),
-                        None if lora_rank is None else _integer("lora_rank", lora_rank),
-                        _real_or_none("lora_alpha", lora_alpha), _real_or_none("lora_dropout", lora_dropout),
-                        _lora_targets(lora_targets),
-                        _name_or_none("lora_dtype", lora_dtype, "fp32 or bf16", "fp32"), _switch("use_dora", use_dora),
-                        _name_or_none("quantize", quantize, "nf4 or fp4", "a bf16 base"),
-                        _switch("double_quant", double_quant),
-                        _name_or_none("quant_storage", quant_storage, "uint8, bf16 or fp32", "uint8"),
-                        _name_or_none("compute_dtype", compute_dtype, "fp32 or bf16", "fp32"),
-                        _name_or_none("bnb_version", bnb_version, "0.50 or 0.49", "0.50"),
-                        _switch("prepare_kbit", prepare_kbit),
+                        _switch("fp8_skip_head", fp8_skip_head),
+                        *_fine_tuning(lora, lora_rank, lora_alpha, lora_dropout, lora_targets, lora_dtype, use_dora,
+                                      quantize, double_quant, quant_storage, compute_dtype, bnb_version, prepare_kbit),
                         _name_or_none("kernels", kernels, "npu or cuda", "npu"),
                         _name_or_none("fsdp_wrap", fsdp_wrap, "layers or torchtitan", "layers"),
                         _name_or_none("autocast", autocast, "bf16", "no autocast"),
                         _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"))
     return json.loads(text)
+
+
+def _fine_tuning(lora: Any, lora_rank: Any, lora_alpha: Any, lora_dropout: Any, lora_targets: Any,
+                 lora_dtype: Any, use_dora: Any, quantize: Any, double_quant: Any, quant_storage: Any,
+                 compute_dtype: Any, bnb_version: Any, prepare_kbit: Any) -> tuple:
+    """The adapters' and the 4-bit base's arguments of census_step and census_plan, each checked by name,
+    in the order the extension takes them."""
+    return (_switch("lora", lora), None if lora_rank is None else _integer("lora_rank", lora_rank),
+            _real_or_none("lora_alpha", lora_alpha), _real_or_none("lora_dropout", lora_dropout),
+            _lora_targets(lora_targets),
+            _name_or_none("lora_dtype", lora_dtype, "fp32 or bf16", "fp32"), _switch("use_dora", use_dora),
+            _name_or_none("quantize", quantize, "nf4 or fp4", "a bf16 base"),
+            _switch("double_quant", double_quant),
+            _name_or_none("quant_storage", quant_storage, "uint8, bf16 or fp32", "uint8"),
+            _name_or_none("compute_dtype", compute_dtype, "fp32 or bf16", "fp32"),
+            _name_or_none("bnb_version", bnb_version, "0.50 or 0.49", "0.50"),
+            _switch("prepare_kbit", prepare_kbit))
 
 
 def trainer_run(trainer: str, path: Any, world: Any = None, config: Any = None,
@@ -627,7 +636,11 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 nccl_buffers: Any = 0, fragmentation: Any = 0, layout: str = "", overlap: str = "",
                 calibration: str = "", reserved: bool = False, alloc_conf: str = "", optimizer_impl: Any = None,
                 first_step: bool = False, loss: Any = None, optimizer: str = "adamw",
-                search: str = "", liger: bool = False) -> Dict[str, Any]:
+                search: str = "", liger: bool = False, lora: bool = False, lora_rank: Any = None,
+                lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
+                lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
+                quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
+                prepare_kbit: bool = False, autocast: Any = None, load_dtype: Any = None) -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -652,6 +665,11 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     the trainer's loss, as ``census_step`` takes it (``hf``, ``trl-chunked-nll``, ``liger-flce``,
     ``torchtune-chunked``, ``torchtune-linear``; its default ``hf``, or ``liger-flce`` with *liger*). *liger* plans
     the run with Liger's kernels, as ``census plan --liger`` does (no TP or CP beside them).
+
+    Fine-tuning is planned as ``census_step`` prices it, with the same arguments (*lora* and the ``lora_*``
+    ones, *use_dora*, *quantize* and the 4-bit base's, *autocast*, *load_dtype*): on one device (*gpus* 1),
+    searching the micro-batch size and no or full checkpointing, every layout simulated; each layout's
+    ``step_args`` carry them (``census plan --lora-rank 16 ...``).
     """
     if not isinstance(reserved, bool):
         raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")
@@ -680,5 +698,9 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         overhead("fragmentation", fragmentation), _text("layout", layout), _text("overlap", overlap),
                         _text("calibration", calibration), reserved, alloc_conf, _optimizer_impl(optimizer_impl),
                         _switch("first_step", first_step), "" if loss is None else _text("loss", loss),
-                        _text("optimizer", optimizer), _text("search", search), _switch("liger", liger))
+                        _text("optimizer", optimizer), _text("search", search), _switch("liger", liger),
+                        *_fine_tuning(lora, lora_rank, lora_alpha, lora_dropout, lora_targets, lora_dtype, use_dora,
+                                      quantize, double_quant, quant_storage, compute_dtype, bnb_version, prepare_kbit),
+                        _name_or_none("autocast", autocast, "bf16", "no autocast"),
+                        _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"))
     return json.loads(text)

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "alloc/alloc_conf.h"
+#include "cli/fine_tuning_options.h"
 #include "cli/options.h"
 #include "plan/plan.h"
 #include "cli/request.h"
@@ -70,8 +71,9 @@ std::string schedule_cell(const Layout& l) {
 }
 
 // The `census step` arguments (after the config) that reproduce the layout's most-loaded rank.
-// `liger`: the run's --liger, whose default loss is Liger's, so the loss is then always named.
-std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o, bool liger) {
+// Under --liger, whose default loss is Liger's, the loss is always named; the run's fine-tuning flags follow.
+std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o, const PlanArgs& args) {
+  const bool liger = args.liger;
   const Layout& l = r.layout;
   std::vector<std::string> a = {"--seq-length", std::to_string(o.run.seq_length), "--micro-batch-size",
                                 std::to_string(l.micro_batch_size), "--micro-batches", std::to_string(l.micro_batches),
@@ -107,10 +109,12 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o, 
     a.push_back("--allocator");
     if (!o.alloc_conf.text.empty()) a.insert(a.end(), {"--alloc-conf", o.alloc_conf.text});
   }
+  const std::vector<std::string> tuning = fine_tuning_flags(args.fine_tuning);
+  a.insert(a.end(), tuning.begin(), tuning.end());
   return a;
 }
 
-ordered_json layout_json(const LayoutResult& r, const PlanOptions& o, bool liger) {
+ordered_json layout_json(const LayoutResult& r, const PlanOptions& o, const PlanArgs& args) {
   const Layout& l = r.layout;
   ordered_json stage_bytes = ordered_json::array();  // null: not simulated (standing_stage stands for it)
   for (int64_t bytes : r.stage_bytes) stage_bytes.push_back(bytes < 0 ? ordered_json(nullptr) : ordered_json(bytes));
@@ -135,7 +139,7 @@ ordered_json layout_json(const LayoutResult& r, const PlanOptions& o, bool liger
                           {"optimizer_states", r.peak.split.optimizer_states()}, {"other", r.peak.split.other()}}},
           {"stage_bytes", stage_bytes}, {"standing_stage", r.standing},
           {"step_seconds_estimate", r.time.seconds}, {"time_estimate", time}, {"busiest_stage", r.time.busiest_stage},
-          {"overlaps", overlaps}, {"step_args", step_args(r, o, liger)}};
+          {"overlaps", overlaps}, {"step_args", step_args(r, o, args)}};
 }
 
 Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
@@ -201,6 +205,13 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
     CENSUS_TRY(check_optimizer(o.run.optimizer, o.run.optimizer_impl));
   }
   o.run.first_step = a.first_step;
+  CENSUS_TRY(check_fine_tuning_names(a.fine_tuning));
+  StepOptions tuning;
+  set_fine_tuning(a.fine_tuning, tuning);
+  o.run.lora = tuning.lora;
+  o.run.quantize = tuning.quantize;
+  o.run.autocast = tuning.autocast;
+  o.run.load_dtype = tuning.load_dtype;
   // census step's default: Liger's fused loss under --liger, Transformers' own otherwise.
   const std::string loss = !a.loss.empty() ? a.loss : a.liger ? "liger-flce" : "hf";
   CENSUS_TRY(parse_choice("--loss", nn::causal_lm_loss_names(), loss));
@@ -246,6 +257,7 @@ struct Planned {
   const char* single_ep = "";  // why EP stays 1, where it does
   int64_t kinds = 1;          // the model's layer kinds
   const char* no_sp = nullptr;  // why census step runs no DTensor plan on the family (tensor_parallel_refusal)
+  std::string fine_tuning;  // ", LoRA r 16 ... (the base frozen), nf4 4-bit base (...)", or nothing
 };
 
 Result<Planned> plan(const PlanArgs& a, const ModelConfig& model_in) {
@@ -267,7 +279,11 @@ Result<Planned> plan(const PlanArgs& a, const ModelConfig& model_in) {
   for (const std::string& kind : layer_kinds(model))
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
   return Planned{*options, result.take(), single_ep == nullptr ? model.moe.num_experts : 0, single_ep == nullptr ? "" : single_ep,
-                 static_cast<int64_t>(kinds.size()), tensor_parallel_refusal(model)};
+                 static_cast<int64_t>(kinds.size()), tensor_parallel_refusal(model),
+                 lora_label(a.fine_tuning, model) + quantize_label(a.fine_tuning) +
+                     (a.fine_tuning.autocast.empty() ? "" : ", " + a.fine_tuning.autocast +
+                                                                " autocast on a model loaded in " +
+                                                                (a.fine_tuning.load_dtype == "bf16" ? "bf16" : "fp32"))};
 }
 
 int64_t batch_of(const PlanOptions& o) { return o.run.global_batch > 0 ? o.run.global_batch : o.run.gpus; }
@@ -276,8 +292,8 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
   const PlanOptions& o = p.options;
   const PlanResult& r = p.result;
   ordered_json layouts = ordered_json::array();
-  if (r.named) layouts.push_back(layout_json(*r.named, o, a.liger));
-  for (const LayoutResult& l : r.top) layouts.push_back(layout_json(l, o, a.liger));
+  if (r.named) layouts.push_back(layout_json(*r.named, o, a));
+  for (const LayoutResult& l : r.top) layouts.push_back(layout_json(l, o, a));
   ordered_json pruned = ordered_json::object();
   for (const auto& [rule, count] : r.pruned_by_rule) pruned[rule] = count;
   const Calibration& cal = o.device.calibration;
@@ -295,6 +311,7 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"step", o.run.first_step ? "first" : "steady"},
       {"optimizer", optimizer_json(o.run)},
       {"loss", std::string(nn::causal_lm_loss_name(o.run.loss))}, {"liger", a.liger},
+      {"fine_tuning", fine_tuning_flags(a.fine_tuning)},
       {"search", {{"losses", search_names(o.search_losses, nn::causal_lm_loss_name)},
                   {"optimizers", search_names(o.search_optimizers, optimizer_name)}}},
       {"device", {{"name", o.device.name}, {"default", a.device.empty() && o.device.name == kDefaultDevice},
@@ -319,7 +336,7 @@ ordered_json plan_json(const Planned& p, const PlanArgs& a) {
       {"pruned_by_rule", pruned},
   };
   if (r.smallest)
-    j["nothing_fits"] = {{"smallest_memory_bytes", r.smallest->peak_bytes}, {"layout", layout_json(*r.smallest, o, a.liger)}};
+    j["nothing_fits"] = {{"smallest_memory_bytes", r.smallest->peak_bytes}, {"layout", layout_json(*r.smallest, o, a)}};
   else
     j["nothing_fits"] = nullptr;
   return j;
@@ -340,11 +357,16 @@ void print_header(const Planned& p, const PlanArgs& a, std::ostream& out) {
       << " (" << human_bytes(static_cast<double>(o.gpu_memory)) << " each, " << o.run.gpus_per_node << " a node), "
       << o.run.seq_length << " tokens a sequence, global batch " << batch_of(o) << " sequences, "
       << optimizer_label(o.run) << ", master weights " << a.master_weights << ", grads "
-      << a.grad_dtype << (a.liger ? ", Liger's kernels" : "")
+      << a.grad_dtype << (a.liger ? ", Liger's kernels" : "") << p.fine_tuning
       << (o.run.loss != nn::CausalLMLoss::kForCausalLM ? ", loss " + std::string(nn::causal_lm_loss_name(o.run.loss)) : "")
       << (o.run.first_step ? ", the first step" : ", steady state (step 2 on)")
       << (a.search.empty() ? "" : "; searching " + a.search + " beside the layouts (each layout names its own)") << '\n';
-  if (!o.layout) {
+  if (!o.layout && o.run.fine_tuning()) {
+    // check_plan_options holds a fine-tuning plan to one device; the memory bounds do not hold there.
+    out << "layouts: one device's whole model (census step prices fine-tuning so); b dividing the batch, M = "
+        << batch_of(o) << " / b; recompute none or full (the checkpointing census step prices beside fine-tuning); "
+           "every layout simulated (no memory bound holds for a frozen base)\n";
+  } else if (!o.layout) {
     out << "layouts: TP x CP x PP x DP = " << o.run.gpus << ", TP inside a node (--gpus-per-node " << o.run.gpus_per_node
         << "), CP dividing the " << o.run.seq_length << " tokens; ";
     if (p.model_experts > 0)
@@ -409,7 +431,7 @@ void print_detail(const LayoutResult& l, const PlanArgs& a, const PlanOptions& o
     s = last;
   }
   out << "\n  census step " << a.model;
-  for (const std::string& arg : step_args(l, o, a.liger)) out << ' ' << arg;
+  for (const std::string& arg : step_args(l, o, a)) out << ' ' << arg;
   out << '\n';
   print_time_terms(l, out);
 }
@@ -440,7 +462,7 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
         << recompute_text(s.layout.recompute) << ", M " << s.layout.micro_batches << ", stage " << s.worst_stage << " at "
         << s.peak.phase << "\n";
     out << "check: census step " << a.model;
-    for (const std::string& arg : step_args(s, o, a.liger)) out << ' ' << arg;
+    for (const std::string& arg : step_args(s, o, a)) out << ' ' << arg;
     out << '\n';
     return;
   }
@@ -545,6 +567,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   sub->add_flag("--liger", a.liger,
                 "Liger's kernels in the layers, as census step --liger runs them (laid out without TP or CP, which "
                 "census step refuses beside them)");
+  add_fine_tuning_options(*sub, a.fine_tuning);
   sub->add_flag("--first-step", a.first_step,
                 "fit and rank on the first step (default: the steady state, step 2 and later, the optimizer's states "
                 "alive from the start)");

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "models/config.h"
+#include "run/run.h"
 #include "util/result.h"
 
 namespace census::cli {
@@ -38,6 +39,9 @@ struct PlanArgs {
   bool first_step = false;     // fit and rank on the first step; else the steady state
   std::string loss;            // the trainer's loss, as census step takes it (nn/loss.h); empty: its default
   bool liger = false;          // Liger's kernels in the layers, as census step --liger
+  // Fine-tuning: PEFT's adapters, a 4-bit base, the HF Trainer's autocast, as census step's flags set them
+  // (cli/fine_tuning_options.h); the Run's other fields are not read.
+  Run fine_tuning;
   std::string search;          // what is searched beside the layouts: "loss", "optimizer", or both, comma-separated
   int64_t cuda_context = 0, nccl_buffers = 0, fragmentation = 0;
   std::string format = "table";

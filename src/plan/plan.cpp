@@ -43,8 +43,18 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
     if (!(value >= kLeastFigure && value <= kLargestFigure))
       return refuse(flag, "must be a figure from 0.001 to 1e+09; give it, or a --device preset");
   CENSUS_TRY(check_calibration(o.device.calibration, "the calibration"));
+  // Adapters, a 4-bit base and autocast: census step prices them on one device's whole model, with the
+  // optimizers and losses it names; asked otherwise, the plan is refused here, not left with no layout.
+  if (run.fine_tuning() && run.gpus > 1)
+    return refuse(std::string(run.lora ? "--lora" : run.quantize ? "--quantize" : "--autocast") + " with --gpus " +
+                      std::to_string(run.gpus),
+                  "adapters, a 4-bit base and autocast are priced on one device's whole model yet; give --gpus 1");
   StepOptions probe;
   probe.seq_length = run.seq_length;
+  if (run.fine_tuning()) {
+    probe = layout_step_options(Layout{}, run, 0);
+    if (o.reserved) probe.allocator = StepAllocatorOptions{};
+  }
   return check_step_options(config, probe);
 }
 
@@ -84,14 +94,18 @@ std::vector<int64_t> ep_degrees(const ModelConfig& c, int64_t n) {
 
 // The recompute choices the search tries: none, selective, full for every layer; per layer kind every
 // combination where the model has two or three kinds. Beside Liger's kernels no selective policy: the
-// bounds read the layer census's, which no oracle has checked beside Liger's functions.
-std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c) {
-  const std::vector<Recompute> kModes = c.liger.any()
+// bounds read the layer census's, which no oracle has checked beside Liger's functions. Fine-tuning: none
+// and full alone.
+std::vector<RecomputeChoice> recompute_choices(const ModelConfig& c, const RunShape& run) {
+  const std::vector<Recompute> kModes = c.liger.any() || run.fine_tuning()
                                             ? std::vector{Recompute::kNone, Recompute::kFull}
                                             : std::vector{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   const int64_t base = static_cast<int64_t>(kModes.size());
   std::vector<RecomputeChoice> out;
   for (Recompute r : kModes) out.push_back({r, {}});
+  // Fine-tuning is priced with no checkpointing or the Trainer's, of every layer alike (check_lora,
+  // check_autocast).
+  if (run.fine_tuning()) return out;
   std::vector<std::string> kinds;
   for (const std::string& kind : layer_kinds(c))
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
@@ -155,7 +169,7 @@ class Planner {
       : c_(config), o_(options), run_(options.run), cut_(cut), time_(config, options.run, options.device, options.time),
         memory_(config, options.run, options.time.fp32_master_weights, options.time.fp32_gradients,
                 options.cuda_context + options.nccl_buffers + options.fragmentation),
-        recomputes_(recompute_choices(config)) {}
+        recomputes_(recompute_choices(config, options.run)) {}
   Result<PlanResult> run();
 
  private:

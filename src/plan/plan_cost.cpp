@@ -17,7 +17,12 @@
 #include "nn/loss.h"
 #include "ops/dispatch.h"
 #include "ops/op_def.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
+#include "nn/linear4bit.h"
+#include "nn/lora.h"
+#include "step/lora_choice.h"
+#include "step/step_census.h"
 #include "step/tensor_parallel.h"
 #include "util/recycled.h"
 
@@ -78,6 +83,9 @@ class OpRecorder final : public Observer {
           r.rows = call.inputs[0].size(0);
         }
         r.attention_part = part_of_op(call, Session::current().modules(), recurrent_) == "attention";
+        r.backward_gemms = 0;
+        for (const Tensor& input : call.inputs)
+          if (input.dim() >= 2 && input.requires_grad()) r.backward_gemms = std::min<int64_t>(2, r.backward_gemms + 1);
         break;
       case FlopsRule::kNone:
         break;
@@ -174,17 +182,62 @@ std::optional<DTensorStyles> sequence_parallel_styles(const ModelConfig& rank_co
 
 }  // namespace
 
+namespace {
+
+// Note [A fine-tuned layer's record]
+// Under fine-tuning (StepOptions' lora, quantize and autocast) the time model records a layer as census
+// step builds and runs it: the session as set_fine_tuned_session sets it (the base frozen under adapters,
+// fp32 where loaded so), the adapters and the 4-bit Linears built under their scopes with PEFT's targets
+// (resolved_lora), the forward under the Trainer's autocast, the residual stream in the dtype the model
+// carries it. Their ops are then the record's: the adapters' casts and products, the dequantization, the
+// casts autocast adds. A GEMM's backward runs one GEMM per matrix operand that requires grad
+// (OpRecord::backward_gemms): a frozen base weight's, its input's gradient alone. The layer's input is
+// taken to require grad, as every layer's but the first does once a gradient flows through the residual
+// stream. A frozen base is a parameter no gradient reaches (Note [Parameters no gradient reaches]):
+// the optimizer's step and the reductions leave it out.
+class FineTunedRecord {
+ public:
+  FineTunedRecord(Session& session, const ModelConfig& config, const StepOptions& o)
+      : lora_(o.lora ? std::optional(resolved_lora(config, *o.lora)) : std::nullopt),
+        lora_scope_(lora_ ? &*lora_ : nullptr, o.recompute != Recompute::kNone),
+        quantized_(o.quantize ? &*o.quantize : nullptr),
+        hidden_dtype_(o.fp32_weights() ? DType::kFloat32 : DType::kBFloat16) {
+    set_fine_tuned_session(session, o);
+    if (o.autocast) autocast_.emplace(/*enabled=*/true);
+  }
+  // The residual stream's dtype: fp32 in a model loaded in fp32, else bf16.
+  DType hidden_dtype() const { return hidden_dtype_; }
+
+ private:
+  std::optional<nn::LoraConfig> lora_;
+  nn::LoraScope lora_scope_;
+  nn::Bnb4bitScope quantized_;
+  DType hidden_dtype_;
+  std::optional<AutocastScope> autocast_;
+};
+
+// A leaf of `sizes` that requires grad: a layer's input as the model hands it on.
+Tensor differentiable_input(Dims sizes, DType dtype) {
+  Tensor input = make_tensor(std::move(sizes), dtype);
+  input.impl()->requires_grad = true;
+  return input;
+}
+
+}  // namespace
+
 LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares,
-                      int64_t sequence_shards) {
+                      int64_t sequence_shards, const StepOptions& tuned) {
   Session session;
   session.set_fold_alike_iterations(true);  // each op weighs its folded loop's count
+  const FineTunedRecord tuning(session, rank_config, tuned);
   std::unique_ptr<DecoderLayer> layer = rank_config.family->build_layer(rank_config, layer_index);
   // The positions are the whole sequence's (the model's, once for all layers); under sequence
   // parallelism the layer's input is the rank's S / T tokens of the residual stream.
-  const Tensor sequence = make_tensor(Dims{1, tokens, rank_config.hidden_size}, DType::kBFloat16);
+  const DType dtype = tuning.hidden_dtype();
+  const Tensor sequence = differentiable_input(Dims{1, tokens, rank_config.hidden_size}, dtype);
   const nn::PositionEmbeddings positions = layer->embed_positions(sequence);
   const Tensor hidden = sequence_shards > 1
-                            ? make_tensor(Dims{1, tokens / sequence_shards, rank_config.hidden_size}, DType::kBFloat16)
+                            ? differentiable_input(Dims{1, tokens / sequence_shards, rank_config.hidden_size}, dtype)
                             : sequence;
   const std::optional<DTensorStyles> styles = sequence_parallel_styles(rank_config, tokens, sequence_shards);
   OpRecorder recorder(layer->has_recurrence());
@@ -199,10 +252,11 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 }
 
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
-                                   const std::vector<RecomputeShares>& shares, bool whole, int64_t sequence_shards) {
+                                   const std::vector<RecomputeShares>& shares, bool whole, int64_t sequence_shards,
+                                   const StepOptions& tuned) {
   // Each layer's record is that of the layer it is read as (itself, or its kind's first).
   const std::vector<int64_t> read_as = layers_read_as(config, whole);
-  std::vector<LayerOps> out = record_stack_as_read(config, rank_config, tokens, shares, read_as, sequence_shards);
+  std::vector<LayerOps> out = record_stack_as_read(config, rank_config, tokens, shares, read_as, sequence_shards, tuned);
   for (size_t i = 0; i < read_as.size(); ++i) {
     const size_t as = static_cast<size_t>(read_as[i]);
     if (as == i) continue;
@@ -215,10 +269,11 @@ std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig&
 
 std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                            const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as,
-                                           int64_t sequence_shards) {
+                                           int64_t sequence_shards, const StepOptions& tuned) {
   const ModelChunk chunk = layers_read_through(read_as);
   Session session;
   session.set_fold_alike_iterations(true);
+  const FineTunedRecord tuning(session, rank_config, tuned);
   const std::unique_ptr<CausalLM> model = build_causal_lm(config, rank_config, chunk);
   std::vector<std::vector<OpRecord>> ops(static_cast<size_t>(chunk.end));
   std::unordered_set<const TensorImpl*> reached;
@@ -586,13 +641,14 @@ std::vector<int64_t> stack_layer_backward_bytes(const ModelConfig& config, const
   return bytes;
 }
 
-LayerOps record_output(const ModelConfig& config, int64_t tokens) {
+LayerOps record_output(const ModelConfig& config, int64_t tokens, const StepOptions& tuned) {
   Session session;
+  const FineTunedRecord tuning(session, config, tuned);
   nn::ParameterList parameters;
   std::unique_ptr<nn::Norm> norm = config.family->build_final_norm(config, parameters);
   nn::Linear lm_head("lm_head", config.hidden_size, config.vocab_size, /*bias=*/false, parameters);
   // What the model hands its end: the last hidden states, or DeepSeek-V4's residual streams.
-  const Tensor hidden = make_tensor(norm->input_sizes(1, tokens, config.hidden_size), DType::kBFloat16);
+  const Tensor hidden = differentiable_input(norm->input_sizes(1, tokens, config.hidden_size), tuning.hidden_dtype());
   const Tensor labels = make_tensor(Dims{1, tokens}, DType::kInt64);
   OpRecorder recorder(/*recurrent=*/false);
   session.add_observer(&recorder);
@@ -604,11 +660,12 @@ LayerOps record_output(const ModelConfig& config, int64_t tokens) {
   return out;
 }
 
-LayerOps record_embedding(const ModelConfig& config, int64_t tokens) {
-  // The lookup reads a row of the table a token and writes it (bf16).
+LayerOps record_embedding(const ModelConfig& config, int64_t tokens, const StepOptions& tuned) {
+  // The lookup reads a row of the table a token and writes it (bf16, or fp32 in a model loaded so).
   LayerOps out;
   OpRecord lookup;
-  lookup.bytes = 2 * tokens * config.hidden_size * element_size(DType::kBFloat16);
+  lookup.bytes = 2 * tokens * config.hidden_size * element_size(tuned.fp32_weights() ? DType::kFloat32 : DType::kBFloat16);
+  lookup.backward = !tuned.lora;  // under adapters the table is frozen: no gradient to scatter into
   out.ops.push_back(lookup);
   out.parameters = config.vocab_size * config.hidden_size;
   return out;
@@ -637,8 +694,9 @@ PassTime pass_time(const LayerOps& layer, int64_t batch, const Rates& r, int64_t
         const double forward = std::max({(flops / std::max(fill, 1e-9) + half) / gemm_rate, memory, floor});
         t.forward += n * forward;
         t.gemm_forward += n * forward;
-        t.backward += 2 * n * forward;
-        t.gemm_backward += 2 * n * forward;
+        const auto gemms = static_cast<double>(op.backward_gemms);
+        t.backward += gemms * n * forward;
+        t.gemm_backward += gemms * n * forward;
         t.selective_recompute += n * forward * (op.attention_part ? layer.shares.attention_mm : layer.shares.ffn_mm);
         break;
       }
@@ -660,7 +718,7 @@ PassTime pass_time(const LayerOps& layer, int64_t batch, const Rates& r, int64_t
       case OpClass::kMemory: {
         const double forward = std::max(memory, floor);
         t.forward += n * forward;
-        t.backward += n * std::max(2 * memory, floor);
+        if (op.backward) t.backward += n * std::max(2 * memory, floor);
         t.selective_recompute += n * forward;  // weightless: the selective policy runs it again
         break;
       }

@@ -12,9 +12,10 @@
 //                        backward's five matmuls to the forward's two) at attention_backward_efficiency
 //   any other op         memory-bound: the bytes it reads and writes / (HBM x memory_efficiency)
 //   every kernel         at least kernel_floor_us
-//   a backward           a GEMM's two GEMMs of its FLOPs (the inputs' and the weights' gradients), a
-//                        memory-bound op's bytes twice over (it reads the gradient and what it saved,
-//                        writes the input's gradient)
+//   a backward           a GEMM's GEMMs of its FLOPs, one per matrix operand that requires grad (the
+//                        input's and the weight's gradients; a frozen weight's GEMM the input's alone, a
+//                        GEMM of no differentiable operand none), a memory-bound op's bytes twice over (it
+//                        reads the gradient and what it saved, writes the input's gradient)
 // The ops are the layer census's own (a rank's layer at its TP, EP and tokens), recorded once for one
 // sequence: a micro-batch of b sequences multiplies every op's FLOPs and activation bytes by b (every
 // op works per token or per sequence), not the parameters it reads.
@@ -37,6 +38,7 @@
 #include "models/config.h"
 #include "plan/plan_device.h"
 #include "step/recompute_choice.h"
+#include "step/step_options.h"
 
 namespace census {
 
@@ -60,6 +62,10 @@ struct OpRecord {
   int64_t groups = 1;           // a grouped GEMM's groups
   int64_t rows = 0;             // a grouped GEMM's rows (all groups')
   int64_t count = 1;            // how many times it runs (a folded loop's weight)
+  // A GEMM's backward GEMMs: one for each matrix operand that requires grad (a frozen weight's GEMM
+  // makes its input's gradient alone; Note [A fine-tuned layer's record]).
+  int64_t backward_gemms = 2;
+  bool backward = true;  // an op whose backward runs (a frozen embedding's lookup has none)
 };
 
 // A layer's forward as recorded, and what the time model reads off it.
@@ -77,8 +83,12 @@ struct LayerOps {
 // with sequence parallelism over `sequence_shards` ranks (the TP degree), as the step runs the layer:
 // its norms and residual adds on the rank's tokens / T, its attention and MLP on the all-gathered
 // sequence; the plan's collectives are left out of the record (the time model prices them apart).
+//
+// `tuned`: the step options whose fine-tuning (their lora, quantize, autocast and load_dtype) the layer is
+// built and run under, as census step builds and runs it (Note [A fine-tuned layer's record]); a default
+// StepOptions for none. The record_* functions below take it alike.
 LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64_t tokens, const RecomputeShares& shares,
-                      int64_t sequence_shards = 1);
+                      int64_t sequence_shards = 1, const StepOptions& tuned = {});
 // Every decoder layer of the model as its forward runs it (models/causal_lm.h: the model built whole from
 // `config`, its layers from `rank_config`), on one sequence of `tokens` tokens: each layer's ops as
 // record_layer records a lone one, what the model computes around the layers left out as record_layer
@@ -90,17 +100,18 @@ LayerOps record_layer(const ModelConfig& rank_config, int64_t layer_index, int64
 // layer all the same. `sequence_shards` as record_layer's.
 std::vector<LayerOps> record_stack(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                    const std::vector<RecomputeShares>& shares, bool whole = false,
-                                   int64_t sequence_shards = 1);
+                                   int64_t sequence_shards = 1, const StepOptions& tuned = {});
 // record_stack's records but not their copies: a layer read as an earlier one (`read_as`, from
 // layers_read_as; read_as[i] < i) holds its own shares alone, its ops and parameters being the earlier
 // layer's.
 std::vector<LayerOps> record_stack_as_read(const ModelConfig& config, const ModelConfig& rank_config, int64_t tokens,
                                            const std::vector<RecomputeShares>& shares, const std::vector<int64_t>& read_as,
-                                           int64_t sequence_shards = 1);
+                                           int64_t sequence_shards = 1, const StepOptions& tuned = {});
 // The final norm, the LM head and the causal-LM loss on one sequence of `tokens` tokens.
-LayerOps record_output(const ModelConfig& config, int64_t tokens);
-// The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added).
-LayerOps record_embedding(const ModelConfig& config, int64_t tokens);
+LayerOps record_output(const ModelConfig& config, int64_t tokens, const StepOptions& tuned = {});
+// The token embedding's lookup forward, and its backward (a zeroed (V, H) gradient and the rows added);
+// under adapters the embedding is frozen and runs no backward.
+LayerOps record_embedding(const ModelConfig& config, int64_t tokens, const StepOptions& tuned = {});
 
 // What layer `layer_index` of `rank_config` keeps from its forward for its backward on a micro-batch of
 // `batch` sequences of `tokens` tokens, under `recompute` as the step wraps it (plain, a selective or a

@@ -76,6 +76,10 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
     o.fsdp.mixed_precision = run.fp32_master_weights;
   }
   if (run.allocator) o.allocator = StepAllocatorOptions{};
+  o.lora = run.lora;
+  o.quantize = run.quantize;
+  o.autocast = run.autocast;
+  o.load_dtype = run.load_dtype;
   return o;
 }
 

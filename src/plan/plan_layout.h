@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,14 @@ struct RunShape {
   // The trainer's loss (census plan's --loss, nn/loss.h): TRL's and Liger's are laid out only where
   // census step takes them (no TP, CP, ZeRO-3 or FSDP2 beside them).
   nn::CausalLMLoss loss = nn::CausalLMLoss::kForCausalLM;
+  // Fine-tuning, as census step takes it (its --lora*, --quantize*, --autocast and --load-dtype;
+  // StepOptions' fields of the same names): PEFT's adapters on a frozen base, bitsandbytes' 4-bit base, the
+  // HF Trainer's autocast. census step prices them on one device's whole model.
+  std::optional<nn::LoraConfig> lora;
+  std::optional<nn::Bnb4bitConfig> quantize;
+  bool autocast = false;
+  std::optional<DType> load_dtype;
+  bool fine_tuning() const { return lora || quantize || autocast; }
 };
 
 // The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole

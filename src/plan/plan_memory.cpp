@@ -98,7 +98,14 @@ int64_t device_state_bytes(StepOptimizer optimizer) {
 // more, as the step composes its optimizer temporaries (step/step_compose.cpp). Llama-3.1-70B on 16 GPUs
 // at 30 GiB, where nothing fits: its layouts' peaks are at that moment, and the term lets the search
 // reject them unsimulated.
+// Note [No bound under fine-tuning]
+// Both bounds take every parameter trained in bf16 and each layer as it runs untouched. Under adapters the
+// base has neither gradient nor state, a frozen Linear keeps no input for its weight's gradient, and
+// autocast and a 4-bit base save other tensors: either bound could pass the step's own peak. Fine-tuning
+// is priced on one device (check_plan_options), a search of micro-batch sizes and two recompute modes, so
+// every layout is simulated instead: both bounds are 0.
 int64_t MemoryBound::states(const Layout& l, const std::vector<ChunkParameters>& chunk_params) const {
+  if (run_.fine_tuning()) return 0;  // Note [No bound under fine-tuning]
   const int64_t dp_cp = l.dp * l.cp, zero = l.fsdp ? 3 : l.zero;
   const bool adamw = run_.optimizer == StepOptimizer::kAdamW;
   // Note [Other optimizers' states in the bounds]
@@ -268,6 +275,10 @@ const MemoryBound::Passes& MemoryBound::passes(const Layout& l) {
 // configs on 256 and 16,384 GPUs, 4 layouts are now simulated in vain, where 92 were.
 int64_t MemoryBound::activations(const Layout& l, const std::vector<ChunkParameters>& chunk_params,
                                  const std::vector<int64_t>& largest_layer, int64_t enough, bool* whole) {
+  if (run_.fine_tuning()) {  // Note [No bound under fine-tuning]
+    if (whole != nullptr) *whole = true;
+    return 0;
+  }
   const PipelineSplit& sp = l.split;
   auto [chunks_it, made] = chunks_.try_emplace(
       {l.pp, l.virtual_stages, sp.first_stage_layers, sp.last_stage_layers, sp.embedding_as_layer, sp.loss_as_layer});

@@ -129,7 +129,8 @@ std::string seconds_text(double s) {
 // model.
 struct TimeModel::Impl {
   Impl(const ModelConfig& config, const RunShape& run, const Device& device, TimeOptions options)
-      : c(config), run(run), o(options), rates(Rates::of(device)), net(Network::of(device)) {
+      : c(config), run(run), tuned(layout_step_options(Layout{}, run, 0)), o(options), rates(Rates::of(device)),
+        net(Network::of(device)) {
     const std::vector<std::string> layer_kind_names = layer_kinds(c);
     for (size_t i = 0; i < layer_kind_names.size(); ++i) {
       const auto named = std::find(kind_names.begin(), kind_names.end(), layer_kind_names[i]);
@@ -180,13 +181,13 @@ struct TimeModel::Impl {
       auto [s, new_shares] = stack_shares.try_emplace({tp, ep, etp});
       if (new_shares) s->second = census_stack_recomputed(c, rank, tokens);
       auto [it, made] = stack_ops.try_emplace({tp, ep, etp, tokens});
-      if (made) it->second = record_stack(c, rank, tokens, s->second, /*whole=*/false, sequence_shards(tp, etp));
+      if (made) it->second = record_stack(c, rank, tokens, s->second, /*whole=*/false, sequence_shards(tp, etp), tuned);
       return it->second[static_cast<size_t>(rep)];
     }
     auto [s, new_shares] = shares.try_emplace({rep, tp, ep, etp});
     if (new_shares) s->second = census_recomputed(rank, rep, tokens);
     auto [it, made] = ops.try_emplace({rep, tp, ep, etp, tokens});
-    if (made) it->second = record_layer(rank, rep, tokens, s->second, sequence_shards(tp, etp));
+    if (made) it->second = record_layer(rank, rep, tokens, s->second, sequence_shards(tp, etp), tuned);
     return it->second;
   }
 
@@ -221,7 +222,8 @@ struct TimeModel::Impl {
       const int64_t tokens = run.seq_length / cp;
       ModelConfig shard = c;
       shard.vocab_size = c.vocab_size / vocab_shards;
-      it->second = {pass_time(record_embedding(shard, tokens), b, rates), pass_time(record_output(shard, tokens), b, rates)};
+      it->second = {pass_time(record_embedding(shard, tokens, tuned), b, rates),
+                    pass_time(record_output(shard, tokens, tuned), b, rates)};
     }
     return it->second;
   }
@@ -268,6 +270,7 @@ struct TimeModel::Impl {
     PipelineTimes times;
     std::vector<ChunkTimes> stage_sum;
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds an EP rank's
+    std::vector<int64_t> stage_trained;  // of them, those a gradient reaches (the optimizer's, under fine-tuning)
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<ChunkParameters> chunk_params;  // by chunk
     std::vector<double> fwd, bwd, gather, reduce;
@@ -288,6 +291,9 @@ struct TimeModel::Impl {
 
   const ModelConfig& c;
   RunShape run;
+  // The run's fine-tuning, which every record is made under (Note [A fine-tuned layer's record],
+  // plan/plan_cost.cpp).
+  StepOptions tuned;
   TimeOptions o;
   Rates rates;
   Network net;
@@ -363,6 +369,7 @@ void TimeModel::Impl::work(const Layout& l) {
   std::vector<int64_t>& stage_layers = w.stage_layers;
   stage_params.assign(static_cast<size_t>(p), 0);
   stage_experts.assign(static_cast<size_t>(p), 0);
+  w.stage_trained.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
   w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
   w.chunk_params.assign(chunks.size(), ChunkParameters{});
@@ -418,6 +425,7 @@ void TimeModel::Impl::work(const Layout& l) {
       }
       stage_params[static_cast<size_t>(r)] += lc.parameters;
       stage_experts[static_cast<size_t>(r)] += lc.expert_parameters;
+      w.stage_trained[static_cast<size_t>(r)] += lc.parameters - lc.untrained_parameters;
       ChunkParameters& held = w.chunk_params[static_cast<size_t>(g)];
       held.all += lc.parameters, held.experts += lc.expert_parameters, held.untrained += lc.untrained_parameters;
       ++stage_layers[static_cast<size_t>(r)];
@@ -459,6 +467,8 @@ void TimeModel::Impl::work(const Layout& l) {
       stage_params[static_cast<size_t>(r)] += c.hidden_size;
     }
     w.chunk_params[static_cast<size_t>(g)].all += stage_params[static_cast<size_t>(r)] - stage_before;
+    // The embedding, the head and the final norm train but under adapters, where they are frozen.
+    if (!run.lora) w.stage_trained[static_cast<size_t>(r)] += stage_params[static_cast<size_t>(r)] - stage_before;
     t.forward_pass = t.forward + forward_extra + (async ? tp_f_async : tp_f_raw) + (ep_paired ? ep_f_paired : ep_f) + fsdp_f + cp_f;
     t.backward_pass = t.backward + backward_extra + t.recompute + (async ? tp_b_async : tp_b_raw) +
                       (ep_paired ? ep_b_paired : ep_b) + fsdp_b + cp_b;
@@ -518,10 +528,20 @@ TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) 
                                 ? (o.fp32_master_weights ? (own_master ? 8 : 12) : 4)
                                 : static_cast<double>(least_state_bytes(run.optimizer));
   const auto n = static_cast<double>(params);
-  const double optimizer_bytes = run.optimizer == StepOptimizer::kNone
-                                     ? 0
-                                     : 2 * param_size * n * p_share + static_cast<double>(grad_size) * n * g_share +
-                                           2 * state_size * n * s_share;
+  double optimizer_bytes = run.optimizer == StepOptimizer::kNone
+                               ? 0
+                               : 2 * param_size * n * p_share + static_cast<double>(grad_size) * n * g_share +
+                                     2 * state_size * n * s_share;
+  // Fine-tuning (one device, unsharded): the optimizer steps the parameters a gradient reaches alone, the
+  // adapters under LoRA, in their dtype (fp32 ones, or a model loaded in fp32 for autocast): the parameter
+  // and its gradient in it, AdamW's two moments in it too.
+  if (run.fine_tuning() && run.optimizer != StepOptimizer::kNone) {
+    const double trained = static_cast<double>(w.stage_trained[w.heaviest]);
+    const double size = run.lora ? static_cast<double>(element_size(run.lora->dtype))
+                                 : tuned.fp32_weights() ? 4.0 : static_cast<double>(kBf16);
+    const double states = run.optimizer == StepOptimizer::kAdamW ? 2 * size : static_cast<double>(least_state_bytes(run.optimizer));
+    optimizer_bytes = (3 * size + 2 * states) * trained;
+  }
   end.optimizer = optimizer_bytes / (rates.hbm_bytes_per_s * rates.calibration.memory_efficiency);
   return end;
 }
@@ -636,8 +656,8 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
   e.terms[0].formula = M + " x stage " + std::to_string(busiest) +
                        "'s layers, op by op: GEMMs (F + W½) / (peak x gemm_efficiency), the attention kernel's causal FLOPs at "
                        "its rate, the rest bytes / (HBM x memory_efficiency); the embedding on stage 0";
-  e.terms[1].formula = "each GEMM's two GEMMs of its FLOPs, the attention kernel's 2.5 x FLOPs at its backward rate, "
-                       "every other op's bytes twice";
+  e.terms[1].formula = "each GEMM's GEMMs of its FLOPs, one per operand that requires grad (two; a frozen weight's "
+                       "one), the attention kernel's 2.5 x FLOPs at its backward rate, every other op's bytes twice";
   e.terms[2].formula = "by layer kind (" + recompute_text(l.recompute) +
                        "): full runs the forward again, selective its policy's share of the matmuls and the weightless ops";
   e.terms[3].formula = l.sp ? "the last stage's final norm, LM head (its V / " + std::to_string(l.tp) +
@@ -670,7 +690,10 @@ TimeEstimate TimeModel::Impl::estimate(const Layout& l, bool complete, bool form
                                  hidden_text(Overlap::kDpReduceScatter)
                            : "reduce-scatter of the gradients, all-gather of the parameters over DP x CP = " +
                                  std::to_string(dp_cp) + hidden_text(Overlap::kDpReduceScatter);
-  e.terms[10].formula = "parameters, gradients and states read and written at the rank's shares / (HBM x memory_efficiency)";
+  e.terms[10].formula = run.fine_tuning()
+                            ? "the parameters a gradient reaches (the adapters under LoRA), their gradients and states, "
+                              "read and written in their dtype / (HBM x memory_efficiency)"
+                            : "parameters, gradients and states read and written at the rank's shares / (HBM x memory_efficiency)";
   return e;
 }
 
@@ -739,7 +762,7 @@ void TimeModel::Impl::record_ahead(const std::vector<Layout>& layouts) {
     const std::tuple rank_key{tp, ep, etp};
     const std::vector<LayerOps> layers = record_stack_as_read(c, ranks.find(rank_key)->second, run.seq_length / cp,
                                                               stack_shares.find(rank_key)->second, read_as,
-                                                              sequence_shards(tp, etp));
+                                                              sequence_shards(tp, etp), tuned);
     for (int64_t b : sizes) {
       std::vector<LayerCost>& out = costs.find(std::tuple{tp, ep, etp, cp, b})->second;
       for (size_t k = 0; k < layers.size(); ++k) {
@@ -793,7 +816,7 @@ void TimeModel::Impl::record_layers_ahead(const std::vector<Layout>& layouts) {
     const ModelConfig& rank = ranks.find({tp, ep, etp})->second;
     for (int64_t rep : priced) {  // in `priced`'s order, each entry's costs
       const LayerOps layer = record_layer(rank, rep, run.seq_length / cp, shares.find({rep, tp, ep, etp})->second,
-                                          sequence_shards(tp, etp));
+                                          sequence_shards(tp, etp), tuned);
       for (int64_t b : sizes) costs.find(std::tuple{tp, ep, etp, cp, b})->second.push_back(cost_of(layer, cp, b));
     }
   });

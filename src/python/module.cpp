@@ -585,9 +585,20 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::optional<
                  const std::string& nccl_buffers, const std::string& fragmentation, const std::string& layout,
                  const std::string& overlap, const std::string& calibration, bool reserved,
                  const std::string& alloc_conf, const std::string& optimizer_impl, bool first_step,
-                 const std::string& loss, const std::string& optimizer, const std::string& search, bool liger) {
+                 const std::string& loss, const std::string& optimizer, const std::string& search, bool liger,
+                 bool lora, std::optional<int64_t> lora_rank, std::optional<double> lora_alpha,
+                 std::optional<double> lora_dropout, const std::string& lora_targets, const std::string& lora_dtype,
+                 bool use_dora, const std::string& quantize, bool double_quant, const std::string& quant_storage,
+                 const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit,
+                 const std::string& autocast, const std::string& load_dtype) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
+  Run& t = a.fine_tuning;
+  t.lora = lora, t.lora_rank = lora_rank, t.lora_alpha = lora_alpha, t.lora_dropout = lora_dropout;
+  t.lora_targets = lora_targets, t.lora_dtype = lora_dtype, t.use_dora = use_dora;
+  t.quantize = quantize, t.double_quant = double_quant, t.quant_storage = quant_storage;
+  t.compute_dtype = compute_dtype, t.bnb_version = bnb_version, t.prepare_kbit = prepare_kbit;
+  t.autocast = autocast, t.load_dtype = load_dtype;
   a.search = search;
   a.liger = liger;
   a.optimizer = optimizer;
@@ -687,6 +698,11 @@ PYBIND11_MODULE(_census, m) {
         py::arg("grad_dtype"), py::arg("cuda_context"), py::arg("nccl_buffers"), py::arg("fragmentation"),
         py::arg("layout"), py::arg("overlap"), py::arg("calibration"), py::arg("reserved"), py::arg("alloc_conf"),
         py::arg("optimizer_impl") = "", py::arg("first_step") = false, py::arg("loss") = "",
-        py::arg("optimizer") = "adamw", py::arg("search") = "", py::arg("liger") = false);
+        py::arg("optimizer") = "adamw", py::arg("search") = "", py::arg("liger") = false, py::arg("lora") = false,
+        py::arg("lora_rank") = std::nullopt, py::arg("lora_alpha") = std::nullopt,
+        py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "",
+        py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
+        py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
+        py::arg("prepare_kbit") = false, py::arg("autocast") = "", py::arg("load_dtype") = "");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

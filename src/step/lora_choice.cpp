@@ -99,4 +99,11 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
   return {};
 }
 
+nn::LoraConfig resolved_lora(const ModelConfig& config, nn::LoraConfig lora) {
+  if (!lora.all_linear && lora.target_modules.empty() && config.family->lora_default_targets != nullptr)
+    lora.target_modules = nn::lora_target_list(config.family->lora_default_targets);
+  if (config.family->peft_expert_names != nullptr) lora.expert_names = nn::lora_target_list(config.family->peft_expert_names);
+  return lora;
+}
+
 }  // namespace census

@@ -20,4 +20,9 @@ inline constexpr int64_t kLargestLoraRank = int64_t{1} << 20;
 
 Status check_lora(const ModelConfig& config, const StepOptions& o);
 
+// `lora` with its targets as PEFT resolves them on `config`'s model type: target_modules left out, the
+// type's default (Family::lora_default_targets); the expert names PEFT's v5 conversion drops from them
+// (Family::peft_expert_names). The step and the plan's time model build their adapters from it.
+nn::LoraConfig resolved_lora(const ModelConfig& config, nn::LoraConfig lora);
+
 }  // namespace census

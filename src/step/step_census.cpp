@@ -503,6 +503,16 @@ ModelConfig rank_config(const ModelConfig& config, const StepOptions& options) {
   return rank;
 }
 
+void set_fine_tuned_session(Session& session, const StepOptions& o) {
+  session.set_parameters_require_grad(!o.lora);  // under LoRA the base is frozen; its adapters train
+  if (o.quantize && o.quantize->prepare_kbit) session.set_bf16_parameter_dtype(DType::kFloat32);
+  // Loaded in fp32 for the Trainer's autocast: every parameter and every buffer made without a dtype.
+  if (o.fp32_weights()) {
+    session.set_bf16_parameter_dtype(DType::kFloat32);
+    session.set_default_dtype(DType::kFloat32);
+  }
+}
+
 namespace {
 
 // The K/V a context-parallel rank's ring attention receives for one layer: the other C - 1 shards'
@@ -563,12 +573,8 @@ class StepRunner {
  public:
   StepRunner(const ModelConfig& config, const StepOptions& options, bool replays)
       : c_(config), o_(options), replays_(replays), layer_config_(rank_config(config, options)),
-        model_config_(config), tokens_(options.seq_length / options.context_parallel), lora_(options.lora) {
-    // LoraConfig's target_modules left out: PEFT's default for the model type.
-    if (lora_ && !lora_->all_linear && lora_->target_modules.empty() && c_.family->lora_default_targets != nullptr)
-      lora_->target_modules = nn::lora_target_list(c_.family->lora_default_targets);
-    if (lora_ && c_.family->peft_expert_names != nullptr)
-      lora_->expert_names = nn::lora_target_list(c_.family->peft_expert_names);
+        model_config_(config), tokens_(options.seq_length / options.context_parallel) {
+    if (options.lora) lora_ = resolved_lora(c_, *options.lora);
     if (dtensor_plan(o_)) {
       // The model's embedding and head hold the rank's V / T rows (vocabulary parallel).
       model_config_.vocab_size = c_.vocab_size / o_.tensor_parallel;
@@ -643,13 +649,7 @@ void StepRunner::build() {
     session_.set_parameter_dtype(DType::kBFloat16);
     session_.set_default_dtype(DType::kFloat32);
   }
-  session_.set_parameters_require_grad(!lora_);  // under LoRA the base is frozen; its adapters train
-  if (o_.quantize && o_.quantize->prepare_kbit) session_.set_bf16_parameter_dtype(DType::kFloat32);
-  // Loaded in fp32 for the Trainer's autocast: every parameter and every buffer made without a dtype.
-  if (o_.fp32_weights()) {
-    session_.set_bf16_parameter_dtype(DType::kFloat32);
-    session_.set_default_dtype(DType::kFloat32);
-  }
+  set_fine_tuned_session(session_, o_);
   for (const ModelChunk& chunk : chunks_) {
     models_.push_back(build_causal_lm(model_config_, layer_config_, chunk));
     const CausalLM& model = *models_.back();

@@ -128,6 +128,12 @@ ModelConfig rank_config(const ModelConfig& config, int64_t tensor_parallel, int6
 // --loss-parallel DTensor's plan's (dtensor_layer_config), its share of the experts.
 ModelConfig rank_config(const ModelConfig& config, const StepOptions& options);
 
+// The session a fine-tuned step builds its model in (StepOptions' lora, quantize and autocast): under
+// adapters the base frozen; under prepare_model_for_kbit_training's casts, or the model loaded in fp32 for
+// the Trainer's autocast, its bf16 parameters fp32 (the latter its dtype-less buffers too). What else
+// builds the step's layers (the plan's time model) builds them so.
+void set_fine_tuned_session(Session& session, const StepOptions& options);
+
 // Refuse what the simulation cannot run: layers that the stages do not split as asked (pipeline_chunks), a
 // recompute kind the model does not have, a model its family cannot
 // cut where the stages would (Family::pipeline_refusal), a stage out of range, a sequence or micro-batch count below 1, a data-

@@ -402,6 +402,52 @@ TEST(PlanCli, ContextParallelTermDerived) {
 // parameters, their bf16 gradients 5,526,528 B all-reduced, 2 (2-1)/2 x that / 450 GB/s. The 6 layouts of
 // TP 2 with whole experts route the same b x 128 tokens (every TP rank holds the whole sequence: no sequence
 // parallelism) over the 2 consecutive ranks: 36 + 6.
+// Fine-tuning (census step's --lora*, --quantize*, --autocast) is planned on one device: at global batch 4,
+// b 1, 2 and 4 under no and full checkpointing, the two modes census step prices beside it: 6 layouts,
+// every one simulated (no memory bound holds beside a frozen base: Note [No bound under fine-tuning]), each
+// what census step answers for its step_args, which carry the run's fine-tuning flags.
+TEST(PlanCli, FineTuningPlansOneDeviceAsCensusStepPricesIt) {
+  const std::vector<std::vector<std::string>> runs = {
+      {"--lora-rank", "16", "--lora-targets", "all-linear"},
+      {"--lora", "--quantize", "nf4", "--double-quant", "--compute-dtype", "bf16"},
+      {"--autocast", "bf16"},
+      {"--autocast", "bf16", "--load-dtype", "bf16", "--lora-rank", "16"}};  // in census step's flag order
+  for (const std::vector<std::string>& tuning : runs) {
+    std::vector<std::string> args = {"--gpus", "1", "--gpu-memory", "1TiB", "--top", "100", "--global-batch", "4"};
+    args.insert(args.end(), tuning.begin(), tuning.end());
+    const nlohmann::json planned = plan(toy(), args);
+    SCOPED_TRACE(planned["fine_tuning"].dump());
+    EXPECT_EQ(planned["fine_tuning"], tuning);
+    EXPECT_EQ(planned["counts"]["tried"], 6);
+    EXPECT_EQ(planned["counts"]["fit"], 6);
+    EXPECT_EQ(planned["counts"]["simulations"], 6);
+    EXPECT_EQ(planned["counts"]["rejected_by_lower_bound"], 0);
+    for (const auto& l : planned["layouts"]) {
+      EXPECT_TRUE(l["recompute"] == "none" || l["recompute"] == "full") << l["step_args"].dump();
+      EXPECT_EQ(l["memory_lower_bound_bytes"], 0);
+      const std::vector<std::string> step_args = l["step_args"];
+      ASSERT_GE(step_args.size(), tuning.size());
+      EXPECT_TRUE(std::equal(tuning.begin(), tuning.end(), step_args.end() - static_cast<std::ptrdiff_t>(tuning.size())));
+    }
+    expect_layouts_are_steps(toy(), planned);
+  }
+}
+
+// Under LoRA the optimizer steps the adapters alone. PEFT's default targets on llama, q_proj and v_proj at
+// r 8, fp32: q's A 8 x 256 and B 256 x 8, v's A 8 x 256 and B 64 x 8, 6,656 a layer, 26,624 in the toy's 4.
+// AdamW reads and writes each and its two fp32 moments and reads its fp32 gradient: 2 x 4 + 4 + 2 x 8 = 28 B,
+// at the h100's 3350 GB/s x 0.8: 28 x 26,624 / 2.68e12 s (the frozen products' one-GEMM backwards:
+// tests/plan/plan_cost_test.cpp).
+TEST(PlanCli, FineTuningTimeCountsTheAdaptersAlone) {
+  const std::vector<std::string> layout = {"--gpus", "1", "--gpu-memory", "1TiB", "--layout", "mbs=1,recompute=none"};
+  std::vector<std::string> args = layout;
+  args.push_back("--lora");
+  const nlohmann::json lora = plan(toy(), args)["layouts"][0];
+  const nlohmann::json full = plan(toy(), layout)["layouts"][0];
+  EXPECT_NEAR(lora["time_estimate"]["optimizer_step"].get<double>(), 28.0 * 26'624 / (3350e9 * 0.8), 1e-18);
+  EXPECT_LT(lora["time_estimate"]["optimizer_step"].get<double>(), full["time_estimate"]["optimizer_step"].get<double>());
+}
+
 TEST(PlanCli, ExpertParallelTermDerived) {
   int64_t seen = 0;
   const nlohmann::json all = plain_plan(toy(true), {"--gpus-per-node", "8", "--overlap", "none"});
@@ -507,6 +553,14 @@ TEST(PlanCli, BadInputIsOneLine) {
            {"plan", t, "--gpus", "8", "--layout", "mbs=3"},
            {"plan", t, "--gpus", "16", "--layout", "tp=16"},
            {"plan", t, "--gpus", "8", "--layout", "recompute=sometimes"},
+           // fine-tuning on more than one device; a 4-bit option without --quantize; an optimizer, a
+           // checkpointing and a ZeRO stage census step does not price beside adapters; a rank of 0
+           {"plan", t, "--gpus", "8", "--lora"},
+           {"plan", t, "--gpus", "1", "--double-quant"},
+           {"plan", t, "--gpus", "1", "--lora", "--optimizer", "adafactor"},
+           {"plan", t, "--gpus", "1", "--lora", "--layout", "recompute=selective"},
+           {"plan", t, "--gpus", "1", "--autocast", "bf16", "--layout", "zero=1"},
+           {"plan", t, "--gpus", "1", "--lora-rank", "0"},
            {"plan", t, "--gpus", "8", "--layout", "recompute.moe=full"},
            {"plan", t, "--gpus", "8", "--layout", "zero=4"},
            {"plan", t, "--gpus", "8", "--layout", "schedule=zigzag"},

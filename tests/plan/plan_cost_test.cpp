@@ -191,6 +191,51 @@ TEST(PlanCost, OutputLayerHeadAndLoss) {
 //   all-to-all of a rank's 8 MB over 8 ranks, 4 a node: 10 us + the longer of 3/8 x 8 MB / 100 GB/s =
 //     30 us (its node) and 4/8 x 8 MB / 10 GB/s = 400 us (the others): 410 us
 //   send of 1 MB inside a node: 2 us + 10 us; nothing over one rank
+// Under LoRA on q_proj and v_proj (r 8, fp32 adapters; PEFT's lora.Linear forward: the base's product, then
+// x.to(fp32) (dropout 0: the identity), lora_A, lora_B, * scaling, the add to the base's output, the
+// result's cast back), the toy layer is recorded as census step builds it: the base frozen, so each of its
+// seven products runs one GEMM backward (its input's gradient), and each adapter's two products run two
+// (the input's and the adapter weight's). A's are 2 x 128 x 256 x 8 = 524,288 FLOPs; B's on q 2 x 128 x 8 x
+// 256 = 524,288, on v 2 x 128 x 8 x 64 = 131,072. The base's parameters are untrained: a gradient reaches
+// the four adapter weights alone (q's A 8 x 256 and B 256 x 8, v's A 8 x 256 and B 64 x 8: 6,656).
+TEST(PlanCost, FineTunedLayerRecordsAFrozenBaseAndItsAdapters) {
+  const ModelConfig c = toy();
+  StepOptions tuned;
+  tuned.lora = nn::LoraConfig{};
+  tuned.lora->target_modules = {"q_proj", "v_proj"};
+  const LayerOps plain = record_layer(c, 0, 128, RecomputeShares{});
+  const LayerOps lora = record_layer(c, 0, 128, RecomputeShares{}, 1, tuned);
+  int64_t frozen_flops = 0, trained_flops = 0, frozen = 0, trained = 0;
+  for (const OpRecord& op : lora.ops) {
+    if (op.cls != OpClass::kGemm) continue;
+    (op.backward_gemms == 1 ? frozen_flops : trained_flops) += op.flops;
+    ++(op.backward_gemms == 1 ? frozen : trained);
+  }
+  EXPECT_EQ(frozen, 7);
+  EXPECT_EQ(frozen_flops, 142'606'336);
+  EXPECT_EQ(trained, 4);
+  EXPECT_EQ(trained_flops, 524'288 + 524'288 + 524'288 + 131'072);
+  for (const OpRecord& op : plain.ops)
+    if (op.cls == OpClass::kGemm) EXPECT_EQ(op.backward_gemms, 2);
+  EXPECT_EQ(lora.parameters - plain.parameters, 6'656);
+  EXPECT_EQ(lora.untrained_parameters, plain.parameters);
+  EXPECT_EQ(plain.untrained_parameters, 0);
+  // Priced on the unit device: the frozen products' backward is their forward once, the adapters' twice.
+  const PassTime t = pass_time(lora, 1, unit());
+  EXPECT_NEAR(t.gemm_backward, (142'606'336 + 2.0 * 1'703'936) / 1e12, 1e-18);
+}
+
+// The embedding under adapters is frozen: its lookup runs forward and no backward.
+TEST(PlanCost, FrozenEmbeddingRunsNoBackward) {
+  StepOptions tuned;
+  tuned.lora = nn::LoraConfig{};
+  const PassTime trained = pass_time(record_embedding(toy(), 128), 1, unit());
+  const PassTime frozen = pass_time(record_embedding(toy(), 128, tuned), 1, unit());
+  EXPECT_EQ(frozen.forward, trained.forward);
+  EXPECT_GT(trained.backward, 0);
+  EXPECT_EQ(frozen.backward, 0);
+}
+
 TEST(PlanCost, CollectivesWithLatency) {
   Network net;
   net.link_bytes_per_s = 100e9;

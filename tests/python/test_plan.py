@@ -20,10 +20,14 @@ def _step_kwargs(step_args):
              "--fragmentation": "fragmentation", "--micro-batch-size": "micro_batch_size",
              "--first-stage-layers": "first_stage_layers", "--last-stage-layers": "last_stage_layers",
              "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp", "--loss": "loss", "--optimizer": "optimizer",
-             "--optimizer-impl": "optimizer_impl"}
+             "--optimizer-impl": "optimizer_impl", "--lora-rank": "lora_rank", "--lora-targets": "lora_targets",
+             "--quantize": "quantize", "--compute-dtype": "compute_dtype", "--autocast": "autocast",
+             "--load-dtype": "load_dtype"}
     switches = {"--embedding-as-layer": "embedding_as_layer", "--loss-as-layer": "loss_as_layer", "--fsdp": "fsdp",
-                "--sequence-parallel": "sequence_parallel", "--loss-parallel": "loss_parallel"}
-    text = {"schedule", "recompute", "master_weights", "grad_dtype", "loss", "optimizer", "optimizer_impl"}
+                "--sequence-parallel": "sequence_parallel", "--loss-parallel": "loss_parallel", "--lora": "lora",
+                "--double-quant": "double_quant"}
+    text = {"schedule", "recompute", "master_weights", "grad_dtype", "loss", "optimizer", "optimizer_impl",
+            "lora_targets", "quantize", "compute_dtype", "autocast", "load_dtype"}
     kwargs = {}
     args = list(step_args)
     while args:
@@ -87,6 +91,26 @@ def test_a_searched_plan_names_each_layouts_loss_and_optimizer():
 
 
 MOE = dict(TOY, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256)
+
+
+@pytest.mark.parametrize("tuning", [dict(lora_rank=16, lora_targets="all-linear"),
+                                    dict(lora=True, quantize="nf4", double_quant=True, compute_dtype="bf16"),
+                                    dict(autocast="bf16")])
+def test_a_fine_tuning_plan_on_one_device_lays_out_census_steps_with_it(tuning):
+    plan = census.census_plan(TOY, gpus=1, gpu_memory="1TiB", seq_length=128, global_batch=4, device="h100",
+                              top=100, **tuning)
+    assert plan["counts"]["fit"] == 6  # b 1, 2, 4 under no and full checkpointing
+    for layout in plan["layouts"]:
+        kwargs = _step_kwargs(layout["step_args"])
+        assert {name: kwargs[name] for name in tuning} == tuning
+        assert census.census_step(TOY, **kwargs)["total_bytes"] == layout["peak_bytes"]
+
+
+def test_a_fine_tuning_plan_takes_one_device():
+    with pytest.raises(ValueError, match="lora with gpus 2"):
+        census.census_plan(TOY, gpus=2, gpu_memory="1TiB", device="h100", lora=True)
+    with pytest.raises(ValueError, match="lora_rank"):
+        census.census_plan(TOY, gpus=1, gpu_memory="1TiB", device="h100", lora_rank="sixteen")
 
 
 def test_context_and_expert_parallel_layouts_are_census_steps():

@@ -84,6 +84,8 @@ def trimmed(case, folder):
         out["lora"] = {key: lora[key] for key in ("r", "alpha", "dropout", "target_modules", "adapter_dtype")}
         if lora.get("use_dora"):
             out["lora"]["use_dora"] = True
+        if lora.get("modules_to_save"):
+            out["lora"]["modules_to_save"] = lora["modules_to_save"]
         # as asked: "default" (the model type's), "all-linear", or names (PEFT's record has the names it resolved)
         asked = lora.get("target_modules_asked")
         if asked is None:  # the first runs' records: the LoraConfig's arguments

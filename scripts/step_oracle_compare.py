@@ -136,7 +136,8 @@ def lora_options(lora):
     return ["--lora-rank", str(lora["r"]), "--lora-alpha", str(lora["alpha"]), "--lora-dropout", str(lora["dropout"]),
             "--lora-targets", targets if isinstance(targets, str) else ",".join(targets),
             "--lora-dtype", "bf16" if lora["adapter_dtype"] == "bfloat16" else "fp32"] + \
-        (["--use-dora"] if lora.get("use_dora") else [])
+        (["--use-dora"] if lora.get("use_dora") else []) + \
+        (["--modules-to-save", ",".join(lora["modules_to_save"])] if lora.get("modules_to_save") else [])
 
 
 def config_of(case, folder):

@@ -464,7 +464,7 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                 lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
                 quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
                 prepare_kbit: bool = False, kernels: Any = None, fsdp_wrap: Any = None,
-                autocast: Any = None, load_dtype: Any = None) -> Dict[str, Any]:
+                autocast: Any = None, load_dtype: Any = None, modules_to_save: Any = None) -> Dict[str, Any]:
     """One rank's whole training step, simulated, as ``census step --format json`` reports it.
 
     The stage *stage* of *pp* (every stage when None: ``{"stages": [...], "worst_stage", "total_bytes"}``),
@@ -488,8 +488,9 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
     ``lora_*`` argument, PEFT's LoRA as get_peft_model builds it (``census step --lora``): the base frozen,
     adapters of rank *lora_rank* (8) and *lora_alpha* (8), *lora_dropout* (0), on *lora_targets* (None or
     ``"default"``: the model type's; ``"all-linear"``; or module names, a list or a comma-separated str),
-    in *lora_dtype* ``"fp32"`` (PEFT's default) or ``"bf16"``, as DoRA with *use_dora*; ``"lora"`` holds what
-    they and the frozen base hold. *quantize* ``"nf4"`` or ``"fp4"`` loads the base in bitsandbytes' 4 bits, as
+    in *lora_dtype* ``"fp32"`` (PEFT's default) or ``"bf16"``, as DoRA with *use_dora*, with trained copies of
+    *modules_to_save* (``"lm_head"``, ``"embed_tokens"``, a list or a comma-separated str; PEFT's
+    modules_to_save); ``"lora"`` holds what they and the frozen base hold. *quantize* ``"nf4"`` or ``"fp4"`` loads the base in bitsandbytes' 4 bits, as
     BitsAndBytesConfig(load_in_4bit=True) does (``census step --quantize``), with *double_quant*, *quant_storage*
     (``"uint8"``, ``"bf16"``, ``"fp32"``), *compute_dtype* (``"fp32"``, ``"bf16"``), *bnb_version* (``"0.50"``,
     ``"0.49"``) and *prepare_kbit* (PEFT's prepare_model_for_kbit_training's casts); None or False is
@@ -558,8 +559,24 @@ def census_step(config: Any, seq_length: int = 4096, micro_batches: int = 1, pp:
                         _name_or_none("kernels", kernels, "npu or cuda", "npu"),
                         _name_or_none("fsdp_wrap", fsdp_wrap, "layers or torchtitan", "layers"),
                         _name_or_none("autocast", autocast, "bf16", "no autocast"),
-                        _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"))
+                        _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"),
+                        _module_names("modules_to_save", modules_to_save))
     return json.loads(text)
+
+
+def _module_names(name: str, value: Any, what: str = "module names") -> str:
+    """Module names as a comma-separated option takes them: None as not given, a str as it is, a list joined by
+    commas; ValueError naming the argument (and *what* it takes) for anything else."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        if value == "":
+            raise ValueError(f"{name}: must be {what}, not ''")
+        return value
+    names = _items(name, value)
+    if not names or not all(isinstance(item, str) and item and "," not in item for item in names):
+        raise ValueError(f"{name}: must be module names (str), not {_shown(value)}")
+    return ",".join(names)
 
 
 def _fine_tuning(lora: Any, lora_rank: Any, lora_alpha: Any, lora_dropout: Any, lora_targets: Any,
@@ -617,16 +634,7 @@ def _real_or_none(name: str, value: Any) -> Any:
 def _lora_targets(value: Any) -> str:
     """LoRA's targets as ``--lora-targets`` takes them: None as not given, a str as it is, a list of module
     names joined by commas; ValueError naming lora_targets for anything else."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        if value == "":
-            raise ValueError("lora_targets: must be default, all-linear or module names, not ''")
-        return value
-    names = _items("lora_targets", value)
-    if not names or not all(isinstance(name, str) and name and "," not in name for name in names):
-        raise ValueError(f"lora_targets: must be module names (str), not {_shown(value)}")
-    return ",".join(names)
+    return _module_names("lora_targets", value, "default, all-linear or module names")
 
 
 def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int = 4096, global_batch: int = 0,
@@ -640,7 +648,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 lora_alpha: Any = None, lora_dropout: Any = None, lora_targets: Any = None,
                 lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
                 quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
-                prepare_kbit: bool = False, autocast: Any = None, load_dtype: Any = None) -> Dict[str, Any]:
+                prepare_kbit: bool = False, autocast: Any = None, load_dtype: Any = None,
+                modules_to_save: Any = None) -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -667,7 +676,7 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     the run with Liger's kernels, as ``census plan --liger`` does (no TP or CP beside them).
 
     Fine-tuning is planned as ``census_step`` prices it, with the same arguments (*lora* and the ``lora_*``
-    ones, *use_dora*, *quantize* and the 4-bit base's, *autocast*, *load_dtype*): on one device (*gpus* 1),
+    ones, *use_dora*, *modules_to_save*, *quantize* and the 4-bit base's, *autocast*, *load_dtype*): on one device (*gpus* 1),
     searching the micro-batch size and no or full checkpointing, every layout simulated; each layout's
     ``step_args`` carry them (``census plan --lora-rank 16 ...``).
     """
@@ -702,5 +711,6 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                         *_fine_tuning(lora, lora_rank, lora_alpha, lora_dropout, lora_targets, lora_dtype, use_dora,
                                       quantize, double_quant, quant_storage, compute_dtype, bnb_version, prepare_kbit),
                         _name_or_none("autocast", autocast, "bf16", "no autocast"),
-                        _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"))
+                        _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"),
+                        _module_names("modules_to_save", modules_to_save))
     return json.loads(text)

@@ -60,7 +60,13 @@ torch = E.torch
 ALL16 = LORA.ALL16
 DENSE = ("llama", "qwen3", "qwen2", "mistral", "gemma3")
 HYBRID = ("qwen3_next",)  # its linear attention beside full attention; every MLP dense (mlp_only_layers)
+MTS = dict(ALL16, modules_to_save=["embed_tokens", "lm_head"])  # PEFT's modules_to_save: trained copies
 AUTOCAST_KINDS: Dict[str, Dict[str, Any]] = {
+    # the embedding and head trained as copies (modules_to_save) on the fp32 base, and TRL's default run with them
+    "single_adamw_lora_all_mts_embed_head_autocast_steady": dict(m=1, batch=1, foreach=False, lora=MTS,
+                                                                 autocast=True),
+    "single_adamw_lora_all_mts_embed_head_trl_chunked_nll_autocast_load_bf16_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll", lora=MTS, autocast=True, load="bf16"),
     "single_adamw_autocast_steady": dict(m=1, batch=1, foreach=False, autocast=True),
     "single_adamw_autocast_ac_full_steady": dict(m=1, batch=1, foreach=False, ac="full", autocast=True),
     "single_adamw_foreach_autocast_steady": dict(m=1, batch=1, foreach=True, autocast=True),
@@ -315,6 +321,9 @@ for _k in ("single_adamw_autocast_steady", "single_adamw_autocast_ac_full_steady
            "single_adamw_lora_all_autocast_steady"):
     E.EXT_FAMILIES[_k] = E.EXT_FAMILIES[_k] + MORE_DENSE
 E.EXT_FAMILIES["single_adamw_autocast_ac_full_reentrant_steady"] = ("llama", "qwen3", "qwen3_next")
+for _k in ("single_adamw_lora_all_mts_embed_head_autocast_steady",
+           "single_adamw_lora_all_mts_embed_head_trl_chunked_nll_autocast_load_bf16_ac_full_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 E.EXT_FAMILIES["single_adamw_lora_all_autocast_ac_full_reentrant_steady"] = ("llama", "qwen3")
 for _k in ("single_adamw_autocast_offload_steady", "single_adamw_lora_all_trl_chunked_nll_offload_autocast_ac_full_steady",
            "single_adamw_lora_all_trl_chunked_nll_offload_autocast_load_bf16_ac_full_steady"):

@@ -10,6 +10,9 @@ model the oracle steps is the adapted one. What is stood in for:
 
 * ``nn.Module._apply`` during ``get_peft_model``: torch 2.14 swaps a fake parameter's tensor on ``.to()``, which
   fails on the fake mode's weak references; the stand-in assigns ``param.data`` instead (the same values);
+* ``copy.deepcopy`` in ModulesToSaveWrapper (``modules_to_save``): deep-copying a fake parameter reads its data
+  pointer, which torch 2.14 deprecates for FakeTensor and which crashed the cases after it; the stand-in makes the
+  copy's parameters ``empty_like`` the original's (the same shapes, dtypes and bytes; their values are never read);
 * PEFT's ``nn.Dropout`` (``lora_dropout > 0``): on the CPU fakes ``F.dropout`` runs ATen's composite, a noise tensor
   in the input's dtype; CUDA runs ``native_dropout``, whose backward keeps a bool mask. The stand-in calls
   ``torch.native_dropout(x, p, True)``, as CUDA does.
@@ -64,6 +67,18 @@ LORA_KINDS: Dict[str, Dict[str, Any]] = {
     # the LM head adapted beside the attention's q and v (an untied head; Transformers' loss on its logits)
     "single_adamw_lora_head_steady": dict(m=1, batch=1, foreach=False,
                                           lora=dict(r=8, alpha=16, targets=["q_proj", "v_proj", "lm_head"])),
+    # PEFT's modules_to_save: a trained copy of the LM head (and of the embedding) beside the frozen original,
+    # as a run that adds tokens trains them
+    "single_adamw_lora_mts_head_steady": dict(m=1, batch=1, foreach=False, lora=dict(modules_to_save=["lm_head"])),
+    "single_adamw_lora_all_mts_embed_head_steady": dict(m=1, batch=1, foreach=False,
+                                                        lora=dict(ALL16, modules_to_save=["embed_tokens", "lm_head"])),
+    "single_adamw_lora_all_mts_embed_head_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", lora=dict(ALL16, modules_to_save=["embed_tokens", "lm_head"])),
+    "single_adamw_lora_all_mts_embed_head_trl_chunked_nll_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll",
+        lora=dict(ALL16, modules_to_save=["embed_tokens", "lm_head"])),
+    "single_adamw_lora_all_mts_embed_head_bf16_steady": dict(
+        m=1, batch=1, foreach=False, lora=dict(ALL16, fp32=False, modules_to_save=["embed_tokens", "lm_head"])),
     # other optimizers over the adapters: AdamW fused (the HF Trainer's adamw_torch_fused), bitsandbytes' 8-bit
     # AdamW (its adamw_bnb_8bit), SGD
     "single_adamw_fused_lora_all_steady": dict(m=1, batch=1, foreach=False, fused=True, lora=ALL16),
@@ -116,6 +131,36 @@ def apply_by_data():
         torch.nn.Module._apply = original  # pylint: disable=protected-access
 
 
+def fresh_copy(module: Any, memo: Any = None) -> Any:
+    """copy.deepcopy of a Linear or an Embedding as ModulesToSaveWrapper.update makes it: the same module with
+    parameters of its own, each empty_like the original's (its shape, dtype and device). Deep-copying a fake
+    parameter reads its data pointer, which torch 2.14 deprecates for FakeTensor and which crashed later cases;
+    the copy's values are never read."""
+    import collections  # pylint: disable=import-outside-toplevel
+    clone = module.__class__.__new__(module.__class__)
+    clone.__dict__ = dict(module.__dict__)
+    for key, value in module.__dict__.items():
+        if isinstance(value, collections.OrderedDict):
+            clone.__dict__[key] = collections.OrderedDict(value)
+        elif isinstance(value, dict):
+            clone.__dict__[key] = dict(value)
+    with torch.no_grad():
+        for key, param in module._parameters.items():  # pylint: disable=protected-access
+            if param is not None:
+                clone._parameters[key] = torch.nn.Parameter(torch.empty_like(param),  # pylint: disable=protected-access
+                                                            requires_grad=param.requires_grad)
+    assert not module._modules, f"fresh_copy copies a leaf module, not {type(module).__name__}"  # pylint: disable=protected-access
+    return clone
+
+
+class _CopyWithFreshDeepcopy:  # pylint: disable=too-few-public-methods
+    """The ``copy`` module PEFT's utils/other.py sees: its deepcopy is fresh_copy, the rest the module's own."""
+
+    def __getattr__(self, name: str) -> Any:
+        import copy  # pylint: disable=import-outside-toplevel
+        return fresh_copy if name == "deepcopy" else getattr(copy, name)
+
+
 class NativeDropout(torch.nn.Module):
     """nn.Dropout(p) in training as CUDA runs it: native_dropout, its backward keeping the bool mask."""
 
@@ -136,8 +181,13 @@ def apply_lora(model: Any, lora: Dict[str, Any]) -> Dict[str, Any]:
         kwargs["use_dora"] = True
     if "targets" in lora:
         kwargs["target_modules"] = lora["targets"]
+    if "modules_to_save" in lora:
+        kwargs["modules_to_save"] = lora["modules_to_save"]
     config = peft.LoraConfig(**kwargs)
     fp32 = lora.get("fp32", True)
+    if "modules_to_save" in lora:
+        import peft.utils.other as peft_other  # pylint: disable=import-outside-toplevel
+        peft_other.copy = _CopyWithFreshDeepcopy()
     with apply_by_data():
         CURRENT["peft_model"] = peft.get_peft_model(model, config, autocast_adapter_dtype=fp32)
     adapted = []
@@ -158,6 +208,7 @@ def apply_lora(model: Any, lora: Dict[str, Any]) -> Dict[str, Any]:
         else config.target_modules,
         "adapter_dtype": "float32" if fp32 else "bfloat16",
         "use_dora": bool(lora.get("dora")),
+        "modules_to_save": lora.get("modules_to_save", []),
         "adapted_modules": adapted,
         "trainable_parameters": sum(p.numel() for _, p in trainable),
         "trainable_bytes": sum(p.numel() * p.element_size() for _, p in trainable),
@@ -178,17 +229,29 @@ def build_model(family: str, config_kwargs: Dict[str, Any], device: Any = None) 
     offload = case.get("offload") if "lora" in CURRENT else None
     if offload:
         case["offload"] = False
+    # SFTTrainer patches TRL's chunked loss into the adapted model (get_peft_model first): the head it reads is the
+    # adapted model's, a modules_to_save copy where PEFT made one. The loss oracle's patch waits until then.
+    trl_loss = "lora" in CURRENT and OFFL.L.CURRENT.get("loss") == "trl-chunked-nll"
+    if trl_loss:
+        OFFL.L.CURRENT["loss"] = None
     try:
         model, config, notes = _build_model(family, config_kwargs, device)
     finally:
         if offload:
             case["offload"] = offload
+        if trl_loss:
+            OFFL.L.CURRENT["loss"] = "trl-chunked-nll"
     if "lora" in CURRENT:
         CURRENT["record"] = apply_lora(model, CURRENT["lora"])
         if CURRENT.get("ac"):
             model.enable_input_require_grads()
             CURRENT["record"]["enable_input_require_grads"] = True
         notes["lora"] = CURRENT["record"]["peft"]
+    if trl_loss:
+        OFFL.L.load_trl()["_patch_chunked_ce_lm_head"](model, OFFL.L.CHUNK)
+        notes["loss"] = (f"trl {OFFL.L.TRL_COMMIT} _patch_chunked_ce_lm_head(model, {OFFL.L.CHUNK}) on the adapted model, "
+                         "after get_peft_model as SFTTrainer runs it: the backbone, then _chunked_cross_entropy_loss "
+                         "over the last hidden state")
     if offload:
         # SFTTrainer hands TRL the PeftModel: TRL unwraps it (base_model) to find lm_head, which it runs under
         # its NoOpManager; the oracle's layer hooks go on the adapted model's layers.
@@ -242,6 +305,11 @@ for _k in ("single_b2_adamw_lora_all_steady", "accum_m4_adamw_lora_all_steady",
            "single_adamw_lora_all_offload_ac_full_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 E.EXT_FAMILIES["single_adamw_lora_head_steady"] = ("llama", "qwen2", "mistral")
+E.EXT_FAMILIES["single_adamw_lora_all_mts_embed_head_trl_chunked_nll_ac_full_steady"] = ("llama", "qwen3")
+# modules_to_save on the families whose head is untied (a tied one is PEFT's ensure_weight_tying case)
+for _k in ("single_adamw_lora_mts_head_steady", "single_adamw_lora_all_mts_embed_head_steady",
+           "single_adamw_lora_all_mts_embed_head_ac_full_steady", "single_adamw_lora_all_mts_embed_head_bf16_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3", "qwen2", "mistral")
 E.STEADY_SIBLING = {}
 E.EXT = "census_oracle_steady_lora"
 E.__file__ = os.path.abspath(__file__)  # the orchestrator starts its workers from this file

@@ -50,7 +50,13 @@ torch = E.torch
 ALL16 = LORA.ALL16
 QLORA = dict(quant_type="nf4", double_quant=True, compute="bfloat16")  # the QLoRA recipe's BitsAndBytesConfig
 DEFAULTS: Dict[str, Any] = {}  # BitsAndBytesConfig(load_in_4bit=True): fp4, no double quant, fp32 compute, uint8
+MTS = dict(ALL16, modules_to_save=["embed_tokens", "lm_head"])  # PEFT's modules_to_save: trained copies
 QLORA_KINDS: Dict[str, Dict[str, Any]] = {
+    # a QLoRA run that trains the embedding and head (new tokens): their copies in the base's dtype, or fp32 after
+    # prepare_model_for_kbit_training's casts
+    "single_adamw_qlora_all_mts_embed_head_steady": dict(m=1, batch=1, foreach=False, lora=MTS, quant=QLORA),
+    "single_adamw_qlora_all_mts_embed_head_kbit_steady": dict(m=1, batch=1, foreach=False, lora=MTS, quant=QLORA,
+                                                              kbit="gc"),
     "single_adamw_qlora_all_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=QLORA),
     "single_adamw_qlora_steady": dict(m=1, batch=1, foreach=False, lora={}, quant=QLORA),
     "single_adamw_qlora_all_bnb_defaults_steady": dict(m=1, batch=1, foreach=False, lora=ALL16, quant=DEFAULTS),

@@ -35,7 +35,7 @@ DType dtype_named(const std::string& name) {
 
 bool uses_lora(const Run& a) {
   return a.lora || a.lora_rank || a.lora_alpha || a.lora_dropout || !a.lora_targets.empty() || !a.lora_dtype.empty() ||
-         a.use_dora;
+         a.use_dora || !a.modules_to_save.empty();
 }
 
 std::optional<nn::LoraConfig> lora_config_of(const Run& a) {
@@ -51,6 +51,7 @@ std::optional<nn::LoraConfig> lora_config_of(const Run& a) {
   // autocast_adapter_dtype upcasts or not: --lora-dtype bf16 asks for what PEFT does not make.
   if (a.autocast == "bf16" && a.load_dtype != "bf16") lora.dtype = DType::kFloat32;
   lora.use_dora = a.use_dora;
+  lora.modules_to_save = nn::lora_target_list(a.modules_to_save);
   return lora;
 }
 
@@ -92,6 +93,11 @@ void add_fine_tuning_options(CLI::App& app, Run& a) {
                 "DoRA, as LoraConfig(use_dora=True) runs it: a trained magnitude vector beside each adapter pair, and "
                 "in each forward the adapters' weight, an fp32 copy of the base weight and its row norms; implies "
                 "--lora");
+  add_text_option(*sub, "--modules-to-save", a.modules_to_save,
+                  "PEFT's modules_to_save: lm_head, embed_tokens or both, comma-separated, each kept as "
+                  "ModulesToSaveWrapper keeps it, the original frozen beside a trained copy (as a run that adds "
+                  "tokens trains them); implies --lora",
+                  "give lm_head, embed_tokens or both, or leave the option out");
   add_choice_option(*sub, "--autocast", a.autocast, {"bf16"},
                     "the HF Trainer's bf16=True on a model loaded in fp32, as accelerate runs it: the weights, "
                     "gradients and optimizer states fp32, the forward under torch.autocast (CUDA's op lists, its "
@@ -138,6 +144,8 @@ Status check_fine_tuning_names(const Run& a) {
   if (!a.lora_targets.empty() && a.lora_targets != "default" && a.lora_targets != "all-linear" &&
       nn::lora_target_list(a.lora_targets).empty())
     return refuse("--lora-targets", "names no module; give default, all-linear or module names (q_proj,v_proj)");
+  if (!a.modules_to_save.empty() && nn::lora_target_list(a.modules_to_save).empty())
+    return refuse("--modules-to-save", "names no module; give lm_head, embed_tokens or both");
   return {};
 }
 
@@ -173,9 +181,12 @@ std::string lora_label(const Run& a, const ModelConfig& config) {
     for (const auto& name : targets) names += (names.empty() ? "" : ",") + name.get<std::string>();
   }
   std::ostringstream label;
+  std::string saved;
+  for (const std::string& name : lora->modules_to_save) saved += (saved.empty() ? "" : ",") + name;
   label << (lora->use_dora ? ", DoRA r " : ", LoRA r ") << lora->r << " alpha " << figure(lora->alpha)
         << (lora->dropout > 0 ? " dropout " + figure(lora->dropout) : "") << " on " << names << ", "
-        << (lora->dtype == DType::kBFloat16 ? "bf16" : "fp32") << " adapters (the base frozen)";
+        << (lora->dtype == DType::kBFloat16 ? "bf16" : "fp32") << " adapters (the base frozen"
+        << (saved.empty() ? "" : "; a trained copy of " + saved) << ")";
   return label.str();
 }
 
@@ -183,7 +194,7 @@ std::vector<std::string> fine_tuning_flags(const Run& a) {
   Run tuning;
   tuning.lora = a.lora, tuning.lora_rank = a.lora_rank, tuning.lora_alpha = a.lora_alpha;
   tuning.lora_dropout = a.lora_dropout, tuning.lora_targets = a.lora_targets, tuning.lora_dtype = a.lora_dtype;
-  tuning.use_dora = a.use_dora;
+  tuning.use_dora = a.use_dora, tuning.modules_to_save = a.modules_to_save;
   tuning.quantize = a.quantize, tuning.double_quant = a.double_quant, tuning.quant_storage = a.quant_storage;
   tuning.compute_dtype = a.compute_dtype, tuning.bnb_version = a.bnb_version, tuning.prepare_kbit = a.prepare_kbit;
   tuning.autocast = a.autocast, tuning.load_dtype = a.load_dtype;

@@ -193,6 +193,7 @@ ordered_json stage_json(const StageRun& run, const StepArgs& a, const StepCompos
                  {"targets", lora_targets_json(*lora, config)},
                  {"adapter_dtype", lora->dtype == DType::kBFloat16 ? "bfloat16" : "float32"},
                  {"use_dora", lora->use_dora},
+                 {"modules_to_save", lora->modules_to_save},
                  {"adapted_linears", s.adapted_linears},
                  {"trainable_parameters", {{"count", s.trainable_parameter_count}, {"bytes", s.trainable_parameter_bytes}}},
                  {"frozen_parameters",

@@ -15,7 +15,7 @@ class Embedding {
 
  private:
   std::string path_;
-  Tensor weight_;  // (V, H)
+  Tensor weight_;  // (V, H); modules_to_save's trained copy where PEFT saves it
 };
 
 }  // namespace census::nn

@@ -1,6 +1,7 @@
 #include "nn/linear.h"
 
 #include "nn/float8_training.h"
+#include "nn/lora.h"
 #include "nn/tensor_parallel.h"
 #include "ops/ops.h"
 
@@ -20,6 +21,8 @@ Linear::Linear(std::string path, int64_t in_features, int64_t out_features, bool
   } else {
     weight_ = register_parameter(params, path_, "weight", Dims{out_features, in_features}, dtype);
     if (bias) bias_ = register_parameter(params, path_, "bias", Dims{out_features}, dtype);
+    // PEFT's modules_to_save: the original frozen, its trained copy run (check_lora refuses one with a bias).
+    if (lora_saves(path_)) weight_ = make_module_to_save(path_, weight_, params);
   }
   if (lora_adapts(path_)) {
     const ParametersKeepDtype keep;  // PEFT adds the adapters after prepare_model_for_kbit_training

@@ -21,7 +21,7 @@ class Linear {
 
  private:
   std::string path_;
-  Tensor weight_;  // (out, in); the packed 4-bit data where quantized
+  Tensor weight_;  // (out, in); the packed 4-bit data where quantized; modules_to_save's trained copy where PEFT saves it
   Tensor bias_;    // (out) or undefined
   std::optional<Linear4bitWeight> quantized_;  // where bitsandbytes quantized it
   std::optional<LoraAdapter> lora_;  // where PEFT's LoRA adapts it

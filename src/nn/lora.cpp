@@ -46,6 +46,22 @@ bool lora_adapts(std::string_view path) {
   return adapts;
 }
 
+bool lora_saves(std::string_view path) {
+  if (g_config == nullptr) return false;
+  for (const std::string& name : g_config->modules_to_save)
+    if (ends_with_module(path, name)) return true;
+  return false;
+}
+
+Tensor make_module_to_save(const std::string& path, const Tensor& weight, ParameterList& params) {
+  // ModulesToSaveWrapper.update: copy.deepcopy(original_module), original_module.requires_grad_(False), the
+  // copy's parameters requires_grad_(True); made after prepare_model_for_kbit_training, in the original's dtype.
+  const ParametersKeepDtype keep;
+  Tensor copy = register_parameter(params, path, "modules_to_save.default.weight", weight.sizes(), weight.dtype());
+  copy.impl()->requires_grad = true;
+  return copy;
+}
+
 bool lora_inputs_require_grad() { return g_config != nullptr && g_inputs_require_grad; }
 
 LoraScope::LoraScope(const LoraConfig* config, bool inputs_require_grad)
@@ -71,6 +87,7 @@ std::string LoraScope::unmatched_target() const {
     if (!g_matched[i]) return g_config->target_modules[i];
   return {};
 }
+
 
 LoraAdapter make_lora_adapter(const std::string& path, int64_t in_features, int64_t out_features,
                               ParameterList& params) {

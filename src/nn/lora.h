@@ -40,6 +40,9 @@ struct LoraConfig {
   bool use_dora = false;     // DoRA: a magnitude vector beside each adapter pair (lora/dora.py)
   // Names PEFT moves to target_parameters on this model type (Family::peft_expert_names): never a Linear's.
   std::vector<std::string> expert_names;
+  // LoraConfig's modules_to_save: each module so named (lm_head, embed_tokens) kept as PEFT's
+  // ModulesToSaveWrapper keeps it, the original frozen beside a trained copy of it, which its forward runs.
+  std::vector<std::string> modules_to_save;
   double scaling() const { return alpha / static_cast<double>(r); }
 };
 
@@ -49,6 +52,12 @@ std::vector<std::string> lora_target_list(std::string_view names);
 // The adapters the step's Linears get, or none; whether a Linear at `path` is one the targets name.
 const LoraConfig* lora_config();
 bool lora_adapts(std::string_view path);
+// Whether the module at `path` is one of modules_to_save (a Linear's or an Embedding's path).
+bool lora_saves(std::string_view path);
+// The module at `path` as ModulesToSaveWrapper keeps it, where lora_saves(path): its original `weight`,
+// registered by the caller (frozen), then a copy of it registered beside (modules_to_save.default.weight, its
+// shape and dtype), trained. Returns the copy, which the module's forward runs.
+Tensor make_module_to_save(const std::string& path, const Tensor& weight, ParameterList& params);
 // Whether the input embeddings' output is made a leaf requiring grad (enable_input_require_grads).
 bool lora_inputs_require_grad();
 

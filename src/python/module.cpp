@@ -431,9 +431,10 @@ std::string step(const py::object& config_in, int64_t seq_length, int64_t micro_
                  const std::string& quantize, bool double_quant, const std::string& quant_storage,
                  const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit,
                  const std::string& kernels, const std::string& fsdp_wrap, const std::string& autocast,
-                 const std::string& load_dtype) {
+                 const std::string& load_dtype, const std::string& modules_to_save) {
   const ModelConfig config = config_of(config_in);
   cli::StepArgs a;
+  a.modules_to_save = modules_to_save;
   a.kernels = kernels;
   a.autocast = autocast;
   a.load_dtype = load_dtype;
@@ -590,10 +591,11 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::optional<
                  std::optional<double> lora_dropout, const std::string& lora_targets, const std::string& lora_dtype,
                  bool use_dora, const std::string& quantize, bool double_quant, const std::string& quant_storage,
                  const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit,
-                 const std::string& autocast, const std::string& load_dtype) {
+                 const std::string& autocast, const std::string& load_dtype, const std::string& modules_to_save) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
   Run& t = a.fine_tuning;
+  t.modules_to_save = modules_to_save;
   t.lora = lora, t.lora_rank = lora_rank, t.lora_alpha = lora_alpha, t.lora_dropout = lora_dropout;
   t.lora_targets = lora_targets, t.lora_dtype = lora_dtype, t.use_dora = use_dora;
   t.quantize = quantize, t.double_quant = double_quant, t.quant_storage = quant_storage;
@@ -690,7 +692,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
         py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
         py::arg("prepare_kbit") = false, py::arg("kernels") = "", py::arg("fsdp_wrap") = "", py::arg("autocast") = "",
-        py::arg("load_dtype") = "");
+        py::arg("load_dtype") = "", py::arg("modules_to_save") = "");
   m.def("plan", &plan, "the parallel layouts that fit, as census plan --format json reports them (JSON text)",
         py::arg("config"), py::arg("gpus"), py::arg("gpu_memory"), py::arg("seq_length"), py::arg("global_batch"),
         py::arg("device"), py::arg("peak_tflops"), py::arg("hbm_gbs"), py::arg("link_gbs"), py::arg("nic_gbs"),
@@ -703,6 +705,7 @@ PYBIND11_MODULE(_census, m) {
         py::arg("lora_dropout") = std::nullopt, py::arg("lora_targets") = "", py::arg("lora_dtype") = "",
         py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
         py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
-        py::arg("prepare_kbit") = false, py::arg("autocast") = "", py::arg("load_dtype") = "");
+        py::arg("prepare_kbit") = false, py::arg("autocast") = "", py::arg("load_dtype") = "",
+        py::arg("modules_to_save") = "");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

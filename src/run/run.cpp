@@ -72,6 +72,7 @@ std::vector<std::string> step_flags(const Run& r) {
   text("--lora-targets", r.lora_targets, d.lora_targets);
   text("--lora-dtype", r.lora_dtype, d.lora_dtype);
   flag("--use-dora", r.use_dora);
+  text("--modules-to-save", r.modules_to_save, d.modules_to_save);
   text("--quantize", r.quantize, d.quantize);
   flag("--double-quant", r.double_quant);
   text("--quant-storage", r.quant_storage, d.quant_storage);

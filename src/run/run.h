@@ -72,6 +72,7 @@ struct Run {
   std::string lora_targets;            // default (the model type's), all-linear, or names, comma-separated
   std::string lora_dtype;              // fp32 (autocast_adapter_dtype=True, the default) or bf16
   bool use_dora = false;               // LoraConfig's use_dora
+  std::string modules_to_save;         // LoraConfig's modules_to_save: lm_head, embed_tokens, comma-separated
   // bitsandbytes' 4-bit base (nn/linear4bit.h): on with `quantize`; each other field left out is
   // BitsAndBytesConfig's default.
   std::string quantize;       // nf4 or fp4 (bnb_4bit_quant_type); empty: a bf16 base

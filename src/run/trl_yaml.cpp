@@ -130,7 +130,9 @@ constexpr RefusedWhenSet kRefusedWhenSet[] = {
                 "false"},
     {"padding_free", "padding-free batches (one row of every sequence) are not priced yet; set it to false"},
     {"lora_target_parameters", "LoRA on fused experts' parameters is not priced yet; remove it"},
-    {"lora_modules_to_save", "modules_to_save (a trained copy of a module) is not priced yet; remove it"},
+    {"lora_modules_to_save", "modules_to_save is priced beside Transformers' loss without autocast (census step "
+                             "--modules-to-save), not beside TRL's chunked loss and the Trainer's autocast yet; "
+                             "remove it"},
     {"load_in_8bit", "bitsandbytes' 8-bit base is not priced; use load_in_4bit, or remove it"},
 };
 

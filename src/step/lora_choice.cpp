@@ -1,5 +1,6 @@
 #include "step/lora_choice.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -42,6 +43,26 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
       return refuse("--lora-targets lm_head with --loss " + std::string(nn::causal_lm_loss_name(o.loss)),
                     "that loss reads the head's weight itself, past its adapter; give --loss hf, or leave lm_head "
                     "out");
+  }
+  // modules_to_save: the embedding and the untied head, as the oracle checks them (PEFT takes any module's name).
+  for (const std::string& name : lora.modules_to_save) {
+    if (name != "lm_head" && name != "embed_tokens")
+      return refuse("--modules-to-save " + echoed(name),
+                    "PEFT's modules_to_save is priced on lm_head and embed_tokens; give those, comma-separated");
+    if (config.tie_word_embeddings)
+      return refuse("--modules-to-save on " + config.model_type,
+                    "the head is tied to the embedding here, which PEFT saves as one copy (ensure_weight_tying) "
+                    "and which is not priced yet; drop --modules-to-save");
+    // all-linear adapts neither: the head is left out of it, and the embedding is no Linear.
+    if (std::find(lora.target_modules.begin(), lora.target_modules.end(), name) != lora.target_modules.end())
+      return refuse("--modules-to-save " + name, "is also a LoRA target; name it in one of them");
+    // Checked beside Transformers' loss and TRL's chunked one (which reads the head's weight through the
+    // wrapper: the copy's), a 4-bit base with and without PEFT's kbit helper, and the Trainer's autocast.
+    const char* with = o.offload_activations.has_value() ? "--offload-activations"
+                       : lora.use_dora                   ? "--use-dora"
+                                                         : nullptr;
+    if (with != nullptr)
+      return refuse(std::string("--modules-to-save with ") + with, "is not priced yet; drop one of them");
   }
   // A layer with experts (mlp_only_layers may list every one: then the model has none).
   bool experts = false;

@@ -358,3 +358,18 @@ def test_a_trl_config_is_its_flags():
     assert step == flags
     with pytest.raises(ValueError, match="world 8 with from trl"):
         census.trainer_run("trl", path, world=8)
+
+
+def test_modules_to_save_train_a_copy_beside_the_frozen_original():
+    """PEFT's modules_to_save on the Llama toy: the head's 4,096 x 256 copy trains (bf16) beside the default
+    adapters (26,624 fp32 parameters); a list and a comma-separated str are the same argument."""
+    toy = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "head_dim": 32, "intermediate_size": 512, "num_hidden_layers": 4, "vocab_size": 4096,
+           "max_position_embeddings": 8192}
+    step = census.census_step(toy, seq_length=128, modules_to_save=["lm_head"])
+    assert step["lora"]["modules_to_save"] == ["lm_head"]
+    assert step["lora"]["trainable_parameters"] == {"count": 26_624 + 4096 * 256, "bytes": 4 * 26_624 + 2 * 4096 * 256}
+    assert census.census_step(toy, seq_length=128, modules_to_save="embed_tokens,lm_head")["lora"]["modules_to_save"] == [
+        "embed_tokens", "lm_head"]
+    with pytest.raises(ValueError, match="modules_to_save"):
+        census.census_step(toy, seq_length=128, modules_to_save=[3])

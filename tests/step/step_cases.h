@@ -101,6 +101,7 @@ inline StepOptions options_of(const nlohmann::json& oracle) {
     if (targets.is_array()) lora.target_modules = targets.get<std::vector<std::string>>();
     lora.dtype = l.at("adapter_dtype") == "bfloat16" ? DType::kBFloat16 : DType::kFloat32;
     lora.use_dora = l.value("use_dora", false);
+    lora.modules_to_save = l.value("modules_to_save", std::vector<std::string>{});
     o.lora = lora;
   }
   // The QLoRA oracle's BitsAndBytesConfig and PEFT helper (scripts/oracle/census_oracle_steady_qlora.py).

@@ -8,6 +8,8 @@
 // (256, 8), v's lora_A (8, 256) and lora_B (64, 8), 6,656 a layer, 26,624 in all, 106,496 B.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "models/registry.h"
 #include "step/step_census.h"
 #include "step_cases.h"
@@ -70,6 +72,47 @@ TEST(StepLora, AllLinearAdaptsEveryLinearButTheHead) {
   EXPECT_EQ(s.adapted_linears, 28);
   // r (in + out) for q, k, v, o, gate, up, down: 8 x (512 + 320 + 320 + 512 + 768 + 768 + 768) a layer
   EXPECT_EQ(s.trainable_parameter_count, 4 * 8 * (512 + 320 + 320 + 512 + 768 + 768 + 768));
+}
+
+// modules_to_save (PEFT's ModulesToSaveWrapper): the head's original 4,096 x 256 stays, frozen, beside its
+// trained copy in the same bf16, 1,048,576 parameters more. The copy has a gradient (2,097,152 B, bf16) and
+// AdamW's two bf16 moments and a step count; the embedding's alike where it is saved too.
+TEST(StepLora, ModulesToSaveTrainACopyBesideTheFrozenOriginal) {
+  constexpr int64_t kTable = 4096 * 256;
+  nn::LoraConfig lora;
+  lora.modules_to_save = {"lm_head"};
+  StepCensus s = testing::step_or_throw(llama_toy(), adapted(lora));
+  EXPECT_EQ(s.parameter_count, kFrozen + kAdapters + kTable);
+  EXPECT_EQ(s.parameter_bytes, 2 * kFrozen + 4 * kAdapters + 2 * kTable);
+  EXPECT_EQ(s.trainable_parameter_count, kAdapters + kTable);
+  EXPECT_EQ(s.gradient_bytes_after_last_backward, 4 * kAdapters + 2 * kTable);
+  EXPECT_EQ(s.optimizer_state_bytes, 2 * 4 * kAdapters + 2 * 2 * kTable + 17 * 4);
+  lora.modules_to_save = {"embed_tokens", "lm_head"};
+  s = testing::step_or_throw(llama_toy(), adapted(lora));
+  EXPECT_EQ(s.trainable_parameter_count, kAdapters + 2 * kTable);
+  EXPECT_EQ(s.gradient_bytes_after_last_backward, 4 * kAdapters + 2 * 2 * kTable);
+}
+
+// A module to save other than the head and the embedding, one that is also a target, or one on a tied head is
+// refused by name.
+TEST(StepLora, BadModulesToSaveAreRefusedByName) {
+  for (const auto& [saved, targets, refusal] :
+       {std::tuple{"model.norm", "", "--modules-to-save 'model.norm': "},
+        std::tuple{"lm_head", "lm_head", "--modules-to-save lm_head: is also a LoRA target"}}) {
+    nn::LoraConfig lora;
+    lora.modules_to_save = {saved};
+    if (*targets != 0) lora.target_modules = {"q_proj", targets};
+    const auto refused = census_step(llama_toy(), adapted(lora));
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.refusal().message().rfind(refusal, 0), 0u) << refused.refusal().message();
+  }
+  ModelConfig tied = llama_toy();
+  tied.tie_word_embeddings = true;
+  nn::LoraConfig lora;
+  lora.modules_to_save = {"embed_tokens"};
+  const auto refused = census_step(tied, adapted(lora));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.refusal().message().rfind("--modules-to-save on llama: ", 0), 0u) << refused.refusal().message();
 }
 
 // A target that names no Linear of the model is refused by name, as is LoRA on a layout it is not priced on.

@@ -130,9 +130,6 @@ constexpr RefusedWhenSet kRefusedWhenSet[] = {
                 "false"},
     {"padding_free", "padding-free batches (one row of every sequence) are not priced yet; set it to false"},
     {"lora_target_parameters", "LoRA on fused experts' parameters is not priced yet; remove it"},
-    {"lora_modules_to_save", "modules_to_save is priced beside Transformers' loss without autocast (census step "
-                             "--modules-to-save), not beside TRL's chunked loss and the Trainer's autocast yet; "
-                             "remove it"},
     {"load_in_8bit", "bitsandbytes' 8-bit base is not priced; use load_in_4bit, or remove it"},
 };
 
@@ -201,6 +198,26 @@ Result<int64_t> trl_count(const TrlConfig& config, const std::string& key, int64
   if (*value < 1 || *value > most)
     return config.refused(key, std::to_string(*value) + " " + what + ": give 1 to " + std::to_string(most));
   return *value;
+}
+
+// Module names, a list or one text (PEFT's target_modules and modules_to_save), comma-joined; empty where the
+// file leaves the field out. `or_else`: what else the field takes, said where it is no list of names.
+Result<std::string> module_names(const TrlConfig& config, const std::string& key, const std::string& or_else) {
+  const YAML::Node node = config.at(key);
+  if (!node.IsDefined() || node.IsNull()) return std::string();
+  std::string names;
+  if (node.IsScalar()) {
+    names = node.Scalar();
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& name : node) {
+      if (!name.IsScalar()) return config.refused(key, "must be module names" + or_else);
+      names += (names.empty() ? "" : ",") + name.Scalar();
+    }
+  } else {
+    return config.refused(key, "must be module names" + or_else);
+  }
+  if (names.empty()) return config.refused(key, "is empty; name modules" + or_else);
+  return names;
 }
 
 Result<TrainerFile> read_sft_config(const YAML::Node& root, const std::string& path, const TrainerFileContext& context) {
@@ -369,22 +386,9 @@ Result<TrainerFile> read_sft_config(const YAML::Node& root, const std::string& p
     run.lora_alpha = alpha.value_or(32);
     CENSUS_ASSIGN(const std::optional<double> dropout, config.number("lora_dropout"));
     run.lora_dropout = dropout.value_or(0.05);
-    const YAML::Node targets = config.at("lora_target_modules");
-    if (targets.IsDefined() && !targets.IsNull()) {
-      std::string names;
-      if (targets.IsScalar()) {
-        names = targets.Scalar();
-      } else if (targets.IsSequence()) {
-        for (const YAML::Node& t : targets) {
-          if (!t.IsScalar()) return config.refused("lora_target_modules", "must be module names, or all-linear");
-          names += (names.empty() ? "" : ",") + t.Scalar();
-        }
-      } else {
-        return config.refused("lora_target_modules", "must be module names, or all-linear");
-      }
-      if (names.empty()) return config.refused("lora_target_modules", "is empty; name modules, or give all-linear");
-      run.lora_targets = names;
-    }
+    CENSUS_ASSIGN(run.lora_targets, module_names(config, "lora_target_modules", ", or all-linear"));
+    // get_peft_config: LoraConfig(modules_to_save=lora_modules_to_save)
+    CENSUS_ASSIGN(run.modules_to_save, module_names(config, "lora_modules_to_save", ""));
     CENSUS_ASSIGN(const std::string task, config.text("lora_task_type"));
     if (!task.empty() && task != "CAUSAL_LM")
       return config.refused("lora_task_type", echoed(task) + ": census prices a causal LM's training; give CAUSAL_LM");

@@ -82,6 +82,8 @@ TEST(TrlYaml, EachFieldThatMovesMemory) {
   EXPECT_EQ(lora.lora_targets, "q_proj,v_proj");
   EXPECT_TRUE(lora.use_dora);
   EXPECT_EQ(*lora.lora_dropout, 0.05);
+  EXPECT_EQ(run_of("use_peft: true\nlora_modules_to_save: [embed_tokens, lm_head]\n").modules_to_save,
+            "embed_tokens,lm_head");
   const census::Run qlora = run_of("use_peft: true\nload_in_4bit: true\nuse_bnb_nested_quant: true\ndtype: bfloat16\n");
   EXPECT_EQ(qlora.quantize, "nf4");
   EXPECT_TRUE(qlora.double_quant);
@@ -102,7 +104,8 @@ TEST(TrlYaml, RefusesWhatItDoesNotPrice) {
   expect_refused("loss_type: dft\n", "sft.yaml: loss_type: ");
   expect_refused("use_liger_kernel: true\nloss_type: chunked_nll\n", "sft.yaml: loss_type: ");
   expect_refused("load_in_8bit: true\n", "sft.yaml: load_in_8bit: ");
-  expect_refused("use_peft: true\nlora_modules_to_save: [lm_head]\n", "sft.yaml: lora_modules_to_save: ");
+  expect_refused("use_peft: true\nlora_modules_to_save: {lm_head: 1}\n", "sft.yaml: lora_modules_to_save: ");
+  expect_refused("use_peft: true\nlora_modules_to_save: []\n", "sft.yaml: lora_modules_to_save: is empty");
   expect_refused("neftune_noise_alpha: 5\n", "sft.yaml: neftune_noise_alpha: ");
   expect_refused("attn_implementation: eager\n", "sft.yaml: attn_implementation: ");
   expect_refused("max_length: null\n", "sft.yaml: max_length: is null");

@@ -131,7 +131,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     step_args.seq_length_given = step->get_option("--seq-length")->count() > 0;
     return run_step_command(step_args, out, err);
   }
-  if (plan->parsed()) return run_plan_command(plan_args, out, err);
+  if (plan->parsed()) {
+    if (Status beside = check_plan_flags_beside_from(*plan, plan_args); !beside) return refuse_line(err, beside.refusal().message());
+    plan_args.seq_length_given = plan->get_option("--seq-length")->count() > 0;
+    return run_plan_command(plan_args, out, err);
+  }
   if (models->parsed()) {
     list_models(request.format, out);
     return 0;

@@ -7,7 +7,9 @@
 
 #include "alloc/alloc_conf.h"
 #include "cli/fine_tuning_options.h"
+#include "cli/from_file.h"
 #include "cli/options.h"
+#include "run/read_trainer_file.h"
 #include "plan/plan.h"
 #include "cli/request.h"
 #include "cli/step_command.h"
@@ -98,6 +100,8 @@ std::vector<std::string> step_args(const LayoutResult& r, const PlanOptions& o, 
   if (r.loss != nn::CausalLMLoss::kForCausalLM || liger)
     a.insert(a.end(), {"--loss", std::string(nn::causal_lm_loss_name(r.loss))});
   if (l.fsdp) a.push_back("--fsdp");  // FSDP2, its dtypes from --master-weights (layout_step_options)
+  if (l.fsdp && args.fsdp_wrap == "torchtitan") a.insert(a.end(), {"--fsdp-wrap", "torchtitan"});
+  if (!args.kernels.empty() && args.kernels != "npu") a.insert(a.end(), {"--kernels", args.kernels});
   if (l.sp) a.insert(a.end(), {"--sequence-parallel", "--loss-parallel"});
   if (l.cp > 1) a.insert(a.end(), {"--cp", std::to_string(l.cp)});
   if (l.ep > 1) a.insert(a.end(), {"--ep", std::to_string(l.ep)});
@@ -205,6 +209,8 @@ Result<PlanOptions> plan_options(const PlanArgs& a, const ModelConfig& model) {
     CENSUS_TRY(check_optimizer(o.run.optimizer, o.run.optimizer_impl));
   }
   o.run.first_step = a.first_step;
+  if (!a.fsdp_wrap.empty()) CENSUS_TRY(parse_choice("--fsdp-wrap", {"layers", "torchtitan"}, a.fsdp_wrap));
+  o.run.fsdp_wrap = a.fsdp_wrap == "torchtitan" ? FsdpWrap::kTorchtitan : FsdpWrap::kLayers;
   CENSUS_TRY(check_fine_tuning_names(a.fine_tuning));
   StepOptions tuning;
   set_fine_tuning(a.fine_tuning, tuning);
@@ -267,6 +273,7 @@ Result<Planned> plan(const PlanArgs& a, const ModelConfig& model_in) {
   request.config = model_in;
   request.seq_length = a.seq_length;
   request.liger = a.liger;
+  request.kernels = a.kernels;
   CENSUS_TRY(check_request(request));
   CENSUS_TRY(apply_options(request));  // --liger: its kernels in the config every layout's step builds
   const ModelConfig& model = request.config;
@@ -514,7 +521,8 @@ void print_plan(const Planned& p, const PlanArgs& a, std::ostream& out) {
 
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   CLI::App* sub = app.add_subcommand("plan", "every parallel layout that fits on N devices, ranked by an estimated step time");
-  sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models)")->required();
+  sub->add_option("config", a.model, "a config.json path, or a shipped model name (census models); with --from, where "
+                                     "the file names a model Census does not ship");
   add_integer_option(*sub, degree_rule("--gpus"), a.gpus, "devices in the run")->required();
   add_bytes_option(*sub, "--gpu-memory", a.gpu_memory, "memory of one device: 80GiB, 141GB, or bytes (default: the --device preset's)");
   add_integer_option(*sub, degree_rule("--gpus-per-node"), a.gpus_per_node,
@@ -568,6 +576,19 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
                 "Liger's kernels in the layers, as census step --liger runs them (laid out without TP or CP, which "
                 "census step refuses beside them)");
   add_fine_tuning_options(*sub, a.fine_tuning);
+  add_text_option(*sub, "--kernels", a.kernels,
+                  "the kernel profile, as census step takes it: npu (the default, the reference's flash contract) or cuda",
+                  "give npu or cuda, or leave the option out");
+  add_choice_option(*sub, "--fsdp-wrap", a.fsdp_wrap, {"layers", "torchtitan"},
+                    "FSDP2's units in the FSDP2 layouts, as census step takes them: layers (the default) or torchtitan "
+                    "(v0.2's: the embedding, each layer, the final norm with the head, then the root)");
+  sub->add_option("--from", a.from,
+                  "TRAINER FILE: the run a trainer's own config file states (torchtitan, torchtune or trl, as census "
+                  "step --from reads it), planned: its model, sequence length, sequences a step, optimizer, loss, "
+                  "kernels, precision and fine-tuning; the layout, micro-batch and checkpointing are searched; the "
+                  "flags beside it may only name the devices, the search and how to show it")
+      ->expected(2)
+      ->type_name("TRAINER FILE");
   sub->add_flag("--first-step", a.first_step,
                 "fit and rank on the first step (default: the steady state, step 2 and later, the optimizer's states "
                 "alive from the start)");
@@ -589,14 +610,110 @@ Result<ordered_json> plan_report_json(const PlanArgs& a, const ModelConfig& conf
   return plan_json(*planned, a);
 }
 
-int run_plan_command(const PlanArgs& a, std::ostream& out, std::ostream& err) {
+namespace {
+
+// The plan's arguments with a trainer's file read (--from), and the file's record.
+struct PlanFrom {
+  PlanArgs args;
+  std::optional<TrainerFile> file;
+};
+
+// The file's run as the plan takes it: its model (a config beside it replaces the name), sequence length,
+// sequences a step (its micro-batch x micro-batches x data-parallel ranks), optimizer, loss, Liger, kernels,
+// precision, FSDP2's units and fine-tuning. Its layout, micro-batch and checkpointing are what the plan
+// searches; what it cannot lay out beside them is refused by the flag the file sets.
+Result<PlanFrom> plan_from_file(const PlanArgs& a) {
+  if (a.from.empty()) return PlanFrom{a, std::nullopt};
+  if (a.from.size() != 2) return refuse("--from", "give the trainer and its file: --from trl sft.yaml");
+  TrainerFileContext context{a.gpus, !a.model.empty(), a.seq_length_given ? a.seq_length : 0};
+  context.world_flag = "--gpus";
+  auto file = read_trainer_file(a.from[0], a.from[1], context);
+  CENSUS_TRY(file);
+  const Run& stated = file->run;
+  const char* unplanned = !stated.offload_activations.empty()         ? "--offload-activations"
+                          : !stated.fp8.empty()                       ? "--fp8"
+                          : stated.optimizer_in_backward              ? "--optimizer-in-backward"
+                          : stated.cpu_offload                        ? "--cpu-offload"
+                          : !stated.experts_implementation.empty()    ? "--experts-implementation"
+                          : !stated.train_yaml.empty()                ? "--train-yaml"
+                          : stated.reshard_after_forward != "default" ? "--reshard-after-forward"
+                                                                   : nullptr;
+  if (unplanned != nullptr)
+    return refuse(std::string(unplanned) + " from " + echoed(a.from[1]),
+                  "census plan lays out no run with it yet; price the file's own layout with census step --from");
+  PlanFrom out{a, file.take()};
+  const Run& run = out.file->run;
+  PlanArgs& p = out.args;
+  if (a.model.empty()) p.model = run.model;
+  p.seq_length = run.seq_length;
+  p.global_batch = run.micro_batch_size * run.micro_batches * run.dp;  // at most 2^16 x 2^12 x 2^20
+  p.optimizer = run.optimizer;
+  p.optimizer_impl = run.optimizer_impl;
+  p.loss = run.loss;
+  p.liger = run.liger;
+  p.kernels = run.kernels;
+  p.fsdp_wrap = run.fsdp_wrap;
+  p.master_weights = run.master_weights;
+  p.grad_dtype = run.grad_dtype;
+  p.fine_tuning = run;  // its fine-tuning fields alone are read
+  return out;
+}
+
+// The census plan arguments that state the same plan as the file: the flags --from stands for.
+std::vector<std::string> plan_flags(const PlanArgs& p) {
+  std::vector<std::string> flags = {p.model, "--gpus", std::to_string(p.gpus), "--seq-length", std::to_string(p.seq_length),
+                                    "--global-batch", std::to_string(p.global_batch)};
+  const PlanArgs d;
+  const auto text = [&](const char* flag, const std::string& value, const std::string& left_out) {
+    if (!value.empty() && value != left_out) flags.insert(flags.end(), {flag, value});
+  };
+  text("--optimizer", p.optimizer, d.optimizer);
+  text("--optimizer-impl", p.optimizer_impl, "");
+  text("--loss", p.loss, "");
+  if (p.liger) flags.emplace_back("--liger");
+  text("--kernels", p.kernels, "npu");
+  text("--fsdp-wrap", p.fsdp_wrap, "layers");
+  text("--master-weights", p.master_weights, d.master_weights);
+  text("--grad-dtype", p.grad_dtype, d.grad_dtype);
+  const std::vector<std::string> tuning = fine_tuning_flags(p.fine_tuning);
+  flags.insert(flags.end(), tuning.begin(), tuning.end());
+  return flags;
+}
+
+}  // namespace
+
+Status check_plan_flags_beside_from(const CLI::App& plan, const PlanArgs& a) {
+  if (a.from.empty()) return {};
+  return check_flags_beside_file(
+      plan, {"--from", "--gpus", "--gpu-memory", "--gpus-per-node", "--seq-length", "--device", "--peak-tflops",
+             "--hbm-gbs", "--link-gbs", "--nic-gbs", "--calibration", "--compute-efficiency", "--overlap", "--layout",
+             "--top", "--search", "--first-step", "--cuda-context", "--nccl-buffers", "--fragmentation", "--format",
+             "--explain", "--reserved", "--alloc-conf", "config"});
+}
+
+int run_plan_command(const PlanArgs& given, std::ostream& out, std::ostream& err) {
+  auto from = plan_from_file(given);
+  if (!from) return refuse_line(err, from.refusal().message());
+  const PlanArgs& a = from->args;
+  if (a.model.empty())
+    return refuse_line(err, "census plan: give a config.json or a shipped model name (census models), or --from TRAINER FILE");
   auto model = resolve_model(a.model);
   if (!model) return refuse_line(err, model.refusal().message());
   auto planned = plan(a, *model);
   if (!planned) return refuse_line(err, planned.refusal().message());
-  std::ostringstream answer;
-  if (a.format == "json") answer << plan_json(*planned, a).dump(2) << '\n';
-  else print_plan(*planned, a, answer);
+  std::ostringstream answer;  // printed whole or not at all
+  if (a.format == "json") {
+    ordered_json report = plan_json(*planned, a);
+    if (from->file) report["from"] = trainer_file_json(given.from, *from->file, plan_flags(a));
+    answer << report.dump(2) << '\n';
+  } else {
+    if (from->file) {
+      std::string command = "census plan";
+      for (const std::string& flag : plan_flags(a)) command += ' ' + flag;
+      print_trainer_file(given.from, *from->file, command + "; the layout, micro-batch and checkpointing searched", answer);
+    }
+    print_plan(*planned, a, answer);
+  }
   out << answer.str();
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "models/config.h"
 #include "run/run.h"
@@ -42,6 +43,13 @@ struct PlanArgs {
   // Fine-tuning: PEFT's adapters, a 4-bit base, the HF Trainer's autocast, as census step's flags set them
   // (cli/fine_tuning_options.h); the Run's other fields are not read.
   Run fine_tuning;
+  std::string kernels;    // the kernel profile, as census step --kernels takes it; empty: npu
+  std::string fsdp_wrap;  // FSDP2's units in the FSDP2 layouts, as census step --fsdp-wrap; empty: layers
+  // --from TRAINER FILE: the run a trainer's own file states (run/trainer_file.h), planned: its model,
+  // sequence length, sequences a step, optimizer, loss, kernels, precision and fine-tuning; the layout, the
+  // micro-batch and the checkpointing are the plan's to search.
+  std::vector<std::string> from;
+  bool seq_length_given = false;  // --seq-length was given (beside --from, for a file that leaves it open)
   std::string search;          // what is searched beside the layouts: "loss", "optimizer", or both, comma-separated
   int64_t cuda_context = 0, nccl_buffers = 0, fragmentation = 0;
   std::string format = "table";
@@ -53,6 +61,9 @@ struct PlanArgs {
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
 // Run a parsed `census plan`: 0 (a plan, or the answer that nothing fits), or 2 with one line on `err`.
 int run_plan_command(const PlanArgs& args, std::ostream& out, std::ostream& err);
+// Beside --from, a flag given that describes the run is refused: the file states it (the flags of the
+// devices, the search and how to show it are taken).
+Status check_plan_flags_beside_from(const CLI::App& plan, const PlanArgs& args);
 
 // The plan of `config` as `--format json` prints it (args.model only names it).
 Result<nlohmann::ordered_json> plan_report_json(const PlanArgs& args, const ModelConfig& config);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/fine_tuning_options.h"
+#include "cli/from_file.h"
 #include "cli/options.h"
 #include "step/step_census.h"
 #include "cli/request.h"
@@ -743,32 +744,13 @@ Result<FromFile> with_trainer_file(const StepArgs& a) {
   return out;
 }
 
-// What --from read, as JSON: the file, its format, the flags that state the same run, what was ignored.
-ordered_json from_json(const StepArgs& a, const FromFile& from) {
-  ordered_json ignored = ordered_json::array();
-  for (const IgnoredField& f : from.file->ignored) ignored.push_back({{"field", f.field}, {"why", std::string(f.why)}});
-  return {{"trainer", a.from[0]},
-          {"file", a.from[1]},
-          {"format", from.file->format},
-          {"flags", step_flags(from.args)},
-          {"ignored", ignored},
-          {"notes", from.file->notes}};
-}
-
 }  // namespace
 
 Status check_flags_beside_from(const CLI::App& step, const StepArgs& a) {
   if (a.from.empty()) return {};
-  static constexpr std::string_view kTaken[] = {"--from", "--world", "--seq-length", "--first-step", "--stage", "--format",
-                                                "--explain", "--allocator", "--alloc-conf", "--gpu-memory",
-                                                "--cuda-context", "--nccl-buffers", "--fragmentation", "config"};
-  for (const CLI::Option* option : step.get_options()) {
-    if (option->count() == 0) continue;
-    const std::string name = option->get_name(false, true);
-    if (std::find(std::begin(kTaken), std::end(kTaken), name) != std::end(kTaken) || name == "--help") continue;
-    return refuse(name + " beside --from", "the file states the run; change the file, or give the run as flags without --from");
-  }
-  return {};
+  return check_flags_beside_file(step, {"--from", "--world", "--seq-length", "--first-step", "--stage", "--format",
+                                        "--explain", "--allocator", "--alloc-conf", "--gpu-memory", "--cuda-context",
+                                        "--nccl-buffers", "--fragmentation", "config"});
 }
 
 Result<ordered_json> step_report_json(const StepArgs& a, const ModelConfig& config) {
@@ -795,16 +777,12 @@ int run_step_command(const StepArgs& given, std::ostream& out, std::ostream& err
   std::ostringstream answer;  // printed whole or not at all
   if (a.format == "json") {
     ordered_json report = runs_json(r, a);
-    if (from->file) report["from"] = from_json(given, *from);
+    if (from->file) report["from"] = trainer_file_json(given.from, *from->file, step_flags(a));
     answer << report.dump(2) << '\n';
     out << answer.str();
     return 0;
   }
-  if (from->file) {
-    answer << "from " << given.from[1] << " (" << from->file->format << "): " << step_command_line(a) << '\n';
-    for (const std::string& line : ignored_lines(from->file->ignored)) answer << line << '\n';
-    for (const std::string& note : from->file->notes) answer << "note: " << note << '\n';
-  }
+  if (from->file) print_trainer_file(given.from, *from->file, step_command_line(a), answer);
   const ModelConfig& c = r.config;
   const PipelineSplit split{a.first_stage_layers, a.last_stage_layers, a.embedding_as_layer, a.loss_as_layer};
   answer << a.model << " (" << c.model_type << "): one rank's training step, " << a.seq_length << " tokens x "

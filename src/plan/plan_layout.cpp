@@ -74,6 +74,7 @@ StepOptions layout_step_options(const Layout& l, const RunShape& run, int64_t st
   if (l.fsdp) {
     o.fsdp.shards = l.dp;
     o.fsdp.mixed_precision = run.fp32_master_weights;
+    o.fsdp.wrap = run.fsdp_wrap;
   }
   if (run.allocator) o.allocator = StepAllocatorOptions{};
   o.lora = run.lora;

@@ -94,6 +94,8 @@ struct RunShape {
   bool autocast = false;
   std::optional<DType> load_dtype;
   bool fine_tuning() const { return lora || quantize || autocast; }
+  // FSDP2's units in the layouts that shard with it (census step's --fsdp-wrap).
+  FsdpWrap fsdp_wrap = FsdpWrap::kLayers;
 };
 
 // The ranks EP takes its degree from: the expert layers' data-parallel ones, DP x CP, and with whole

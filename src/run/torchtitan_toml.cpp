@@ -406,9 +406,9 @@ Result<TrainerFile> read_torchtitan_toml(const std::string& text, const std::str
   if (shard == -1) {
     if (context.world == 0)
       return refuse(job.field_name("parallelism.data_parallel_shard_degree"),
-                    "-1 takes the GPUs the other degrees leave; give the GPU count with --world N");
+                    "-1 takes the GPUs the other degrees leave; give the GPU count with " + std::string(context.world_flag) + " N");
     if (context.world % run.tp != 0)
-      return refuse("--world " + std::to_string(context.world),
+      return refuse(std::string(context.world_flag) + " " + std::to_string(context.world),
                     "is not a multiple of parallelism.tensor_parallel_degree " + std::to_string(run.tp) +
                         "; give a GPU count that is");
     shard = context.world / run.tp;

@@ -22,6 +22,7 @@ struct TrainerFileContext {
   int64_t world = 0;  // the GPUs the run spans (--world), where the file leaves a degree to the launcher
   bool model_given = false;  // the step names the model's config itself: the file's model name is not mapped
   int64_t seq_length = 0;    // --seq-length beside the file, for a file that leaves it to the data; 0: not given
+  const char* world_flag = "--world";  // the flag that gave `world`, as refusals name it (census plan's --gpus)
 };
 
 // What a reader does with a field of a trainer's file: reads it (it moves memory, or decides what does),

@@ -251,7 +251,7 @@ Result<TrainerFile> read_sft_config(const YAML::Node& root, const std::string& p
     }
   }
   if (context.world > 1)
-    return refuse("--world " + std::to_string(context.world) + " with --from trl",
+    return refuse(std::string(context.world_flag) + " " + std::to_string(context.world) + " with --from trl",
                   "the Trainer's data parallelism (DDP, or accelerate's FSDP) is not read from a TRL file yet; give "
                   "the run as census step flags");
   run.world = context.world;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -35,6 +36,15 @@ inline std::string write_test_file(const std::string& name, const std::string& t
   const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
   std::ofstream(path, std::ios::binary) << text;
   return path;
+}
+
+// The command refused in one line on stderr naming `named`, with exit code 2 and nothing on stdout.
+inline void expect_refused_line(const std::vector<std::string>& args, const std::string& named) {
+  const CliRun run = census(args);
+  EXPECT_EQ(run.code, 2) << named;
+  EXPECT_TRUE(run.out.empty()) << named;
+  EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
 }
 
 }  // namespace census::testing

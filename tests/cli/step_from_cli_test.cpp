@@ -17,11 +17,7 @@ using testing::census;
 const std::string kData = std::string(CENSUS_TEST_DATA) + "/trainers/torchtitan/";
 
 void expect_refused(const std::vector<std::string>& args, const std::string& named) {
-  const CliRun run = census(args);
-  EXPECT_EQ(run.code, 2) << named;
-  EXPECT_TRUE(run.out.empty()) << named;
-  EXPECT_NE(run.err.find(named), std::string::npos) << run.err;
-  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  testing::expect_refused_line(args, named);
 }
 
 // `census step ARGS --format json` read what --from read: the flags `flags`, whose answer it is, whole, less the

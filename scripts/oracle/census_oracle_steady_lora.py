@@ -77,6 +77,11 @@ LORA_KINDS: Dict[str, Dict[str, Any]] = {
     "single_adamw_lora_all_mts_embed_head_trl_chunked_nll_ac_full_steady": dict(
         m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll",
         lora=dict(ALL16, modules_to_save=["embed_tokens", "lm_head"])),
+    "single_adamw_dora_all_mts_embed_head_steady": dict(
+        m=1, batch=1, foreach=False, lora=dict(ALL16, dora=True, modules_to_save=["embed_tokens", "lm_head"])),
+    "single_adamw_lora_all_mts_embed_head_trl_chunked_nll_offload_ac_full_steady": dict(
+        m=1, batch=1, foreach=False, ac="full", loss="trl-chunked-nll", offload=True,
+        lora=dict(ALL16, modules_to_save=["embed_tokens", "lm_head"])),
     "single_adamw_lora_all_mts_embed_head_bf16_steady": dict(
         m=1, batch=1, foreach=False, lora=dict(ALL16, fp32=False, modules_to_save=["embed_tokens", "lm_head"])),
     # other optimizers over the adapters: AdamW fused (the HF Trainer's adamw_torch_fused), bitsandbytes' 8-bit
@@ -305,7 +310,10 @@ for _k in ("single_b2_adamw_lora_all_steady", "accum_m4_adamw_lora_all_steady",
            "single_adamw_lora_all_offload_ac_full_steady"):
     E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 E.EXT_FAMILIES["single_adamw_lora_head_steady"] = ("llama", "qwen2", "mistral")
-E.EXT_FAMILIES["single_adamw_lora_all_mts_embed_head_trl_chunked_nll_ac_full_steady"] = ("llama", "qwen3")
+for _k in ("single_adamw_lora_all_mts_embed_head_trl_chunked_nll_ac_full_steady",
+           "single_adamw_dora_all_mts_embed_head_steady",
+           "single_adamw_lora_all_mts_embed_head_trl_chunked_nll_offload_ac_full_steady"):
+    E.EXT_FAMILIES[_k] = ("llama", "qwen3")
 # modules_to_save on the families whose head is untied (a tied one is PEFT's ensure_weight_tying case)
 for _k in ("single_adamw_lora_mts_head_steady", "single_adamw_lora_all_mts_embed_head_steady",
            "single_adamw_lora_all_mts_embed_head_ac_full_steady", "single_adamw_lora_all_mts_embed_head_bf16_steady"):

@@ -57,12 +57,8 @@ Status check_lora(const ModelConfig& config, const StepOptions& o) {
     if (std::find(lora.target_modules.begin(), lora.target_modules.end(), name) != lora.target_modules.end())
       return refuse("--modules-to-save " + name, "is also a LoRA target; name it in one of them");
     // Checked beside Transformers' loss and TRL's chunked one (which reads the head's weight through the
-    // wrapper: the copy's), a 4-bit base with and without PEFT's kbit helper, and the Trainer's autocast.
-    const char* with = o.offload_activations.has_value() ? "--offload-activations"
-                       : lora.use_dora                   ? "--use-dora"
-                                                         : nullptr;
-    if (with != nullptr)
-      return refuse(std::string("--modules-to-save with ") + with, "is not priced yet; drop one of them");
+    // wrapper: the copy's), TRL's offloading, DoRA, a 4-bit base with and without PEFT's kbit helper, and the
+    // Trainer's autocast.
   }
   // A layer with experts (mlp_only_layers may list every one: then the model has none).
   bool experts = false;

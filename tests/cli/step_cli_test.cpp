@@ -163,10 +163,9 @@ TEST(StepCli, BadInputIsOneLineAndExitTwo) {
         {"--lora", "--double-quant"}, {"--lora", "--prepare-kbit"}, {"--lora", "--compute-dtype", "bf16"},
         {"--lora-dtype", "bf16", "--quantize", "nf4"},
         {"--lora", "--quantize", "nf4", "--fsdp", "--dp", "2"},
-        // modules_to_save: a module Census does not save, none at all, one also a target, beside DoRA or offloading
+        // modules_to_save: a module Census does not save, none at all, one also a target
         {"--modules-to-save", "model.norm"}, {"--modules-to-save", ","}, {"--modules-to-save", ""},
-        {"--modules-to-save", "lm_head", "--lora-targets", "q_proj,lm_head"},
-        {"--modules-to-save", "lm_head", "--use-dora"}, {"--modules-to-save", "lm_head", "--offload-activations", "trl"}}) {
+        {"--modules-to-save", "lm_head", "--lora-targets", "q_proj,lm_head"}}) {
     std::vector<std::string> args = {"step", toy};
     args.insert(args.end(), extra.begin(), extra.end());
     const CliRun run = census(args);

@@ -82,6 +82,12 @@ class MatMul4BitBackward final : public Node {
 
 Tensor bnb_dequantize_4bit(const Tensor& packed, const QuantState4bit& state) { return dequantize_4bit(packed, state); }
 
+namespace {
+thread_local int g_inside_matmul_4bit = 0;
+}  // namespace
+
+bool inside_matmul_4bit() { return g_inside_matmul_4bit > 0; }
+
 Tensor bnb_matmul_4bit(const Tensor& input, const Tensor& packed, const Tensor& bias, const QuantState4bit& state,
                        BnbVersion version) {
   // A frozen bias: no gradient reaches it (the step's bases are frozen).
@@ -89,6 +95,7 @@ Tensor bnb_matmul_4bit(const Tensor& input, const Tensor& packed, const Tensor& 
   Tensor output;
   {
     NoGradGuard no_grad;
+    ++g_inside_matmul_4bit;
     if (node) node->packed_.save(packed);
     if (version == BnbVersion::k0_49) {
       const Tensor weight = to(dequantize_4bit(packed, state), input.dtype());
@@ -96,6 +103,7 @@ Tensor bnb_matmul_4bit(const Tensor& input, const Tensor& packed, const Tensor& 
     } else {
       output = gemm_4bit(input, packed, bias, state);
     }
+    --g_inside_matmul_4bit;
   }
   set_history(output, node);
   return output;

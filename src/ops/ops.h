@@ -62,6 +62,10 @@ struct QuantState4bit {
 };
 Tensor bnb_matmul_4bit(const Tensor& input, const Tensor& packed, const Tensor& bias, const QuantState4bit& state,
                        BnbVersion version);
+// Whether the ops running now are MatMul4Bit.forward's (under its no_grad, as an autograd.Function's forward
+// runs): the plan's time model prices their product's backward as MatMul4Bit.backward runs it, the input's
+// gradient alone, over the weight dequantized again (plan/plan_cost.cpp).
+bool inside_matmul_4bit();
 // functional.dequantize_4bit(packed, state): the (out, in) weight in the state's dtype, with no autograd
 // history (PEFT's dequantize_module_weight, which DoRA reads).
 Tensor bnb_dequantize_4bit(const Tensor& packed, const QuantState4bit& state);

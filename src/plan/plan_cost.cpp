@@ -86,6 +86,8 @@ class OpRecorder final : public Observer {
         r.backward_gemms = 0;
         for (const Tensor& input : call.inputs)
           if (input.dim() >= 2 && input.requires_grad()) r.backward_gemms = std::min<int64_t>(2, r.backward_gemms + 1);
+        // Inside MatMul4Bit.forward (no_grad, as an autograd.Function's forward): its backward's one product.
+        if (ops::inside_matmul_4bit()) r.backward_gemms = 1;
         break;
       case FlopsRule::kNone:
         break;

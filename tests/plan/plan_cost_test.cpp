@@ -225,6 +225,31 @@ TEST(PlanCost, FineTunedLayerRecordsAFrozenBaseAndItsAdapters) {
   EXPECT_NEAR(t.gemm_backward, (142'606'336 + 2.0 * 1'703'936) / 1e12, 1e-18);
 }
 
+// On a 4-bit base (nf4, bf16 compute) the seven products run inside MatMul4Bit.forward, under its no_grad, as
+// an autograd.Function's forward runs: each still runs one GEMM backward, MatMul4Bit.backward's input gradient
+// over the weight dequantized again. At 128 tokens bitsandbytes 0.50 runs its fused kernel; 0.49 dequantizes
+// the weight and runs a plain product: each of them one backward GEMM.
+TEST(PlanCost, FourBitProductsRunTheirInputsGradient) {
+  for (const ops::BnbVersion version : {ops::BnbVersion::k0_50, ops::BnbVersion::k0_49}) {
+    StepOptions tuned;
+    tuned.lora = nn::LoraConfig{};
+    tuned.lora->target_modules = {"q_proj", "v_proj"};
+    nn::Bnb4bitConfig quantize;
+    quantize.quant_type = nn::Bnb4bitType::kNf4;
+    quantize.compute_dtype = DType::kBFloat16;
+    quantize.version = version;
+    tuned.quantize = quantize;
+    int64_t frozen_flops = 0, trained = 0;
+    for (const OpRecord& op : record_layer(toy(), 0, 128, RecomputeShares{}, 1, tuned).ops) {
+      if (op.cls != OpClass::kGemm) continue;
+      if (op.backward_gemms == 1) frozen_flops += op.flops;
+      trained += op.backward_gemms == 2 ? 1 : 0;
+    }
+    EXPECT_EQ(frozen_flops, 142'606'336);
+    EXPECT_EQ(trained, 4);
+  }
+}
+
 // The embedding under adapters is frozen: its lookup runs forward and no backward.
 TEST(PlanCost, FrozenEmbeddingRunsNoBackward) {
   StepOptions tuned;

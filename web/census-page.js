@@ -22,8 +22,8 @@
            "--gpus-per-node", "--top", "--optimizer", "--loss", "--liger", "--search"],
     report: ["--layer-index", "--seq-length", "--tp", "--selective"],
     // The fine-tuner's question: census step's options, searched over one of them (fitSearch).
-    fit: ["--lora", "--lora-rank", "--lora-alpha", "--lora-targets", "--lora-dtype", "--use-dora", "--quantize",
-          "--double-quant", "--compute-dtype", "--prepare-kbit", "--autocast", "--load-dtype", "--seq-length",
+    fit: ["--lora", "--lora-rank", "--lora-alpha", "--lora-targets", "--lora-dtype", "--use-dora", "--modules-to-save",
+          "--quantize", "--double-quant", "--compute-dtype", "--prepare-kbit", "--autocast", "--load-dtype", "--seq-length",
           "--micro-batch-size", "--recompute", "--optimizer", "--loss", "--liger", "--offload-activations", "--first-step"],
   };
   // The command each question's form is the --help of, and runs.

@@ -649,7 +649,7 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                 lora_dtype: Any = None, use_dora: bool = False, quantize: Any = None, double_quant: bool = False,
                 quant_storage: Any = None, compute_dtype: Any = None, bnb_version: Any = None,
                 prepare_kbit: bool = False, autocast: Any = None, load_dtype: Any = None,
-                modules_to_save: Any = None) -> Dict[str, Any]:
+                modules_to_save: Any = None, kernels: Any = None, fsdp_wrap: Any = None) -> Dict[str, Any]:
     """The parallel layouts of *config* that fit on *gpus* devices of *gpu_memory*, as ``census plan
     --format json`` reports them: ``{"layouts": [{..., "peak_bytes", "step_args"}, ...], "counts", ...}``.
 
@@ -678,7 +678,8 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
     Fine-tuning is planned as ``census_step`` prices it, with the same arguments (*lora* and the ``lora_*``
     ones, *use_dora*, *modules_to_save*, *quantize* and the 4-bit base's, *autocast*, *load_dtype*): on one device (*gpus* 1),
     searching the micro-batch size and no or full checkpointing, every layout simulated; each layout's
-    ``step_args`` carry them (``census plan --lora-rank 16 ...``).
+    ``step_args`` carry them (``census plan --lora-rank 16 ...``). *kernels* (``"cuda"``) and *fsdp_wrap*
+    (``"torchtitan"``) are ``census_step``'s, for every layout (its FSDP2 layouts' units, for the latter).
     """
     if not isinstance(reserved, bool):
         raise ValueError(f"reserved: must be True or False, not {_shown(reserved)}")
@@ -712,5 +713,7 @@ def census_plan(config: Any, gpus: int, gpu_memory: Any = None, seq_length: int 
                                       quantize, double_quant, quant_storage, compute_dtype, bnb_version, prepare_kbit),
                         _name_or_none("autocast", autocast, "bf16", "no autocast"),
                         _name_or_none("load_dtype", load_dtype, "fp32 or bf16", "the default"),
-                        _module_names("modules_to_save", modules_to_save))
+                        _module_names("modules_to_save", modules_to_save),
+                        _name_or_none("kernels", kernels, "npu or cuda", "npu"),
+                        _name_or_none("fsdp_wrap", fsdp_wrap, "layers or torchtitan", "layers"))
     return json.loads(text)

@@ -2,7 +2,17 @@
 
 #include <algorithm>
 
+#include "run/read_trainer_file.h"
+
 namespace census::cli {
+
+Result<std::optional<TrainerFile>> read_from(const std::vector<std::string>& from, const TrainerFileContext& context) {
+  if (from.empty()) return std::optional<TrainerFile>();
+  if (from.size() != 2) return refuse("--from", "give the trainer and its file: --from torchtitan job.toml");
+  auto file = read_trainer_file(from[0], from[1], context);
+  CENSUS_TRY(file);
+  return std::optional<TrainerFile>(file.take());
+}
 
 Status check_flags_beside_file(const CLI::App& command, std::initializer_list<std::string_view> taken) {
   for (const CLI::Option* option : command.get_options()) {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <initializer_list>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -16,6 +17,9 @@
 #include "util/result.h"
 
 namespace census::cli {
+
+// The file --from names (TRAINER FILE), read as the command's `context` says; none without --from.
+Result<std::optional<TrainerFile>> read_from(const std::vector<std::string>& from, const TrainerFileContext& context);
 
 // Refused: a flag of `command` given beside --from that is not among `taken` (the flags that do not state
 // the run), even at its default value.

@@ -9,7 +9,6 @@
 #include "cli/fine_tuning_options.h"
 #include "cli/from_file.h"
 #include "cli/options.h"
-#include "run/read_trainer_file.h"
 #include "plan/plan.h"
 #include "cli/request.h"
 #include "cli/step_command.h"
@@ -623,13 +622,12 @@ struct PlanFrom {
 // precision, FSDP2's units and fine-tuning. Its layout, micro-batch and checkpointing are what the plan
 // searches; what it cannot lay out beside them is refused by the flag the file sets.
 Result<PlanFrom> plan_from_file(const PlanArgs& a) {
-  if (a.from.empty()) return PlanFrom{a, std::nullopt};
-  if (a.from.size() != 2) return refuse("--from", "give the trainer and its file: --from trl sft.yaml");
   TrainerFileContext context{a.gpus, !a.model.empty(), a.seq_length_given ? a.seq_length : 0};
   context.world_flag = "--gpus";
-  auto file = read_trainer_file(a.from[0], a.from[1], context);
+  auto file = read_from(a.from, context);
   CENSUS_TRY(file);
-  const Run& stated = file->run;
+  if (!*file) return PlanFrom{a, std::nullopt};
+  const Run& stated = (*file)->run;
   const char* unplanned = !stated.offload_activations.empty()         ? "--offload-activations"
                           : !stated.fp8.empty()                       ? "--fp8"
                           : stated.optimizer_in_backward              ? "--optimizer-in-backward"

@@ -17,7 +17,6 @@
 #include "models/config.h"
 #include "nn/float8_training.h"
 #include "nn/lora.h"
-#include "run/read_trainer_file.h"
 #include "step/lora_choice.h"
 #include "util/checked.h"
 #include "util/parallel.h"
@@ -729,10 +728,9 @@ struct FromFile {
 };
 
 Result<FromFile> with_trainer_file(const StepArgs& a) {
-  if (a.from.empty()) return FromFile{a, std::nullopt};
-  if (a.from.size() != 2) return refuse("--from", "give the trainer and its file: --from torchtitan job.toml");
-  auto file = read_trainer_file(a.from[0], a.from[1], {a.world, !a.model.empty(), a.seq_length_given ? a.seq_length : 0});
+  auto file = read_from(a.from, {a.world, !a.model.empty(), a.seq_length_given ? a.seq_length : 0});
   CENSUS_TRY(file);
+  if (!*file) return FromFile{a, std::nullopt};
   FromFile out{a, file.take()};
   static_cast<Run&>(out.args) = out.file->run;
   if (!a.model.empty()) out.args.model = a.model;

@@ -21,6 +21,7 @@
 // Set for a step by its scope; Linear reads it (nn/linear.h), the causal LM its embedding rule.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,10 @@ struct LoraConfig {
   // ModulesToSaveWrapper keeps it, the original frozen beside a trained copy of it, which its forward runs.
   std::vector<std::string> modules_to_save;
   double scaling() const { return alpha / static_cast<double>(r); }
+  // Whether modules_to_save names `name` (lm_head, embed_tokens): that module's copy trains.
+  bool saves(std::string_view name) const {
+    return std::find(modules_to_save.begin(), modules_to_save.end(), name) != modules_to_save.end();
+  }
 };
 
 // A comma-separated list of module names ("q_proj,v_proj"), each kept as written; empty names dropped.

@@ -51,10 +51,7 @@ Status check_plan_options(const ModelConfig& config, const PlanOptions& o) {
                   "adapters, a 4-bit base and autocast are priced on one device's whole model yet; give --gpus 1");
   StepOptions probe;
   probe.seq_length = run.seq_length;
-  if (run.fine_tuning()) {
-    probe = layout_step_options(Layout{}, run, 0);
-    if (o.reserved) probe.allocator = StepAllocatorOptions{};
-  }
+  if (run.fine_tuning()) probe = layout_step_options(Layout{}, plan_run(o), 0);
   return check_step_options(config, probe);
 }
 

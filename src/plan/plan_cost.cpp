@@ -667,7 +667,8 @@ LayerOps record_embedding(const ModelConfig& config, int64_t tokens, const StepO
   LayerOps out;
   OpRecord lookup;
   lookup.bytes = 2 * tokens * config.hidden_size * element_size(tuned.fp32_weights() ? DType::kFloat32 : DType::kBFloat16);
-  lookup.backward = !tuned.lora;  // under adapters the table is frozen: no gradient to scatter into
+  // Under adapters the table is frozen, no gradient to scatter into, but where modules_to_save trains its copy.
+  lookup.backward = !tuned.lora || tuned.lora->saves("embed_tokens");
   out.ops.push_back(lookup);
   out.parameters = config.vocab_size * config.hidden_size;
   return out;

@@ -271,6 +271,7 @@ struct TimeModel::Impl {
     std::vector<ChunkTimes> stage_sum;
     std::vector<int64_t> stage_params, stage_experts, stage_layers;  // parameters as the step builds an EP rank's
     std::vector<int64_t> stage_trained;  // of them, those a gradient reaches (the optimizer's, under fine-tuning)
+    std::vector<int64_t> stage_saved;    // and under adapters, modules_to_save's copies (in the base's dtype)
     std::vector<int64_t> stage_largest_layer;  // the most parameters one decoder layer of the stage holds
     std::vector<ChunkParameters> chunk_params;  // by chunk
     std::vector<double> fwd, bwd, gather, reduce;
@@ -370,6 +371,7 @@ void TimeModel::Impl::work(const Layout& l) {
   stage_params.assign(static_cast<size_t>(p), 0);
   stage_experts.assign(static_cast<size_t>(p), 0);
   w.stage_trained.assign(static_cast<size_t>(p), 0);
+  w.stage_saved.assign(static_cast<size_t>(p), 0);
   stage_layers.assign(static_cast<size_t>(p), 0);
   w.stage_largest_layer.assign(static_cast<size_t>(p), 0);
   w.chunk_params.assign(chunks.size(), ChunkParameters{});
@@ -454,21 +456,31 @@ void TimeModel::Impl::work(const Layout& l) {
     }
     double forward_extra = 0, backward_extra = 0;
     const int64_t stage_before = stage_params[static_cast<size_t>(r)];
+    // The embedding, the head and the final norm train but under adapters, where they are frozen; there
+    // modules_to_save trains copies of the embedding and the head (stage_saved).
+    const auto saved = [&](const char* module) { return run.lora && run.lora->saves(module) ? 1 : 0; };
+    const int64_t table = c.vocab_size / vocab_shards * c.hidden_size;
+    int64_t ends = 0, copies = 0;
     if (first) {
       t.forward += embedding.forward;
       t.backward += embedding.backward;
-      stage_params[static_cast<size_t>(r)] += c.vocab_size / vocab_shards * c.hidden_size;
+      ends += table;
+      copies += saved("embed_tokens") * table;
     }
     if (last) {
       t.output = output.forward + output.backward;
       forward_extra += output.forward;
       backward_extra += output.backward;
-      if (!(first && c.tie_word_embeddings)) stage_params[static_cast<size_t>(r)] += c.vocab_size / vocab_shards * c.hidden_size;
-      stage_params[static_cast<size_t>(r)] += c.hidden_size;
+      if (!(first && c.tie_word_embeddings)) {
+        ends += table;
+        copies += saved("lm_head") * table;
+      }
+      ends += c.hidden_size;
     }
+    stage_params[static_cast<size_t>(r)] += ends;
     w.chunk_params[static_cast<size_t>(g)].all += stage_params[static_cast<size_t>(r)] - stage_before;
-    // The embedding, the head and the final norm train but under adapters, where they are frozen.
-    if (!run.lora) w.stage_trained[static_cast<size_t>(r)] += stage_params[static_cast<size_t>(r)] - stage_before;
+    if (!run.lora) w.stage_trained[static_cast<size_t>(r)] += ends;
+    w.stage_saved[static_cast<size_t>(r)] += copies;
     t.forward_pass = t.forward + forward_extra + (async ? tp_f_async : tp_f_raw) + (ep_paired ? ep_f_paired : ep_f) + fsdp_f + cp_f;
     t.backward_pass = t.backward + backward_extra + t.recompute + (async ? tp_b_async : tp_b_raw) +
                       (ep_paired ? ep_b_paired : ep_b) + fsdp_b + cp_b;
@@ -536,11 +548,16 @@ TimeModel::Impl::StepEnd TimeModel::Impl::step_end(const Layout& l, bool least) 
   // adapters under LoRA, in their dtype (fp32 ones, or a model loaded in fp32 for autocast): the parameter
   // and its gradient in it, AdamW's two moments in it too.
   if (run.fine_tuning() && run.optimizer != StepOptimizer::kNone) {
-    const double trained = static_cast<double>(w.stage_trained[w.heaviest]);
-    const double size = run.lora ? static_cast<double>(element_size(run.lora->dtype))
-                                 : tuned.fp32_weights() ? 4.0 : static_cast<double>(kBf16);
-    const double states = run.optimizer == StepOptimizer::kAdamW ? 2 * size : static_cast<double>(least_state_bytes(run.optimizer));
-    optimizer_bytes = (3 * size + 2 * states) * trained;
+    // Each parameter read and written, its gradient read, its states read and written, in its dtype.
+    const auto bytes = [&](double size, int64_t count) {
+      const double states = run.optimizer == StepOptimizer::kAdamW ? 2 * size : static_cast<double>(least_state_bytes(run.optimizer));
+      return (3 * size + 2 * states) * static_cast<double>(count);
+    };
+    // The base's dtype (fp32 where loaded so, or cast by prepare_model_for_kbit_training), which
+    // modules_to_save's copies keep; the adapters' own.
+    const double base = tuned.fp32_weights() || (run.quantize && run.quantize->prepare_kbit) ? 4.0 : static_cast<double>(kBf16);
+    const double trained = run.lora ? static_cast<double>(element_size(run.lora->dtype)) : base;
+    optimizer_bytes = bytes(trained, w.stage_trained[w.heaviest]) + bytes(base, w.stage_saved[w.heaviest]);
   }
   end.optimizer = optimizer_bytes / (rates.hbm_bytes_per_s * rates.calibration.memory_efficiency);
   return end;

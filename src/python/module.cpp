@@ -537,6 +537,7 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
       {"lora_alpha", r.lora_alpha ? nlohmann::ordered_json(*r.lora_alpha) : nlohmann::ordered_json(nullptr)},
       {"lora_dropout", r.lora_dropout ? nlohmann::ordered_json(*r.lora_dropout) : nlohmann::ordered_json(nullptr)},
       {"lora_targets", r.lora_targets.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.lora_targets)}, {"use_dora", r.use_dora},
+      {"modules_to_save", r.modules_to_save.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.modules_to_save)},
       {"quantize", r.quantize.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.quantize)}, {"double_quant", r.double_quant},
       {"quant_storage", r.quant_storage.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.quant_storage)},
       {"compute_dtype", r.compute_dtype.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.compute_dtype)}};
@@ -554,6 +555,7 @@ std::string trainer_run(const std::string& trainer, const std::string& path, int
   listed.fsdp_wrap = d.fsdp_wrap, listed.liger = d.liger, listed.autocast = d.autocast, listed.load_dtype = d.load_dtype;
   listed.lora = d.lora, listed.lora_rank = d.lora_rank, listed.lora_alpha = d.lora_alpha;
   listed.lora_dropout = d.lora_dropout, listed.lora_targets = d.lora_targets, listed.use_dora = d.use_dora;
+  listed.modules_to_save = d.modules_to_save;
   listed.quantize = d.quantize, listed.double_quant = d.double_quant, listed.quant_storage = d.quant_storage;
   listed.compute_dtype = d.compute_dtype;
   if (const std::vector<std::string> unlisted = step_flags(listed); unlisted.size() > 1)
@@ -591,9 +593,12 @@ std::string plan(const py::object& config_in, int64_t gpus, const std::optional<
                  std::optional<double> lora_dropout, const std::string& lora_targets, const std::string& lora_dtype,
                  bool use_dora, const std::string& quantize, bool double_quant, const std::string& quant_storage,
                  const std::string& compute_dtype, const std::string& bnb_version, bool prepare_kbit,
-                 const std::string& autocast, const std::string& load_dtype, const std::string& modules_to_save) {
+                 const std::string& autocast, const std::string& load_dtype, const std::string& modules_to_save,
+                 const std::string& kernels, const std::string& fsdp_wrap) {
   const ModelConfig config = config_of(config_in);
   cli::PlanArgs a;
+  a.kernels = kernels;
+  a.fsdp_wrap = fsdp_wrap;
   Run& t = a.fine_tuning;
   t.modules_to_save = modules_to_save;
   t.lora = lora, t.lora_rank = lora_rank, t.lora_alpha = lora_alpha, t.lora_dropout = lora_dropout;
@@ -706,6 +711,6 @@ PYBIND11_MODULE(_census, m) {
         py::arg("use_dora") = false, py::arg("quantize") = "", py::arg("double_quant") = false,
         py::arg("quant_storage") = "", py::arg("compute_dtype") = "", py::arg("bnb_version") = "",
         py::arg("prepare_kbit") = false, py::arg("autocast") = "", py::arg("load_dtype") = "",
-        py::arg("modules_to_save") = "");
+        py::arg("modules_to_save") = "", py::arg("kernels") = "", py::arg("fsdp_wrap") = "");
   m.def("replacement_specs", &replacement_specs, "a train.yaml's replacements as (match, module_type, factory)");
 }

@@ -446,6 +446,12 @@ TEST(PlanCli, FineTuningTimeCountsTheAdaptersAlone) {
   const nlohmann::json full = plan(toy(), layout)["layouts"][0];
   EXPECT_NEAR(lora["time_estimate"]["optimizer_step"].get<double>(), 28.0 * 26'624 / (3350e9 * 0.8), 1e-18);
   EXPECT_LT(lora["time_estimate"]["optimizer_step"].get<double>(), full["time_estimate"]["optimizer_step"].get<double>());
+  // modules_to_save's copy of the head trains too, in the base's bf16: 2 x 2 + 2 + 2 x 4 = 14 B a parameter of
+  // its 4,096 x 256.
+  args.insert(args.end(), {"--modules-to-save", "lm_head"});
+  const nlohmann::json saved = plan(toy(), args)["layouts"][0];
+  EXPECT_NEAR(saved["time_estimate"]["optimizer_step"].get<double>(),
+              (28.0 * 26'624 + 14.0 * 4096 * 256) / (3350e9 * 0.8), 1e-18);
 }
 
 TEST(PlanCli, ExpertParallelTermDerived) {

@@ -250,7 +250,8 @@ TEST(PlanCost, FourBitProductsRunTheirInputsGradient) {
   }
 }
 
-// The embedding under adapters is frozen: its lookup runs forward and no backward.
+// The embedding under adapters is frozen: its lookup runs forward and no backward, unless modules_to_save
+// trains a copy of it.
 TEST(PlanCost, FrozenEmbeddingRunsNoBackward) {
   StepOptions tuned;
   tuned.lora = nn::LoraConfig{};
@@ -259,6 +260,9 @@ TEST(PlanCost, FrozenEmbeddingRunsNoBackward) {
   EXPECT_EQ(frozen.forward, trained.forward);
   EXPECT_GT(trained.backward, 0);
   EXPECT_EQ(frozen.backward, 0);
+  // modules_to_save's copy of it trains: its backward runs as the whole table's.
+  tuned.lora->modules_to_save = {"embed_tokens"};
+  EXPECT_EQ(pass_time(record_embedding(toy(), 128, tuned), 1, unit()).backward, trained.backward);
 }
 
 TEST(PlanCost, CollectivesWithLatency) {

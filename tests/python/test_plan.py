@@ -22,12 +22,14 @@ def _step_kwargs(step_args):
              "--cp": "cp", "--ep": "ep", "--expert-tp": "expert_tp", "--loss": "loss", "--optimizer": "optimizer",
              "--optimizer-impl": "optimizer_impl", "--lora-rank": "lora_rank", "--lora-targets": "lora_targets",
              "--quantize": "quantize", "--compute-dtype": "compute_dtype", "--autocast": "autocast",
-             "--load-dtype": "load_dtype"}
+             "--load-dtype": "load_dtype", "--kernels": "kernels", "--fsdp-wrap": "fsdp_wrap",
+             "--modules-to-save": "modules_to_save"}
     switches = {"--embedding-as-layer": "embedding_as_layer", "--loss-as-layer": "loss_as_layer", "--fsdp": "fsdp",
                 "--sequence-parallel": "sequence_parallel", "--loss-parallel": "loss_parallel", "--lora": "lora",
                 "--double-quant": "double_quant"}
     text = {"schedule", "recompute", "master_weights", "grad_dtype", "loss", "optimizer", "optimizer_impl",
-            "lora_targets", "quantize", "compute_dtype", "autocast", "load_dtype"}
+            "lora_targets", "quantize", "compute_dtype", "autocast", "load_dtype", "kernels", "fsdp_wrap",
+            "modules_to_save"}
     kwargs = {}
     args = list(step_args)
     while args:
@@ -103,6 +105,17 @@ def test_a_fine_tuning_plan_on_one_device_lays_out_census_steps_with_it(tuning):
     for layout in plan["layouts"]:
         kwargs = _step_kwargs(layout["step_args"])
         assert {name: kwargs[name] for name in tuning} == tuning
+        assert census.census_step(TOY, **kwargs)["total_bytes"] == layout["peak_bytes"]
+
+
+def test_a_plans_kernels_and_fsdp_units_are_every_layouts():
+    plan = census.census_plan(TOY, gpus=2, gpu_memory="1TiB", seq_length=128, device="h100", top=100,
+                              kernels="cuda", fsdp_wrap="torchtitan")
+    fsdp = [layout for layout in plan["layouts"] if layout["fsdp"]]
+    assert fsdp
+    for layout in fsdp:
+        kwargs = _step_kwargs(layout["step_args"])
+        assert (kwargs["kernels"], kwargs["fsdp_wrap"]) == ("cuda", "torchtitan")
         assert census.census_step(TOY, **kwargs)["total_bytes"] == layout["peak_bytes"]
 
 

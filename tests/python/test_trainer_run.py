@@ -99,3 +99,22 @@ def test_step_and_plan_refuse_a_bad_run_alike(arguments):
         census.census_plan(config, gpus=8, gpu_memory="80GiB", seq_length=128, **arguments)
     assert str(stepped.value) == str(planned.value)
     assert str(stepped.value).startswith(next(iter(arguments)))
+
+
+def test_a_trl_file_with_modules_to_save_is_census_steps(tmp_path):
+    """TRL's lora_modules_to_save reaches census_step's modules_to_save: the arguments price what census step
+    --from prices."""
+    path = tmp_path / "sft.yaml"
+    path.write_text("model_name_or_path: Qwen/Qwen3-8B\nuse_peft: true\nlora_modules_to_save: [embed_tokens, lm_head]\n"
+                    "max_length: 256\nper_device_train_batch_size: 1\n")
+    run = census.trainer_run("trl", str(path))
+    assert run["arguments"]["modules_to_save"] == "embed_tokens,lm_head"
+    step = census.census_step(**run["arguments"])
+    assert step["lora"]["modules_to_save"] == ["embed_tokens", "lm_head"]
+    command = os.environ.get("CENSUS_BINARY")
+    if command is None:
+        pytest.skip("CENSUS_BINARY names no census command")
+    answer = json.loads(subprocess.run([command, "step", "--from", "trl", str(path), "--format", "json"], check=True,
+                                       capture_output=True, text=True).stdout)
+    answer.pop("from")
+    assert step == answer
